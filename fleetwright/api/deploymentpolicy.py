@@ -1,0 +1,497 @@
+"""The DeploymentPolicy resource (short name ``dp``): how fast and how safely changes roll out.
+
+Owns the policy schema (the hard ``maxUnavailable`` cap, the ordered steps canary / soak /
+approval / batches, failure rules, maintenance windows, compartments) and its single-object rules
+(mirrored as CEL in the CRD). Turning a policy into batches is the planner's job. Must not do I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import AfterValidator, Field
+
+from fleetwright.api.common import (
+    DNS_LABEL_PATTERN,
+    MAX_NAME,
+    MAX_SHORT_STRING,
+    ApiModel,
+    IntOrPercent,
+    LabelSelector,
+    LocalRule,
+    ObjectMeta,
+    selector_nonempty_cel,
+)
+from fleetwright.api.status import Condition
+
+KIND = "DeploymentPolicy"
+PLURAL = "deploymentpolicies"
+BUILTIN_POLICY_NAME = "builtin-default"
+MAX_STEPS = 16
+MAX_COMPARTMENTS = 32
+MAX_WINDOWS = 16
+
+
+# ---------------------------------------------------------------------------------------------
+# Steps
+
+
+class CanaryStep(ApiModel):
+    """Update a few nodes first; a failed canary stops the rollout before any other node is touched."""
+
+    count: int | None = Field(
+        default=None,
+        description="How many nodes (deterministically chosen) form the canary. Exclusive with selector.",
+        ge=1,
+        le=1000,
+    )
+    selector: LabelSelector | None = Field(
+        default=None,
+        description="Nodes (among the targeted ones) that form the canary. Exclusive with count; must not "
+        "be empty.",
+    )
+
+    local_rules = (
+        LocalRule(
+            name="canary-count-or-selector",
+            cel="has(self.count) != has(self.selector)",
+            message="exactly one of count or selector must be set",
+            check=lambda m: (m.count is None) != (m.selector is None),
+        ),
+        LocalRule(
+            name="canary-selector-nonempty",
+            cel="!has(self.selector) || " + "(" + selector_nonempty_cel("self.selector") + ")",
+            message="selector must have at least one requirement (an empty selector would select every node)",
+            field_path=".selector",
+            reason="FieldValueRequired",
+            check=lambda m: m.selector is None or not m.selector.is_empty(),
+        ),
+    )
+
+
+class NodeConditionRequirement(ApiModel):
+    """A node condition that must have a given status on updated nodes."""
+
+    type: str = Field(
+        description="Node condition type, e.g. Ready or GpuHealthy.", min_length=1, max_length=316
+    )
+    status: Literal["True", "False", "Unknown"] = Field(description="Required status of the condition.")
+
+
+class HealthGate(ApiModel):
+    """What must hold on every updated node throughout a soak; otherwise the soak fails."""
+
+    node_ready: bool = Field(default=True, description="Every updated node must stay Ready.")
+    node_conditions: list[NodeConditionRequirement] = Field(
+        default_factory=list,
+        description="Further node conditions (e.g. from node-problem-detector) with their required status.",
+        max_length=16,
+    )
+
+
+class SoakStep(ApiModel):
+    """Wait and watch the nodes updated so far before going on."""
+
+    duration_seconds: int = Field(description="How long to soak.", ge=1, le=30 * 86400)
+    health_gate: HealthGate = Field(default_factory=HealthGate, description="What must hold during the soak.")
+
+
+class ApprovalStep(ApiModel):
+    """Wait for a human (`fleetwright approve` or the approve annotation) before going on."""
+
+    timeout_seconds: int | None = Field(
+        default=None,
+        description="Halt the rollout when nobody approves within this time. Absent: wait indefinitely, "
+        "visibly "
+        "(condition Paused, reason AwaitingApproval).",
+        ge=60,
+        le=90 * 86400,
+    )
+
+
+BatchStrategy = Literal["fixed", "linear", "exponential"]
+
+
+class BatchesStep(ApiModel):
+    """Update all remaining nodes in batches (NodeWright strategies). Must be the last step; batch sizes
+    are always capped by maxUnavailable."""
+
+    strategy: BatchStrategy = Field(
+        default="fixed",
+        description="fixed: every batch has `initial` nodes; linear: +delta after a successful batch, -delta "
+        "after a failed one; exponential: x growthFactor after success, / growthFactor after failure.",
+    )
+    initial: int = Field(
+        default=1, description="Size of the first batch (NodeWright initialBatch).", ge=1, le=10000
+    )
+    delta: int | None = Field(
+        default=None,
+        description="linear only: nodes added or removed per batch (default 1).",
+        ge=1,
+        le=10000,
+    )
+    growth_factor: int | None = Field(
+        default=None,
+        description="exponential only: factor applied per batch (default 2).",
+        ge=2,
+        le=100,
+    )
+    max_batch_size: int | None = Field(
+        default=None,
+        description="Upper bound on a batch's size (besides maxUnavailable, which always caps).",
+        ge=1,
+        le=100000,
+    )
+    batch_threshold: int = Field(
+        default=100,
+        description="Percent of a batch's nodes that must complete for the batch to count as successful.",
+        ge=1,
+        le=100,
+    )
+    safety_limit: int = Field(
+        default=50,
+        description="Percent of progress after which failed batches neither shrink the batch size nor count "
+        "toward failure.failureThreshold.",
+        ge=0,
+        le=100,
+    )
+    soak_seconds: int = Field(default=0, description="Pause between batches.", ge=0, le=7 * 86400)
+    reset_batch_state_on_completion: bool = Field(
+        default=True,
+        description="Start the next rollout from `initial` again (instead of the last batch size).",
+    )
+
+    local_rules = (
+        LocalRule(
+            name="batches-delta-only-linear",
+            cel="!has(self.delta) || self.strategy == 'linear'",
+            message="delta is only allowed with strategy linear",
+            field_path=".delta",
+            reason="FieldValueForbidden",
+            check=lambda m: m.delta is None or m.strategy == "linear",
+        ),
+        LocalRule(
+            name="batches-growthfactor-only-exponential",
+            cel="!has(self.growthFactor) || self.strategy == 'exponential'",
+            message="growthFactor is only allowed with strategy exponential",
+            field_path=".growthFactor",
+            reason="FieldValueForbidden",
+            check=lambda m: m.growth_factor is None or m.strategy == "exponential",
+        ),
+        LocalRule(
+            name="batches-max-at-least-initial",
+            cel="!has(self.maxBatchSize) || self.maxBatchSize >= self.initial",
+            message="maxBatchSize must be >= initial",
+            field_path=".maxBatchSize",
+            check=lambda m: m.max_batch_size is None or m.max_batch_size >= m.initial,
+        ),
+    )
+
+    def effective_delta(self) -> int:
+        return self.delta if self.delta is not None else 1
+
+    def effective_growth_factor(self) -> int:
+        return self.growth_factor if self.growth_factor is not None else 2
+
+
+StepKind = Literal["canary", "soak", "approval", "batches"]
+
+
+class Step(ApiModel):
+    """One step of a rollout; exactly one of canary, soak, approval, batches."""
+
+    name: str | None = Field(
+        default=None,
+        description="Optional name shown in status and the Temporal UI.",
+        max_length=MAX_SHORT_STRING,
+        pattern=DNS_LABEL_PATTERN,
+    )
+    canary: CanaryStep | None = Field(default=None, description="Update a canary set of nodes.")
+    soak: SoakStep | None = Field(default=None, description="Wait and watch.")
+    approval: ApprovalStep | None = Field(default=None, description="Wait for a human approval.")
+    batches: BatchesStep | None = Field(default=None, description="Update all remaining nodes in batches.")
+
+    local_rules = (
+        LocalRule(
+            name="step-exactly-one-kind",
+            cel="[has(self.canary), has(self.soak), has(self.approval), has(self.batches)]"
+            ".filter(x, x).size() == 1",
+            message="exactly one of canary, soak, approval or batches must be set",
+            check=lambda m: sum(x is not None for x in (m.canary, m.soak, m.approval, m.batches)) == 1,
+        ),
+    )
+
+    @property
+    def kind(self) -> StepKind:
+        """Which step this is (the model rules guarantee exactly one)."""
+        for kind in ("canary", "soak", "approval", "batches"):
+            if getattr(self, kind) is not None:
+                return kind
+        raise ValueError("step has no kind")
+
+
+DEFAULT_STEPS: tuple[Step, ...] = (Step(batches=BatchesStep()),)
+
+BATCHES_LAST_CEL = (
+    "{s}.all(x, !has(x.batches)) || "
+    "(has({s}[size({s}) - 1].batches) && {s}.filter(x, has(x.batches)).size() == 1)"
+)
+
+
+def _batches_last(steps: list[Step]) -> bool:
+    positions = [i for i, s in enumerate(steps) if s.batches is not None]
+    return not positions or positions == [len(steps) - 1]
+
+
+# ---------------------------------------------------------------------------------------------
+# Failure, windows, compartments
+
+
+class FailurePolicy(ApiModel):
+    """When a rollout stops, and what it does then."""
+
+    max_failed_nodes: int = Field(
+        default=0,
+        description="Failed nodes tolerated before `action` fires; 0 means the first failed node fires it.",
+        ge=0,
+        le=100000,
+    )
+    failure_threshold: int | None = Field(
+        default=None,
+        description="Consecutive failed batches (below batches.batchThreshold) before `action` fires "
+        "(NodeWright failureThreshold). Absent: batch failures alone never stop the rollout.",
+        ge=1,
+        le=1000,
+    )
+    action: Literal["halt", "rollback"] = Field(
+        default="halt",
+        description="halt: start no further node and report Degraded; rollback: also return updated nodes to "
+        "the previous package versions.",
+    )
+
+
+_CRON_FIELD_RANGES = ((0, 59), (0, 23), (1, 31), (1, 12), (0, 7))
+_CRON_NAMES: tuple[dict[str, int], ...] = (
+    {},
+    {},
+    {},
+    {
+        m: i + 1
+        for i, m in enumerate(
+            ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
+        )
+    },
+    {d: i for i, d in enumerate(["sun", "mon", "tue", "wed", "thu", "fri", "sat"])},
+)
+_CRON_ITEM = re.compile(r"^(\*|[a-z0-9]+(-[a-z0-9]+)?)(/[0-9]+)?$")
+
+
+def _cron_value(token: str, names: dict[str, int]) -> int:
+    if token in names:
+        return names[token]
+    if not token.isdigit():
+        raise ValueError(f"unknown value {token!r}")
+    return int(token)
+
+
+def _check_cron_field(field: str, bounds: tuple[int, int], names: dict[str, int]) -> None:
+    low, high = bounds
+    for item in field.lower().split(","):
+        if not _CRON_ITEM.match(item):
+            raise ValueError(f"invalid item {item!r}")
+        span, _, step = item.partition("/")
+        if step and int(step) == 0:
+            raise ValueError(f"step must be >= 1 in {item!r}")
+        if span == "*":
+            continue
+        values = [_cron_value(v, names) for v in span.split("-")]
+        if any(v < low or v > high for v in values):
+            raise ValueError(f"{item!r} is outside {low}-{high}")
+        if len(values) == 2 and values[0] > values[1]:
+            raise ValueError(f"range {item!r} is reversed")
+
+
+def check_cron(expr: str) -> str:
+    """Validate a 5-field cron expression (minute hour day-of-month month day-of-week)."""
+    fields = expr.split()
+    if len(fields) != 5:
+        raise ValueError(
+            f"must have 5 fields (minute hour day-of-month month day-of-week), got {len(fields)}"
+        )
+    for field, bounds, names in zip(fields, _CRON_FIELD_RANGES, _CRON_NAMES, strict=True):
+        _check_cron_field(field, bounds, names)
+    return expr
+
+
+def check_time_zone(name: str) -> str:
+    """Validate an IANA time zone name such as Europe/Berlin."""
+    if name.startswith(("/", ".")) or ".." in name:
+        raise ValueError(f"{name!r} is not an IANA time zone name")
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError, OSError) as exc:
+        raise ValueError(f"unknown time zone {name!r} (use an IANA name such as Europe/Berlin)") from exc
+    return name
+
+
+class MaintenanceWindow(ApiModel):
+    """A recurring window in which nodes may start; a node that cannot finish in the window does not start."""
+
+    schedule: Annotated[str, AfterValidator(check_cron)] = Field(
+        description="Cron expression (5 fields: minute hour day-of-month month day-of-week) for the "
+        "window's start.",
+        min_length=9,
+        max_length=128,
+    )
+    duration_seconds: int = Field(description="Length of the window.", ge=60, le=7 * 86400)
+    time_zone: Annotated[str, AfterValidator(check_time_zone)] = Field(
+        default="UTC",
+        description="IANA time zone the schedule is read in, e.g. Europe/Berlin.",
+        min_length=1,
+        max_length=64,
+    )
+
+
+def _steps_rule(prefix: str) -> LocalRule:
+    return LocalRule(
+        name=f"{prefix}steps-batches-last",
+        cel=BATCHES_LAST_CEL.format(s="self.steps"),
+        message="steps may contain at most one batches step, and it must be the last step",
+        field_path=".steps",
+        check=lambda m: _batches_last(m.steps),
+    )
+
+
+class Compartment(ApiModel):
+    """A subset of the targeted nodes with its own budget and steps (e.g. one per rack or zone). Nodes
+    matching no compartment use the policy's top-level settings."""
+
+    name: str = Field(
+        description="Compartment name (unique).", max_length=MAX_SHORT_STRING, pattern=DNS_LABEL_PATTERN
+    )
+    selector: LabelSelector = Field(description="Nodes in this compartment; must not be empty.")
+    max_unavailable: IntOrPercent | None = Field(
+        default=None,
+        description="This compartment's own cap (count or percent of its nodes). Absent: the policy's. The "
+        "policy-wide maxUnavailable caps the sum across compartments in any case.",
+    )
+    steps: list[Step] = Field(
+        default_factory=list,
+        description="This compartment's own steps. Empty: the policy's steps.",
+        max_length=MAX_STEPS,
+    )
+    failure: FailurePolicy | None = Field(
+        default=None, description="This compartment's failure rules. Absent: the policy's."
+    )
+
+    local_rules = (
+        LocalRule(
+            name="compartment-selector-nonempty",
+            cel=selector_nonempty_cel("self.selector"),
+            message="selector must have at least one requirement (an empty selector would select every node)",
+            field_path=".selector",
+            reason="FieldValueRequired",
+            check=lambda m: not m.selector.is_empty(),
+        ),
+        _steps_rule("compartment-"),
+        LocalRule(
+            name="compartment-maxunavailable-positive",
+            cel="!has(self.maxUnavailable) || (type(self.maxUnavailable) == int ? self.maxUnavailable >= 1 : "
+            "self.maxUnavailable != '0%')",
+            message="maxUnavailable must allow at least one node (>= 1 or > 0%)",
+            field_path=".maxUnavailable",
+            check=lambda m: m.max_unavailable is None or m.max_unavailable not in (0, "0%"),
+        ),
+    )
+
+
+class DeploymentPolicySpec(ApiModel):
+    """How fast and how safely changes roll out."""
+
+    max_unavailable: IntOrPercent = Field(
+        default=1,
+        description="Hard cap on nodes disrupted at once (count, or percent of targeted nodes rounded down "
+        "but at "
+        "least 1). Always applies: canaries, batches, config and version changes, and across profiles "
+        "sharing nodes.",
+    )
+    steps: list[Step] = Field(
+        default_factory=list,
+        description="Ordered steps: canary, soak, approval, then batches (last). Empty: one node at a time "
+        "(batches fixed, initial 1).",
+        max_length=MAX_STEPS,
+    )
+    failure: FailurePolicy = Field(default_factory=FailurePolicy, description="When the rollout stops.")
+    windows: list[MaintenanceWindow] = Field(
+        default_factory=list,
+        description="Maintenance windows; nodes start only inside one. Empty: any time.",
+        max_length=MAX_WINDOWS,
+    )
+    compartments: list[Compartment] = Field(
+        default_factory=list,
+        description="Node subsets with their own budget and steps. A node matching several compartments uses "
+        "the safest (smallest budget, then name).",
+        max_length=MAX_COMPARTMENTS,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
+
+    local_rules = (
+        LocalRule(
+            name="maxunavailable-positive",
+            cel="type(self.maxUnavailable) == int ? self.maxUnavailable >= 1 : self.maxUnavailable != '0%'",
+            message="maxUnavailable must allow at least one node (>= 1 or > 0%)",
+            field_path=".maxUnavailable",
+            check=lambda m: m.max_unavailable not in (0, "0%"),
+        ),
+        _steps_rule(""),
+    )
+
+    def effective_steps(self) -> list[Step]:
+        """The steps to run: the declared ones, or the conservative default."""
+        return list(self.steps) if self.steps else [s.model_copy(deep=True) for s in DEFAULT_STEPS]
+
+
+class DeploymentPolicyStatus(ApiModel):
+    """Observed state, written by the fleetwright controller only."""
+
+    observed_generation: int | None = Field(
+        default=None, description="The .metadata.generation the status reflects.", ge=0
+    )
+    conditions: list[Condition] = Field(
+        default_factory=list,
+        description="Accepted, InUse (metav1.Condition).",
+        max_length=16,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+    )
+    referenced_by: list[Annotated[str, Field(max_length=MAX_NAME)]] = Field(
+        default_factory=list,
+        description="NodeProfiles referencing this policy (first 100).",
+        max_length=100,
+    )
+
+
+class DeploymentPolicy(ApiModel):
+    """DeploymentPolicy: how fast and how safely changes roll out."""
+
+    api_version: Literal["fleetwright.io/v1alpha1"] = Field(
+        default="fleetwright.io/v1alpha1", description="fleetwright.io/v1alpha1."
+    )
+    kind: Literal["DeploymentPolicy"] = Field(default="DeploymentPolicy", description="DeploymentPolicy.")
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta, description="Standard object metadata.")
+    spec: DeploymentPolicySpec = Field(
+        default_factory=DeploymentPolicySpec, description="Desired rollout behaviour."
+    )
+    status: DeploymentPolicyStatus | None = Field(
+        default=None, description="Observed state, written by fleetwright."
+    )
+
+    @classmethod
+    def from_k8s(cls, obj: dict[str, Any]) -> DeploymentPolicy:
+        """Parse an object as read from the API server."""
+        return cls.model_validate(obj)
+
+
+BUILTIN_POLICY = DeploymentPolicy(metadata=ObjectMeta(name=BUILTIN_POLICY_NAME))
+"""The policy a NodeProfile without deploymentPolicyRef gets: one node at a time, halt on first failure."""
