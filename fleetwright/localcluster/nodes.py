@@ -1,0 +1,79 @@
+"""Simulated GPU nodes for the local fleet: deterministic names, realistic labels, a boot id.
+
+Pure: builds Node manifests as plain dicts. kwok takes over every node annotated
+``kwok.x-k8s.io/node: fake``; its node stages read the boot id from ``BOOT_ID_ANNOTATION``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+KWOK_ANNOTATION = "kwok.x-k8s.io/node"
+BOOT_ID_ANNOTATION = "sim.fleetwright.io/boot-id"
+# A node carrying this annotation "reboots": kwok's reboot stage gives it a new boot id and
+# removes the annotation (see stages.yaml).
+REBOOT_ANNOTATION = "sim.fleetwright.io/reboot"
+RACK_LABEL = "fleetwright.io/rack"
+
+GPU_PRODUCTS = ("NVIDIA-H100-80GB-HBM3", "NVIDIA-A100-SXM4-80GB", "NVIDIA-GB200")
+ZONES = ("zone-a", "zone-b", "zone-c")
+NODES_PER_RACK = 8
+
+
+def node_name(index: int) -> str:
+    return f"gpu-node-{index:04d}"
+
+
+def boot_id(name: str, generation: int = 0) -> str:
+    """A stable, unique boot id per node and boot generation (deterministic for repeatable tests)."""
+    return str(uuid.uuid5(uuid.NAMESPACE_DNS, f"{name}.boot{generation}.fleetwright.local"))
+
+
+def node_manifest(index: int, *, extra_labels: dict[str, str] | None = None) -> dict[str, Any]:
+    """Node ``index`` of the fleet: zone and rack by position, GPU product by rack."""
+    name = node_name(index)
+    rack = index // NODES_PER_RACK
+    labels = {
+        "kubernetes.io/hostname": name,
+        "kubernetes.io/os": "linux",
+        "kubernetes.io/arch": "amd64",
+        "type": "kwok",
+        "node.kubernetes.io/instance-type": "gpu-8x",
+        "topology.kubernetes.io/region": "local-1",
+        "topology.kubernetes.io/zone": ZONES[rack % len(ZONES)],
+        RACK_LABEL: f"rack-{rack:03d}",
+        "nvidia.com/gpu.present": "true",
+        "nvidia.com/gpu.product": GPU_PRODUCTS[rack % len(GPU_PRODUCTS)],
+        "nvidia.com/gpu.count": "8",
+    }
+    labels.update(extra_labels or {})
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": labels,
+            "annotations": {
+                KWOK_ANNOTATION: "fake",
+                BOOT_ID_ANNOTATION: boot_id(name),
+                "node.alpha.kubernetes.io/ttl": "0",
+            },
+        },
+        "spec": {},
+        "status": {
+            "allocatable": {"cpu": "96", "memory": "1Ti", "pods": "110", "nvidia.com/gpu": "8"},
+            "capacity": {"cpu": "96", "memory": "1Ti", "pods": "110", "nvidia.com/gpu": "8"},
+            "nodeInfo": {
+                "architecture": "amd64",
+                "bootID": boot_id(name),
+                "operatingSystem": "linux",
+                "osImage": "Ubuntu 24.04.3 LTS",
+                "kernelVersion": "6.8.0-86-generic",
+            },
+        },
+    }
+
+
+def fleet(count: int, start: int = 0) -> list[dict[str, Any]]:
+    return [node_manifest(i) for i in range(start, start + count)]

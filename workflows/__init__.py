@@ -1,0 +1,1 @@
+"""Temporal workflows (installed as ``fleetwright.workflows``): orchestration only, no I/O."""
