@@ -14,15 +14,18 @@ from datetime import datetime
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
-    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
+    GetJsonSchemaHandler,
+    PlainValidator,
     ValidationInfo,
     WithJsonSchema,
     model_validator,
 )
 from pydantic.alias_generators import to_camel
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
 
 GROUP = "fleetwright.io"
 VERSION = "v1alpha1"
@@ -95,6 +98,18 @@ class ApiModel(BaseModel):
             raise ValueError("; ".join(f"{r.message} (rule {r.name})" for r in broken))
         return self
 
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, core_schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        # The same rules become the CRD's x-kubernetes-validations (see fleetwright.api.crdgen).
+        schema = handler(core_schema)
+        rules = cls.__dict__.get("local_rules", ())
+        if rules:
+            target = handler.resolve_ref_schema(schema)
+            target["x-kubernetes-validations"] = [rule.to_crd() for rule in rules]
+        return schema
+
     def broken_rules(self) -> Iterator[LocalRule]:
         """The local rules this object breaks (never raises)."""
         for rule in self.local_rules:
@@ -114,8 +129,9 @@ class ApiModel(BaseModel):
 # Int or percent (maxUnavailable and friends)
 
 
-def _check_int_or_percent(value: int | str) -> int | str:
-    if isinstance(value, bool):
+def _check_int_or_percent(value: object) -> int | str:
+    # A plain validator (not ``int | str``) so errors carry no union-branch segments in their path.
+    if isinstance(value, bool) or not isinstance(value, int | str):
         raise ValueError("must be an integer or a percentage string such as '10%'")
     if isinstance(value, int):
         if value < 0:
@@ -130,7 +146,7 @@ def _check_int_or_percent(value: int | str) -> int | str:
 
 IntOrPercent = Annotated[
     int | str,
-    AfterValidator(_check_int_or_percent),
+    PlainValidator(_check_int_or_percent),
     WithJsonSchema(
         {
             "x-kubernetes-int-or-string": True,
@@ -187,7 +203,7 @@ class LabelSelectorRequirement(ApiModel):
     local_rules = (
         LocalRule(
             name="selector-values-required",
-            cel="!(self.operator in ['In', 'NotIn']) || size(self.values) > 0",
+            cel="!(self.operator in ['In', 'NotIn']) || (has(self.values) && size(self.values) > 0)",
             message="values must be non-empty when operator is In or NotIn",
             field_path=".values",
             reason="FieldValueRequired",
@@ -195,7 +211,8 @@ class LabelSelectorRequirement(ApiModel):
         ),
         LocalRule(
             name="selector-values-forbidden",
-            cel="!(self.operator in ['Exists', 'DoesNotExist']) || size(self.values) == 0",
+            cel="!(self.operator in ['Exists', 'DoesNotExist']) || !has(self.values) || "
+            "size(self.values) == 0",
             message="values must be empty when operator is Exists or DoesNotExist",
             field_path=".values",
             reason="FieldValueForbidden",
@@ -214,7 +231,6 @@ class LabelSelector(ApiModel):
         default_factory=dict,
         description="Labels that must all be present with exactly these values.",
         max_length=MAX_LIST,
-        json_schema_extra={"maxProperties": MAX_LIST},
     )
     match_expressions: list[LabelSelectorRequirement] = Field(
         default_factory=list,

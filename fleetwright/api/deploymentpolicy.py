@@ -357,7 +357,7 @@ class MaintenanceWindow(ApiModel):
 def _steps_rule(prefix: str) -> LocalRule:
     return LocalRule(
         name=f"{prefix}steps-batches-last",
-        cel=BATCHES_LAST_CEL.format(s="self.steps"),
+        cel="!has(self.steps) || " + BATCHES_LAST_CEL.format(s="self.steps"),
         message="steps may contain at most one batches step, and it must be the last step",
         field_path=".steps",
         check=lambda m: _batches_last(m.steps),

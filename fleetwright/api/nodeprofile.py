@@ -54,7 +54,7 @@ InterruptType = Annotated[
     WithJsonSchema({"type": "string", "enum": list(INTERRUPT_TYPE_SPELLINGS)}),
 ]
 
-SERVICE_NAME_PATTERN = r"^[A-Za-z0-9:_.@\\-]+$"
+SERVICE_NAME_PATTERN = r"^[-A-Za-z0-9:_.@]+$"
 CONFIG_KEY_PATTERN = r"^[-._a-zA-Z0-9]+$"
 # Glob characters allowed in configInterrupts keys on top of the configMap key characters.
 CONFIG_GLOB_PATTERN = r"^[-._a-zA-Z0-9*?\[\]!]+$"
@@ -80,7 +80,7 @@ class Interrupt(ApiModel):
     local_rules = (
         LocalRule(
             name="interrupt-service-needs-services",
-            cel="self.type != 'service' || size(self.services) > 0",
+            cel="self.type != 'service' || (has(self.services) && size(self.services) > 0)",
             message="services must list at least one unit when type is service",
             field_path=".services",
             reason="FieldValueRequired",
@@ -88,7 +88,7 @@ class Interrupt(ApiModel):
         ),
         LocalRule(
             name="interrupt-services-only-for-service",
-            cel="self.type == 'service' || size(self.services) == 0",
+            cel="self.type == 'service' || !has(self.services) || size(self.services) == 0",
             message="services is only allowed when type is service",
             field_path=".services",
             reason="FieldValueForbidden",
@@ -270,7 +270,6 @@ class Package(ApiModel):
         description="Configuration files handed to the package (key = file name, value = content), as in a "
         "ConfigMap's data. A change to these alone runs only the config stage.",
         max_length=MAX_LIST,
-        json_schema_extra={"maxProperties": MAX_LIST},
     )
     config_interrupts: list[ConfigInterrupt] = Field(
         default_factory=list,
@@ -301,7 +300,7 @@ class Package(ApiModel):
     local_rules = (
         LocalRule(
             name="package-no-self-dependency",
-            cel="!self.dependsOn.exists(d, d.name == self.name)",
+            cel="!has(self.dependsOn) || !self.dependsOn.exists(d, d.name == self.name)",
             message="a package cannot depend on itself",
             field_path=".dependsOn",
             check=lambda m: all(d.name != m.name for d in m.depends_on),
