@@ -1,0 +1,108 @@
+"""The package state fleetwright records on a Node, and its annotation format.
+
+Owns the pure parse/format pair for the annotation the node workflow writes; the engine writes it,
+the planner reads it. Must not talk to the API server.
+
+Format (one annotation per profile, so exactly one writer per key: the node workflow of that
+profile on that node; two profiles never rewrite each other's state, NodeWright PR #413)::
+
+    fleetwright.io/state.<profile>: {"v":1,"profile":"<profile>","packages":{
+        "<name>": {"version": "1.2.0",                 # installed and verified; null = not installed
+                   "config": {"<key>": "<digest>"},    # config digests that version completed with
+                   "pending": {                        # present while a change is under way
+                       "version": "1.3.0", "config": {...},
+                       "stages": ["upgrade", "config", "interrupt", "post-interrupt"],
+                       "done": ["upgrade"],            # stages whose check passed
+                       "failed": "config-check exited 1"}}}}   # set when the change failed
+
+The value is compact JSON with sorted keys. The key's name part must fit 63 characters: a longer
+profile name is shortened to a prefix plus a hash, and the full name is kept in the value.
+Digests are ``sha256(value)[:16]`` of each config value (``packages.digest``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+
+from pydantic import Field, ValidationError
+
+from fleetwright.errors import InvalidSpecError
+from fleetwright.planner.base import Frozen
+from fleetwright.planner.stages import Stage
+
+ANNOTATION_PREFIX = "fleetwright.io/state."
+FORMAT_VERSION = 1
+_MAX_NAME_PART = 63
+
+
+class PendingChange(Frozen):
+    """A change toward a target (version + config) that has started but not completed."""
+
+    version: str
+    config: dict[str, str] = Field(default_factory=dict)
+    stages: tuple[Stage, ...] = ()
+    done: tuple[Stage, ...] = ()
+    failed: str | None = None
+
+    def remaining(self) -> tuple[Stage, ...]:
+        return tuple(stage for stage in self.stages if stage not in self.done)
+
+
+class PackageRecord(Frozen):
+    """What a node carries of one package."""
+
+    version: str | None = None
+    config: dict[str, str] = Field(default_factory=dict)
+    pending: PendingChange | None = None
+
+
+class NodePackageState(Frozen):
+    """All packages one profile recorded on one node."""
+
+    v: int = FORMAT_VERSION
+    profile: str
+    packages: dict[str, PackageRecord] = Field(default_factory=dict)
+
+
+def annotation_key(profile: str) -> str:
+    name = "state." + profile
+    if len(name) > _MAX_NAME_PART:
+        tag = hashlib.sha256(profile.encode()).hexdigest()[:10]
+        name = f"{name[: _MAX_NAME_PART - 11].rstrip('.-')}-{tag}"
+    return "fleetwright.io/" + name
+
+
+def format_annotation(state: NodePackageState) -> tuple[str, str]:
+    """The (key, value) to write on the Node for ``state``."""
+    value = json.dumps(
+        state.model_dump(mode="json", exclude_defaults=False), sort_keys=True, separators=(",", ":")
+    )
+    return annotation_key(state.profile), value
+
+
+def parse_annotation(key: str, value: str) -> NodePackageState:
+    """Read one state annotation; a malformed value is an error that names the key (a corrupt record
+    must stop work on that node, never be mistaken for 'nothing installed')."""
+    try:
+        raw = json.loads(value)
+        state = NodePackageState.model_validate(raw)
+    except (ValueError, ValidationError) as err:
+        raise InvalidSpecError(
+            [(f"metadata.annotations[{key}]", f"unreadable package state: {err}")]
+        ) from err
+    if state.v != FORMAT_VERSION:
+        raise InvalidSpecError([(f"metadata.annotations[{key}]", f"unknown state format v{state.v}")])
+    if annotation_key(state.profile) != key:
+        raise InvalidSpecError([(f"metadata.annotations[{key}]", f"records profile {state.profile!r}")])
+    return state
+
+
+def read_profile_state(annotations: Mapping[str, str], profile: str) -> NodePackageState:
+    """The state ``profile`` recorded on a node with these annotations (empty if none)."""
+    key = annotation_key(profile)
+    value = annotations.get(key)
+    if value is None:
+        return NodePackageState(profile=profile)
+    return parse_annotation(key, value)

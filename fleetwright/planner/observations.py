@@ -1,0 +1,50 @@
+"""What the engine observed, handed to ``decide`` each time: the targeted nodes (labels, readiness,
+cordons by others, other disruptions, the package state this profile recorded, the status of this
+profile's node workflow), approvals, and pause.
+
+The engine fills these from the API server and its child workflows; the planner trusts them and
+never reads anything itself.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import Field
+
+from fleetwright.planner.base import Frozen
+from fleetwright.planner.nodestate import PackageRecord
+
+
+class RunStatus(StrEnum):
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+class NodeObservation(Frozen):
+    name: str
+    labels: dict[str, str] = Field(default_factory=dict)
+    ready: bool = True
+    unschedulable: bool = False
+    """Cordoned by someone other than this profile (a foreign cordon: work under it, never lift it)."""
+    conditions: dict[str, str] = Field(default_factory=dict)
+    """Node condition type -> status, for soak health gates."""
+    disruptions: tuple[str, ...] = ()
+    """Other reasons the node is unavailable now, e.g. ``profile/gpu-driver`` working on it, or an
+    external disruptor; each counts against maxUnavailable and blocks a start here."""
+    waiting_on: tuple[str, ...] = ()
+    """Earlier-priority profiles not yet complete on this node: it must not start here yet."""
+    packages: dict[str, PackageRecord] = Field(default_factory=dict)
+    """This profile's recorded package state on the node (``nodestate``)."""
+    run: RunStatus | None = None
+    """This profile's node workflow for the current target, if any."""
+    message: str = ""
+    """Why the node workflow failed, when ``run`` is failed."""
+
+
+class Observations(Frozen):
+    nodes: tuple[NodeObservation, ...] = ()
+    approvals: tuple[str, ...] = ()
+    """Approval step ids granted (``rollout/<step>`` or ``<compartment>/<step>``)."""
+    paused: bool = False

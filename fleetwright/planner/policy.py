@@ -1,0 +1,162 @@
+"""The planner's view of a DeploymentPolicy: the cap, the steps, failure rules, windows and
+compartments, normalised (defaults resolved) into the shape the rollout engine needs.
+``convert`` builds it from the API models.
+
+How the steps apply (the engine's reading of DESIGN):
+- the policy's steps before ``batches`` (canary, soak, approval) are *rollout gates*: they run once,
+  over all targeted nodes, before any compartment starts; so a failed canary stops the rollout
+  before any other node is touched.
+- then every compartment runs its own steps (``Compartment.steps``), or, when it has none, the
+  policy's ``batches`` step. Nodes matching no compartment form the ``default`` compartment.
+- ``maxUnavailable`` caps the whole profile; a compartment's own cap caps it in addition.
+
+Owns only data and its validation; must not decide anything.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from fleetwright.planner.base import Frozen
+from fleetwright.planner.batches import Strategy
+from fleetwright.planner.selectors import Selector
+from fleetwright.planner.windows import Window
+
+
+class Budget(Frozen):
+    """A node count or a percentage of the nodes it applies to (rounded down, but at least one node
+    while any exist, so a percentage never freezes a small fleet)."""
+
+    count: int | None = Field(default=None, ge=0)
+    percent: int | None = Field(default=None, ge=0, le=100)
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> Budget:
+        if (self.count is None) == (self.percent is None):
+            raise ValueError("exactly one of count or percent must be set")
+        return self
+
+    def resolve(self, total: int) -> int:
+        if total <= 0:
+            return 0
+        if self.count is not None:
+            return min(self.count, total)
+        percent = self.percent or 0
+        return max(1, total * percent // 100) if percent > 0 else 0
+
+    def describe(self) -> str:
+        return f"{self.count}" if self.count is not None else f"{self.percent}%"
+
+
+class CanaryStep(Frozen):
+    kind: Literal["canary"] = "canary"
+    name: str = "canary"
+    count: int | None = Field(default=None, ge=1)
+    selector: Selector | None = None
+
+    @model_validator(mode="after")
+    def _count_or_selector(self) -> CanaryStep:
+        if (self.count is None) == (self.selector is None):
+            raise ValueError("a canary needs exactly one of count or selector")
+        return self
+
+
+class HealthGate(Frozen):
+    """What must hold on every node updated so far, throughout a soak."""
+
+    node_ready: bool = True
+    conditions: dict[str, str] = Field(default_factory=dict)
+    """Node condition type -> required status ("True", "False", "Unknown")."""
+
+
+class SoakStep(Frozen):
+    kind: Literal["soak"] = "soak"
+    name: str = "soak"
+    duration_seconds: int = Field(ge=0)
+    health_gate: HealthGate | None = HealthGate()
+
+
+class ApprovalStep(Frozen):
+    kind: Literal["approval"] = "approval"
+    name: str = "approval"
+    timeout_seconds: int | None = Field(default=None, gt=0)
+
+
+class BatchesStep(Frozen):
+    kind: Literal["batches"] = "batches"
+    name: str = "batches"
+    strategy: Strategy = Strategy()
+    pause_seconds: int = Field(default=0, ge=0)
+    """Wait between one batch's end and the next batch's start."""
+
+
+Step = Annotated[CanaryStep | SoakStep | ApprovalStep | BatchesStep, Field(discriminator="kind")]
+
+
+class FailureAction(StrEnum):
+    HALT = "halt"
+    ROLLBACK = "rollback"
+
+
+class FailurePolicy(Frozen):
+    max_failed_nodes: int | None = Field(default=0, ge=0)
+    """Fire ``action`` once more than this many nodes failed (None: never on node count)."""
+    action: FailureAction = FailureAction.HALT
+
+
+class Compartment(Frozen):
+    """A group of nodes with its own budget, steps and failure rules."""
+
+    name: str
+    selector: Selector
+    max_unavailable: Budget | None = None
+    steps: tuple[Step, ...] = ()
+    failure: FailurePolicy | None = None
+
+
+DEFAULT_COMPARTMENT = "default"
+GATES_SCOPE = "rollout"
+
+
+class RolloutPolicy(Frozen):
+    max_unavailable: Budget = Budget(count=1)
+    steps: tuple[Step, ...] = ()
+    failure: FailurePolicy = FailurePolicy()
+    windows: tuple[Window, ...] = ()
+    compartments: tuple[Compartment, ...] = ()
+    spread_key: str = "topology.kubernetes.io/zone"
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> RolloutPolicy:
+        names = [c.name for c in self.compartments]
+        if len(set(names)) != len(names) or {DEFAULT_COMPARTMENT, GATES_SCOPE} & set(names):
+            raise ValueError(
+                f"compartment names must be unique and not {DEFAULT_COMPARTMENT!r} or {GATES_SCOPE!r}"
+            )
+        return self
+
+    def gate_steps(self) -> tuple[Step, ...]:
+        """The rollout-wide gates: every policy step that is not ``batches``."""
+        return tuple(step for step in self.steps if not isinstance(step, BatchesStep))
+
+    def batches_step(self) -> BatchesStep:
+        found = [step for step in self.steps if isinstance(step, BatchesStep)]
+        return found[0] if found else BatchesStep()
+
+    def compartment_steps(self, name: str) -> tuple[Step, ...]:
+        for compartment in self.compartments:
+            if compartment.name == name and compartment.steps:
+                return compartment.steps
+        return (self.batches_step(),)
+
+    def compartment(self, name: str) -> Compartment | None:
+        return next((c for c in self.compartments if c.name == name), None)
+
+    def failure_for(self, name: str) -> FailurePolicy:
+        compartment = self.compartment(name)
+        if compartment is not None and compartment.failure is not None:
+            return compartment.failure
+        return self.failure

@@ -1,0 +1,554 @@
+"""The rollout engine: ``decide(state, observations, now) -> Decision``.
+
+Each call folds the observed outcomes of running nodes into the state, applies the failure rules,
+then walks the steps (rollout-wide gates first, then every compartment's own steps) and returns
+which nodes to start now, the new state, and when to call again. It is a pure function of its
+arguments: same inputs, same decision; no I/O, no clock, no randomness.
+
+Invariants (each is a property test):
+- a start never takes the unavailable count past ``maxUnavailable`` (profile-wide or per
+  compartment); nodes unavailable for other reasons count.
+- canary nodes finish before any other node starts; a failed canary halts.
+- a halt is absorbing: a halted state never starts a node again (a new target starts a new state).
+- a node starts only if its expected duration fits the rest of an open window.
+
+How the engine uses it: keep the state; whenever a child finishes, a signal arrives or ``wake_at``
+passes, observe and call ``decide``; start ``decision.start``; store ``decision.state``. A spec
+change goes through ``retarget``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timedelta
+
+from fleetwright.planner.batches import evaluate_batch, next_batch_size, record_nodes
+from fleetwright.planner.budget import BudgetTracker
+from fleetwright.planner.fleetview import FleetView
+from fleetwright.planner.nodework import NodeWork
+from fleetwright.planner.observations import Observations, RunStatus
+from fleetwright.planner.policy import (
+    DEFAULT_COMPARTMENT,
+    GATES_SCOPE,
+    ApprovalStep,
+    BatchesStep,
+    CanaryStep,
+    FailurePolicy,
+    HealthGate,
+    SoakStep,
+    Step,
+)
+from fleetwright.planner.spec import RolloutSpec
+from fleetwright.planner.state import (
+    MAX_BLOCKED_LISTED,
+    BlockedNode,
+    Counts,
+    Decision,
+    FailedNode,
+    Halt,
+    NodeRun,
+    NodeStart,
+    Phase,
+    RolloutState,
+    ScopeState,
+)
+from fleetwright.planner.windows import ensure_aware, longest_remaining, next_fit
+
+
+def begin(spec: RolloutSpec, now: datetime, previous: RolloutState | None = None) -> RolloutState:
+    """A fresh rollout of ``spec``. Nodes still running for ``previous`` are carried: they keep
+    holding budget until they finish, so a spec change never bypasses the cap."""
+    ensure_aware(now)
+    names = sorted([DEFAULT_COMPARTMENT, *(c.name for c in spec.policy.compartments)])
+    carried: tuple[str, ...] = ()
+    if previous is not None:
+        carried = tuple(sorted(set(previous.carried) | {run.node for run in previous.running}))
+    return RolloutState(
+        spec=spec,
+        started_at=now,
+        gates=ScopeState(name=GATES_SCOPE),
+        compartments=tuple(ScopeState(name=name) for name in names),
+        carried=carried,
+    )
+
+
+def retarget(state: RolloutState, spec: RolloutSpec, now: datetime) -> RolloutState:
+    """Apply a spec change. New packages (a new target) start a new rollout, with a new canary;
+    a policy-only change keeps the progress and continues under the new policy."""
+    if spec.target != state.spec.target:
+        return begin(spec, now, previous=state)
+    scopes = {c.name for c in spec.policy.compartments} | {DEFAULT_COMPARTMENT}
+    kept = [s for s in state.compartments if s.name in scopes]
+    added = [ScopeState(name=n) for n in sorted(scopes - {s.name for s in kept})]
+    return state.model_copy(
+        update={"spec": spec, "compartments": tuple(sorted(kept + added, key=lambda s: s.name))}
+    )
+
+
+def decide(
+    state: RolloutState,
+    observations: Observations,
+    now: datetime,
+    work: Mapping[str, NodeWork] | None = None,
+) -> Decision:
+    """The next decision. ``work`` may pass precomputed per-node work (``plan_fleet``) to save
+    recomputing it while the recorded package state is unchanged."""
+    ensure_aware(now)
+    view = FleetView(state.spec, observations, work)
+    state = _absorb(state, view)
+    engine = _Engine(state, view, observations, now)
+    if state.halt is None:
+        state = engine.check_failures(state)
+    if state.halt is not None:
+        return engine.decision(state, Phase.HALTED, f"halted: {state.halt.reason}")
+    if observations.paused:
+        return engine.decision(state, Phase.PAUSED, "paused")
+    state = engine.run(state)
+    return engine.conclude(state)
+
+
+# ---------------------------------------------------------------------------------------------
+# Folding outcomes in
+
+
+def _absorb(state: RolloutState, view: FleetView) -> RolloutState:
+    """Move finished runs to updated/failed and count them in their scopes."""
+    still: list[NodeRun] = []
+    updated = set(state.updated)
+    failed = list(state.failed)
+    scopes = {s.name: s for s in (state.gates, *state.compartments)}
+    for run in state.running:
+        obs = view.nodes.get(run.node)
+        if obs is None:
+            continue  # the node left the fleet (deleted, or no longer targeted): nothing to wait for
+        work = view.work[run.node]
+        if obs.run is RunStatus.FAILED or work.failed is not None:
+            failed.append(
+                FailedNode(node=run.node, scope=run.scope, message=obs.message or work.failed or "")
+            )
+            ok = False
+        elif obs.run is RunStatus.SUCCEEDED or not work.needs_work:
+            updated.add(run.node)
+            ok = True
+        else:
+            still.append(run)
+            continue
+        _count_finished(scopes, view.compartment_of[run.node], run, ok)
+    carried = tuple(n for n in state.carried if n in view.nodes and view.nodes[n].run is RunStatus.RUNNING)
+    return state.model_copy(
+        update={
+            "running": tuple(still),
+            "updated": tuple(sorted(updated)),
+            "failed": tuple(sorted(failed, key=lambda f: f.node)),
+            "carried": carried,
+            "gates": scopes[state.gates.name],
+            "compartments": tuple(scopes[s.name] for s in state.compartments),
+        }
+    )
+
+
+def _count_finished(scopes: dict[str, ScopeState], compartment: str, run: NodeRun, ok: bool) -> None:
+    scope = scopes.get(compartment)
+    if scope is None:
+        return
+    update: dict[str, object] = {
+        "batch": record_nodes(scope.batch, succeeded=int(ok), failed=int(not ok)),
+    }
+    if run.scope == compartment and run.node in scope.current:
+        key = "current_succeeded" if ok else "current_failed"
+        update[key] = getattr(scope, key) + 1
+    scopes[compartment] = scope.model_copy(update=update)
+
+
+# ---------------------------------------------------------------------------------------------
+# The engine for one call
+
+
+class _Engine:
+    def __init__(
+        self, state: RolloutState, view: FleetView, observations: Observations, now: datetime
+    ) -> None:
+        self.view = view
+        self.observations = observations
+        self.now = now
+        self.policy = state.spec.policy
+        self.running = {run.node for run in state.running}
+        self.updated = set(state.updated)
+        self.failed = {f.node: f for f in state.failed}
+        busy = self.running | set(state.carried) | view.reported_running
+        self.tracker = BudgetTracker(
+            view.foreign_unavailable | busy, view.compartment_of, view.cap, view.compartment_caps
+        )
+        self.pending = {
+            n
+            for n in view.order
+            if view.needs_work(n)
+            and n not in busy
+            and n not in self.updated
+            and n not in self.failed
+            and view.work[n].failed is None
+        }
+        self.starts: list[NodeStart] = []
+        self.waits: list[datetime] = []
+        self.blocked: dict[str, str] = {}
+        self.notes: list[str] = []
+        self.halt: Halt | None = None
+        self.window_left = longest_remaining(self.policy.windows, now)
+        self._fit_cache: dict[int, datetime | None] = {}
+
+    # -- failure rules ------------------------------------------------------------------------
+
+    def check_failures(self, state: RolloutState) -> RolloutState:
+        total = len(state.failed)
+        if _exceeded(self.policy.failure, total):
+            return self._halted(
+                state,
+                f"{total} node(s) failed (maxFailedNodes {self.policy.failure.max_failed_nodes})",
+                self.policy.failure,
+                GATES_SCOPE,
+            )
+        for compartment in self.policy.compartments:
+            if compartment.failure is None:
+                continue
+            count = sum(1 for f in state.failed if self.view.compartment_of.get(f.node) == compartment.name)
+            if _exceeded(compartment.failure, count):
+                reason = f"compartment {compartment.name}: {count} node(s) failed"
+                return self._halted(state, reason, compartment.failure, compartment.name)
+        return state
+
+    def _halted(self, state: RolloutState, reason: str, failure: FailurePolicy, scope: str) -> RolloutState:
+        if state.failed:
+            first = state.failed[0]
+            reason += f"; first: {first.node}" + (f" ({first.message})" if first.message else "")
+        halt = Halt(reason=reason, action=failure.action, scope=scope, at=self.now)
+        return state.model_copy(update={"halt": halt})
+
+    def halt_now(self, reason: str, scope: str) -> None:
+        if self.halt is None:
+            failure = self.policy.failure_for(scope) if scope != GATES_SCOPE else self.policy.failure
+            self.halt = Halt(reason=reason, action=failure.action, scope=scope, at=self.now)
+
+    # -- walking the steps --------------------------------------------------------------------
+
+    def run(self, state: RolloutState) -> RolloutState:
+        gates = self._scope(state.gates, self.policy.gate_steps(), self.view.order)
+        compartments = list(state.compartments)
+        if self.halt is None and gates.step >= len(self.policy.gate_steps()):
+            for index, scope in enumerate(compartments):
+                if self.halt is not None:
+                    break
+                members = self.view.members.get(scope.name, [])
+                compartments[index] = self._scope(scope, self.policy.compartment_steps(scope.name), members)
+        running = state.running + tuple(
+            NodeRun(node=s.node, scope=s.scope, batch=s.batch, started_at=self.now) for s in self.starts
+        )
+        return state.model_copy(
+            update={
+                "gates": gates,
+                "compartments": tuple(compartments),
+                "running": tuple(sorted(running, key=lambda r: r.node)),
+                "halt": self.halt,
+            }
+        )
+
+    def _scope(self, scope: ScopeState, steps: tuple[Step, ...], members: list[str]) -> ScopeState:
+        if scope.step < len(steps) and not self._has_work(members, scope):
+            # Nothing to do in this scope: skip its soaks and approvals rather than wait for nothing.
+            return scope.model_copy(update={"step": len(steps)})
+        while scope.step < len(steps) and self.halt is None:
+            if scope.entered_at is None:
+                scope = scope.model_copy(update={"entered_at": self.now})
+            scope, done = self._step(scope, steps[scope.step], members)
+            if not done:
+                break
+            scope = scope.model_copy(update={"step": scope.step + 1, "entered_at": None})
+        return scope
+
+    def _has_work(self, members: list[str], scope: ScopeState) -> bool:
+        if scope.open or scope.canary:
+            return True
+        return any(n in self.pending or n in self.running for n in members)
+
+    def _step(self, scope: ScopeState, step: Step, members: list[str]) -> tuple[ScopeState, bool]:
+        if isinstance(step, CanaryStep):
+            return self._canary(scope, step, members)
+        if isinstance(step, SoakStep):
+            return scope, self._soak(scope, step, members)
+        if isinstance(step, ApprovalStep):
+            return scope, self._approval(scope, step)
+        return self._batches(scope, step, members)
+
+    # -- canary -------------------------------------------------------------------------------
+
+    def _canary(self, scope: ScopeState, step: CanaryStep, members: list[str]) -> tuple[ScopeState, bool]:
+        if scope.canary is None:
+            scope = scope.model_copy(update={"canary": tuple(self._choose_canary(step, members))})
+        canary = scope.canary or ()
+        broken = [n for n in canary if n in self.failed]
+        if broken:
+            detail = "; ".join(
+                f"{n}: {self.failed[n].message}" if self.failed[n].message else n for n in broken
+            )
+            self.halt_now(f"canary failed ({detail})", scope.name)
+            return scope, False
+        outstanding = [n for n in canary if n in self.view.nodes and self._unfinished(n)]
+        for node in outstanding:
+            if node in self.pending:
+                self._try_start(node, scope.name, 0)
+        if outstanding:
+            self.notes.append(f"{scope.name}: canary {len(canary) - len(outstanding)}/{len(canary)} done")
+        return scope, not outstanding
+
+    def _unfinished(self, node: str) -> bool:
+        if node in self.updated or node in self.failed:
+            return False
+        return node in self.running or node in self.pending
+
+    def _choose_canary(self, step: CanaryStep, members: list[str]) -> list[str]:
+        candidates = [n for n in members if n in self.pending]
+        if step.selector is not None:
+            selector = step.selector
+            return [n for n in candidates if selector.matches(self.view.nodes[n].labels)]
+        # Prefer nodes that can start now; the order stays deterministic either way.
+        ready = [n for n in candidates if self.view.node_refusal(n) is None]
+        rest = [n for n in candidates if self.view.node_refusal(n) is not None]
+        return (ready + rest)[: step.count]
+
+    # -- soak and approval --------------------------------------------------------------------
+
+    def _soak(self, scope: ScopeState, step: SoakStep, members: list[str]) -> bool:
+        if step.health_gate is not None:
+            watched = self.updated if scope.name == GATES_SCOPE else self.updated.intersection(members)
+            problem = _health_problem(step.health_gate, watched, self.view)
+            if problem is not None:
+                self.halt_now(f"soak {step.name}: {problem}", scope.name)
+                return False
+        entered = scope.entered_at or self.now
+        end = entered + timedelta(seconds=step.duration_seconds)
+        if self.now < end:
+            self.waits.append(end)
+            self.notes.append(f"{scope.name}: soak {step.name} until {end.isoformat()}")
+            return False
+        return True
+
+    def _approval(self, scope: ScopeState, step: ApprovalStep) -> bool:
+        approval_id = f"{scope.name}/{step.name}"
+        if approval_id in self.observations.approvals:
+            return True
+        if step.timeout_seconds is not None:
+            deadline = (scope.entered_at or self.now) + timedelta(seconds=step.timeout_seconds)
+            if self.now >= deadline:
+                self.halt_now(f"approval {approval_id} timed out", scope.name)
+                return False
+            self.waits.append(deadline)
+        self.notes.append(f"awaiting approval {approval_id}")
+        return False
+
+    # -- batches ------------------------------------------------------------------------------
+
+    def _batches(self, scope: ScopeState, step: BatchesStep, members: list[str]) -> tuple[ScopeState, bool]:
+        while self.halt is None:
+            if scope.open:
+                scope = self._fill(scope, members)
+                if any(n in self.running for n in scope.current):
+                    self._note_batch(scope)
+                    return scope, False
+                if not scope.current:
+                    if any(n in self.pending for n in members):
+                        return scope, False  # every candidate is blocked; the reasons are recorded
+                    scope = _close(scope, self.now)
+                    continue
+                scope = self._evaluate(scope, step, members)
+                continue
+            if not any(n in self.pending for n in members):
+                return scope, not any(n in self.running for n in members)
+            if step.pause_seconds and scope.batch_closed_at is not None:
+                resume = scope.batch_closed_at + timedelta(seconds=step.pause_seconds)
+                if self.now < resume:
+                    self.waits.append(resume)
+                    self.notes.append(f"{scope.name}: pause between batches until {resume.isoformat()}")
+                    return scope, False
+            size = next_batch_size(step.strategy, scope.batch, self._total(scope, members))
+            scope = scope.model_copy(update={"current_size": size, "current": ()})
+        return scope, False
+
+    def _fill(self, scope: ScopeState, members: list[str]) -> ScopeState:
+        want = scope.current_size - len(scope.current)
+        if want <= 0:
+            return scope
+        started: list[str] = []
+        number = scope.batch.batches + 1
+        for node in members:
+            if len(started) >= want:
+                break
+            if node in self.pending and self._try_start(node, scope.name, number):
+                started.append(node)
+        if not started:
+            return scope
+        return scope.model_copy(update={"current": scope.current + tuple(started)})
+
+    def _evaluate(self, scope: ScopeState, step: BatchesStep, members: list[str]) -> ScopeState:
+        size = len(scope.current)
+        batch = evaluate_batch(
+            step.strategy,
+            scope.batch,
+            size=size,
+            succeeded=scope.current_succeeded,
+            total=self._total(scope, members),
+        )
+        scope = _close(scope.model_copy(update={"batch": batch}), self.now)
+        if batch.should_stop:
+            self.halt_now(
+                f"compartment {scope.name}: {batch.consecutive_failures} consecutive failed batches "
+                f"(failureThreshold {step.strategy.failure_threshold})",
+                scope.name,
+            )
+        return scope
+
+    def _total(self, scope: ScopeState, members: list[str]) -> int:
+        active = sum(1 for n in members if n in self.pending or n in self.running)
+        return scope.batch.processed + active
+
+    def _note_batch(self, scope: ScopeState) -> None:
+        active = sum(1 for n in scope.current if n in self.running)
+        self.notes.append(
+            f"{scope.name}: batch {scope.batch.batches + 1} ({len(scope.current)}/{scope.current_size} "
+            f"started, {active} running)"
+        )
+
+    # -- starting a node ----------------------------------------------------------------------
+
+    def _try_start(self, node: str, scope: str, batch: int) -> bool:
+        reason = self.view.node_refusal(node) or self.tracker.refusal(node) or self._window_refusal(node)
+        if reason is not None:
+            self.blocked[node] = reason
+            return False
+        self.tracker.take(node)
+        self.pending.discard(node)
+        self.running.add(node)
+        self.blocked.pop(node, None)
+        self.starts.append(
+            NodeStart(
+                node=node,
+                scope=scope,
+                compartment=self.view.compartment_of[node],
+                batch=batch,
+                work=self.view.work[node],
+                expected_seconds=self.view.expected_seconds(node),
+            )
+        )
+        return True
+
+    def _window_refusal(self, node: str) -> str | None:
+        if self.window_left is None:
+            return None
+        seconds = self.view.expected_seconds(node)
+        if self.window_left >= timedelta(seconds=seconds):
+            return None
+        if seconds not in self._fit_cache:
+            self._fit_cache[seconds] = next_fit(self.policy.windows, self.now, seconds)
+        opens = self._fit_cache[seconds]
+        if opens is None:
+            return f"NeverFits: needs {_minutes(seconds)}, longer than every window"
+        self.waits.append(opens)
+        left = _minutes(int(self.window_left.total_seconds()))
+        return (
+            f"OutsideWindow: needs {_minutes(seconds)}, {left} left in the open window; "
+            f"next fit {opens.isoformat()}"
+        )
+
+    # -- the decision -------------------------------------------------------------------------
+
+    def conclude(self, state: RolloutState) -> Decision:
+        if state.halt is not None:
+            return self.decision(state, Phase.HALTED, f"halted: {state.halt.reason}")
+        done = state.gates.step >= len(self.policy.gate_steps()) and all(
+            s.step >= len(self.policy.compartment_steps(s.name)) for s in state.compartments
+        )
+        if done and not state.running and not state.carried:
+            return self.decision(state, Phase.COMPLETE, f"complete: {len(state.updated)} node(s) updated")
+        if self.starts or state.running:
+            phase = Phase.PROGRESSING
+        elif self.waits:
+            phase = Phase.WAITING
+        else:
+            phase = Phase.BLOCKED
+        message = "; ".join(self.notes) or f"{len(self.blocked)} node(s) blocked"
+        return self.decision(state, phase, message)
+
+    def decision(self, state: RolloutState, phase: Phase, message: str) -> Decision:
+        for node in sorted(self.pending - set(self.blocked)):
+            work = self.view.work[node]
+            if work.failed is not None:
+                self.blocked[node] = f"FailedEarlier: {work.failed}"
+        for node, work in self.view.work.items():
+            if work.failed is not None and node not in self.blocked and node not in self.failed:
+                self.blocked[node] = f"FailedEarlier: {work.failed} (reset the node to retry)"
+        blocked = sorted(
+            self.blocked.items(),
+            key=lambda item: self.view.order.index(item[0]) if len(self.blocked) < 64 else item[0],
+        )
+        reasons: dict[str, int] = {}
+        for _, reason in blocked:
+            kind = reason.split(":", 1)[0]
+            reasons[kind] = reasons.get(kind, 0) + 1
+        future = [w for w in self.waits if w > self.now]
+        wake = min(future) if future and phase not in (Phase.HALTED, Phase.COMPLETE) else None
+        return Decision(
+            state=state,
+            start=tuple(self.starts) if phase is not Phase.HALTED else (),
+            phase=phase,
+            message=message,
+            wake_at=wake,
+            blocked=tuple(BlockedNode(node=n, reason=r) for n, r in blocked[:MAX_BLOCKED_LISTED]),
+            blocked_reasons=reasons,
+            counts=self._counts(state, len(blocked)),
+        )
+
+    def _counts(self, state: RolloutState, blocked: int) -> Counts:
+        needs = sum(1 for w in self.view.work.values() if w.needs_work)
+        return Counts(
+            targeted=len(self.view.nodes),
+            needs_work=needs,
+            running=len(state.running),
+            updated=len(state.updated),
+            failed=len(state.failed),
+            pending=len(self.pending),
+            blocked=blocked,
+            unavailable=len(self.tracker.unavailable),
+            max_unavailable=self.view.cap,
+        )
+
+
+def _close(scope: ScopeState, now: datetime) -> ScopeState:
+    return scope.model_copy(
+        update={
+            "current": (),
+            "current_size": 0,
+            "current_succeeded": 0,
+            "current_failed": 0,
+            "batch_closed_at": now,
+        }
+    )
+
+
+def _exceeded(failure: FailurePolicy, failed: int) -> bool:
+    return failure.max_failed_nodes is not None and failed > failure.max_failed_nodes
+
+
+def _health_problem(gate: HealthGate, nodes: Iterable[str], view: FleetView) -> str | None:
+    for node in sorted(nodes):
+        obs = view.nodes.get(node)
+        if obs is None:
+            continue
+        if gate.node_ready and not obs.ready:
+            return f"updated node {node} is not Ready"
+        for condition, wanted in sorted(gate.conditions.items()):
+            actual = obs.conditions.get(condition, "Unknown")
+            if actual != wanted:
+                return f"updated node {node} has {condition}={actual}, wanted {wanted}"
+    return None
+
+
+def _minutes(seconds: int) -> str:
+    return f"{seconds // 60}m{seconds % 60:02d}s" if seconds % 60 else f"{seconds // 60}m"

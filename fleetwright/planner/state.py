@@ -1,0 +1,137 @@
+"""The rollout's own state between ``decide`` calls, and the decision ``decide`` returns.
+
+The state is small on purpose (it is a Temporal payload carried across continue-as-new): step
+pointers, batch counters, the open batch, the nodes running, updated and failed. Which nodes still
+need work is never stored: it is recomputed from the observed node annotations every time.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+
+from pydantic import Field
+
+from fleetwright.planner.base import Frozen
+from fleetwright.planner.batches import BatchState
+from fleetwright.planner.nodework import NodeWork
+from fleetwright.planner.policy import FailureAction
+from fleetwright.planner.spec import RolloutSpec
+
+
+class ScopeState(Frozen):
+    """Progress of one scope: the rollout-wide gates, or one compartment."""
+
+    name: str
+    step: int = 0
+    entered_at: datetime | None = None
+    """When the current step started (soak and approval timers count from here)."""
+    canary: tuple[str, ...] | None = None
+    """The canary nodes, fixed once chosen."""
+    batch: BatchState = BatchState()
+    current: tuple[str, ...] = ()
+    """Nodes started in the open batch."""
+    current_size: int = 0
+    """Planned size of the open batch; 0 when no batch is open."""
+    current_succeeded: int = 0
+    current_failed: int = 0
+    batch_closed_at: datetime | None = None
+
+    @property
+    def open(self) -> bool:
+        return self.current_size > 0
+
+
+class NodeRun(Frozen):
+    node: str
+    scope: str
+    batch: int
+    """0 for a canary node, else the batch number within its compartment."""
+    started_at: datetime
+
+
+class FailedNode(Frozen):
+    node: str
+    scope: str
+    message: str = ""
+
+
+class Halt(Frozen):
+    reason: str
+    action: FailureAction = FailureAction.HALT
+    scope: str
+    at: datetime
+
+
+class RolloutState(Frozen):
+    spec: RolloutSpec
+    started_at: datetime
+    gates: ScopeState
+    compartments: tuple[ScopeState, ...] = ()
+    running: tuple[NodeRun, ...] = ()
+    updated: tuple[str, ...] = ()
+    """Nodes this rollout completed (sorted); soak health gates watch them, a rollback returns them."""
+    failed: tuple[FailedNode, ...] = ()
+    carried: tuple[str, ...] = ()
+    """Nodes still running work for an earlier target: they hold budget until they finish."""
+    halt: Halt | None = None
+
+    def scope(self, name: str) -> ScopeState | None:
+        if name == self.gates.name:
+            return self.gates
+        return next((s for s in self.compartments if s.name == name), None)
+
+
+class Phase(StrEnum):
+    PROGRESSING = "Progressing"
+    WAITING = "Waiting"
+    BLOCKED = "Blocked"
+    PAUSED = "Paused"
+    HALTED = "Halted"
+    COMPLETE = "Complete"
+
+
+class NodeStart(Frozen):
+    """A node to start now, with the work its node workflow must run."""
+
+    node: str
+    scope: str
+    compartment: str
+    batch: int
+    work: NodeWork
+    expected_seconds: int
+
+
+class BlockedNode(Frozen):
+    node: str
+    reason: str
+
+
+class Counts(Frozen):
+    targeted: int = 0
+    needs_work: int = 0
+    running: int = 0
+    updated: int = 0
+    failed: int = 0
+    pending: int = 0
+    blocked: int = 0
+    unavailable: int = 0
+    max_unavailable: int = 0
+
+
+MAX_BLOCKED_LISTED = 200
+
+
+class Decision(Frozen):
+    state: RolloutState
+    start: tuple[NodeStart, ...] = ()
+    phase: Phase
+    message: str
+    wake_at: datetime | None = None
+    """Call ``decide`` again at this time even if nothing else happens (soak end, approval timeout,
+    a window opening)."""
+    blocked: tuple[BlockedNode, ...] = ()
+    """Nodes that need work but cannot start now, and why (first ``MAX_BLOCKED_LISTED``)."""
+    blocked_reasons: dict[str, int] = Field(default_factory=dict)
+    """How many nodes are blocked per reason kind (the text before ':')."""
+    counts: Counts = Counts()
