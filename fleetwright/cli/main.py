@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from fleetwright.cli import cluster
+from fleetwright.cli import cluster, validate
 from fleetwright.cli.app import app
 
 # Command modules register on import; keep this list the one place that names them.
-COMMAND_MODULES = (cluster,)
+COMMAND_MODULES = (cluster, validate)
 
 
 def main() -> None:

@@ -1,0 +1,64 @@
+"""Reading fleetwright's own custom resources (NodeProfiles, DeploymentPolicies) through the
+CustomObjectsApi, e.g. for the admission webhook's lookups.
+
+Returns plain dicts as the apiserver sends them (callers parse them with ``fleetwright.api``);
+failures are classified into ``fleetwright.errors``. Reads only; status writes belong elsewhere.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, cast
+
+from kubernetes import client
+
+from fleetwright.api.common import GROUP, VERSION
+from fleetwright.api.deploymentpolicy import PLURAL as POLICY_PLURAL
+from fleetwright.api.nodeprofile import PLURAL as PROFILE_PLURAL
+from fleetwright.kube.errors import classified
+
+# Page size for list calls: large fleets may hold many profiles; keep each response bounded.
+_PAGE = 500
+
+
+def list_objects(api: client.ApiClient, plural: str) -> list[dict[str, Any]]:
+    """Every cluster-scoped fleetwright object of ``plural``, following continue tokens."""
+    custom = client.CustomObjectsApi(api)
+    items: list[dict[str, Any]] = []
+    token: str | None = None
+    while True:
+        kwargs: dict[str, Any] = {"limit": _PAGE}
+        if token:
+            kwargs["_continue"] = token
+        with classified(f"list {plural}.{GROUP}"):
+            page = cast(dict[str, Any], custom.list_cluster_custom_object(GROUP, VERSION, plural, **kwargs))
+        items.extend(page.get("items", []))
+        token = (page.get("metadata") or {}).get("continue")
+        if not token:
+            return items
+
+
+def get_object(api: client.ApiClient, plural: str, name: str) -> dict[str, Any]:
+    """One fleetwright object; raises NotFoundError when it does not exist."""
+    custom = client.CustomObjectsApi(api)
+    with classified(f"get {plural}.{GROUP}/{name}"):
+        obj = cast(dict[str, Any], custom.get_cluster_custom_object(GROUP, VERSION, plural, name))
+    return obj
+
+
+@dataclass
+class ApiResourceLookup:
+    """The webhook's ``ResourceLookup`` backed by the live apiserver."""
+
+    api: client.ApiClient
+
+    def policy_names(self) -> set[str]:
+        return {o["metadata"]["name"] for o in list_objects(self.api, POLICY_PLURAL)}
+
+    def profiles_referencing(self, policy: str) -> list[str]:
+        names = []
+        for obj in list_objects(self.api, PROFILE_PLURAL):
+            ref = ((obj.get("spec") or {}).get("deploymentPolicyRef") or {}).get("name")
+            if ref == policy:
+                names.append(obj["metadata"]["name"])
+        return sorted(names)

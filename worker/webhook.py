@@ -1,0 +1,301 @@
+"""fleetwright's validating admission webhook: AdmissionReview v1 over HTTPS, answering with the
+pure validator (``fleetwright.api.validation``).
+
+Owns the wire format (AdmissionReview in, AdmissionReview out), the HTTPS server (stdlib
+``http.server`` in a thread) and the ValidatingWebhookConfiguration it needs. Cluster facts the
+validator needs (which policies exist, which profiles reference a policy) come through the small
+``ResourceLookup`` protocol supplied by the caller, so this module never talks to the API itself.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import ssl
+import threading
+from collections.abc import Collection
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Protocol
+
+from fleetwright.api.common import GROUP, VERSION
+from fleetwright.api.deploymentpolicy import PLURAL as POLICY_PLURAL
+from fleetwright.api.nodeprofile import PLURAL as PROFILE_PLURAL
+from fleetwright.api.validation import (
+    Issue,
+    Result,
+    validate_deploymentpolicy,
+    validate_nodeprofile,
+    validate_policy_deletion,
+)
+
+log = logging.getLogger(__name__)
+
+WEBHOOK_NAME = "validate.fleetwright.io"
+WEBHOOK_PATH = "/validate"
+HEALTH_PATH = "/healthz"
+# The apiserver refuses larger request bodies anyway (3 MiB objects, twice for UPDATE).
+_MAX_BODY = 8 * 1024 * 1024
+# Kubernetes truncates long warnings; keep each one readable.
+_MAX_WARNING = 256
+
+
+class ResourceLookup(Protocol):
+    """Facts about the cluster the validator needs, supplied by the caller."""
+
+    def policy_names(self) -> Collection[str]:
+        """Names of the existing DeploymentPolicies."""
+        ...
+
+    def profiles_referencing(self, policy: str) -> Collection[str]:
+        """Names of the NodeProfiles whose spec.deploymentPolicyRef.name is ``policy``."""
+        ...
+
+
+# ---------------------------------------------------------------------------------------------
+# AdmissionReview handling (pure apart from the lookup calls)
+
+
+def _policy_ref(obj: Any) -> str | None:
+    if not isinstance(obj, dict):
+        return None
+    spec = obj.get("spec")
+    ref = spec.get("deploymentPolicyRef") if isinstance(spec, dict) else None
+    name = ref.get("name") if isinstance(ref, dict) else None
+    return name if isinstance(name, str) else None
+
+
+def _is_deleting(obj: Any) -> bool:
+    return isinstance(obj, dict) and bool((obj.get("metadata") or {}).get("deletionTimestamp"))
+
+
+def evaluate(request: dict[str, Any], lookup: ResourceLookup) -> Result:
+    """Validate one AdmissionRequest. Unknown resources and operations are allowed untouched."""
+    resource = (request.get("resource") or {}).get("resource")
+    operation = request.get("operation")
+    obj = request.get("object")
+    old = request.get("oldObject")
+    if resource == POLICY_PLURAL:
+        if operation == "DELETE":
+            name = str(request.get("name") or (old or {}).get("metadata", {}).get("name", ""))
+            return validate_policy_deletion(name, lookup.profiles_referencing(name))
+        if operation in {"CREATE", "UPDATE"} and not _is_deleting(obj):
+            return validate_deploymentpolicy(obj)
+    if resource == PROFILE_PLURAL and operation in {"CREATE", "UPDATE"} and not _is_deleting(obj):
+        # On UPDATE the reference is re-checked only when it changed, so an unrelated edit never
+        # wedges on a policy that vanished some other way.
+        check_ref = operation == "CREATE" or _policy_ref(obj) != _policy_ref(old)
+        policies = lookup.policy_names() if check_ref and _policy_ref(obj) is not None else None
+        return validate_nodeprofile(obj, policies=policies)
+    return Result()
+
+
+def _kind_and_name(request: dict[str, Any]) -> tuple[str, str]:
+    kind = str((request.get("kind") or {}).get("kind") or "object")
+    name = str(request.get("name") or ((request.get("object") or {}).get("metadata") or {}).get("name") or "")
+    return kind, name
+
+
+def _cause(issue: Issue) -> dict[str, str]:
+    return {"field": issue.path, "message": issue.message, "reason": "FieldValueInvalid"}
+
+
+def response_for(request: dict[str, Any], result: Result) -> dict[str, Any]:
+    """The AdmissionResponse for ``result``: every error with its field path in the message."""
+    response: dict[str, Any] = {"uid": request.get("uid", ""), "allowed": result.ok}
+    if result.warnings:
+        response["warnings"] = [str(w)[:_MAX_WARNING] for w in result.warnings]
+    if not result.ok:
+        kind, name = _kind_and_name(request)
+        details = "; ".join(f"{e}" for e in result.errors)
+        verb = "cannot be deleted" if request.get("operation") == "DELETE" else "is invalid"
+        response["status"] = {
+            "code": 403 if request.get("operation") == "DELETE" else 422,
+            "reason": "Forbidden" if request.get("operation") == "DELETE" else "Invalid",
+            "message": f'{kind} "{name}" {verb}: {details}',
+            "details": {
+                "name": name,
+                "group": GROUP,
+                "kind": kind,
+                "causes": [_cause(e) for e in result.errors],
+            },
+        }
+    return response
+
+
+def review(body: Any, lookup: ResourceLookup) -> dict[str, Any]:
+    """AdmissionReview in, AdmissionReview out. Never raises: a lookup failure denies the request
+    with the reason (failurePolicy Fail semantics, but with a readable message)."""
+    request = body.get("request") if isinstance(body, dict) else None
+    if not isinstance(request, dict):
+        request = {}
+        result = Result()
+        result.error("", "malformed AdmissionReview: no request", "admission-malformed")
+    else:
+        try:
+            result = evaluate(request, lookup)
+        except Exception as exc:  # a failed lookup must produce an answer, not a 500
+            log.warning("admission lookup failed: %s", exc)
+            result = Result()
+            result.error(
+                "", f"cannot validate now (cluster lookup failed: {exc}); retry", "admission-lookup-failed"
+            )
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "response": response_for(request, result),
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# HTTPS server
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+    timeout = 15  # seconds a slow client may hold a handler thread
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("webhook %s: " + format, self.address_string(), *args)
+
+    def _send(self, status: HTTPStatus, payload: bytes, content_type: str) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def do_GET(self) -> None:
+        if self.path == HEALTH_PATH:
+            self._send(HTTPStatus.OK, b"ok", "text/plain")
+        else:
+            self._send(HTTPStatus.NOT_FOUND, b"not found", "text/plain")
+
+    def do_POST(self) -> None:
+        if self.path.split("?", 1)[0] != WEBHOOK_PATH:
+            self._send(HTTPStatus.NOT_FOUND, b"not found", "text/plain")
+            return
+        length = int(self.headers.get("Content-Length") or 0)
+        if length <= 0 or length > _MAX_BODY:
+            self._send(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, b"bad content length", "text/plain")
+            return
+        try:
+            body = json.loads(self.rfile.read(length))
+        except ValueError:
+            self._send(HTTPStatus.BAD_REQUEST, b"body is not JSON", "text/plain")
+            return
+        answer = review(body, self.server.lookup)
+        self._send(HTTPStatus.OK, json.dumps(answer).encode(), "application/json")
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], lookup: ResourceLookup, context: ssl.SSLContext) -> None:
+        super().__init__(address, _Handler)
+        self.lookup = lookup
+        # The TLS handshake happens in the handler thread (first read), so one slow client cannot
+        # stall accept().
+        self.socket = context.wrap_socket(self.socket, server_side=True, do_handshake_on_connect=False)
+
+
+class WebhookServer:
+    """The webhook's HTTPS endpoint in a background thread. Use as a context manager."""
+
+    def __init__(
+        self,
+        lookup: ResourceLookup,
+        *,
+        cert_file: Path,
+        key_file: Path,
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ) -> None:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        context.load_cert_chain(str(cert_file), str(key_file))
+        self._host = host
+        self._server = _Server((host, port), lookup, context)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="fleetwright-webhook", daemon=True
+        )
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    @property
+    def url(self) -> str:
+        return f"https://{self._host}:{self.port}{WEBHOOK_PATH}"
+
+    def start(self) -> WebhookServer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+    def __enter__(self) -> WebhookServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+# ---------------------------------------------------------------------------------------------
+# Registration
+
+
+def webhook_configuration(
+    *,
+    ca_bundle: str,
+    url: str | None = None,
+    service: tuple[str, str, int] | None = None,
+    name: str = "fleetwright",
+    timeout_seconds: int = 10,
+) -> dict[str, Any]:
+    """The ValidatingWebhookConfiguration for fleetwright's resources. Give either ``url`` (tests,
+    out-of-cluster) or ``service`` = (namespace, name, port) (in-cluster)."""
+    if (url is None) == (service is None):
+        raise ValueError("give exactly one of url or service")
+    client_config: dict[str, Any] = {"caBundle": ca_bundle}
+    if url is not None:
+        client_config["url"] = url
+    elif service is not None:
+        namespace, svc, port = service
+        client_config["service"] = {"namespace": namespace, "name": svc, "port": port, "path": WEBHOOK_PATH}
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": name, "labels": {"app.kubernetes.io/part-of": "fleetwright"}},
+        "webhooks": [
+            {
+                "name": WEBHOOK_NAME,
+                "admissionReviewVersions": ["v1"],
+                "sideEffects": "None",
+                "failurePolicy": "Fail",
+                "timeoutSeconds": timeout_seconds,
+                "matchPolicy": "Equivalent",
+                "clientConfig": client_config,
+                "rules": [
+                    {
+                        "apiGroups": [GROUP],
+                        "apiVersions": [VERSION],
+                        "operations": ["CREATE", "UPDATE"],
+                        "resources": [PROFILE_PLURAL, POLICY_PLURAL],
+                        "scope": "Cluster",
+                    },
+                    {
+                        "apiGroups": [GROUP],
+                        "apiVersions": [VERSION],
+                        "operations": ["DELETE"],
+                        "resources": [POLICY_PLURAL],
+                        "scope": "Cluster",
+                    },
+                ],
+            }
+        ],
+    }
