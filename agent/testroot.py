@@ -20,6 +20,7 @@ runs in fresh PID, mount, UTS and IPC namespaces whenever ``unshare`` allows it.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -649,3 +650,54 @@ def _verify_static(tr: TestRoot) -> None:
             "bash-static or busybox-static does not run inside a chroot (dynamically linked?): "
             f"{proc.stderr.decode(errors='replace').strip()}"
         )
+
+
+def step(
+    path: str, *args: str, codes: tuple[int, ...] = (0,), idempotence: bool = True, **extra: object
+) -> dict[str, object]:
+    """A ``config.json`` step object with the schema's required fields filled in."""
+    doc: dict[str, object] = {
+        "name": path.replace("/", "_"),
+        "path": path,
+        "arguments": list(args),
+        "returncodes": list(codes),
+        "on_host": True,
+        "idempotence": idempotence,
+        "upgrade_step": False,
+    }
+    doc.update(extra)
+    return doc
+
+
+def write_package(
+    payload: str,
+    modes: Mapping[str, list[dict[str, object]]],
+    scripts: Mapping[str, str],
+    *,
+    name: str = "demo",
+    version: str = "1.0.0",
+    expected_config_files: list[str] | None = None,
+    root_dir: Mapping[str, str] | None = None,
+) -> str:
+    """Write a package payload (``config.json``, ``skyhook_dir/``, ``root_dir/``) under ``payload``."""
+    os.makedirs(os.path.join(payload, "skyhook_dir"), exist_ok=True)
+    doc = {
+        "schema_version": "v1",
+        "package_name": name,
+        "package_version": version,
+        "expected_config_files": expected_config_files or [],
+        "modes": dict(modes),
+    }
+    with open(os.path.join(payload, "config.json"), "w", encoding="utf-8") as handle:
+        json.dump(doc, handle, indent=2)
+    for rel, text in scripts.items():
+        target = os.path.join(payload, "skyhook_dir", rel)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with open(target, "w", encoding="utf-8") as handle:
+            handle.write(text)
+    for rel, text in (root_dir or {}).items():
+        target = os.path.join(payload, "root_dir", rel.lstrip("/"))
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with open(target, "w", encoding="utf-8") as handle:
+            handle.write(text)
+    return payload
