@@ -1,0 +1,265 @@
+"""Renders the ``batch/v1`` Job that runs one package stage (or interrupt) on one node (contract §3.1).
+
+It owns the pod shape the agent expects: ``nodeName`` pinned, hostPID/hostNetwork, the host ``/``
+at ``/root`` (HostToContainer), a copy init container in the package image, then ``<stage>`` and
+``<stage>-check`` agent init containers; the Job's retry and failure policies; a deterministic
+name; and the orchestrator environment (``SKYHOOK_*``). It is pure: it returns a plain dict and
+never talks to the API server (activities create the Job).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+LABEL_PREFIX = "fleetwright.io"
+ROOT_MOUNT = "/root"
+STATE_ROOT = "/var/lib/skyhook"
+LOG_ROOT = "/var/log/skyhook"
+DEFAULT_TIMEOUT_SECONDS = 3600
+DEFAULT_RUNTIME_TAINT = f"{LABEL_PREFIX}/runtime-required"
+INTERRUPT_STAGES = frozenset({"interrupt", "uninstall-interrupt"})
+STAGES = frozenset({"apply", "upgrade", "config", "post-interrupt", "uninstall"}) | INTERRUPT_STAGES
+# An interrupt Job restarts in place after the reboot; that restart must never exhaust a budget.
+INTERRUPT_BACKOFF_LIMIT = 1_000_000
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+
+
+class StageJobError(ValueError):
+    """The inputs cannot make a valid Job; the message names the field."""
+
+
+@dataclass(frozen=True)
+class StageJobSpec:
+    """Everything one stage Job needs. ``env`` entries are Kubernetes EnvVar dicts (valueFrom ok)."""
+
+    profile: str
+    profile_uid: str
+    generation: int
+    node: str
+    package: str
+    version: str
+    image: str
+    stage: str
+    agent_image: str
+    digest: str | None = None
+    interrupt_data: str | None = None
+    node_order: int = 0
+    env: Sequence[Mapping[str, Any]] = ()
+    resources: Mapping[str, Any] | None = None
+    timeout_seconds: int = DEFAULT_TIMEOUT_SECONDS
+    grace_period_seconds: int | None = None
+    tolerations: Sequence[Mapping[str, Any]] = ()
+    runtime_required_taint: str = DEFAULT_RUNTIME_TAINT
+    namespace: str = "fleetwright-system"
+    service_account: str | None = None
+    extra_labels: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def copy_dir(self) -> str:
+        """``/var/lib/skyhook/<profile>/<pkg>-<version>-<uid>-<generation>``: a fresh one per generation."""
+        return (
+            f"{STATE_ROOT}/{self.profile}/{self.package}-{self.version}-{self.profile_uid}-{self.generation}"
+        )
+
+    @property
+    def resource_id(self) -> str:
+        return f"{self.profile}-{self.profile_uid}-{self.generation}_{self.package}_{self.version}"
+
+    @property
+    def package_image(self) -> str:
+        return f"{self.image}@{self.digest}" if self.digest else f"{self.image}:{self.version}"
+
+
+def _short_hash(*parts: object) -> str:
+    return hashlib.sha256("\x00".join(str(p) for p in parts).encode()).hexdigest()[:10]
+
+
+def _dns_label(value: str, limit: int = 63) -> str:
+    """``value`` made into a DNS label; too long or unsafe values keep a prefix plus a hash."""
+    clean = re.sub(r"[^a-z0-9-]+", "-", value.lower()).strip("-") or "x"
+    if len(clean) <= limit and clean == value:
+        return clean
+    return f"{clean[: limit - 11].rstrip('-')}-{_short_hash(value)}"
+
+
+def _label_value(value: str) -> str:
+    if len(value) <= 63 and _LABEL_VALUE.match(value):
+        return value
+    return _dns_label(value)
+
+
+def job_name(spec: StageJobSpec) -> str:
+    """Deterministic: the same (profile, node, package, version, stage, generation) gives one name."""
+    digest = _short_hash(spec.profile, spec.node, spec.package, spec.version, spec.stage, spec.generation)
+    head = _dns_label(f"fw-{spec.package}-{spec.stage}", 63 - 11)
+    return f"{head[: 63 - 11].rstrip('-')}-{digest}"
+
+
+def validate(spec: StageJobSpec) -> None:
+    problems = []
+    if spec.stage not in STAGES:
+        problems.append(f"stage: must be one of {', '.join(sorted(STAGES))}, got {spec.stage!r}")
+    if (spec.stage in INTERRUPT_STAGES) != bool(spec.interrupt_data):
+        problems.append("interrupt_data: required for interrupt stages and only for them")
+    for name in ("profile", "profile_uid", "node", "package", "version", "image", "agent_image"):
+        if not getattr(spec, name):
+            problems.append(f"{name}: must not be empty")
+    for name in ("profile", "package"):
+        if "_" in getattr(spec, name) or "/" in getattr(spec, name):
+            problems.append(f"{name}: must not contain '_' or '/' (SKYHOOK_RESOURCE_ID splits on '_')")
+    if "_" in spec.version:
+        problems.append("version: must not contain '_' (SKYHOOK_RESOURCE_ID splits on '_')")
+    if spec.timeout_seconds <= 0:
+        problems.append("timeout_seconds: must be positive")
+    if problems:
+        raise StageJobError("; ".join(problems))
+
+
+def agent_env(spec: StageJobSpec) -> list[dict[str, Any]]:
+    """The package's own env first, then the orchestrator's: later duplicates win in Kubernetes."""
+    orchestrator = {
+        "SKYHOOK_RESOURCE_ID": spec.resource_id,
+        "SKYHOOK_ROOT_DIR": f"{STATE_ROOT}/{spec.profile}",
+        "SKYHOOK_LOG_DIR": f"{LOG_ROOT}/{spec.profile}",
+        "SKYHOOK_NODE_ORDER": str(spec.node_order),
+        "COPY_RESOLV": "false",  # never overwrite the host's resolver
+    }
+    return [dict(e) for e in spec.env] + [{"name": k, "value": v} for k, v in orchestrator.items()]
+
+
+def _mounts() -> list[dict[str, Any]]:
+    return [{"name": "root-mount", "mountPath": ROOT_MOUNT, "mountPropagation": "HostToContainer"}]
+
+
+def _agent_container(spec: StageJobSpec, name: str, args: list[str]) -> dict[str, Any]:
+    container: dict[str, Any] = {
+        "name": _dns_label(name),
+        "image": spec.agent_image,
+        "args": args,
+        "env": agent_env(spec),
+        "securityContext": {"privileged": True, "runAsUser": 0},
+        "volumeMounts": _mounts(),
+    }
+    if spec.resources:
+        container["resources"] = dict(spec.resources)
+    return container
+
+
+def copy_container(spec: StageJobSpec) -> dict[str, Any]:
+    # The package image's own /bin/sh, mkdir and cp; a shell glob, so top-level dot-files stay.
+    script = 'mkdir -p "/root${SKYHOOK_DIR}" && cp -r /skyhook-package/* "/root${SKYHOOK_DIR}"'
+    return {
+        "name": _dns_label(f"{spec.package}-init"),
+        "image": spec.package_image,
+        "command": ["/bin/sh", "-c", script],
+        "env": [{"name": "SKYHOOK_DIR", "value": spec.copy_dir}],
+        "securityContext": {"privileged": True, "runAsUser": 0},
+        "volumeMounts": _mounts(),
+    }
+
+
+def init_containers(spec: StageJobSpec) -> list[dict[str, Any]]:
+    if spec.stage in INTERRUPT_STAGES:
+        args = ["interrupt", ROOT_MOUNT, spec.copy_dir, spec.interrupt_data or ""]
+        return [_agent_container(spec, f"{spec.package}-interrupt", args)]
+    return [
+        copy_container(spec),
+        _agent_container(spec, f"{spec.package}-{spec.stage}", [spec.stage, ROOT_MOUNT, spec.copy_dir]),
+        # NodeWright's container name has no hyphen before "check"; the mode name has one.
+        _agent_container(
+            spec, f"{spec.package}-{spec.stage}check", [f"{spec.stage}-check", ROOT_MOUNT, spec.copy_dir]
+        ),
+    ]
+
+
+def tolerations(spec: StageJobSpec) -> list[dict[str, Any]]:
+    base: list[dict[str, Any]] = [
+        {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"},
+        {"key": spec.runtime_required_taint, "operator": "Exists"},
+        # Unbounded: a reboot makes the node NotReady, and the pod must not be evicted for it.
+        {"key": "node.kubernetes.io/not-ready", "operator": "Exists"},
+        {"key": "node.kubernetes.io/unreachable", "operator": "Exists"},
+    ]
+    return base + [dict(t) for t in spec.tolerations]
+
+
+def labels(spec: StageJobSpec) -> dict[str, str]:
+    out = {
+        f"{LABEL_PREFIX}/profile": _label_value(spec.profile),
+        f"{LABEL_PREFIX}/node": _label_value(spec.node),
+        f"{LABEL_PREFIX}/package": _label_value(spec.package),
+        f"{LABEL_PREFIX}/stage": _label_value(spec.stage),
+        "app.kubernetes.io/managed-by": "fleetwright",
+    }
+    out.update(spec.extra_labels)
+    return out
+
+
+def _pod_spec(spec: StageJobSpec) -> dict[str, Any]:
+    interrupt = spec.stage in INTERRUPT_STAGES
+    pod: dict[str, Any] = {
+        "nodeName": spec.node,
+        "hostPID": True,
+        "hostNetwork": True,
+        "restartPolicy": "OnFailure" if interrupt else "Never",
+        "automountServiceAccountToken": False,
+        "tolerations": tolerations(spec),
+        "initContainers": init_containers(spec),
+        # The work happens in init containers; the main container only marks the pod finished.
+        "containers": [
+            {
+                "name": "done",
+                "image": spec.agent_image,
+                "command": ["/bin/sh", "-c", "exit 0"],
+                "resources": {"requests": {"cpu": "1m", "memory": "8Mi"}},
+            }
+        ],
+        "volumes": [{"name": "root-mount", "hostPath": {"path": "/"}}],
+    }
+    if spec.grace_period_seconds is not None:
+        pod["terminationGracePeriodSeconds"] = spec.grace_period_seconds
+    if spec.service_account:
+        pod["serviceAccountName"] = spec.service_account
+    return pod
+
+
+def render(spec: StageJobSpec) -> dict[str, Any]:
+    """The Job manifest for ``spec`` as a plain dict, ready for ``create_namespaced_job``."""
+    validate(spec)
+    interrupt = spec.stage in INTERRUPT_STAGES
+    job_labels = labels(spec)
+    job_spec: dict[str, Any] = {
+        "backoffLimit": INTERRUPT_BACKOFF_LIMIT if interrupt else 3,
+        "activeDeadlineSeconds": spec.timeout_seconds,
+        "template": {"metadata": {"labels": dict(job_labels)}, "spec": _pod_spec(spec)},
+    }
+    # Two executors must never share the host paths: no replacement pod until the old one failed.
+    job_spec["podReplacementPolicy"] = "Failed"
+    if not interrupt:
+        # An eviction is not a package failure. (Needs restartPolicy Never, so not for interrupts.)
+        job_spec["podFailurePolicy"] = {
+            "rules": [
+                {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
+            ]
+        }
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": job_name(spec),
+            "namespace": spec.namespace,
+            "labels": job_labels,
+            "annotations": {
+                f"{LABEL_PREFIX}/node-name": spec.node,
+                f"{LABEL_PREFIX}/package-version": spec.version,
+                f"{LABEL_PREFIX}/generation": str(spec.generation),
+                f"{LABEL_PREFIX}/copy-dir": spec.copy_dir,
+            },
+        },
+        "spec": job_spec,
+    }
