@@ -1,24 +1,45 @@
 """One ``decide`` call's read-only view of the fleet: each targeted node's work, its compartment,
 the rollout order, and what already makes nodes unavailable. Built from the spec and the
 observations only; no I/O.
+
+``Prepared`` is the expensive part (per-node work, compartments, order). It depends only on the
+spec and on the nodes' names, labels and recorded package state, so a caller may build it once and
+pass it to several ``decide`` calls while those do not change (the plan preview does).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
+from fleetwright.planner.nodestate import PackageRecord
 from fleetwright.planner.nodework import NodeWork, plan_node
 from fleetwright.planner.observations import NodeObservation, Observations, RunStatus
 from fleetwright.planner.ordering import order_nodes
 from fleetwright.planner.policy import DEFAULT_COMPARTMENT, Budget, RolloutPolicy
 from fleetwright.planner.spec import RolloutSpec
 
+_RecordsKey = tuple[tuple[str, str], ...]
+
+
+def _records_key(records: Mapping[str, PackageRecord]) -> _RecordsKey:
+    # Nodes of one fleet share few distinct states; planning each distinct state once is what
+    # makes 10,000 nodes cheap. JSON of each record is an exact, hashable identity.
+    return tuple((name, records[name].model_dump_json()) for name in sorted(records))
+
 
 def plan_fleet(spec: RolloutSpec, observations: Observations) -> dict[str, NodeWork]:
-    """Every observed node's work toward ``spec`` (the expensive part; callers may reuse it while
-    the recorded package state does not change)."""
+    """Every observed node's work toward ``spec``."""
     graph = spec.graph
-    return {node.name: plan_node(graph, node.name, node.packages) for node in observations.nodes}
+    planned: dict[_RecordsKey, NodeWork] = {}
+    out: dict[str, NodeWork] = {}
+    for node in observations.nodes:
+        key = _records_key(node.packages)
+        work = planned.get(key)
+        if work is None:
+            work = plan_node(graph, node.name, node.packages)
+            planned[key] = work
+        out[node.name] = work if work.node == node.name else work.model_copy(update={"node": node.name})
+    return out
 
 
 def assign_compartments(policy: RolloutPolicy, nodes: Mapping[str, NodeObservation]) -> dict[str, str]:
@@ -40,48 +61,64 @@ def assign_compartments(policy: RolloutPolicy, nodes: Mapping[str, NodeObservati
     return chosen
 
 
-class FleetView:
-    def __init__(
-        self, spec: RolloutSpec, observations: Observations, work: Mapping[str, NodeWork] | None = None
-    ) -> None:
+class Prepared:
+    def __init__(self, spec: RolloutSpec, observations: Observations) -> None:
         self.spec = spec
-        self.nodes = {node.name: node for node in observations.nodes}
-        self.work = dict(work) if work is not None else plan_fleet(spec, observations)
+        nodes = {node.name: node for node in observations.nodes}
+        self.work = plan_fleet(spec, observations)
         policy = spec.policy
-        self.compartment_of = assign_compartments(policy, self.nodes)
+        self.compartment_of = assign_compartments(policy, nodes)
+        self.order = order_nodes(((n, o.labels) for n, o in nodes.items()), policy.spread_key)
+        self.rank = {name: index for index, name in enumerate(self.order)}
         self.members: dict[str, list[str]] = {DEFAULT_COMPARTMENT: []}
         for compartment in policy.compartments:
             self.members[compartment.name] = []
-        self.order = order_nodes(((n, o.labels) for n, o in self.nodes.items()), policy.spread_key)
         for name in self.order:
             self.members[self.compartment_of[name]].append(name)
-        self.cap = policy.max_unavailable.resolve(len(self.nodes))
+        self.cap = policy.max_unavailable.resolve(len(nodes))
         self.compartment_caps = {
-            name: self._compartment_budget(name).resolve(len(members))
-            for name, members in self.members.items()
+            name: self._budget(name).resolve(len(members)) for name, members in self.members.items()
         }
-        self.foreign_unavailable = {
-            n for n, o in self.nodes.items() if not o.ready or o.unschedulable or o.disruptions
-        }
-        self.reported_running = {n for n, o in self.nodes.items() if o.run is RunStatus.RUNNING}
-        self._seconds: dict[str, int] = {}
+        self.needing = {n for n, w in self.work.items() if w.needs_work}
+        self.failed_earlier = {n: w.failed for n, w in self.work.items() if w.failed is not None}
+        self.seconds: dict[str, int] = {}
 
-    def _compartment_budget(self, name: str) -> Budget:
+    def _budget(self, name: str) -> Budget:
         compartment = self.spec.policy.compartment(name)
         if compartment is not None and compartment.max_unavailable is not None:
             return compartment.max_unavailable
         return self.spec.policy.max_unavailable
 
+
+class FleetView:
+    def __init__(
+        self, spec: RolloutSpec, observations: Observations, prepared: Prepared | None = None
+    ) -> None:
+        self.spec = spec
+        self.prepared = prepared if prepared is not None else Prepared(spec, observations)
+        p = self.prepared
+        self.nodes = {node.name: node for node in observations.nodes}
+        self.work = p.work
+        self.compartment_of = p.compartment_of
+        self.members = p.members
+        self.order = p.order
+        self.rank = p.rank
+        self.cap = p.cap
+        self.compartment_caps = p.compartment_caps
+        self.foreign_unavailable = {
+            n for n, o in self.nodes.items() if not o.ready or o.unschedulable or o.disruptions
+        }
+        self.reported_running = {n for n, o in self.nodes.items() if o.run is RunStatus.RUNNING}
+
     def expected_seconds(self, node: str) -> int:
-        seconds = self._seconds.get(node)
+        seconds = self.prepared.seconds.get(node)
         if seconds is None:
             seconds = self.spec.durations.node_seconds(self.work[node])
-            self._seconds[node] = seconds
+            self.prepared.seconds[node] = seconds
         return seconds
 
     def needs_work(self, node: str) -> bool:
-        work = self.work.get(node)
-        return work is not None and work.needs_work
+        return node in self.prepared.needing
 
     def node_refusal(self, node: str) -> str | None:
         """Why the node itself cannot start now (budget and windows aside)."""

@@ -137,6 +137,13 @@ _FIRST_STAGE = {
 
 
 def _install_side(package: DesiredPackage, record: PackageRecord | None) -> PackageWork | None:
+    if (
+        record is not None
+        and record.pending is None
+        and record.version == package.version
+        and record.config == package.config
+    ):
+        return None  # the common case on a converged node: no models built
     installed = record.version if record else None
     installed_config = record.config if record else {}
     action = _version_action(installed, package.version)

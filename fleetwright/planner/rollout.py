@@ -19,12 +19,12 @@ change goes through ``retarget``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 
 from fleetwright.planner.batches import evaluate_batch, next_batch_size, record_nodes
 from fleetwright.planner.budget import BudgetTracker
-from fleetwright.planner.fleetview import FleetView
+from fleetwright.planner.fleetview import FleetView, Prepared
 from fleetwright.planner.nodework import NodeWork
 from fleetwright.planner.observations import Observations, RunStatus
 from fleetwright.planner.policy import (
@@ -89,12 +89,13 @@ def decide(
     state: RolloutState,
     observations: Observations,
     now: datetime,
-    work: Mapping[str, NodeWork] | None = None,
+    prepared: Prepared | None = None,
 ) -> Decision:
-    """The next decision. ``work`` may pass precomputed per-node work (``plan_fleet``) to save
-    recomputing it while the recorded package state is unchanged."""
+    """The next decision. ``prepared`` (``Prepared(spec, observations)``) may be reused across calls
+    while the nodes' names, labels and recorded package state are unchanged; it must have been built
+    for ``state.spec``."""
     ensure_aware(now)
-    view = FleetView(state.spec, observations, work)
+    view = FleetView(state.spec, observations, prepared)
     state = _absorb(state, view)
     engine = _Engine(state, view, observations, now)
     if state.halt is None:
@@ -186,7 +187,7 @@ class _Engine:
             and n not in busy
             and n not in self.updated
             and n not in self.failed
-            and view.work[n].failed is None
+            and n not in view.prepared.failed_earlier
         }
         self.starts: list[NodeStart] = []
         self.waits: list[datetime] = []
@@ -309,10 +310,21 @@ class _Engine:
         if step.selector is not None:
             selector = step.selector
             return [n for n in candidates if selector.matches(self.view.nodes[n].labels)]
-        # Prefer nodes that can start now; the order stays deterministic either way.
+        # Prefer nodes that can start now, and cover the most common kinds of change first (one
+        # node per kind, round-robin): a canary that only saw a config tweak proves nothing about
+        # the driver upgrade most nodes will get. Deterministic: groups keep the rollout order.
         ready = [n for n in candidates if self.view.node_refusal(n) is None]
         rest = [n for n in candidates if self.view.node_refusal(n) is not None]
-        return (ready + rest)[: step.count]
+        groups: dict[tuple[str, ...], list[str]] = {}
+        for node in ready + rest:
+            groups.setdefault(_signature(self.view.work[node]), []).append(node)
+        ranked = sorted(groups.values(), key=len, reverse=True)  # stable: ties keep first appearance
+        picks: list[str] = []
+        depth = 0
+        while len(picks) < (step.count or 0) and any(depth < len(g) for g in ranked):
+            picks.extend(g[depth] for g in ranked if depth < len(g))
+            depth += 1
+        return picks[: step.count]
 
     # -- soak and approval --------------------------------------------------------------------
 
@@ -477,17 +489,11 @@ class _Engine:
         return self.decision(state, phase, message)
 
     def decision(self, state: RolloutState, phase: Phase, message: str) -> Decision:
-        for node in sorted(self.pending - set(self.blocked)):
-            work = self.view.work[node]
-            if work.failed is not None:
-                self.blocked[node] = f"FailedEarlier: {work.failed}"
-        for node, work in self.view.work.items():
-            if work.failed is not None and node not in self.blocked and node not in self.failed:
-                self.blocked[node] = f"FailedEarlier: {work.failed} (reset the node to retry)"
-        blocked = sorted(
-            self.blocked.items(),
-            key=lambda item: self.view.order.index(item[0]) if len(self.blocked) < 64 else item[0],
-        )
+        for node, failure in self.view.prepared.failed_earlier.items():
+            if node not in self.blocked and node not in self.failed and node in self.view.nodes:
+                self.blocked[node] = f"FailedEarlier: {failure} (reset the node to retry)"
+        rank = self.view.rank
+        blocked = sorted(self.blocked.items(), key=lambda item: rank.get(item[0], 0))
         reasons: dict[str, int] = {}
         for _, reason in blocked:
             kind = reason.split(":", 1)[0]
@@ -506,7 +512,7 @@ class _Engine:
         )
 
     def _counts(self, state: RolloutState, blocked: int) -> Counts:
-        needs = sum(1 for w in self.view.work.values() if w.needs_work)
+        needs = len(self.view.prepared.needing)
         return Counts(
             targeted=len(self.view.nodes),
             needs_work=needs,
@@ -548,6 +554,10 @@ def _health_problem(gate: HealthGate, nodes: Iterable[str], view: FleetView) -> 
             if actual != wanted:
                 return f"updated node {node} has {condition}={actual}, wanted {wanted}"
     return None
+
+
+def _signature(work: NodeWork) -> tuple[str, ...]:
+    return (*(f"{p.package}:{p.action.value}" for p in work.packages), work.interrupt.kind.value)
 
 
 def _minutes(seconds: int) -> str:

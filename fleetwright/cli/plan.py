@@ -1,0 +1,240 @@
+"""``fleetwright plan``: preview what a rollout of a NodeProfile under a DeploymentPolicy would do
+on a fleet: batches, each node's stages, drains and reboots, blocked nodes and why, and an ETA.
+
+Owns reading the files and printing; the plan itself comes from ``fleetwright.planner.preview``
+(the same engine the rollout workflow runs). ``-o json`` prints the ``Plan`` model, which parses
+back with ``Plan.model_validate_json``.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+import yaml
+from pydantic import ValidationError
+from rich.console import Console
+from rich.table import Table
+
+from fleetwright.api.deploymentpolicy import BUILTIN_POLICY, DeploymentPolicy
+from fleetwright.api.nodeprofile import NodeProfile
+from fleetwright.cli.app import app
+from fleetwright.errors import InvalidSpecError
+from fleetwright.planner import convert
+from fleetwright.planner.fleet import node_items, observe_fleet
+from fleetwright.planner.observations import Observations
+from fleetwright.planner.preview import Plan, preview
+
+
+class PlanInputError(Exception):
+    """A file could not be read or does not hold what the plan needs."""
+
+
+def _documents(path: Path) -> list[dict[str, Any]]:
+    try:
+        text = path.read_text()
+    except OSError as err:
+        raise PlanInputError(f"{path}: {err.strerror}") from err
+    try:
+        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as err:
+        raise PlanInputError(f"{path}: not valid YAML or JSON: {err}") from err
+    out: list[dict[str, Any]] = []
+    for doc in docs:
+        if isinstance(doc, dict) and doc.get("kind") == "List" and isinstance(doc.get("items"), list):
+            out.extend(d for d in doc["items"] if isinstance(d, dict))
+        elif isinstance(doc, dict):
+            out.append(doc)
+    return out
+
+
+def _one(docs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [d for d in docs if d.get("kind") == kind]
+
+
+def load_inputs(files: list[Path]) -> tuple[NodeProfile, DeploymentPolicy]:
+    """The one NodeProfile among ``files`` and its DeploymentPolicy (the referenced one, the only
+    one given, or the built-in default when none is given)."""
+    docs = [d for f in files for d in _documents(f)]
+    profiles = _one(docs, "NodeProfile")
+    if len(profiles) != 1:
+        raise PlanInputError(f"need exactly one NodeProfile among the files, found {len(profiles)}")
+    policies = _one(docs, "DeploymentPolicy")
+    try:
+        profile = NodeProfile.from_k8s(profiles[0])
+        parsed = [DeploymentPolicy.from_k8s(p) for p in policies]
+    except ValidationError as err:
+        raise PlanInputError(f"invalid manifest:\n{err}") from err
+    return profile, _choose_policy(profile, parsed)
+
+
+def _choose_policy(profile: NodeProfile, policies: list[DeploymentPolicy]) -> DeploymentPolicy:
+    ref = profile.spec.deployment_policy_ref
+    if ref is None:
+        if len(policies) > 1:
+            raise PlanInputError(
+                "the NodeProfile names no deploymentPolicyRef but several policies were given"
+            )
+        return policies[0] if policies else BUILTIN_POLICY
+    named = [p for p in policies if p.metadata.name == ref.name]
+    if named:
+        return named[0]
+    if len(policies) == 1:
+        return policies[0]  # an explicitly given policy previews a what-if under another policy
+    raise PlanInputError(f"DeploymentPolicy {ref.name!r} (the profile's deploymentPolicyRef) was not given")
+
+
+def load_fleet(path: Path, profile: NodeProfile) -> Observations:
+    try:
+        raw = json.loads(path.read_text()) if path.suffix == ".json" else yaml.safe_load(path.read_text())
+    except (OSError, ValueError, yaml.YAMLError) as err:
+        raise PlanInputError(f"{path}: cannot read the fleet snapshot: {err}") from err
+    if not isinstance(raw, dict):
+        raise PlanInputError(f"{path}: not a NodeList")
+    try:
+        nodes = observe_fleet(
+            node_items(raw), profile.metadata.name, lambda labels: convert.targets(profile, labels)
+        )
+    except (ValueError, InvalidSpecError) as err:
+        raise PlanInputError(f"{path}: {err}") from err
+    return Observations(nodes=nodes)
+
+
+def _clock(value: str | None) -> datetime:
+    if value is None:
+        return datetime.now(UTC)  # the CLI may read the clock; the planner never does
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError as err:
+        raise PlanInputError(f"--now: not an ISO 8601 time: {value!r}") from err
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+
+
+def _offset(plan: Plan, when: datetime) -> str:
+    minutes = int((when - plan.generated_at).total_seconds() // 60)
+    days, rest = divmod(minutes, 24 * 60)
+    return (f"{days}d" if days else "") + f"+{rest // 60:02d}:{rest % 60:02d}"
+
+
+def _names(nodes: tuple[str, ...], limit: int = 4) -> str:
+    shown = ", ".join(nodes[:limit])
+    return shown + (f" … (+{len(nodes) - limit})" if len(nodes) > limit else "")
+
+
+def render(plan: Plan, console: Console, max_nodes: int) -> None:
+    eta = f"{plan.eta.isoformat()} ({_offset(plan, plan.eta)})" if plan.eta else "none (no node can start)"
+    if plan.eta and plan.blocked:
+        eta += f"; {len(plan.blocked)} blocked node(s) not included"
+    console.print(f"[bold]Plan for NodeProfile {plan.profile}[/] (target {plan.target})", highlight=False)
+    console.print(
+        f"{plan.targeted} targeted nodes, {plan.needs_work} need work, {plan.drains} need a drain, "
+        f"{plan.reboots} a reboot; maxUnavailable {plan.max_unavailable}; {len(plan.batches)} batches",
+        highlight=False,
+    )
+    console.print(f"Outcome: {plan.phase.value} — {plan.message}", highlight=False)
+    console.print(f"ETA: {eta}", highlight=False)
+    _batch_table(plan, console)
+    _node_table(plan, console, max_nodes)
+    _blocked_table(plan, console)
+    notes = list(plan.assumptions)
+    if plan.approvals:
+        notes.append("approval gates on the way: " + ", ".join(plan.approvals))
+    console.print("[dim]Assumes: " + "; ".join(notes) + "[/]", highlight=False)
+
+
+def _batch_table(plan: Plan, console: Console) -> None:
+    table = Table(title="Batches", title_justify="left")
+    for column in ("start", "end", "scope", "compartment", "batch", "nodes", "first nodes"):
+        table.add_column(column, no_wrap=column != "first nodes")
+    for batch in plan.batches:
+        table.add_row(
+            _offset(plan, batch.start),
+            _offset(plan, batch.end),
+            batch.scope,
+            batch.compartment,
+            "canary" if batch.number == 0 else str(batch.number),
+            str(len(batch.nodes)),
+            _names(batch.nodes),
+        )
+    console.print(table)
+
+
+def _node_table(plan: Plan, console: Console, max_nodes: int) -> None:
+    table = Table(title="Nodes (in start order)", title_justify="left")
+    for column in ("node", "compartment", "batch", "start", "takes", "drain", "interrupt", "stages"):
+        table.add_column(column, no_wrap=column != "stages")
+    for node in plan.nodes[:max_nodes]:
+        table.add_row(
+            node.node,
+            node.compartment,
+            "canary" if node.batch == 0 else str(node.batch),
+            _offset(plan, node.start),
+            f"{node.expected_seconds // 60}m",
+            "yes" if node.drain else "no",
+            node.interrupt,
+            " → ".join(node.steps),
+        )
+    console.print(table)
+    if len(plan.nodes) > max_nodes:
+        console.print(f"… {len(plan.nodes) - max_nodes} more nodes (--max-nodes, or -o json for all)")
+
+
+def _blocked_table(plan: Plan, console: Console) -> None:
+    if not plan.blocked:
+        return
+    table = Table(title="Blocked nodes", title_justify="left")
+    table.add_column("node", no_wrap=True)
+    table.add_column("reason")
+    for item in plan.blocked:
+        table.add_row(item.node, item.reason)
+    console.print(table)
+
+
+@app.command("plan")
+def plan_command(
+    files: Annotated[
+        list[Path],
+        typer.Argument(
+            help="YAML/JSON files holding the NodeProfile and, optionally, "
+            "its DeploymentPolicy (default: the built-in policy)."
+        ),
+    ],
+    *,
+    fleet: Annotated[
+        Path | None, typer.Option("--fleet", help="Fleet snapshot: `kubectl get nodes -o json`.")
+    ] = None,
+    kubeconfig: Annotated[
+        Path | None,
+        typer.Option("--kubeconfig", help="Read the fleet from a live cluster (not yet available)."),
+    ] = None,
+    output: Annotated[str, typer.Option("-o", "--output", help="table or json.")] = "table",
+    now: Annotated[
+        str | None, typer.Option("--now", help="Plan as of this ISO 8601 time (default: now).")
+    ] = None,
+    max_nodes: Annotated[int, typer.Option("--max-nodes", help="Node rows in the table output.")] = 40,
+) -> None:
+    """Preview a rollout: batches, stages per node, drains and reboots, blocked nodes, ETA."""
+    console = Console(soft_wrap=False, width=200 if output == "table" else None)
+    try:
+        if output not in ("table", "json"):
+            raise PlanInputError(f"-o must be table or json, not {output!r}")
+        if kubeconfig is not None:
+            raise PlanInputError(
+                "reading a live cluster is not available yet: export a snapshot with "
+                "`kubectl get nodes -o json > fleet.json` and pass --fleet fleet.json"
+            )
+        if fleet is None:
+            raise PlanInputError("give the fleet with --fleet SNAPSHOT (a `kubectl get nodes -o json` file)")
+        profile, policy = load_inputs(files)
+        spec = convert.rollout_spec(profile, policy)
+        result = preview(spec, load_fleet(fleet, profile), _clock(now))
+    except (PlanInputError, InvalidSpecError) as err:
+        Console(stderr=True).print(f"[red]error:[/] {err}", highlight=False)
+        raise typer.Exit(2) from err
+    if output == "json":
+        typer.echo(result.model_dump_json(indent=2))
+    else:
+        render(result, console, max_nodes)

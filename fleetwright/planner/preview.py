@@ -1,0 +1,208 @@
+"""Plan preview: what a rollout would do, by running ``decide`` against a simulated fleet in which
+every node succeeds after its expected duration, approvals are granted when asked for and health
+gates hold. Produces the batches, each node's stages, drains and reboots, the nodes blocked and
+why, and an ETA. The same engine as the real rollout, so the preview cannot drift from it.
+
+Pure: takes the observations and ``now``; nothing is started anywhere.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from pydantic import Field
+
+from fleetwright.planner.base import Frozen
+from fleetwright.planner.fleetview import Prepared
+from fleetwright.planner.nodework import NodeWork
+from fleetwright.planner.observations import NodeObservation, Observations, RunStatus
+from fleetwright.planner.policy import GATES_SCOPE, ApprovalStep, Step
+from fleetwright.planner.rollout import begin, decide
+from fleetwright.planner.spec import RolloutSpec
+from fleetwright.planner.state import BlockedNode, Decision, NodeStart, Phase
+
+MAX_ROUNDS = 100_000
+ASSUMPTIONS = (
+    "every node succeeds and takes its expected duration (per-stage estimates)",
+    "approval gates are granted as soon as they are reached",
+    "soak health gates hold",
+    "no other disruption starts or ends during the rollout",
+)
+
+
+class PlannedNode(Frozen):
+    node: str
+    compartment: str
+    scope: str
+    batch: int
+    """0: canary; n: the n-th batch of its compartment."""
+    start: datetime
+    end: datetime
+    expected_seconds: int
+    steps: tuple[str, ...]
+    """``package:stage`` in order; the merged interrupt reads ``interrupt(reboot):a,b``."""
+    interrupt: str
+    drain: bool
+    reboot: bool
+
+
+class PlannedBatch(Frozen):
+    compartment: str
+    scope: str
+    number: int
+    nodes: tuple[str, ...]
+    start: datetime
+    end: datetime
+
+
+class Plan(Frozen):
+    profile: str
+    target: str
+    generated_at: datetime
+    max_unavailable: int
+    targeted: int
+    needs_work: int
+    drains: int
+    reboots: int
+    batches: tuple[PlannedBatch, ...] = ()
+    nodes: tuple[PlannedNode, ...] = ()
+    blocked: tuple[BlockedNode, ...] = ()
+    phase: Phase
+    message: str
+    eta: datetime | None = None
+    """When the last reachable node finishes; blocked nodes are not included."""
+    assumptions: tuple[str, ...] = ASSUMPTIONS
+    approvals: tuple[str, ...] = Field(default=())
+    """Approval gates the rollout will stop at (granted immediately in this preview)."""
+
+
+def describe_steps(work: NodeWork) -> tuple[str, ...]:
+    out = []
+    for step in work.steps:
+        if step.interrupt is not None:
+            out.append(f"{step.stage.value}({step.interrupt.describe()}):{','.join(step.packages)}")
+        else:
+            out.append(f"{step.packages[0]}:{step.stage.value}")
+    return tuple(out)
+
+
+def approval_ids(spec: RolloutSpec) -> tuple[str, ...]:
+    policy = spec.policy
+    ids = [f"{GATES_SCOPE}/{s.name}" for s in policy.gate_steps() if isinstance(s, ApprovalStep)]
+    for name in sorted({"default", *(c.name for c in policy.compartments)}):
+        steps: tuple[Step, ...] = policy.compartment_steps(name)
+        ids += [f"{name}/{s.name}" for s in steps if isinstance(s, ApprovalStep)]
+    return tuple(ids)
+
+
+class _Simulation:
+    def __init__(self, spec: RolloutSpec, observations: Observations, now: datetime) -> None:
+        self.spec = spec
+        self.prepared = Prepared(spec, observations)
+        self.work = self.prepared.work
+        self.nodes: dict[str, NodeObservation] = {n.name: n for n in observations.nodes}
+        self.approvals = approval_ids(spec)
+        self.base = observations
+        self.now = now
+        self.finish: dict[str, datetime] = {}
+        self.planned: list[PlannedNode] = []
+
+    def observations(self) -> Observations:
+        return self.base.model_copy(
+            update={"nodes": tuple(self.nodes.values()), "approvals": self.approvals, "paused": False}
+        )
+
+    def record(self, start: NodeStart) -> None:
+        end = self.now + timedelta(seconds=start.expected_seconds)
+        self.finish[start.node] = end
+        self.nodes[start.node] = self.nodes[start.node].model_copy(update={"run": RunStatus.RUNNING})
+        work = start.work
+        self.planned.append(
+            PlannedNode(
+                node=start.node,
+                compartment=start.compartment,
+                scope=start.scope,
+                batch=start.batch,
+                start=self.now,
+                end=end,
+                expected_seconds=start.expected_seconds,
+                steps=describe_steps(work),
+                interrupt=work.interrupt.describe(),
+                drain=work.needs_drain,
+                reboot=work.needs_reboot,
+            )
+        )
+
+    def advance(self, wake: datetime | None) -> bool:
+        """Move time to the next event; False when nothing will ever happen again."""
+        events = list(self.finish.values()) + ([wake] if wake is not None else [])
+        if not events:
+            return False
+        self.now = max(self.now, min(events))
+        for node, end in list(self.finish.items()):
+            if end <= self.now:
+                self.nodes[node] = self.nodes[node].model_copy(update={"run": RunStatus.SUCCEEDED})
+                del self.finish[node]
+        return True
+
+
+def preview(spec: RolloutSpec, observations: Observations, now: datetime) -> Plan:
+    sim = _Simulation(spec, observations, now)
+    state = begin(spec, now)
+    decision: Decision | None = None
+    for _ in range(MAX_ROUNDS):
+        decision = decide(state, sim.observations(), sim.now, sim.prepared)
+        for start in decision.start:
+            sim.record(start)
+        state = decision.state
+        if decision.phase in (Phase.COMPLETE, Phase.HALTED):
+            break
+        if not sim.advance(decision.wake_at):
+            break
+    assert decision is not None
+    return _plan(spec, sim, decision, now)
+
+
+def _plan(spec: RolloutSpec, sim: _Simulation, last: Decision, now: datetime) -> Plan:
+    needing = [w for w in sim.work.values() if w.needs_work]
+    # Nodes still blocked at the end are the ones the rollout cannot reach; the rest were blocked
+    # only for a while (budget, windows), which the batch times already show.
+    blocked = last.blocked
+    ends = [p.end for p in sim.planned]
+    return Plan(
+        profile=spec.profile,
+        target=spec.target,
+        generated_at=now,
+        max_unavailable=last.counts.max_unavailable,
+        targeted=len(sim.work),
+        needs_work=len(needing),
+        drains=sum(1 for w in needing if w.needs_drain),
+        reboots=sum(1 for w in needing if w.needs_reboot),
+        batches=_batches(sim.planned),
+        nodes=tuple(sim.planned),
+        blocked=blocked,
+        phase=last.phase,
+        message=last.message,
+        eta=max(ends) if ends else None,
+        approvals=sim.approvals,
+    )
+
+
+def _batches(planned: list[PlannedNode]) -> tuple[PlannedBatch, ...]:
+    groups: dict[tuple[str, str, int], list[PlannedNode]] = {}
+    for node in planned:
+        groups.setdefault(
+            (node.scope, node.compartment if node.batch else node.scope, node.batch), []
+        ).append(node)
+    batches = [
+        PlannedBatch(
+            compartment=compartment,
+            scope=scope,
+            number=number,
+            nodes=tuple(n.node for n in members),
+            start=min(n.start for n in members),
+            end=max(n.end for n in members),
+        )
+        for (scope, compartment, number), members in groups.items()
+    ]
+    return tuple(sorted(batches, key=lambda b: (b.start, b.compartment, b.number)))
