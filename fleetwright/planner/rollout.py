@@ -200,6 +200,16 @@ class _Engine:
     # -- failure rules ------------------------------------------------------------------------
 
     def check_failures(self, state: RolloutState) -> RolloutState:
+        canaries = {n for s in (state.gates, *state.compartments) for n in s.canary or ()}
+        broken = [f for f in state.failed if f.node in canaries]
+        if broken:
+            # A failed canary fires the failure action whatever maxFailedNodes says.
+            detail = "; ".join(f"{f.node}: {f.message}" if f.message else f.node for f in broken)
+            failure = self.policy.failure_for(broken[0].scope)
+            halt = Halt(
+                reason=f"canary failed ({detail})", action=failure.action, scope=broken[0].scope, at=self.now
+            )
+            return state.model_copy(update={"halt": halt})
         total = len(state.failed)
         if _exceeded(self.policy.failure, total):
             return self._halted(

@@ -1,0 +1,314 @@
+"""Rollout decisions, scenario by scenario: canary, soak, approval, batches under the cap, other
+disruptions, compartments, windows, failure rules, spec changes."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from fleetwright.planner.batches import Strategy, StrategyKind
+from fleetwright.planner.interrupts import REBOOT
+from fleetwright.planner.nodestate import PackageRecord
+from fleetwright.planner.observations import NodeObservation, Observations, RunStatus
+from fleetwright.planner.packages import ConfigInterruptRule, DesiredPackage, config_digests
+from fleetwright.planner.policy import (
+    ApprovalStep,
+    BatchesStep,
+    Budget,
+    CanaryStep,
+    Compartment,
+    FailureAction,
+    FailurePolicy,
+    HealthGate,
+    RolloutPolicy,
+    SoakStep,
+    Step,
+)
+from fleetwright.planner.rollout import begin, decide, retarget
+from fleetwright.planner.selectors import Selector
+from fleetwright.planner.spec import RolloutSpec
+from fleetwright.planner.state import Decision, Phase, RolloutState
+from fleetwright.planner.windows import Window
+
+pytestmark = pytest.mark.unit
+
+T0 = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
+DRIVER = DesiredPackage(name="driver", version="2.0.0", interrupt=REBOOT)
+
+
+def policy(*steps: Step, cap: int = 2, **kw: Any) -> RolloutPolicy:
+    return RolloutPolicy(max_unavailable=Budget(count=cap), steps=steps, **kw)
+
+
+def batches(kind: StrategyKind = StrategyKind.FIXED, initial: int = 1, **kw: Any) -> BatchesStep:
+    return BatchesStep(strategy=Strategy(kind=kind, initial_batch=initial, **kw))
+
+
+class Fleet:
+    """A hand-driven fleet: nodes, their run status, time, and the rollout state."""
+
+    def __init__(
+        self, count: int, rollout: RolloutPolicy, packages: tuple[DesiredPackage, ...] = (DRIVER,)
+    ) -> None:
+        self.nodes = {
+            f"n{i:02d}": NodeObservation(
+                name=f"n{i:02d}",
+                labels={"topology.kubernetes.io/zone": f"z{i % 3}", "gpu": "gb200" if i % 2 else "h100"},
+            )
+            for i in range(count)
+        }
+        self.spec = RolloutSpec(profile="p", packages=packages, policy=rollout)
+        self.state: RolloutState = begin(self.spec, T0)
+        self.now = T0
+        self.approvals: tuple[str, ...] = ()
+        self.paused = False
+
+    def set(self, name: str, **update: object) -> None:
+        self.nodes[name] = self.nodes[name].model_copy(update=update)
+
+    def decide(self) -> Decision:
+        obs = Observations(nodes=tuple(self.nodes.values()), approvals=self.approvals, paused=self.paused)
+        decision = decide(self.state, obs, self.now)
+        self.state = decision.state
+        for start in decision.start:
+            self.set(start.node, run=RunStatus.RUNNING)
+        return decision
+
+    def finish(self, *names: str, ok: bool = True) -> None:
+        for name in names:
+            self.set(name, run=RunStatus.SUCCEEDED if ok else RunStatus.FAILED, message="" if ok else "boom")
+
+    def finish_running(self, ok: bool = True) -> list[str]:
+        names = [r.node for r in self.state.running]
+        self.finish(*names, ok=ok)
+        return names
+
+
+def started(decision: Decision) -> list[str]:
+    return [s.node for s in decision.start]
+
+
+def test_canary_completes_before_anything_else_and_a_failed_canary_halts() -> None:
+    fleet = Fleet(6, policy(CanaryStep(count=1), batches(initial=3), cap=3))
+    first = fleet.decide()
+    assert len(first.start) == 1
+    assert first.start[0].batch == 0
+    assert fleet.decide().start == ()  # canary still running: nothing else starts
+    fleet.finish_running(ok=False)
+    halted = fleet.decide()
+    assert halted.phase is Phase.HALTED
+    assert "canary failed" in halted.message
+    assert "boom" in halted.message
+    assert halted.start == ()
+
+
+def test_successful_canary_then_batches_grow() -> None:
+    fleet = Fleet(8, policy(CanaryStep(count=1), batches(StrategyKind.EXPONENTIAL), cap=8))
+    fleet.decide()
+    fleet.finish_running()
+    sizes = []
+    for _ in range(10):
+        decision = fleet.decide()
+        if decision.phase is Phase.COMPLETE:
+            break
+        sizes.append(len(decision.start))
+        fleet.finish_running()
+    assert sizes == [1, 2, 4]  # 7 nodes after the canary: 1, 2, then the 4 left
+    assert decision.phase is Phase.COMPLETE
+    assert len(fleet.state.updated) == 8
+
+
+def test_soak_waits_its_duration_and_its_health_gate_halts_on_an_unready_updated_node() -> None:
+    gate = HealthGate(node_ready=True, conditions={"GpuHealthy": "True"})
+    fleet = Fleet(4, policy(CanaryStep(count=1), SoakStep(duration_seconds=600, health_gate=gate), batches()))
+    canary = started(fleet.decide())[0]
+    fleet.set(canary, conditions={"GpuHealthy": "True"})
+    fleet.finish(canary)
+    waiting = fleet.decide()
+    assert waiting.phase is Phase.WAITING
+    assert waiting.wake_at == T0 + timedelta(seconds=600)
+    fleet.now = T0 + timedelta(seconds=300)
+    fleet.set(canary, conditions={"GpuHealthy": "False"})
+    halted = fleet.decide()
+    assert halted.phase is Phase.HALTED
+    assert "GpuHealthy=False" in halted.message
+
+
+def test_soak_passes_after_its_duration() -> None:
+    fleet = Fleet(3, policy(CanaryStep(count=1), SoakStep(duration_seconds=600, health_gate=None), batches()))
+    fleet.decide()
+    fleet.finish_running()
+    assert fleet.decide().start == ()
+    fleet.now = T0 + timedelta(seconds=600)
+    assert len(fleet.decide().start) == 1
+
+
+def test_approval_gate_waits_for_its_id_and_halts_on_timeout() -> None:
+    fleet = Fleet(3, policy(ApprovalStep(name="go", timeout_seconds=3600), batches()))
+    waiting = fleet.decide()
+    assert waiting.start == ()
+    assert "rollout/go" in waiting.message
+    assert waiting.wake_at == T0 + timedelta(hours=1)
+    fleet.approvals = ("rollout/go",)
+    assert len(fleet.decide().start) == 1
+
+    late = Fleet(3, policy(ApprovalStep(name="go", timeout_seconds=3600), batches()))
+    late.decide()
+    late.now = T0 + timedelta(hours=1)
+    assert late.decide().phase is Phase.HALTED
+
+
+def test_a_rollout_with_nothing_to_do_completes_without_waiting_for_gates() -> None:
+    fleet = Fleet(3, policy(ApprovalStep(), SoakStep(duration_seconds=3600), batches()))
+    for name in fleet.nodes:
+        fleet.set(name, packages={"driver": PackageRecord(version="2.0.0")})
+    assert fleet.decide().phase is Phase.COMPLETE
+
+
+def test_nodes_unavailable_for_other_reasons_use_up_the_cap() -> None:
+    fleet = Fleet(10, policy(batches(initial=10), cap=3))
+    fleet.set("n00", ready=False)
+    fleet.set("n01", disruptions=("profile/security-agent in progress",))
+    decision = fleet.decide()
+    assert len(decision.start) == 1
+    assert decision.counts.unavailable == 3
+    assert decision.blocked_reasons["Budget"] >= 1
+    assert "n00" not in started(decision)
+    assert "n01" not in started(decision)
+
+
+def test_a_foreign_cordon_is_worked_under_at_no_extra_cost() -> None:
+    fleet = Fleet(3, policy(batches(initial=3), cap=1))
+    fleet.set("n02", unschedulable=True)  # already unavailable: the cap is used up by it
+    decision = fleet.decide()
+    assert started(decision) == ["n02"]  # the only start that does not add an unavailable node
+
+
+def test_config_change_with_reboot_interrupt_on_50_nodes_respects_a_budget_of_1() -> None:
+    # NodeWright's suspected bypass: config changes marked every node in progress at once.
+    old = config_digests({"grub.cfg": "quiet"})
+    new = config_digests({"grub.cfg": "quiet iommu=pt"})
+    rules = (ConfigInterruptRule(pattern="grub*", interrupt=REBOOT),)
+    tuning = DesiredPackage(name="tuning", version="1.0.0", config=new, config_interrupts=rules)
+    fleet = Fleet(50, policy(batches(StrategyKind.EXPONENTIAL, initial=50), cap=1), packages=(tuning,))
+    for name in fleet.nodes:
+        fleet.set(name, packages={"tuning": PackageRecord(version="1.0.0", config=old)})
+    seen = 0
+    for _ in range(200):
+        decision = fleet.decide()
+        assert len(fleet.state.running) <= 1
+        assert all(s.work.needs_reboot for s in decision.start)
+        seen += len(decision.start)
+        if decision.phase is Phase.COMPLETE:
+            break
+        fleet.finish_running()
+    assert seen == 50
+
+
+def test_a_spec_change_mid_rollout_keeps_running_nodes_on_the_budget() -> None:
+    fleet = Fleet(6, policy(batches(initial=2), cap=2))
+    running = started(fleet.decide())
+    assert len(running) == 2
+    newer = RolloutSpec(
+        profile="p", packages=(DRIVER.model_copy(update={"version": "2.1.0"}),), policy=fleet.spec.policy
+    )
+    fleet.state = retarget(fleet.state, newer, fleet.now)
+    assert set(fleet.state.carried) == set(running)
+    assert fleet.decide().start == ()  # the old target's two nodes still hold the cap
+    fleet.finish(*running)
+    assert len(fleet.decide().start) == 2
+
+
+def test_a_policy_only_change_keeps_progress() -> None:
+    fleet = Fleet(4, policy(batches(initial=1), cap=1))
+    fleet.decide()
+    fleet.finish_running()
+    fleet.decide()
+    faster = fleet.spec.model_copy(update={"policy": policy(batches(initial=1), cap=3)})
+    state = retarget(fleet.state, faster, fleet.now)
+    assert state.updated == fleet.state.updated
+    assert state.running == fleet.state.running
+
+
+def test_failed_nodes_beyond_max_failed_nodes_halt_with_the_configured_action() -> None:
+    rollback = FailurePolicy(max_failed_nodes=1, action=FailureAction.ROLLBACK)
+    fleet = Fleet(6, policy(batches(initial=1), cap=1, failure=rollback))
+    for _ in range(2):
+        fleet.decide()
+        fleet.finish_running(ok=False)
+    halted = fleet.decide()
+    assert halted.phase is Phase.HALTED
+    assert halted.state.halt is not None
+    assert halted.state.halt.action is FailureAction.ROLLBACK
+    assert len(halted.state.failed) == 2
+
+
+def test_consecutive_failed_batches_stop_the_rollout_below_the_safety_limit() -> None:
+    tolerant = FailurePolicy(max_failed_nodes=None)
+    fleet = Fleet(20, policy(batches(StrategyKind.LINEAR, failure_threshold=2), cap=5, failure=tolerant))
+    phases = []
+    for _ in range(5):
+        decision = fleet.decide()
+        phases.append(decision.phase)
+        if decision.phase is Phase.HALTED:
+            break
+        fleet.finish_running(ok=False)
+    assert phases[-1] is Phase.HALTED
+    assert "consecutive failed batches" in decision.message
+    assert len(fleet.state.failed) == 2  # batches of 1 and 1: linear shrinks to at least one
+
+
+def test_compartments_have_their_own_caps_and_steps_and_overlaps_take_the_safest() -> None:
+    gb200 = Compartment(
+        name="gb200",
+        selector=Selector(match_labels={"gpu": "gb200"}),
+        max_unavailable=Budget(count=1),
+        steps=(batches(initial=5),),
+    )
+    wide = Compartment(
+        name="wide", selector=Selector(match_labels={"gpu": "gb200"}), max_unavailable=Budget(count=4)
+    )
+    fleet = Fleet(8, policy(batches(initial=5), cap=10, compartments=(gb200, wide)))
+    decision = fleet.decide()
+    by_compartment: dict[str, int] = {}
+    for start in decision.start:
+        by_compartment[start.compartment] = by_compartment.get(start.compartment, 0) + 1
+    assert by_compartment == {"gb200": 1, "default": 4}  # no node lands in 'wide': gb200 is safer
+
+
+def test_nodes_start_only_when_their_work_fits_the_open_window() -> None:
+    window = Window(cron="0 22 * * *", duration_seconds=3600, timezone="Europe/Berlin")
+    fleet = Fleet(2, policy(batches(initial=2), cap=2, windows=(window,)))
+    fleet.now = datetime(2026, 1, 5, 21, 45, tzinfo=UTC)  # 22:45 in Berlin: 15 minutes left
+    decision = fleet.decide()
+    assert decision.start == ()  # a driver upgrade with reboot and drain is expected to take 19 minutes
+    assert decision.blocked_reasons == {"OutsideWindow": 2}
+    assert decision.wake_at == datetime(2026, 1, 6, 21, 0, tzinfo=UTC)
+    fleet.now = decision.wake_at
+    assert len(fleet.decide().start) == 2
+
+
+def test_a_deleted_node_releases_its_slot() -> None:
+    fleet = Fleet(3, policy(batches(initial=1), cap=1))
+    gone = started(fleet.decide())[0]
+    del fleet.nodes[gone]
+    decision = fleet.decide()
+    assert len(decision.start) == 1
+    assert gone not in {r.node for r in fleet.state.running}
+
+
+def test_pause_starts_nothing_but_is_not_a_halt() -> None:
+    fleet = Fleet(3, policy(batches(initial=1), cap=1))
+    fleet.paused = True
+    assert fleet.decide().phase is Phase.PAUSED
+    fleet.paused = False
+    assert len(fleet.decide().start) == 1
+
+
+def test_state_round_trips_through_json() -> None:
+    fleet = Fleet(5, policy(CanaryStep(count=1), batches(StrategyKind.EXPONENTIAL), cap=2))
+    decision = fleet.decide()
+    assert RolloutState.model_validate_json(fleet.state.model_dump_json()) == fleet.state
+    assert Decision.model_validate_json(decision.model_dump_json()) == decision
