@@ -175,7 +175,7 @@ case "$cmd" in
     for d in /etc/systemd/system/*.d; do
       [ -d "$d" ] || continue
       u=$(basename "$d" .d)
-      for f in "$d"/*.conf; do [ -f "$f" ] && grep '^[A-Za-z]*=' "$f" >> "$S/$u.props"; done
+      for f in "$d"/*.conf; do if [ -f "$f" ]; then grep '^[A-Za-z]*=' "$f" >> "$S/$u.props" || true; fi; done
     done;;
   start|restart|reload|try-restart|reload-or-restart)
     for u in $units; do
@@ -200,6 +200,7 @@ case "$cmd" in
     done;;
   *) echo "systemctl (fake): unsupported command '$cmd'" >&2; exit 1;;
 esac
+exit 0
 """,
     "/usr/sbin/service": f"""#!/bin/sh
 {_LOG}
