@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from fleetwright.agent import interrupts
 from fleetwright.agent.testroot import TestRoot, build
-from fleetwright.cli.package import lint, run_stages
+from fleetwright.cli.package import StageRun, lint, run_stages
 
 pytestmark = pytest.mark.unit
 
@@ -29,7 +30,7 @@ def host(tmp_path: Path) -> TestRoot:
     return build(str(tmp_path / "host"))
 
 
-def codes(runs: list) -> list[int]:  # type: ignore[type-arg]
+def codes(runs: list[StageRun]) -> list[int]:
     return [r.result.returncode for r in runs]
 
 
@@ -92,8 +93,6 @@ def test_reboot_interrupt_then_post_interrupt_through_the_agent(host: TestRoot) 
     # config, config-check, a noop interrupt (no reboot), post-interrupt (no steps), then its check
     # fails because the kernel arguments are not live without a reboot.
     assert codes(runs) == [0, 0, 0, 0, 1]
-    from fleetwright.agent import interrupts
-
     reboot = interrupts.Interrupt(interrupts.NODE_RESTART)
     runs = run_stages(host, PACKAGE, ["interrupt", "post-interrupt"], configmaps=CONFIG, interrupt=reboot)
     assert [r.mode for r in runs] == [
