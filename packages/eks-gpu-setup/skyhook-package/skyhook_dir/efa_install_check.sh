@@ -1,0 +1,3 @@
+#!/bin/bash
+. "$STEP_ROOT/lib.sh"
+[ -x /opt/amazon/efa/bin/fi_info ] || fail "EFA software is not installed (/opt/amazon/efa/bin/fi_info missing)"

@@ -1,0 +1,3 @@
+#!/bin/bash
+. "$STEP_ROOT/lib.sh"
+command -v kdump-config >/dev/null || fail "kdump-config is not installed"

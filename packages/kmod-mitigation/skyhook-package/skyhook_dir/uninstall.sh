@@ -1,0 +1,4 @@
+#!/bin/bash
+# Lifts the block; nothing is loaded again (the kernel loads modules on demand).
+. "$STEP_ROOT/lib.sh"
+rm -f "$CONF"

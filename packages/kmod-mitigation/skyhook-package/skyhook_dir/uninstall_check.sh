@@ -1,0 +1,3 @@
+#!/bin/bash
+. "$STEP_ROOT/lib.sh"
+[ ! -e "$CONF" ] || fail "$CONF is still present"
