@@ -19,7 +19,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from fleetwright.localcluster.binaries import wheel_binary
 from fleetwright.localcluster.temporal import LocalTemporal
-from tests.support.providers import TestCluster, start_cluster
+from tests.support.providers import ClusterUnderTest, start_cluster
 
 TIERS = ("unit", "workflow", "integration")
 
@@ -34,7 +34,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(scope="session")
-def cluster() -> Iterator[TestCluster]:
+def cluster() -> Iterator[ClusterUnderTest]:
     """The real local control plane (or K3s, by FLEETWRIGHT_CLUSTER_PROVIDER), with no nodes yet.
 
     Tests add the nodes they need with ``cluster.add_nodes(n)`` and select them by name or label.

@@ -11,11 +11,14 @@ def from_kubeconfig(path: Path | str | None = None, *, context: str | None = Non
     """An API client for ``path`` (default: $KUBECONFIG or ~/.kube/config), or in-cluster config."""
     if path is None:
         try:
-            config.load_incluster_config()
+            config.load_incluster_config()  # type: ignore[no-untyped-call]
             return client.ApiClient()
         except config.ConfigException:
             pass
-    return config.new_client_from_config(config_file=str(path) if path else None, context=context)
+    api: client.ApiClient = config.new_client_from_config(  # type: ignore[no-untyped-call]
+        config_file=str(path) if path else None, context=context
+    )
+    return api
 
 
 def from_token(server: str, token: str, *, ca_cert: Path | str) -> client.ApiClient:

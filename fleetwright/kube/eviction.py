@@ -36,12 +36,14 @@ class EvictionOutcome:
     retry_after_seconds: int | None = None
 
 
-def _causes(error: ApiException) -> list[str]:
+def _causes(error: ApiException) -> list[tuple[str, str]]:
+    """The Status causes as (reason, message) pairs; the PDB's name and arithmetic live here."""
     try:
         body = json.loads(error.body or "{}")
     except (TypeError, ValueError):
         return []
-    return [str(c.get("reason", "")) for c in (body.get("details") or {}).get("causes") or []]
+    causes = (body.get("details") or {}).get("causes") or []
+    return [(str(c.get("reason", "")), str(c.get("message", ""))) for c in causes]
 
 
 def _retry_after(error: ApiException) -> int | None:
@@ -74,15 +76,18 @@ def evict(
 
 
 def _outcome_of_refusal(namespace: str, pod: str, error: ApiException) -> EvictionOutcome | None:
-    status, message = int(error.status or 0), api_message(error)
+    status, causes = int(error.status or 0), _causes(error)
+    reasons = {reason for reason, _ in causes}
+    # Verbatim: the top-level message plus each cause's (e.g. "The disruption budget X needs ...").
+    message = "; ".join([api_message(error), *(m for _, m in causes if m)])
     if status == 404:
         return EvictionOutcome(namespace, pod, EvictionResult.GONE, message)
-    if status == 429 and "DisruptionBudget" in _causes(error):
+    if status == 429 and "DisruptionBudget" in reasons:
         return EvictionOutcome(namespace, pod, EvictionResult.BLOCKED_BY_PDB, message, _retry_after(error))
     if status == 429:
         return EvictionOutcome(namespace, pod, EvictionResult.THROTTLED, message, _retry_after(error))
     if status == 500 and "more than one PodDisruptionBudget" in message:
         return EvictionOutcome(namespace, pod, EvictionResult.MULTIPLE_PDBS, message)
-    if status == 403 and "NamespaceTerminating" in _causes(error):
+    if status == 403 and "NamespaceTerminating" in reasons:
         return EvictionOutcome(namespace, pod, EvictionResult.NAMESPACE_TERMINATING, message)
     return None

@@ -17,6 +17,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -35,21 +36,22 @@ SERVICE_CIDR = "10.96.0.0/16"
 # Controllers the product relies on (Jobs, PDB status, owner GC, namespaces and service accounts
 # for pods, node lifecycle) plus what Deployments/ReplicaSets/DaemonSets need for test workloads.
 CONTROLLERS = (
-    "job",
-    "disruption",
-    "garbage-collector",
-    "namespace",
-    "serviceaccount",
-    "serviceaccount-token",
-    "deployment",
-    "replicaset",
-    "daemonset",
-    "statefulset",
-    "node-lifecycle",
-    "ttl",
-    "ttl-after-finished",
-    "pod-garbage-collector",
-    "root-ca-certificate-publisher",
+    "job-controller",
+    "disruption-controller",
+    "garbage-collector-controller",
+    "namespace-controller",
+    "serviceaccount-controller",
+    "serviceaccount-token-controller",
+    "deployment-controller",
+    "replicaset-controller",
+    "daemonset-controller",
+    "statefulset-controller",
+    "node-lifecycle-controller",
+    "taint-eviction-controller",
+    "ttl-controller",
+    "ttl-after-finished-controller",
+    "pod-garbage-collector-controller",
+    "root-ca-certificate-publisher-controller",
 )
 
 
@@ -184,10 +186,6 @@ class LocalCluster:
         )
         self._kwok_kubeconfig = self.workdir / "kwok.kubeconfig"
         self._kwok_kubeconfig.write_text(yaml.safe_dump(_kubeconfig(self.server, ca.cert_path, kwok, "kwok")))
-        self._stages = self.workdir / "kwok-stages.yaml"
-        self._stages.write_text(
-            resources.files("fleetwright.localcluster").joinpath("stages.yaml").read_text()
-        )
         self._admin = admin
 
     def _define_components(self) -> None:
@@ -263,22 +261,8 @@ class LocalCluster:
             ],
             logs / "kube-controller-manager.log",
         )
-        self._kwok_port = free_port()
-        self.components["kwok"] = Supervised(
-            "kwok",
-            [
-                str(control_plane_binary("kwok")),
-                f"--kubeconfig={self._kwok_kubeconfig}",
-                f"--config={self._stages}",
-                "--manage-all-nodes=false",
-                f"--manage-nodes-with-annotation-selector={fleet_nodes.KWOK_ANNOTATION}=fake",
-                "--cidr=10.244.0.1/16",
-                f"--node-ip={LOOPBACK}",
-                f"--server-address={LOOPBACK}:{self._kwok_port}",
-                "--node-lease-duration-seconds=40",
-            ],
-            logs / "kwok.log",
-        )
+        self.fleet = KwokFleet(self._kwok_kubeconfig, self.workdir, self.kubectl)
+        self.components["kwok"] = self.fleet.process
 
     # ----- readiness -------------------------------------------------------------------
     def _ssl_context(self) -> ssl.SSLContext:
@@ -295,25 +279,18 @@ class LocalCluster:
         except urllib.error.HTTPError as error:
             return int(error.code), bytes(error.read())
 
-    def _http_ok(self, url: str, context: ssl.SSLContext | None = None) -> bool:
-        try:
-            with urllib.request.urlopen(url, context=context, timeout=2) as response:
-                return int(response.status) == 200
-        except (urllib.error.URLError, OSError):
-            return False
-
     def _wait_ready(self, name: str) -> None:
         component = self.components[name]
         timeout = self.options.startup_timeout
         if name == "etcd":
-            check = lambda: self._http_ok(f"{self._etcd_url}/health")  # noqa: E731
+            check = lambda: _http_ok(f"{self._etcd_url}/health")  # noqa: E731
         elif name == "kube-apiserver":
-            check = lambda: self._http_ok(f"{self.server}/readyz", self._ssl_context())  # noqa: E731
+            check = lambda: _http_ok(f"{self.server}/readyz", self._ssl_context())  # noqa: E731
         elif name == "kube-controller-manager":
             # Ready once the service-account controller has populated the default namespace.
             check = lambda: self.get("/api/v1/namespaces/default/serviceaccounts/default")[0] == 200  # noqa: E731
         else:
-            check = lambda: self._http_ok(f"http://{LOOPBACK}:{self._kwok_port}/healthz")  # noqa: E731
+            check = self.fleet.healthy
         wait_until(check, timeout=timeout, what=f"{name} to become ready", alive=component.check_alive)
 
     # ----- nodes and kubectl -----------------------------------------------------------
@@ -321,51 +298,101 @@ class LocalCluster:
         self, *args: str, input: str | None = None, check: bool = True, timeout: float = 120.0
     ) -> subprocess.CompletedProcess[str]:
         """Run the venv's kubectl against this cluster as the admin user."""
-        result = subprocess.run(
-            [str(wheel_binary("kubectl")), f"--kubeconfig={self.kubeconfig}", *args],
-            input=input,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-        if check and result.returncode != 0:
-            raise RuntimeError(
-                f"kubectl {' '.join(args)} failed ({result.returncode}): {result.stderr.strip()}"
-            )
-        return result
-
-    def node_count(self) -> int:
-        status, body = self.get("/api/v1/nodes")
-        return len(json.loads(body)["items"]) if status == 200 else 0
+        return run_kubectl(self.kubeconfig, *args, input=input, check=check, timeout=timeout)
 
     def add_nodes(self, count: int, *, wait: bool = True) -> list[str]:
         """Create ``count`` more simulated nodes and (by default) wait until kwok made them Ready."""
+        return self.fleet.add_nodes(count, wait=wait)
+
+
+def run_kubectl(
+    kubeconfig: Path, *args: str, input: str | None = None, check: bool = True, timeout: float = 120.0
+) -> subprocess.CompletedProcess[str]:
+    """Run the venv's kubectl with ``kubeconfig``; with ``check``, fail with kubectl's stderr."""
+    result = subprocess.run(
+        [str(wheel_binary("kubectl")), f"--kubeconfig={kubeconfig}", *args],
+        input=input,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    if check and result.returncode != 0:
+        raise RuntimeError(f"kubectl {' '.join(args)} failed ({result.returncode}): {result.stderr.strip()}")
+    return result
+
+
+KubectlRunner = Callable[..., subprocess.CompletedProcess[str]]
+
+
+class KwokFleet:
+    """kwok simulating fleetwright's GPU nodes against any apiserver, plus node creation.
+
+    Shared by the local control plane and the K3s test provider, so both run the same stages.
+    """
+
+    def __init__(self, kubeconfig: Path, workdir: Path, kubectl: KubectlRunner) -> None:
+        self._kubectl = kubectl
+        self.port = free_port()
+        stages = workdir / "kwok-stages.yaml"
+        stages.write_text(resources.files("fleetwright.localcluster").joinpath("stages.yaml").read_text())
+        self.process = Supervised(
+            "kwok",
+            [
+                str(control_plane_binary("kwok")),
+                f"--kubeconfig={kubeconfig}",
+                f"--config={stages}",
+                "--manage-all-nodes=false",
+                f"--manage-nodes-with-annotation-selector={fleet_nodes.KWOK_ANNOTATION}=fake",
+                "--cidr=10.244.0.1/16",
+                f"--node-ip={LOOPBACK}",
+                f"--server-address={LOOPBACK}:{self.port}",
+                "--node-lease-duration-seconds=40",
+            ],
+            workdir / "logs" / "kwok.log",
+        )
+
+    def healthy(self) -> bool:
+        return _http_ok(f"http://{LOOPBACK}:{self.port}/healthz")
+
+    def _nodes(self) -> list[dict[str, Any]]:
+        result = self._kubectl("get", "nodes", "-o", "json", check=False)
+        return list(json.loads(result.stdout)["items"]) if result.returncode == 0 else []
+
+    def add_nodes(self, count: int, *, wait: bool = True) -> list[str]:
         if count <= 0:
             return []
-        start = self.node_count()
+        start = sum(
+            1 for n in self._nodes() if fleet_nodes.KWOK_ANNOTATION in n["metadata"].get("annotations", {})
+        )
         manifests = fleet_nodes.fleet(count, start=start)
         for chunk_start in range(0, len(manifests), 500):
             chunk = manifests[chunk_start : chunk_start + 500]
-            doc = {"apiVersion": "v1", "kind": "List", "items": chunk}
-            self.kubectl("create", "-f", "-", input=json.dumps(doc))
+            self._kubectl(
+                "create", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": chunk})
+            )
         names = [m["metadata"]["name"] for m in manifests]
         if wait:
             wait_until(
-                lambda: self.ready_node_count() >= start + count,
+                lambda: self._ready_names() >= set(names),
                 timeout=max(60.0, count * 0.2),
                 what=f"{count} kwok nodes to become Ready",
-                alive=self.components["kwok"].check_alive,
+                alive=self.process.check_alive,
             )
         return names
 
-    def ready_node_count(self) -> int:
-        status, body = self.get("/api/v1/nodes")
-        if status != 200:
-            return 0
-        ready = 0
-        for node in json.loads(body)["items"]:
-            for condition in node.get("status", {}).get("conditions") or []:
-                if condition["type"] == "Ready" and condition["status"] == "True":
-                    ready += 1
-        return ready
+    def _ready_names(self) -> set[str]:
+        return {
+            node["metadata"]["name"]
+            for node in self._nodes()
+            for c in node.get("status", {}).get("conditions") or []
+            if c["type"] == "Ready" and c["status"] == "True"
+        }
+
+
+def _http_ok(url: str, context: ssl.SSLContext | None = None) -> bool:
+    try:
+        with urllib.request.urlopen(url, context=context, timeout=2) as response:
+            return int(response.status) == 200
+    except (urllib.error.URLError, OSError):
+        return False

@@ -67,9 +67,14 @@ def node_manifest(index: int, *, extra_labels: dict[str, str] | None = None) -> 
             "nodeInfo": {
                 "architecture": "amd64",
                 "bootID": boot_id(name),
+                "machineID": uuid.uuid5(uuid.NAMESPACE_DNS, f"{name}.machine").hex,
+                "systemUUID": str(uuid.uuid5(uuid.NAMESPACE_DNS, f"{name}.system")),
                 "operatingSystem": "linux",
                 "osImage": "Ubuntu 24.04.3 LTS",
                 "kernelVersion": "6.8.0-86-generic",
+                "containerRuntimeVersion": "containerd://2.1.4",
+                "kubeletVersion": "v1.36.3",
+                "kubeProxyVersion": "v1.36.3",
             },
         },
     }

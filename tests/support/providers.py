@@ -15,8 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from fleetwright.localcluster.binaries import wheel_binary
-from fleetwright.localcluster.cluster import ClusterOptions, LocalCluster
+import yaml
+
+from fleetwright.localcluster.cluster import ClusterOptions, KwokFleet, LocalCluster, run_kubectl
+from fleetwright.localcluster.processes import wait_until
 
 PROVIDER_ENV = "FLEETWRIGHT_CLUSTER_PROVIDER"
 
@@ -25,7 +27,7 @@ class ProviderUnavailableError(RuntimeError):
     """The selected provider cannot run on this machine; the message says why."""
 
 
-class TestCluster(Protocol):
+class ClusterUnderTest(Protocol):
     kubeconfig: Path
     server: str
 
@@ -71,28 +73,26 @@ class K3sCluster:
         workdir = Path(tempfile.mkdtemp(prefix="fleetwright-k3s-"))
         self.kubeconfig = workdir / "kubeconfig"
         self.kubeconfig.write_text(self._container.config_yaml())
-        self.server = self._container.get_container_host_ip()
+        self.server = str(yaml.safe_load(self._container.config_yaml())["clusters"][0]["cluster"]["server"])
+        # The same kwok binary and stages as the local provider, pointed at K3s.
+        self.fleet = KwokFleet(self.kubeconfig, workdir, self.kubectl)
+        self.fleet.process.start()
+        wait_until(self.fleet.healthy, timeout=60, what="kwok", alive=self.fleet.process.check_alive)
 
     def kubectl(
         self, *args: str, input: str | None = None, check: bool = True, timeout: float = 120.0
     ) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [str(wheel_binary("kubectl")), f"--kubeconfig={self.kubeconfig}", *args],
-            input=input,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=check,
-        )
+        return run_kubectl(self.kubeconfig, *args, input=input, check=check, timeout=timeout)
 
     def add_nodes(self, count: int, *, wait: bool = True) -> list[str]:
-        raise ProviderUnavailableError("k3s provider: kwok node simulation against K3s is not wired yet")
+        return self.fleet.add_nodes(count, wait=wait)
 
     def stop(self) -> None:
+        self.fleet.process.stop()
         self._container.stop()
 
 
-def start_cluster(provider: str | None = None) -> TestCluster:
+def start_cluster(provider: str | None = None) -> ClusterUnderTest:
     """Start the provider named by ``provider`` or the environment (default ``local``)."""
     name = provider or os.environ.get(PROVIDER_ENV, "local")
     if name == "local":

@@ -1,0 +1,67 @@
+"""Pure parts of the local control plane: node manifests, PKI, binary lookup, providers."""
+
+from __future__ import annotations
+
+import ssl
+from pathlib import Path
+
+import pytest
+from cryptography import x509
+
+from fleetwright.localcluster import nodes
+from fleetwright.localcluster.binaries import MissingBinaryError, control_plane_binary
+from fleetwright.localcluster.pki import LocalCA
+from tests.support import providers
+
+pytestmark = pytest.mark.unit
+
+
+def test_node_manifests_are_deterministic_and_labelled() -> None:
+    first, again = nodes.fleet(20), nodes.fleet(20)
+    assert first == again
+    names = [n["metadata"]["name"] for n in first]
+    assert len(set(names)) == 20
+    racks = {n["metadata"]["labels"][nodes.RACK_LABEL] for n in first}
+    assert racks == {"rack-000", "rack-001", "rack-002"}
+    assert all(n["metadata"]["annotations"][nodes.KWOK_ANNOTATION] == "fake" for n in first)
+
+
+def test_boot_ids_differ_per_node_and_generation() -> None:
+    ids = {nodes.boot_id(nodes.node_name(i), g) for i in range(50) for g in range(3)}
+    assert len(ids) == 150
+
+
+def test_local_ca_issues_certificates_that_verify(tmp_path: Path) -> None:
+    ca = LocalCA(tmp_path)
+    server = ca.issue("srv", common_name="kube-apiserver", ip_addresses=("127.0.0.1",), server=True)
+    client = ca.issue("adm", common_name="admin", organization="system:masters")
+    cert = x509.load_pem_x509_certificate(server.cert.read_bytes())
+    cert.verify_directly_issued_by(x509.load_pem_x509_certificate(ca.pem))
+    sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert [str(ip) for ip in sans.get_values_for_type(x509.IPAddress)] == ["127.0.0.1"]
+    subject = x509.load_pem_x509_certificate(client.cert.read_bytes()).subject.rfc4514_string()
+    assert "O=system:masters" in subject
+    assert "CN=admin" in subject
+    context = ssl.create_default_context(cafile=str(ca.cert_path))
+    context.load_cert_chain(str(client.cert), str(client.key))  # key matches certificate
+    assert oct(server.key.stat().st_mode & 0o777) == "0o600"
+
+
+def test_missing_binary_names_the_setup_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FLEETWRIGHT_CACHE", str(tmp_path))
+    with pytest.raises(MissingBinaryError, match=r"etcd not found .*tools/setup\.sh"):
+        control_plane_binary("etcd")
+
+
+def test_k3s_provider_reports_itself_unavailable_without_docker(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+    reason = providers.docker_unavailable_reason()
+    assert reason is not None
+    assert "Docker" in reason
+    with pytest.raises(providers.ProviderUnavailableError, match="k3s provider unavailable"):
+        providers.start_cluster("k3s")
+
+
+def test_unknown_provider_is_an_error() -> None:
+    with pytest.raises(providers.ProviderUnavailableError, match="expected 'local' or 'k3s'"):
+        providers.start_cluster("minikube")
