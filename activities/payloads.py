@@ -1,0 +1,166 @@
+"""Inputs and outputs of the Kubernetes activities: the contract between workflows and activities.
+
+Pydantic models (Temporal payloads through the pydantic data converter). Workflows build requests
+and read reports; activities never return raw Kubernetes objects. Activity names are explicit
+strings in ``NAMES`` so a rename of a Python function never breaks running workflows.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+
+from pydantic import Field
+
+from fleetwright.api.common import LabelSelector, Toleration
+from fleetwright.api.nodeprofile import DrainSpec, NodeProfile, Package
+from fleetwright.planner.base import Frozen
+from fleetwright.planner.interrupts import Interrupt
+from fleetwright.planner.nodestate import NodePackageState, PackageRecord
+from fleetwright.planner.observations import RunStatus
+from fleetwright.planner.stages import Stage
+from fleetwright.planner.state import Decision, RolloutState
+
+PACKAGE_NAMESPACE = "fleetwright-system"
+
+
+class NodeTarget(Frozen):
+    profile: str
+    node: str
+
+
+class CordonReport(Frozen):
+    ours: bool
+    """The node is unschedulable through our cordon (we must uncordon it afterwards)."""
+    foreign: bool
+    """Someone else had cordoned it: we work under that cordon and never lift it."""
+
+
+class ProtectedPodsRequest(NodeTarget):
+    selector: LabelSelector
+    timeout_seconds: int
+
+
+class DrainRequest(NodeTarget):
+    drain: DrainSpec
+    package_namespace: str = PACKAGE_NAMESPACE
+
+
+class DrainReport(Frozen):
+    evicted: tuple[str, ...] = ()
+    """``namespace/name`` of every pod that was evicted and is gone."""
+    skipped: tuple[str, ...] = ()
+    """Pods left in place by rule (DaemonSet, mirror, ours, tolerating unschedulable)."""
+    blocked_seconds: float = 0.0
+    """How long PodDisruptionBudgets held the drain."""
+
+
+class StageRequest(NodeTarget):
+    profile_uid: str
+    generation: int
+    package: Package
+    stage: Stage
+    interrupt: Interrupt | None = None
+    """For interrupt stages: the merged interrupt to run (encoded for the agent)."""
+    agent_image: str
+    namespace: str = PACKAGE_NAMESPACE
+    node_order: int = 0
+    tolerations: tuple[Toleration, ...] = ()
+    pod_labels: dict[str, str] = Field(default_factory=dict)
+    """Extra pod labels (tests use ``sim.fleetwright.io/outcome`` to make kwok fail or hang a pod)."""
+
+
+class StageOutcome(StrEnum):
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    IMAGE_PULL_FAILED = "ImagePullFailed"
+    DEADLINE_EXCEEDED = "DeadlineExceeded"
+
+
+class StageReport(Frozen):
+    job: str
+    outcome: StageOutcome
+    message: str = ""
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+    @property
+    def succeeded(self) -> bool:
+        return self.outcome is StageOutcome.SUCCEEDED
+
+
+class RebootWaitRequest(NodeTarget):
+    previous_boot_id: str
+    timeout_seconds: int
+
+
+class RecordStateRequest(NodeTarget):
+    state: NodePackageState
+
+
+class NodePhase(StrEnum):
+    IN_PROGRESS = "InProgress"
+    COMPLETE = "Complete"
+    FAILED = "Failed"
+    BLOCKED = "Blocked"
+
+
+class NodeStatusRequest(NodeTarget):
+    phase: NodePhase
+    reason: str
+    message: str = ""
+
+
+# ----- the rollout's observe-and-decide activity ------------------------------------------------
+
+
+class NodeResult(Frozen):
+    node: str
+    target: str
+    """The rollout target (``RolloutSpec.target``) the node worked towards."""
+    status: RunStatus
+    message: str = ""
+
+
+class Controls(Frozen):
+    """Human intent received by signals and updates, carried across continue-as-new."""
+
+    paused: bool = False
+    aborted: bool = False
+    approvals: tuple[str, ...] = ()
+    skipped: tuple[str, ...] = ()
+
+
+class DecideRequest(Frozen):
+    """What the observe-and-decide activity needs: the targeting CR, the planner state, what the
+    workflow learned from its children since the last call, the controls and the workflow's now."""
+
+    now: datetime
+    profile: NodeProfile
+    state: RolloutState
+    results: tuple[NodeResult, ...] = ()
+    controls: Controls = Controls()
+    reset_failed: tuple[str, ...] = ()
+    """Nodes a human retried or skipped: their recorded failure is cleared before observing."""
+
+
+class DecideReport(Frozen):
+    decision: Decision
+    records: dict[str, dict[str, PackageRecord]] = Field(default_factory=dict)
+    """The recorded package state of each node to start (the node workflow resumes from it)."""
+    node_order: dict[str, int] = Field(default_factory=dict)
+
+
+class NAMES:
+    """Registered activity names (explicit strings, stable across refactors)."""
+
+    CORDON = "fleetwright.node.cordon"
+    UNCORDON = "fleetwright.node.uncordon"
+    WAIT_PROTECTED_PODS = "fleetwright.node.wait-protected-pods"
+    DRAIN = "fleetwright.node.drain"
+    RUN_STAGE = "fleetwright.node.run-stage"
+    READ_BOOT_ID = "fleetwright.node.read-boot-id"
+    WAIT_REBOOT = "fleetwright.node.wait-reboot"
+    RECORD_STATE = "fleetwright.node.record-state"
+    SET_NODE_STATUS = "fleetwright.node.set-status"
+    OBSERVE_AND_DECIDE = "fleetwright.rollout.observe-and-decide"
