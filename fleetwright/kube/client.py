@@ -28,3 +28,7 @@ def from_token(server: str, token: str, *, ca_cert: Path | str) -> client.ApiCli
     configuration.api_key = {"authorization": f"Bearer {token}"}
     configuration.ssl_ca_cert = str(ca_cert)
     return client.ApiClient(configuration)
+
+
+# For type annotations outside the adapter, which must not import ``kubernetes`` itself.
+ApiClient = client.ApiClient

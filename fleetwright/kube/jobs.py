@@ -1,0 +1,149 @@
+"""Stage Jobs and what they need: the package namespace, the package ConfigMap, creating a Job or
+adopting the one a previous attempt created, reading its state and waking up when it changes.
+
+It owns idempotence at the API level (409 AlreadyExists means adopt; a ConfigMap is replaced only
+when its data differs). It must not render Job manifests (``fleetwright.stagejob`` does) nor
+decide what a Job's state means for the rollout (the activities do). It never deletes a Job:
+failed Jobs stay for their logs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from fleetwright.errors import NotFoundError
+from fleetwright.kube.errors import classified
+from fleetwright.kube.watching import list_version, wait_for_change
+
+HTTP_CONFLICT = 409
+
+
+@dataclass(frozen=True)
+class JobFacts:
+    namespace: str
+    name: str
+    finished: str | None = None
+    """``Complete`` or ``Failed`` once the Job reached a terminal condition."""
+    reason: str = ""
+    message: str = ""
+    started: datetime | None = None
+    finished_at: datetime | None = None
+    active: int = 0
+    ready: int = 0
+    suspended: bool = False
+    annotations: Mapping[str, str] = field(default_factory=dict)
+
+
+def _facts(job: Any) -> JobFacts:
+    status = job.status
+    terminal = next(
+        (c for c in (status.conditions or []) if c.type in ("Complete", "Failed") and c.status == "True"),
+        None,
+    )
+    return JobFacts(
+        namespace=job.metadata.namespace,
+        name=job.metadata.name,
+        finished=terminal.type if terminal else None,
+        reason=(terminal.reason or "") if terminal else "",
+        message=(terminal.message or "") if terminal else "",
+        started=status.start_time,
+        finished_at=status.completion_time or (terminal.last_transition_time if terminal else None),
+        active=status.active or 0,
+        ready=status.ready or 0,
+        suspended=bool(job.spec.suspend),
+        annotations=dict(job.metadata.annotations or {}),
+    )
+
+
+def ensure_namespace(api: client.ApiClient, name: str) -> None:
+    body = client.V1Namespace(metadata=client.V1ObjectMeta(name=name))
+    with classified(f"create namespace {name}"):
+        try:
+            client.CoreV1Api(api).create_namespace(body)
+        except ApiException as error:
+            if error.status != HTTP_CONFLICT:
+                raise
+
+
+def ensure_config_map(
+    api: client.ApiClient, namespace: str, name: str, data: Mapping[str, str], labels: Mapping[str, str]
+) -> None:
+    """Create the ConfigMap, or bring an existing one's data up to ``data`` (a config change keeps
+    the name ``<cr>-<pkg>-<version>``); no write when it already matches."""
+    core = client.CoreV1Api(api)
+    metadata = client.V1ObjectMeta(name=name, namespace=namespace, labels=dict(labels))
+    body = client.V1ConfigMap(metadata=metadata, data=dict(data))
+    with classified(f"create configmap {namespace}/{name}"):
+        try:
+            core.create_namespaced_config_map(namespace, body)
+            return
+        except ApiException as error:
+            if error.status != HTTP_CONFLICT:
+                raise
+    with classified(f"read configmap {namespace}/{name}"):
+        current = core.read_namespaced_config_map(name, namespace)
+    if dict(current.data or {}) == dict(data):
+        return
+    # Replace (not patch) so removed keys go too; the resourceVersion turns a race into a 409.
+    metadata.resource_version = current.metadata.resource_version if current.metadata else None
+    with classified(f"replace configmap {namespace}/{name}"):
+        core.replace_namespaced_config_map(name, namespace, body)
+
+
+def create_or_adopt(api: client.ApiClient, manifest: Mapping[str, Any]) -> tuple[JobFacts, bool]:
+    """Create the Job; when it exists (a retried activity), adopt it. Returns (job, created)."""
+    namespace, name = manifest["metadata"]["namespace"], manifest["metadata"]["name"]
+    with classified(f"create job {namespace}/{name}"):
+        try:
+            body = client.V1Job.from_dict(dict(manifest))
+            assert body is not None  # from_dict returns None only for None
+            job = client.BatchV1Api(api).create_namespaced_job(namespace, body)
+            return _facts(job), True
+        except ApiException as error:
+            if error.status != HTTP_CONFLICT:
+                raise
+    facts, _ = read_job(api, namespace, name)
+    return facts, False
+
+
+def read_job(api: client.ApiClient, namespace: str, name: str) -> tuple[JobFacts, str]:
+    """The Job's facts and the resourceVersion to watch it from."""
+    with classified(f"list job {namespace}/{name}"):
+        listing = client.BatchV1Api(api).list_namespaced_job(
+            namespace, field_selector=f"metadata.name={name}"
+        )
+    if not listing.items:
+        raise NotFoundError(f"job {namespace}/{name} does not exist")
+    return _facts(listing.items[0]), list_version(listing)
+
+
+def wait_for_job(
+    api: client.ApiClient, namespace: str, name: str, resource_version: str, seconds: float
+) -> bool:
+    """Block until the Job changes or ``seconds`` pass."""
+    return wait_for_change(
+        client.BatchV1Api(api).list_namespaced_job,
+        namespace,
+        resource_version=resource_version,
+        seconds=seconds,
+        what=f"watch job {namespace}/{name}",
+        field_selector=f"metadata.name={name}",
+    )
+
+
+def suspend_with_note(
+    api: client.ApiClient, namespace: str, name: str, annotations: Mapping[str, str]
+) -> None:
+    """Suspend the Job (its pods go, the Job stays for inspection) and record why on it, so an
+    adopting retry reads the same verdict instead of waiting again."""
+    patch = {"metadata": {"annotations": dict(annotations)}, "spec": {"suspend": True}}
+    with classified(f"suspend job {namespace}/{name}"):
+        client.BatchV1Api(api).patch_namespaced_job(
+            name, namespace, patch, _content_type="application/merge-patch+json"
+        )

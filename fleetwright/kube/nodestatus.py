@@ -1,0 +1,128 @@
+"""What the node activities read from and write onto a Node besides the cordon: boot id and Ready,
+labels and annotations (merge patches of single keys), and node conditions (status subresource).
+
+Writes are small and keyed, so several writers (one per profile) never rewrite each other's data
+(NodeWright PR #413). A condition is rewritten only when its status, reason or message changes
+(no PATCH churn, NodeWright #603), and keeps its lastTransitionTime while its status holds. It must
+not decide which key or condition a profile uses (the activities do).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from kubernetes import client
+
+from fleetwright.errors import NotFoundError
+from fleetwright.kube.errors import classified
+from fleetwright.kube.watching import list_version, wait_for_change
+
+MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+
+
+@dataclass(frozen=True)
+class Condition:
+    type: str
+    status: str
+    reason: str = ""
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class NodeFacts:
+    name: str
+    uid: str
+    boot_id: str
+    ready: bool
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    conditions: Mapping[str, Condition] = field(default_factory=dict)
+
+
+def _facts(node: Any) -> NodeFacts:
+    status = node.status
+    conditions = {
+        c.type: Condition(c.type, c.status, c.reason or "", c.message or "")
+        for c in (status.conditions if status else None) or []
+    }
+    ready = conditions.get("Ready")
+    return NodeFacts(
+        name=node.metadata.name,
+        uid=node.metadata.uid,
+        boot_id=(status.node_info.boot_id if status and status.node_info else "") or "",
+        ready=ready is not None and ready.status == "True",
+        labels=dict(node.metadata.labels or {}),
+        annotations=dict(node.metadata.annotations or {}),
+        conditions=conditions,
+    )
+
+
+def read_node(api: client.ApiClient, name: str) -> tuple[NodeFacts, str]:
+    """The node's facts and the resourceVersion to watch it from."""
+    with classified(f"list node {name}"):
+        listing = client.CoreV1Api(api).list_node(field_selector=f"metadata.name={name}")
+    if not listing.items:
+        raise NotFoundError(f"node {name} does not exist")
+    return _facts(listing.items[0]), list_version(listing)
+
+
+def wait_for_node(api: client.ApiClient, name: str, resource_version: str, seconds: float) -> bool:
+    """Block until the Node changes or ``seconds`` pass."""
+    return wait_for_change(
+        client.CoreV1Api(api).list_node,
+        resource_version=resource_version,
+        seconds=seconds,
+        what=f"watch node {name}",
+        field_selector=f"metadata.name={name}",
+    )
+
+
+def merge_metadata(
+    api: client.ApiClient,
+    name: str,
+    *,
+    labels: Mapping[str, str | None] | None = None,
+    annotations: Mapping[str, str | None] | None = None,
+) -> None:
+    """Merge-patch only the given label/annotation keys (None removes a key)."""
+    metadata: dict[str, Any] = {}
+    if labels:
+        metadata["labels"] = dict(labels)
+    if annotations:
+        metadata["annotations"] = dict(annotations)
+    if not metadata:
+        return
+    with classified(f"patch node {name} metadata"):
+        client.CoreV1Api(api).patch_node(name, {"metadata": metadata}, _content_type=MERGE_PATCH)
+
+
+def _rfc3339(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def set_condition(api: client.ApiClient, name: str, condition: Condition) -> bool:
+    """Write one node condition through the status subresource; True when something changed."""
+    current, _ = read_node(api, name)
+    previous = current.conditions.get(condition.type)
+    if previous == condition:
+        return False
+    now = _rfc3339(datetime.now(UTC))
+    entry: dict[str, Any] = {
+        "type": condition.type,
+        "status": condition.status,
+        "reason": condition.reason,
+        "message": condition.message,
+        "lastHeartbeatTime": now,
+    }
+    if previous is None or previous.status != condition.status:
+        entry["lastTransitionTime"] = now
+    # Strategic merge: Node conditions merge by type, so the kubelet's own conditions stay.
+    with classified(f"patch node {name} condition {condition.type}"):
+        client.CoreV1Api(api).patch_node_status(
+            name, {"status": {"conditions": [entry]}}, _content_type=STRATEGIC_MERGE_PATCH
+        )
+    return True
