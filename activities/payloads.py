@@ -44,6 +44,8 @@ class ProtectedPodsRequest(NodeTarget):
 class DrainRequest(NodeTarget):
     drain: DrainSpec
     package_namespace: str = PACKAGE_NAMESPACE
+    poll_seconds: float = Field(default=5.0, gt=0)
+    """How often a refused eviction (PDB) is retried, as ``kubectl drain`` does every 5 s."""
 
 
 class DrainReport(Frozen):
@@ -68,6 +70,16 @@ class StageRequest(NodeTarget):
     tolerations: tuple[Toleration, ...] = ()
     pod_labels: dict[str, str] = Field(default_factory=dict)
     """Extra pod labels (tests use ``sim.fleetwright.io/outcome`` to make kwok fail or hang a pod)."""
+    pod_annotations: dict[str, str] = Field(default_factory=dict)
+    """Extra pod annotations (tests set kwok's ``pod-complete.stage.kwok.x-k8s.io/delay``)."""
+    image_pull_timeout_seconds: int = Field(default=300, ge=1)
+    """A pod still unable to pull its image this long after creation fails the stage as
+    ``ImagePullFailed`` instead of hanging (NodeWright #306)."""
+    backoff_limit: int | None = Field(default=None, ge=0)
+    """Override the Job's backoffLimit (default 3) for work stages; interrupts keep theirs."""
+    attempt: int = Field(default=0, ge=0)
+    """Bump to run a stage again after a failed Job (operator retry): a new Job name, while a
+    retried activity with the same attempt adopts the existing Job."""
 
 
 class StageOutcome(StrEnum):
