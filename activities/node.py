@@ -1,0 +1,202 @@
+"""The node lifecycle activities (every name in ``NAMES`` but the rollout's observe-and-decide).
+
+Thin, idempotent adapters over ``fleetwright.kube``: each one is safe to run again after a crash
+(cordon records its owner, a stage adopts its Job, a status write is keyed). Long ones wait for a
+*state* with watch windows and heartbeats and honour cancellation; none loops on errors: taxonomy
+errors leave as ``ApplicationError`` (``temporal_errors``) and Temporal retries. Must not decide
+what happens next on the node; the node workflow does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import Executor, ThreadPoolExecutor
+from typing import Any
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from fleetwright.activities import status
+from fleetwright.activities.drain import Drainer
+from fleetwright.activities.errors import temporal_errors
+from fleetwright.activities.payloads import (
+    NAMES,
+    CordonReport,
+    DrainReport,
+    DrainRequest,
+    NodePhase,
+    NodeStatusRequest,
+    NodeTarget,
+    ProtectedPodsRequest,
+    RebootWaitRequest,
+    RecordStateRequest,
+    StageReport,
+    StageRequest,
+)
+from fleetwright.activities.stage import StageRunner
+from fleetwright.activities.waiting import Clock, blocking, heartbeat_window
+from fleetwright.kube import nodes, nodestatus, pods
+from fleetwright.kube.client import ApiClient
+from fleetwright.planner.nodestate import format_annotation
+
+PROTECTED_REASON = "NonInterruptPodsRunning"
+PROTECTED_TIMEOUT = "ProtectedPodsTimeout"
+PROTECTED_RELEASED = "ProtectedPodsGone"
+REBOOT_TIMEOUT = "RebootTimeout"
+# Threads for blocking API calls: one per concurrent wait window plus headroom, so a window of
+# draining nodes never queues behind the default executor's handful of threads.
+DEFAULT_THREADS = 64
+
+
+class NodeActivities:
+    """The activities, bound to one API client. Register ``all_activities(api)`` on a worker."""
+
+    def __init__(self, api: ApiClient, *, executor: Executor | None = None) -> None:
+        self.api = api
+        self.executor = executor or ThreadPoolExecutor(DEFAULT_THREADS, thread_name_prefix="fleetwright-kube")
+
+    @activity.defn(name=NAMES.CORDON)
+    @temporal_errors
+    async def cordon(self, target: NodeTarget) -> CordonReport:
+        result = await blocking(self.executor, nodes.cordon, self.api, target.node, target.profile)
+        return CordonReport(ours=result.ours, foreign=result.foreign)
+
+    @activity.defn(name=NAMES.UNCORDON)
+    @temporal_errors
+    async def uncordon(self, target: NodeTarget) -> bool:
+        return await blocking(self.executor, nodes.uncordon, self.api, target.node, target.profile)
+
+    @activity.defn(name=NAMES.WAIT_PROTECTED_PODS)
+    @temporal_errors
+    async def wait_protected_pods(self, request: ProtectedPodsRequest) -> None:
+        """Wait while a Running/Pending pod on the node matches the selector (empty: matches none);
+        visible as a Blocked condition and one event naming the pods; bounded by timeout_seconds
+        (0 or less: no bound, the visible reason only)."""
+        if request.selector.is_empty():
+            return
+        selector = pods.selector_string(request.selector)
+        clock, window, shown = Clock(), heartbeat_window(), ""
+        while True:
+            listed, version = await blocking(
+                self.executor, pods.pods_on_node, self.api, request.node, label_selector=selector
+            )
+            held = sorted(p.key for p in listed if p.phase in ("Running", "Pending"))
+            if not held:
+                if shown or clock.prior.get("held"):
+                    await self._publish(
+                        request, NodePhase.IN_PROGRESS, PROTECTED_RELEASED, "protected pods gone"
+                    )
+                return
+            message = f"waiting for protected pods ({selector}) to finish: {', '.join(held)}"
+            if 0 < request.timeout_seconds <= clock.elapsed():
+                raise ApplicationError(
+                    f"{message}; gave up after {request.timeout_seconds}s",
+                    type=PROTECTED_TIMEOUT,
+                    non_retryable=True,
+                )
+            if message != shown:
+                await self._publish(request, NodePhase.BLOCKED, PROTECTED_REASON, message)
+                shown = message
+            clock.beat(held=held)
+            seconds = (
+                min(window, request.timeout_seconds - clock.elapsed())
+                if request.timeout_seconds > 0
+                else window
+            )
+            await blocking(
+                self.executor,
+                pods.wait_for_node_pods,
+                self.api,
+                request.node,
+                version,
+                seconds,
+                label_selector=selector,
+            )
+
+    @activity.defn(name=NAMES.DRAIN)
+    @temporal_errors
+    async def drain(self, request: DrainRequest) -> DrainReport:
+        return await Drainer(self.api, self.executor, request).run()
+
+    @activity.defn(name=NAMES.RUN_STAGE)
+    @temporal_errors
+    async def run_stage(self, request: StageRequest) -> StageReport:
+        return await StageRunner(self.api, self.executor, request).run()
+
+    @activity.defn(name=NAMES.READ_BOOT_ID)
+    @temporal_errors
+    async def read_boot_id(self, target: NodeTarget) -> str:
+        facts, _ = await blocking(self.executor, nodestatus.read_node, self.api, target.node)
+        return facts.boot_id
+
+    @activity.defn(name=NAMES.WAIT_REBOOT)
+    @temporal_errors
+    async def wait_reboot(self, request: RebootWaitRequest) -> str:
+        """Wait until the node reports a boot id other than ``previous_boot_id`` and is Ready;
+        returns the new boot id. Bounded by timeout_seconds ("RebootTimeout")."""
+        clock, window = Clock(), heartbeat_window()
+        while True:
+            facts, version = await blocking(self.executor, nodestatus.read_node, self.api, request.node)
+            rebooted = bool(facts.boot_id) and facts.boot_id != request.previous_boot_id
+            if rebooted and facts.ready:
+                return facts.boot_id
+            if clock.elapsed() >= request.timeout_seconds:
+                state = (
+                    "rebooted but not Ready" if rebooted else f"boot id still {facts.boot_id or 'unknown'}"
+                )
+                raise ApplicationError(
+                    f"node {request.node} not back from reboot after {request.timeout_seconds}s ({state})",
+                    type=REBOOT_TIMEOUT,
+                    non_retryable=True,
+                )
+            clock.beat(boot_id=facts.boot_id, ready=facts.ready)
+            seconds = max(1.0, min(window, request.timeout_seconds - clock.elapsed()))
+            await blocking(self.executor, nodestatus.wait_for_node, self.api, request.node, version, seconds)
+
+    @activity.defn(name=NAMES.RECORD_STATE)
+    @temporal_errors
+    async def record_state(self, request: RecordStateRequest) -> None:
+        """Merge-patch the profile's one package-state annotation (one writer per key)."""
+        if request.state.profile != request.profile:
+            raise ApplicationError(
+                f"state of profile {request.state.profile!r} sent for {request.profile!r}",
+                type="InvalidState",
+                non_retryable=True,
+            )
+        key, value = format_annotation(request.state)
+        await blocking(
+            self.executor, nodestatus.merge_metadata, self.api, request.node, annotations={key: value}
+        )
+
+    @activity.defn(name=NAMES.SET_NODE_STATUS)
+    @temporal_errors
+    async def set_node_status(self, request: NodeStatusRequest) -> None:
+        await self._publish(request, request.phase, request.reason, request.message)
+
+    async def _publish(self, target: NodeTarget, phase: NodePhase, reason: str, message: str) -> None:
+        await blocking(
+            self.executor,
+            status.publish,
+            self.api,
+            profile=target.profile,
+            node=target.node,
+            phase=phase,
+            reason=reason,
+            message=message,
+        )
+
+
+def all_activities(api: ApiClient, *, executor: Executor | None = None) -> list[Callable[..., Any]]:
+    """Every node activity, bound to ``api``, ready for ``Worker(activities=...)``."""
+    bound = NodeActivities(api, executor=executor)
+    return [
+        bound.cordon,
+        bound.uncordon,
+        bound.wait_protected_pods,
+        bound.drain,
+        bound.run_stage,
+        bound.read_boot_id,
+        bound.wait_reboot,
+        bound.record_state,
+        bound.set_node_status,
+    ]

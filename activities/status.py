@@ -1,0 +1,79 @@
+"""How one profile's progress on a node is shown to humans: a summary label, a node condition and
+Events for blocks and failures.
+
+Owns the names (label ``fleetwright.io/status.<profile>``, condition type ``fleetwright.io/<profile>``,
+both shortened to fit the 63-character name part, as ``nodestate.annotation_key`` does) and the
+mapping from a phase to the condition's status: ``True`` complete, ``Unknown`` in progress, ``False``
+failed or blocked (the reason says which). It must not decide *when* a status changes; the node
+workflow and the waits do.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from fleetwright.activities.payloads import NodePhase
+from fleetwright.kube import events, nodestatus
+from fleetwright.kube.client import ApiClient
+
+PREFIX = "fleetwright.io/"
+MAX_NAME_PART = 63
+MAX_MESSAGE = 1000
+
+CONDITION_STATUS = {
+    NodePhase.COMPLETE: "True",
+    NodePhase.IN_PROGRESS: "Unknown",
+    NodePhase.FAILED: "False",
+    NodePhase.BLOCKED: "False",
+}
+# Phases that deserve a Warning event: a human may have to act.
+WARNING_PHASES = frozenset({NodePhase.FAILED, NodePhase.BLOCKED})
+
+
+def qualified(name: str) -> str:
+    """``fleetwright.io/<name>`` with the name part shortened to a prefix plus a hash when too long."""
+    if len(name) > MAX_NAME_PART:
+        tag = hashlib.sha256(name.encode()).hexdigest()[:10]
+        name = f"{name[: MAX_NAME_PART - 11].rstrip('.-_')}-{tag}"
+    return PREFIX + name
+
+
+def status_label_key(profile: str) -> str:
+    return qualified("status." + profile)
+
+
+def condition_type(profile: str) -> str:
+    return qualified(profile)
+
+
+def publish(
+    api: ApiClient,
+    *,
+    profile: str,
+    node: str,
+    phase: NodePhase,
+    reason: str,
+    message: str,
+    event_key: str | None = None,
+) -> None:
+    """Label, condition and (for failures and blocks) one Warning event. Idempotent: an unchanged
+    label or condition is not rewritten, and the same event key records one Event."""
+    facts, _ = nodestatus.read_node(api, node)
+    label_key = status_label_key(profile)
+    if facts.labels.get(label_key) != phase.value:
+        nodestatus.merge_metadata(api, node, labels={label_key: phase.value})
+    text = message[:MAX_MESSAGE]
+    nodestatus.set_condition(
+        api, node, nodestatus.Condition(condition_type(profile), CONDITION_STATUS[phase], reason, text)
+    )
+    if phase in WARNING_PHASES:
+        events.emit(
+            api,
+            node=node,
+            node_uid=facts.uid,
+            kind="Warning",
+            reason=reason,
+            action=phase.value,
+            note=f"{profile}: {message}",
+            key=event_key or "\x00".join((profile, phase.value, reason, message)),
+        )

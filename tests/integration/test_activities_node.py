@@ -1,0 +1,587 @@
+"""The node activities against the real control plane: kwok nodes, the real Job, disruption and
+DaemonSet controllers, the real Eviction API. Each test uses its own nodes, namespace and profile
+name, and calls the activities the way a worker would, through ``ActivityEnvironment``."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import functools
+import json
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import ActivityEnvironment
+
+from fleetwright.activities import status
+from fleetwright.activities.node import NodeActivities
+from fleetwright.activities.payloads import (
+    CordonReport,
+    DrainRequest,
+    NodePhase,
+    NodeStatusRequest,
+    NodeTarget,
+    ProtectedPodsRequest,
+    RebootWaitRequest,
+    RecordStateRequest,
+    StageOutcome,
+    StageRequest,
+)
+from fleetwright.api.common import LabelSelector
+from fleetwright.api.nodeprofile import DrainSpec, Package
+from fleetwright.kube import client as kube_client
+from fleetwright.localcluster import nodes as fleet_nodes
+from fleetwright.planner.interrupts import REBOOT
+from fleetwright.planner.nodestate import NodePackageState, PackageRecord, annotation_key, parse_annotation
+from fleetwright.planner.stages import Stage
+from tests.support.providers import ClusterUnderTest
+
+pytestmark = pytest.mark.integration
+
+FAST_POD = {
+    "pod-complete.stage.kwok.x-k8s.io/delay": "300ms",
+    "pod-complete.stage.kwok.x-k8s.io/jitter-delay": "0s",
+}
+AGENT = "registry.example/fleetwright/agent:0.1.0"
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+async def async_wait_for(predicate: Callable[[], Any], what: str) -> Any:
+    return await asyncio.to_thread(wait_for, predicate, 30.0, what)
+
+
+def get_json(cluster: ClusterUnderTest, *args: str) -> Any:
+    return json.loads(cluster.kubectl("get", *args, "-o", "json").stdout)
+
+
+def apply(cluster: ClusterUnderTest, namespace: str, manifest: dict[str, Any]) -> None:
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(manifest))
+
+
+@pytest.fixture(scope="module")
+def activities(cluster: ClusterUnderTest) -> NodeActivities:
+    return NodeActivities(kube_client.from_kubeconfig(cluster.kubeconfig))
+
+
+@pytest.fixture(scope="module")
+def spare_nodes(cluster: ClusterUnderTest) -> Iterator[str]:
+    """A pool of this module's own kwok nodes, handed out one per use."""
+    return iter(cluster.add_nodes(18))
+
+
+@pytest.fixture
+def namespace(cluster: ClusterUnderTest, request: pytest.FixtureRequest) -> Iterator[str]:
+    name = f"a-{request.node.name.replace('_', '-')[:40].lower()}".rstrip("-")
+    cluster.kubectl("create", "namespace", name)
+    wait_for(
+        lambda: cluster.kubectl("get", "serviceaccount", "default", "-n", name, check=False).returncode == 0,
+        what="default service account",
+    )
+    yield name
+    cluster.kubectl("delete", "namespace", name, "--wait=false")
+
+
+def pod(name: str, node: str, *, labels: dict[str, str] | None = None, **meta: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": labels or {"app": name}, **meta},
+        "spec": {"nodeName": node, "containers": [{"name": "main", "image": "registry.example/app:1"}]},
+    }
+
+
+def condition(cluster: ClusterUnderTest, node: str, profile: str) -> dict[str, Any] | None:
+    conditions = get_json(cluster, "node", node)["status"].get("conditions") or []
+    return next((c for c in conditions if c["type"] == status.condition_type(profile)), None)
+
+
+def node_events(cluster: ClusterUnderTest, node: str, reason: str) -> list[dict[str, Any]]:
+    items = get_json(cluster, "events.v1.events.k8s.io", "-n", "default")["items"]
+    return [e for e in items if e["regarding"]["name"] == node and e.get("reason") == reason]
+
+
+def running(cluster: ClusterUnderTest, namespace: str, name: str) -> bool:
+    return bool(get_json(cluster, "pod", name, "-n", namespace).get("status", {}).get("phase") == "Running")
+
+
+# ----- cordon --------------------------------------------------------------------------------
+
+
+async def test_cordon_is_ours_and_a_foreign_cordon_is_never_lifted(
+    cluster: ClusterUnderTest, activities: NodeActivities, spare_nodes: Iterator[str]
+) -> None:
+    env = ActivityEnvironment()
+    ours, foreign = next(spare_nodes), next(spare_nodes)
+    report = await env.run(activities.cordon, NodeTarget(profile="act-cordon", node=ours))
+    assert report == CordonReport(ours=True, foreign=False)
+    assert get_json(cluster, "node", ours)["spec"]["unschedulable"] is True
+    assert await env.run(activities.cordon, NodeTarget(profile="act-cordon", node=ours)) == report
+    assert await env.run(activities.uncordon, NodeTarget(profile="act-cordon", node=ours)) is True
+    assert not get_json(cluster, "node", ours)["spec"].get("unschedulable")
+
+    cluster.kubectl("cordon", foreign)
+    report = await env.run(activities.cordon, NodeTarget(profile="act-cordon", node=foreign))
+    assert report == CordonReport(ours=False, foreign=True)
+    assert await env.run(activities.uncordon, NodeTarget(profile="act-cordon", node=foreign)) is False
+    assert get_json(cluster, "node", foreign)["spec"]["unschedulable"] is True
+
+
+# ----- protected pods ------------------------------------------------------------------------
+
+
+PROTECTED = LabelSelector(match_labels={"fleetwright-test/protected": "true"})
+
+
+async def test_protected_pods_hold_the_node_visibly_until_they_go(
+    cluster: ClusterUnderTest, activities: NodeActivities, spare_nodes: Iterator[str], namespace: str
+) -> None:
+    node, profile = next(spare_nodes), "act-protected"
+    apply(cluster, namespace, pod("trainer", node, labels={"fleetwright-test/protected": "true"}))
+    wait_for(lambda: running(cluster, namespace, "trainer"), what="the protected pod to run")
+    beats: list[Any] = []
+    env = ActivityEnvironment()
+    env.on_heartbeat = lambda *details: beats.append(details)
+    request = ProtectedPodsRequest(profile=profile, node=node, selector=PROTECTED, timeout_seconds=60)
+    task = asyncio.create_task(env.run(activities.wait_protected_pods, request))
+
+    shown = await async_wait_for(lambda: condition(cluster, node, profile), what="the blocked condition")
+    assert shown["status"] == "False"
+    assert shown["reason"] == "NonInterruptPodsRunning"
+    assert f"{namespace}/trainer" in shown["message"]
+    assert (
+        get_json(cluster, "node", node)["metadata"]["labels"][status.status_label_key(profile)] == "Blocked"
+    )
+    events = await async_wait_for(lambda: node_events(cluster, node, "NonInterruptPodsRunning"), what="event")
+    assert f"{namespace}/trainer" in events[0]["note"]
+    assert not task.done()
+
+    cluster.kubectl("delete", "pod", "trainer", "-n", namespace, "--wait=false")
+    await asyncio.wait_for(task, 30)
+    assert condition(cluster, node, profile)["reason"] == "ProtectedPodsGone"  # type: ignore[index]
+    assert len(node_events(cluster, node, "NonInterruptPodsRunning")) == 1
+    assert any(f"{namespace}/trainer" in json.dumps(b) for b in beats)
+
+
+async def test_protected_pods_wait_is_bounded_and_an_empty_selector_matches_nothing(
+    cluster: ClusterUnderTest, activities: NodeActivities, spare_nodes: Iterator[str], namespace: str
+) -> None:
+    node = next(spare_nodes)
+    apply(cluster, namespace, pod("held", node, labels={"fleetwright-test/protected": "true"}))
+    wait_for(lambda: running(cluster, namespace, "held"), what="the protected pod to run")
+    env = ActivityEnvironment()
+    empty = ProtectedPodsRequest(profile="act-bound", node=node, selector=LabelSelector(), timeout_seconds=1)
+    await env.run(activities.wait_protected_pods, empty)  # returns at once despite the running pod
+
+    bounded = ProtectedPodsRequest(profile="act-bound", node=node, selector=PROTECTED, timeout_seconds=2)
+    with pytest.raises(ApplicationError) as failure:
+        await env.run(activities.wait_protected_pods, bounded)
+    assert failure.value.type == "ProtectedPodsTimeout"
+    assert failure.value.non_retryable
+    assert f"{namespace}/held" in str(failure.value)
+
+
+# ----- drain ---------------------------------------------------------------------------------
+
+
+def drain_request(
+    profile: str, node: str, package_namespace: str = "fleetwright-system", **spec: Any
+) -> DrainRequest:
+    return DrainRequest(
+        profile=profile,
+        node=node,
+        drain=DrainSpec.model_validate({"timeoutSeconds": 60, **spec}),
+        package_namespace=package_namespace,
+        poll_seconds=0.5,
+    )
+
+
+async def test_drain_evicts_a_workload_and_returns_only_once_it_is_gone(
+    cluster: ClusterUnderTest, activities: NodeActivities, spare_nodes: Iterator[str], namespace: str
+) -> None:
+    node = next(spare_nodes)
+    # A finalizer keeps the evicted pod around after the eviction was accepted.
+    apply(cluster, namespace, pod("worker", node, finalizers=["fleetwright.io/test-hold"]))
+    wait_for(lambda: running(cluster, namespace, "worker"), what="the workload to run")
+    env = ActivityEnvironment()
+    task = asyncio.create_task(env.run(activities.drain, drain_request("act-drain", node, force=True)))
+
+    def terminating() -> bool:
+        return bool(get_json(cluster, "pod", "worker", "-n", namespace)["metadata"].get("deletionTimestamp"))
+
+    await async_wait_for(terminating, what="the eviction to be accepted")
+    await asyncio.sleep(1.5)
+    assert not task.done(), "an accepted eviction is not a drained node"
+    cluster.kubectl(
+        "patch",
+        "pod",
+        "worker",
+        "-n",
+        namespace,
+        "--type=json",
+        "-p",
+        '[{"op":"remove","path":"/metadata/finalizers"}]',
+    )
+    report = await asyncio.wait_for(task, 30)
+    assert report.evicted == (f"{namespace}/worker",)
+    assert cluster.kubectl("get", "pod", "worker", "-n", namespace, check=False).returncode != 0
+
+
+async def test_drain_leaves_daemonset_and_our_own_package_pods(
+    cluster: ClusterUnderTest, activities: NodeActivities, spare_nodes: Iterator[str], namespace: str
+) -> None:
+    node = next(spare_nodes)
+    cluster.kubectl("label", "node", node, f"fleetwright-test/ds={namespace}")
+    daemonset = {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": "agent"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "agent"}},
+            "template": {
+                "metadata": {"labels": {"app": "agent"}},
+                "spec": {
+                    "nodeSelector": {"fleetwright-test/ds": namespace},
+                    "containers": [{"name": "agent", "image": "registry.example/agent:1"}],
+                },
+            },
+        },
+    }
+    apply(cluster, namespace, daemonset)
+    ds_pod = wait_for(
+        lambda: get_json(cluster, "pods", "-n", namespace, "-l", "app=agent")["items"],
+        what="the DaemonSet pod",
+    )[0]["metadata"]["name"]
+    # No scheduler runs here: bind the DaemonSet's pod to its node as the scheduler would.
+    binding = {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {"name": ds_pod},
+        "target": {"kind": "Node", "name": node},
+    }
+    cluster.kubectl(
+        "create",
+        "--raw",
+        f"/api/v1/namespaces/{namespace}/pods/{ds_pod}/binding",
+        "-f",
+        "-",
+        input=json.dumps(binding),
+    )
+    ours = {"app.kubernetes.io/managed-by": "fleetwright"}
+    apply(cluster, namespace, pod("package-pod", node, labels=ours))
+    # The same label outside the package namespace proves nothing: that pod is evicted.
+    other = f"{namespace}-x"
+    cluster.kubectl("create", "namespace", other)
+    try:
+        wait_for(
+            lambda: (
+                cluster.kubectl("get", "serviceaccount", "default", "-n", other, check=False).returncode == 0
+            ),
+            what="default service account",
+        )
+        apply(cluster, other, pod("impostor", node, labels=ours))
+        for ns, name in ((namespace, ds_pod), (namespace, "package-pod"), (other, "impostor")):
+            wait_for(functools.partial(running, cluster, ns, name), what=f"{name} to run")
+        request = drain_request("act-skip", node, package_namespace=namespace, force=True)
+        report = await asyncio.wait_for(ActivityEnvironment().run(activities.drain, request), 30)
+    finally:
+        cluster.kubectl("delete", "namespace", other, "--wait=false")
+    assert report.evicted == (f"{other}/impostor",)
+    assert set(report.skipped) == {f"{namespace}/{ds_pod}", f"{namespace}/package-pod"}
+    assert running(cluster, namespace, ds_pod)
+    assert running(cluster, namespace, "package-pod")
+
+
+async def test_a_pdb_holds_the_drain_visibly_until_it_is_relaxed(
+    cluster: ClusterUnderTest, activities: NodeActivities, spare_nodes: Iterator[str], namespace: str
+) -> None:
+    node, profile = next(spare_nodes), "act-pdb"
+    apply(cluster, namespace, pod("trainer-0", node, labels={"app": "trainer"}))
+    pdb: dict[str, Any] = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "trainer-budget"},
+        "spec": {"selector": {"matchLabels": {"app": "trainer"}}, "minAvailable": 1},
+    }
+    apply(cluster, namespace, pdb)
+    wait_for(
+        lambda: (
+            get_json(cluster, "pdb", "trainer-budget", "-n", namespace)
+            .get("status", {})
+            .get("currentHealthy")
+            == 1
+        ),
+        what="the disruption controller to observe the PDB",
+    )
+    beats: list[Any] = []
+    env = ActivityEnvironment()
+    env.on_heartbeat = lambda *details: beats.append(details)
+    task = asyncio.create_task(env.run(activities.drain, drain_request(profile, node, force=True)))
+
+    def blocked() -> dict[str, Any] | None:
+        shown = condition(cluster, node, profile)
+        return shown if shown and shown["reason"] == "DrainBlocked" else None
+
+    shown = await async_wait_for(blocked, what="the DrainBlocked condition")
+    assert shown["status"] == "False"
+    assert f"{namespace}/trainer-0" in shown["message"]
+    assert "trainer-budget" in shown["message"]
+    assert "PodDisruptionBudget" in shown["message"]
+    events = await async_wait_for(
+        lambda: node_events(cluster, node, "DrainBlocked"), what="the DrainBlocked event"
+    )
+    assert "trainer-budget" in events[0]["note"]
+    await asyncio.sleep(1.5)  # several refused passes
+    assert not task.done()
+    assert len(node_events(cluster, node, "DrainBlocked")) == 1, "one event per distinct block, not per pass"
+    assert any("trainer-budget" in json.dumps(b) and "trainer-0" in json.dumps(b) for b in beats)
+
+    pdb["spec"]["minAvailable"] = 0
+    apply(cluster, namespace, pdb)
+    report = await asyncio.wait_for(task, 30)
+    assert report.evicted == (f"{namespace}/trainer-0",)
+    assert report.blocked_seconds >= 1.0
+    cleared = condition(cluster, node, profile)
+    assert cleared is not None
+    assert cleared["reason"] == "Drained"
+    assert cleared["status"] == "Unknown"
+
+
+async def test_an_unmanaged_pod_without_force_times_the_drain_out(
+    cluster: ClusterUnderTest, activities: NodeActivities, spare_nodes: Iterator[str], namespace: str
+) -> None:
+    node, profile = next(spare_nodes), "act-timeout"
+    apply(cluster, namespace, pod("bare", node))
+    wait_for(lambda: running(cluster, namespace, "bare"), what="the bare pod to run")
+    request = drain_request(profile, node, timeoutSeconds=2, onTimeout="fail-node")
+    with pytest.raises(ApplicationError) as failure:
+        await asyncio.wait_for(ActivityEnvironment().run(activities.drain, request), 30)
+    assert failure.value.type == "DrainTimeout"
+    assert failure.value.non_retryable
+    assert f"{namespace}/bare: UnmanagedPod" in str(failure.value)
+    assert condition(cluster, node, profile)["reason"] == "DrainTimeout"  # type: ignore[index]
+    assert running(cluster, namespace, "bare"), "an unmanaged pod is never evicted without force"
+
+
+# ----- stage Jobs ----------------------------------------------------------------------------
+
+
+def package(name: str = "tuning", **extra: Any) -> Package:
+    return Package.model_validate(
+        {
+            "name": name,
+            "version": "1.0.0",
+            "image": "registry.example/fleetwright/packages/tuning",
+            "stageTimeoutSeconds": 120,
+            **extra,
+        }
+    )
+
+
+def stage_request(node: str, namespace: str, pkg: Package, **extra: Any) -> StageRequest:
+    return StageRequest(
+        profile="act-stage",
+        node=node,
+        profile_uid="0b1c",
+        generation=3,
+        package=pkg,
+        stage=extra.pop("stage", Stage.APPLY),
+        agent_image=AGENT,
+        namespace=namespace,
+        pod_annotations=FAST_POD,
+        **extra,
+    )
+
+
+def jobs_in(cluster: ClusterUnderTest, namespace: str) -> list[dict[str, Any]]:
+    return list(get_json(cluster, "jobs", "-n", namespace)["items"])
+
+
+async def test_a_stage_job_completes_and_a_rerun_adopts_it(
+    cluster: ClusterUnderTest, activities: NodeActivities, spare_nodes: Iterator[str], namespace: str
+) -> None:
+    node = next(spare_nodes)
+    request = stage_request(node, namespace, package(configMap={"sysctl.conf": "vm.swappiness=10\n"}))
+    env = ActivityEnvironment()
+    first, second = await asyncio.wait_for(
+        asyncio.gather(env.run(activities.run_stage, request), env.run(activities.run_stage, request)), 60
+    )
+    again = await env.run(activities.run_stage, request)
+    assert first.outcome is StageOutcome.SUCCEEDED
+    assert first.job == second.job == again.job
+    assert again.succeeded
+    assert first.started_at is not None
+    assert first.finished_at is not None
+    [job] = jobs_in(cluster, namespace)
+    assert job["metadata"]["name"] == first.job
+    template = job["spec"]["template"]["spec"]
+    assert template["nodeName"] == node
+    copier = template["initContainers"][0]
+    assert {
+        "name": "package-config",
+        "mountPath": "/skyhook-package/configmaps/sysctl.conf",
+        "subPath": "sysctl.conf",
+    } in copier["volumeMounts"]
+    config = get_json(cluster, "configmap", "act-stage-tuning-1.0.0", "-n", namespace)
+    assert config["data"] == {"sysctl.conf": "vm.swappiness=10\n"}
+
+
+async def test_an_interrupt_stage_runs_the_encoded_interrupt(
+    cluster: ClusterUnderTest, activities: NodeActivities, spare_nodes: Iterator[str], namespace: str
+) -> None:
+    node = next(spare_nodes)
+    request = stage_request(node, namespace, package(), stage=Stage.INTERRUPT, interrupt=REBOOT)
+    report = await asyncio.wait_for(ActivityEnvironment().run(activities.run_stage, request), 60)
+    assert report.succeeded
+    [job] = jobs_in(cluster, namespace)
+    [agent] = job["spec"]["template"]["spec"]["initContainers"]
+    assert agent["args"][0] == "interrupt"
+    assert json.loads(base64.b64decode(agent["args"][3])) == {"type": "node_restart"}
+
+
+async def test_a_failing_stage_is_a_report_and_its_job_is_kept(
+    cluster: ClusterUnderTest, activities: NodeActivities, spare_nodes: Iterator[str], namespace: str
+) -> None:
+    node = next(spare_nodes)
+    request = stage_request(
+        node, namespace, package(), pod_labels={"sim.fleetwright.io/outcome": "fail"}, backoff_limit=0
+    )
+    report = await asyncio.wait_for(ActivityEnvironment().run(activities.run_stage, request), 60)
+    assert report.outcome is StageOutcome.FAILED
+    assert "BackoffLimitExceeded" in report.message
+    assert "exited 1" in report.message
+    [job] = jobs_in(cluster, namespace)
+    assert job["metadata"]["name"] == report.job
+
+
+async def test_an_image_that_never_pulls_fails_the_stage_after_the_bound(
+    cluster: ClusterUnderTest, activities: NodeActivities, spare_nodes: Iterator[str], namespace: str
+) -> None:
+    node = next(spare_nodes)
+    request = stage_request(
+        node,
+        namespace,
+        package(),
+        pod_labels={"sim.fleetwright.io/outcome": "image-pull-backoff"},
+        image_pull_timeout_seconds=2,
+    )
+    env = ActivityEnvironment()
+    report = await asyncio.wait_for(env.run(activities.run_stage, request), 60)
+    assert report.outcome is StageOutcome.IMAGE_PULL_FAILED
+    assert "ImagePullBackOff" in report.message
+    assert "registry.example/fleetwright/packages/tuning:1.0.0" in report.message
+    [job] = jobs_in(cluster, namespace)
+    assert job["spec"]["suspend"] is True, "the stuck pod must stop pulling"
+    again = await asyncio.wait_for(env.run(activities.run_stage, request), 10)
+    assert again.outcome is StageOutcome.IMAGE_PULL_FAILED
+    assert len(jobs_in(cluster, namespace)) == 1
+
+
+# ----- reboot --------------------------------------------------------------------------------
+
+
+async def test_reboot_wait_sees_the_new_boot_id_and_is_bounded(
+    cluster: ClusterUnderTest, activities: NodeActivities, spare_nodes: Iterator[str]
+) -> None:
+    node, quiet = next(spare_nodes), next(spare_nodes)
+    env = ActivityEnvironment()
+    before = await env.run(activities.read_boot_id, NodeTarget(profile="act-reboot", node=node))
+    assert before == fleet_nodes.boot_id(node)
+    after = fleet_nodes.boot_id(node, generation=1)
+    wait = RebootWaitRequest(profile="act-reboot", node=node, previous_boot_id=before, timeout_seconds=30)
+    task = asyncio.create_task(env.run(activities.wait_reboot, wait))
+    await asyncio.sleep(1)
+    assert not task.done()
+    cluster.kubectl("annotate", "node", node, f"{fleet_nodes.REBOOT_ANNOTATION}={after}")
+    assert await asyncio.wait_for(task, 30) == after
+
+    stuck = RebootWaitRequest(
+        profile="act-reboot", node=quiet, previous_boot_id=fleet_nodes.boot_id(quiet), timeout_seconds=2
+    )
+    with pytest.raises(ApplicationError) as failure:
+        await env.run(activities.wait_reboot, stuck)
+    assert failure.value.type == "RebootTimeout"
+    assert failure.value.non_retryable
+
+
+async def test_a_cancelled_wait_stops(activities: NodeActivities, spare_nodes: Iterator[str]) -> None:
+    node = next(spare_nodes)
+    env = ActivityEnvironment()
+    wait = RebootWaitRequest(profile="act-cancel", node=node, previous_boot_id="x", timeout_seconds=60)
+    wait = wait.model_copy(update={"previous_boot_id": fleet_nodes.boot_id(node)})
+    task = asyncio.create_task(env.run(activities.wait_reboot, wait))
+    await asyncio.sleep(1)
+    env.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(task, 15)
+
+
+# ----- state and status ----------------------------------------------------------------------
+
+
+async def test_record_state_round_trips_through_the_planner_parser(
+    cluster: ClusterUnderTest, activities: NodeActivities, spare_nodes: Iterator[str]
+) -> None:
+    node = next(spare_nodes)
+    state = NodePackageState(
+        profile="act-state",
+        packages={"tuning": PackageRecord(version="1.0.0", config={"sysctl.conf": "0123456789abcdef"})},
+    )
+    await ActivityEnvironment().run(
+        activities.record_state, RecordStateRequest(profile="act-state", node=node, state=state)
+    )
+    annotations = get_json(cluster, "node", node)["metadata"]["annotations"]
+    key = annotation_key("act-state")
+    assert parse_annotation(key, annotations[key]) == state
+    assert annotations[fleet_nodes.KWOK_ANNOTATION], "other annotations are untouched"
+
+
+async def test_set_status_writes_label_condition_and_one_event(
+    cluster: ClusterUnderTest, activities: NodeActivities, spare_nodes: Iterator[str]
+) -> None:
+    node, profile = next(spare_nodes), "act-status-" + "x" * 60  # long: keys must be shortened
+    env = ActivityEnvironment()
+    failed = NodeStatusRequest(
+        profile=profile,
+        node=node,
+        phase=NodePhase.FAILED,
+        reason="StageFailed",
+        message="apply-check exited 1",
+    )
+    await env.run(activities.set_node_status, failed)
+    await env.run(activities.set_node_status, failed)  # a retried activity says it once
+    node_json = get_json(cluster, "node", node)
+    label = status.status_label_key(profile)
+    assert len(label.split("/")[1]) <= 63
+    assert node_json["metadata"]["labels"][label] == "Failed"
+    shown = condition(cluster, node, profile)
+    assert shown is not None
+    assert (shown["status"], shown["reason"], shown["message"]) == (
+        "False",
+        "StageFailed",
+        "apply-check exited 1",
+    )
+    [event] = node_events(cluster, node, "StageFailed")
+    assert event["type"] == "Warning"
+    assert "apply-check exited 1" in event["note"]
+    assert event["regarding"]["uid"] == node_json["metadata"]["uid"]
+
+    done = NodeStatusRequest(profile=profile, node=node, phase=NodePhase.COMPLETE, reason="Complete")
+    await env.run(activities.set_node_status, done)
+    assert get_json(cluster, "node", node)["metadata"]["labels"][label] == "Complete"
+    assert condition(cluster, node, profile)["status"] == "True"  # type: ignore[index]
+    kubelet_ready = [
+        c for c in get_json(cluster, "node", node)["status"]["conditions"] if c["type"] == "Ready"
+    ]
+    assert [c["status"] for c in kubelet_ready] == ["True"], "the kubelet's conditions stay"
