@@ -139,7 +139,7 @@ def render(plan: Plan, console: Console, max_nodes: int) -> None:
     _batch_table(plan, console)
     _node_table(plan, console, max_nodes)
     _blocked_table(plan, console)
-    notes = list(plan.assumptions)
+    notes = [*plan.assumptions, f"finishes rounded up to {plan.resolution_seconds // 60} min"]
     if plan.approvals:
         notes.append("approval gates on the way: " + ", ".join(plan.approvals))
     console.print("[dim]Assumes: " + "; ".join(notes) + "[/]", highlight=False)

@@ -12,10 +12,16 @@ What is read from each Node:
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from fleetwright.planner.nodestate import ANNOTATION_PREFIX, parse_annotation, read_profile_state
+from fleetwright.planner.nodestate import (
+    ANNOTATION_PREFIX,
+    NodePackageState,
+    annotation_key,
+    parse_annotation,
+)
 from fleetwright.planner.observations import NodeObservation
 
 CORDON_PREFIX = "fleetwright.io/cordon."
@@ -34,12 +40,23 @@ def _conditions(node: Mapping[str, Any]) -> dict[str, str]:
     }
 
 
-def _other_profiles_busy(annotations: Mapping[str, str], profile: str) -> tuple[str, ...]:
+_Cache = dict[tuple[str, str], NodePackageState]
+
+
+def _parse(key: str, value: str, cache: _Cache) -> NodePackageState:
+    # Many nodes carry byte-identical state: parse each distinct annotation once.
+    state = cache.get((key, value))
+    if state is None:
+        state = cache[(key, value)] = parse_annotation(key, value)
+    return state
+
+
+def _other_profiles_busy(annotations: Mapping[str, str], profile: str, cache: _Cache) -> tuple[str, ...]:
     busy: list[str] = []
     for key, value in sorted(annotations.items()):
         if not key.startswith(ANNOTATION_PREFIX):
             continue
-        state = parse_annotation(key, value)
+        state = _parse(key, value, cache)
         if state.profile == profile:
             continue
         if any(r.pending is not None and r.pending.failed is None for r in state.packages.values()):
@@ -47,7 +64,8 @@ def _other_profiles_busy(annotations: Mapping[str, str], profile: str) -> tuple[
     return tuple(busy)
 
 
-def observe_node(node: Mapping[str, Any], profile: str) -> NodeObservation:
+def observe_node(node: Mapping[str, Any], profile: str, cache: _Cache | None = None) -> NodeObservation:
+    cache = cache if cache is not None else {}
     meta = node.get("metadata") or {}
     annotations: dict[str, str] = dict(meta.get("annotations") or {})
     conditions = _conditions(node)
@@ -58,9 +76,20 @@ def observe_node(node: Mapping[str, Any], profile: str) -> NodeObservation:
         ready=conditions.get("Ready") == "True",
         unschedulable=unschedulable and cordon_key(profile) not in annotations,
         conditions=conditions,
-        disruptions=_other_profiles_busy(annotations, profile),
-        packages=read_profile_state(annotations, profile).packages,
+        disruptions=_other_profiles_busy(annotations, profile, cache),
+        packages=_own_state(annotations, profile, cache).packages,
+        packages_key=_digest(annotations.get(annotation_key(profile), "")),
     )
+
+
+def _own_state(annotations: Mapping[str, str], profile: str, cache: _Cache) -> NodePackageState:
+    key = annotation_key(profile)
+    value = annotations.get(key)
+    return NodePackageState(profile=profile) if value is None else _parse(key, value, cache)
+
+
+def _digest(value: str) -> str:
+    return hashlib.sha256(value.encode()).hexdigest()[:24]
 
 
 def node_items(node_list: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -80,8 +109,9 @@ def observe_fleet(
 ) -> tuple[NodeObservation, ...]:
     """Observations for the nodes ``targeted(labels)`` selects (all when None), sorted by name."""
     chosen = []
+    cache: _Cache = {}
     for node in nodes:
         labels = (node.get("metadata") or {}).get("labels") or {}
         if targeted is None or targeted(labels):
-            chosen.append(observe_node(node, profile))
+            chosen.append(observe_node(node, profile, cache))
     return tuple(sorted(chosen, key=lambda o: o.name))

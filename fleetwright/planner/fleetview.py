@@ -9,36 +9,32 @@ pass it to several ``decide`` calls while those do not change (the plan preview 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 
-from fleetwright.planner.nodestate import PackageRecord
-from fleetwright.planner.nodework import NodeWork, plan_node
+from fleetwright.planner.nodestate import record_key
+from fleetwright.planner.nodework import NodeWork, PackageMemo, plan_node
 from fleetwright.planner.observations import NodeObservation, Observations, RunStatus
 from fleetwright.planner.ordering import order_nodes
 from fleetwright.planner.policy import DEFAULT_COMPARTMENT, Budget, RolloutPolicy
 from fleetwright.planner.spec import RolloutSpec
 
-_RecordsKey = tuple[tuple[str, str], ...]
-
-
-def _records_key(records: Mapping[str, PackageRecord]) -> _RecordsKey:
-    # Nodes of one fleet share few distinct states; planning each distinct state once is what
-    # makes 10,000 nodes cheap. JSON of each record is an exact, hashable identity.
-    return tuple((name, records[name].model_dump_json()) for name in sorted(records))
-
 
 def plan_fleet(spec: RolloutSpec, observations: Observations) -> dict[str, NodeWork]:
-    """Every observed node's work toward ``spec``."""
+    """Every observed node's work toward ``spec``. Nodes of one fleet share few distinct recorded
+    states: each distinct state is planned once, each distinct package record once."""
     graph = spec.graph
-    planned: dict[_RecordsKey, NodeWork] = {}
+    memo = PackageMemo()
+    planned: dict[Hashable, NodeWork] = {}
     out: dict[str, NodeWork] = {}
     for node in observations.nodes:
-        key = _records_key(node.packages)
+        records = node.packages
+        key: Hashable = node.packages_key
+        if key is None:
+            key = tuple((name, record_key(records[name])) for name in sorted(records))
         work = planned.get(key)
         if work is None:
-            work = plan_node(graph, node.name, node.packages)
-            planned[key] = work
-        out[node.name] = work if work.node == node.name else work.model_copy(update={"node": node.name})
+            work = planned[key] = plan_node(graph, records, memo)
+        out[node.name] = work
     return out
 
 
@@ -97,7 +93,17 @@ class FleetView:
         self.spec = spec
         self.prepared = prepared if prepared is not None else Prepared(spec, observations)
         p = self.prepared
-        self.nodes = {node.name: node for node in observations.nodes}
+        self.nodes: dict[str, NodeObservation] = {}
+        self.foreign_unavailable: set[str] = set()
+        self.reported_running: set[str] = set()
+        # One pass: this runs on every decision, over every targeted node.
+        for node in observations.nodes:
+            name = node.name
+            self.nodes[name] = node
+            if not node.ready or node.unschedulable or node.disruptions:
+                self.foreign_unavailable.add(name)
+            if node.run is RunStatus.RUNNING:
+                self.reported_running.add(name)
         self.work = p.work
         self.compartment_of = p.compartment_of
         self.members = p.members
@@ -105,10 +111,6 @@ class FleetView:
         self.rank = p.rank
         self.cap = p.cap
         self.compartment_caps = p.compartment_caps
-        self.foreign_unavailable = {
-            n for n, o in self.nodes.items() if not o.ready or o.unschedulable or o.disruptions
-        }
-        self.reported_running = {n for n, o in self.nodes.items() if o.run is RunStatus.RUNNING}
 
     def expected_seconds(self, node: str) -> int:
         seconds = self.prepared.seconds.get(node)

@@ -64,7 +64,7 @@ REBOOT = Interrupt(kind=InterruptKind.REBOOT)
 
 
 def service_restart(*services: str) -> Interrupt:
-    return Interrupt(kind=InterruptKind.SERVICE, services=tuple(sorted(set(services))))
+    return Interrupt.model_construct(kind=InterruptKind.SERVICE, services=tuple(sorted(set(services))))
 
 
 def merge(interrupts: Iterable[Interrupt]) -> Interrupt:
@@ -79,7 +79,7 @@ def merge(interrupts: Iterable[Interrupt]) -> Interrupt:
             services.update(interrupt.services)
     if best.kind is InterruptKind.SERVICE:
         return service_restart(*services)
-    return Interrupt(kind=best.kind)
+    return best if not best.services else Interrupt.model_construct(kind=best.kind, services=())
 
 
 def changed_keys(old: Mapping[str, str], new: Mapping[str, str]) -> tuple[str, ...]:

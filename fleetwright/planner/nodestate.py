@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 
 from pydantic import Field, ValidationError
 
@@ -64,6 +64,15 @@ class NodePackageState(Frozen):
     v: int = FORMAT_VERSION
     profile: str
     packages: dict[str, PackageRecord] = Field(default_factory=dict)
+
+
+def record_key(record: PackageRecord | None) -> Hashable:
+    """A cheap hashable identity of a record (equal records with equally ordered config maps give
+    equal keys), for memoising per-record planning across a fleet."""
+    if record is None:
+        return None
+    pending = record.pending.model_dump_json() if record.pending is not None else None
+    return (record.version, tuple(record.config.items()), pending)
 
 
 def annotation_key(profile: str) -> str:

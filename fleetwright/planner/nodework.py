@@ -21,7 +21,7 @@ Must not decide when a node runs (that is ``rollout``); no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from functools import lru_cache
 
 import semver
@@ -35,7 +35,7 @@ from fleetwright.planner.interrupts import (
     config_interrupt,
     merge,
 )
-from fleetwright.planner.nodestate import PackageRecord, PendingChange
+from fleetwright.planner.nodestate import PackageRecord, PendingChange, record_key
 from fleetwright.planner.packages import DesiredPackage, PackageGraph
 from fleetwright.planner.stages import Action, Stage
 
@@ -74,9 +74,9 @@ class BlockedPackage(Frozen):
 
 
 class NodeWork(Frozen):
-    """Everything the node needs for the profile's desired state, in order."""
+    """Everything a node needs for the profile's desired state, in order. It names no node: nodes
+    with the same recorded state share one value."""
 
-    node: str
     packages: tuple[PackageWork, ...] = ()
     steps: tuple[NodeStep, ...] = ()
     blocked: tuple[BlockedPackage, ...] = ()
@@ -204,7 +204,9 @@ def _failure(package: DesiredPackage, pending: PendingChange | None) -> str | No
     return None
 
 
-def _assign_phases(graph: PackageGraph, works: dict[str, PackageWork]) -> dict[str, PackageWork]:
+def _assign_phases(
+    graph: PackageGraph, works: dict[str, PackageWork], memo: PackageMemo
+) -> dict[str, PackageWork]:
     """Phase 0 holds packages with no dependency that has work here; each later phase waits for the
     previous ones. Uninstalls phase in reverse: dependents are removed before their dependencies."""
     phase: dict[str, int] = {}
@@ -222,32 +224,60 @@ def _assign_phases(graph: PackageGraph, works: dict[str, PackageWork]) -> dict[s
             phase[u] for u in graph.dependents[name] if u in phase and works[u].action is Action.UNINSTALL
         ]
         phase[name] = 1 + max(users) if users else 0
-    return {name: work.model_copy(update={"phase": phase[name]}) for name, work in works.items()}
+    return {name: _phased(work, phase[name], memo) for name, work in works.items()}
 
 
-def _phase_steps(phase: int, works: list[PackageWork]) -> list[NodeStep]:
-    steps: list[NodeStep] = []
-    # Uninstalls first (they only remove), then installs in dependency order.
-    ordered = sorted(works, key=lambda w: w.action is not Action.UNINSTALL)
-    for work in ordered:
-        for stage in work.stages:
-            if stage.is_interrupt or stage is Stage.POST_INTERRUPT:
-                continue
-            steps.append(NodeStep(phase=phase, stage=stage, packages=(work.package,)))
-    interrupting = [w for w in ordered if any(s.is_interrupt for s in w.stages)]
-    if interrupting:
+def _phased(work: PackageWork, phase: int, memo: PackageMemo) -> PackageWork:
+    if work.phase == phase:
+        return work
+    key = (id(work), phase)
+    found = memo.phased.get(key)
+    if found is None:
+        found = memo.phased[key] = work.model_copy(update={"phase": phase})
+    return found
+
+
+def _work_steps(phase: int, work: PackageWork, memo: PackageMemo, post: bool) -> list[NodeStep]:
+    """The stages of ``work`` before the interrupt, or its post-interrupt stage (``post``)."""
+    key = (id(work), phase, Stage.POST_INTERRUPT if post else Stage.CONFIG)
+    steps = memo.steps.get(key)
+    if steps is None:
+        wanted = [s for s in work.stages if (s is Stage.POST_INTERRUPT) == post and not s.is_interrupt]
+        # model_construct: every value comes from validated models (this is the hot path).
+        steps = [
+            NodeStep.model_construct(phase=phase, stage=stage, packages=(work.package,), interrupt=None)
+            for stage in wanted
+        ]
+        memo.steps[key] = steps
+    return steps
+
+
+def _interrupt_step(phase: int, interrupting: list[PackageWork], memo: PackageMemo) -> NodeStep:
+    key = (phase, tuple(id(w) for w in interrupting))
+    step = memo.interrupts.get(key)
+    if step is None:
         only_uninstalls = all(w.action is Action.UNINSTALL for w in interrupting)
         stage = Stage.UNINSTALL_INTERRUPT if only_uninstalls else Stage.INTERRUPT
         # NodeWright runs the merged interrupt in the pod of the alphabetically first package.
         names = tuple(sorted(w.package for w in interrupting))
-        steps.append(
-            NodeStep(
-                phase=phase, stage=stage, packages=names, interrupt=merge(w.interrupt for w in interrupting)
-            )
+        merged = merge(w.interrupt for w in interrupting)
+        step = memo.interrupts[key] = NodeStep.model_construct(
+            phase=phase, stage=stage, packages=names, interrupt=merged
         )
+    return step
+
+
+def _phase_steps(phase: int, works: list[PackageWork], memo: PackageMemo) -> list[NodeStep]:
+    steps: list[NodeStep] = []
+    # Uninstalls first (they only remove), then installs in dependency order.
+    ordered = sorted(works, key=lambda w: w.action is not Action.UNINSTALL)
     for work in ordered:
-        if Stage.POST_INTERRUPT in work.stages:
-            steps.append(NodeStep(phase=phase, stage=Stage.POST_INTERRUPT, packages=(work.package,)))
+        steps.extend(_work_steps(phase, work, memo, post=False))
+    interrupting = [w for w in ordered if any(s.is_interrupt for s in w.stages)]
+    if interrupting:
+        steps.append(_interrupt_step(phase, interrupting, memo))
+    for work in ordered:
+        steps.extend(_work_steps(phase, work, memo, post=True))
     return steps
 
 
@@ -262,32 +292,64 @@ def _blocked(graph: PackageGraph, works: Mapping[str, PackageWork]) -> list[Bloc
     return blocked
 
 
-def plan_node(graph: PackageGraph, node: str, records: Mapping[str, PackageRecord]) -> NodeWork:
-    """The work ``node`` needs to reach the desired state of ``graph``'s profile.
+class PackageMemo:
+    """Values shared by the nodes of one fleet planned against one graph: the work per distinct
+    (package, record), its copy per phase, and the steps built from them. A fleet has few distinct
+    ones, so building each once is what makes 10,000 nodes cheap. Keys by ``id`` are safe: the memo
+    keeps every keyed object alive."""
+
+    def __init__(self) -> None:
+        self.works: dict[tuple[str, Hashable], PackageWork | None] = {}
+        self.phased: dict[tuple[int, int], PackageWork] = {}
+        self.steps: dict[tuple[int, int, Stage], list[NodeStep]] = {}
+        self.interrupts: dict[tuple[int, tuple[int, ...]], NodeStep] = {}
+
+
+def _package_work(
+    package: DesiredPackage, record: PackageRecord | None, memo: PackageMemo
+) -> PackageWork | None:
+    key = (package.name, record_key(record))
+    if key in memo.works:
+        return memo.works[key]
+    work = _uninstall_side(package, record) if package.uninstall else _install_side(package, record)
+    if work is not None and not work.stages:
+        work = None
+    memo.works[key] = work
+    return work
+
+
+def plan_node(
+    graph: PackageGraph, records: Mapping[str, PackageRecord], memo: PackageMemo | None = None
+) -> NodeWork:
+    """The work a node with the recorded state ``records`` needs to reach ``graph``'s desired state.
+    ``memo`` may be shared across the nodes of one fleet (and one ``graph``) to plan each distinct
+    package state once.
 
     Packages recorded on the node but absent from the profile are left in place: removing a package
     takes an explicit ``uninstall``, never an edit that drops it from a list."""
+    memo = memo if memo is not None else PackageMemo()
     works: dict[str, PackageWork] = {}
     failures: list[str] = []
     for name in graph.order:
         package = graph.packages[name]
         record = records.get(name)
-        work = _uninstall_side(package, record) if package.uninstall else _install_side(package, record)
-        if work is not None and work.stages:
-            works[name] = work
+        work = _package_work(package, record, memo)
+        if work is None:
+            continue
+        works[name] = work
         failure = _failure(package, record.pending if record else None)
-        if failure is not None and name in works:
+        if failure is not None:
             failures.append(failure)
     blocked = _blocked(graph, works)
     for item in blocked:
         del works[item.package]
-    works = _assign_phases(graph, works)
+    works = _assign_phases(graph, works, memo)
     ordered = [works[name] for name in _work_order(graph, works)]
     steps: list[NodeStep] = []
     for phase in sorted({w.phase for w in ordered}):
-        steps.extend(_phase_steps(phase, [w for w in ordered if w.phase == phase]))
-    return NodeWork(
-        node=node,
+        steps.extend(_phase_steps(phase, [w for w in ordered if w.phase == phase], memo))
+    # model_construct: every value here was built from validated models (this is the hot path).
+    return NodeWork.model_construct(
         packages=tuple(ordered),
         steps=tuple(steps),
         blocked=tuple(blocked),

@@ -37,6 +37,9 @@ class NodeObservation(Frozen):
     """Earlier-priority profiles not yet complete on this node: it must not start here yet."""
     packages: dict[str, PackageRecord] = Field(default_factory=dict)
     """This profile's recorded package state on the node (``nodestate``)."""
+    packages_key: str | None = None
+    """Optional identity of ``packages`` (``fleet`` uses a digest of the annotation value): nodes
+    with equal keys must have equal ``packages``; the planner then plans that state once."""
     run: RunStatus | None = None
     """This profile's node workflow for the current target, if any."""
     message: str = ""

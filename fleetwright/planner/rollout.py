@@ -19,6 +19,7 @@ change goes through ``retarget``.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 
@@ -115,7 +116,7 @@ def decide(
 def _absorb(state: RolloutState, view: FleetView) -> RolloutState:
     """Move finished runs to updated/failed and count them in their scopes."""
     still: list[NodeRun] = []
-    updated = set(state.updated)
+    newly: set[str] = set()
     failed = list(state.failed)
     scopes = {s.name: s for s in (state.gates, *state.compartments)}
     for run in state.running:
@@ -129,7 +130,7 @@ def _absorb(state: RolloutState, view: FleetView) -> RolloutState:
             )
             ok = False
         elif obs.run is RunStatus.SUCCEEDED or not work.needs_work:
-            updated.add(run.node)
+            newly.add(run.node)
             ok = True
         else:
             still.append(run)
@@ -139,7 +140,7 @@ def _absorb(state: RolloutState, view: FleetView) -> RolloutState:
     return state.model_copy(
         update={
             "running": tuple(still),
-            "updated": tuple(sorted(updated)),
+            "updated": tuple(sorted(newly.union(state.updated))) if newly else state.updated,
             "failed": tuple(sorted(failed, key=lambda f: f.node)),
             "carried": carried,
             "gates": scopes[state.gates.name],
@@ -180,18 +181,19 @@ class _Engine:
         self.tracker = BudgetTracker(
             view.foreign_unavailable | busy, view.compartment_of, view.cap, view.compartment_caps
         )
-        self.pending = {
-            n
-            for n in view.order
-            if view.needs_work(n)
-            and n not in busy
-            and n not in self.updated
-            and n not in self.failed
-            and n not in view.prepared.failed_earlier
-        }
+        self.pending = (
+            view.prepared.needing
+            - busy
+            - self.updated
+            - self.failed.keys()
+            - view.prepared.failed_earlier.keys()
+        )
         self.starts: list[NodeStart] = []
         self.waits: list[datetime] = []
         self.blocked: dict[str, str] = {}
+        # (reason, members, from index): the rest of a compartment found the cap full; their reasons
+        # are filled in only when the decision is assembled (a full cap must not cost O(n) refusals).
+        self.budget_waits: list[tuple[str, list[str], int]] = []
         self.notes: list[str] = []
         self.halt: Halt | None = None
         self.window_left = longest_remaining(self.policy.windows, now)
@@ -242,14 +244,14 @@ class _Engine:
     # -- walking the steps --------------------------------------------------------------------
 
     def run(self, state: RolloutState) -> RolloutState:
-        gates = self._scope(state.gates, self.policy.gate_steps(), self.view.order)
+        gates = self._scope(state.gates, self.policy.gate_steps(), self._queue(self.view.order))
         compartments = list(state.compartments)
         if self.halt is None and gates.step >= len(self.policy.gate_steps()):
             for index, scope in enumerate(compartments):
                 if self.halt is not None:
                     break
-                members = self.view.members.get(scope.name, [])
-                compartments[index] = self._scope(scope, self.policy.compartment_steps(scope.name), members)
+                queue = self._queue(self.view.members.get(scope.name, []))
+                compartments[index] = self._scope(scope, self.policy.compartment_steps(scope.name), queue)
         running = state.running + tuple(
             NodeRun(node=s.node, scope=s.scope, batch=s.batch, started_at=self.now) for s in self.starts
         )
@@ -261,6 +263,16 @@ class _Engine:
                 "halt": self.halt,
             }
         )
+
+    def _queue(self, members: list[str]) -> list[str]:
+        """The members still pending, in rollout order (one pass per scope and call; afterwards
+        ``self.pending`` membership tells which of them started meanwhile)."""
+        return [n for n in members if n in self.pending]
+
+    def _running_in(self, scope: str) -> int:
+        if scope == GATES_SCOPE:
+            return len(self.running)
+        return sum(1 for n in self.running if self.view.compartment_of.get(n) == scope)
 
     def _scope(self, scope: ScopeState, steps: tuple[Step, ...], members: list[str]) -> ScopeState:
         if scope.step < len(steps) and not self._has_work(members, scope):
@@ -275,10 +287,10 @@ class _Engine:
             scope = scope.model_copy(update={"step": scope.step + 1, "entered_at": None})
         return scope
 
-    def _has_work(self, members: list[str], scope: ScopeState) -> bool:
+    def _has_work(self, queue: list[str], scope: ScopeState) -> bool:
         if scope.open or scope.canary:
             return True
-        return any(n in self.pending or n in self.running for n in members)
+        return any(n in self.pending for n in queue) or self._running_in(scope.name) > 0
 
     def _step(self, scope: ScopeState, step: Step, members: list[str]) -> tuple[ScopeState, bool]:
         if isinstance(step, CanaryStep):
@@ -340,7 +352,9 @@ class _Engine:
 
     def _soak(self, scope: ScopeState, step: SoakStep, members: list[str]) -> bool:
         if step.health_gate is not None:
-            watched = self.updated if scope.name == GATES_SCOPE else self.updated.intersection(members)
+            watched = {
+                n for n in self.updated if scope.name in (GATES_SCOPE, self.view.compartment_of.get(n))
+            }
             problem = _health_problem(step.health_gate, watched, self.view)
             if problem is not None:
                 self.halt_now(f"soak {step.name}: {problem}", scope.name)
@@ -383,7 +397,7 @@ class _Engine:
                 scope = self._evaluate(scope, step, members)
                 continue
             if not any(n in self.pending for n in members):
-                return scope, not any(n in self.running for n in members)
+                return scope, self._running_in(scope.name) == 0
             if step.pause_seconds and scope.batch_closed_at is not None:
                 resume = scope.batch_closed_at + timedelta(seconds=step.pause_seconds)
                 if self.now < resume:
@@ -400,14 +414,32 @@ class _Engine:
             return scope
         started: list[str] = []
         number = scope.batch.batches + 1
-        for node in members:
+        for index, node in enumerate(members):
             if len(started) >= want:
                 break
-            if node in self.pending and self._try_start(node, scope.name, number):
+            if node not in self.pending:
+                continue
+            if self._try_start(node, scope.name, number):
                 started.append(node)
+            elif self.blocked[node].startswith("Budget"):
+                # Rooms only shrink within a call and every member shares this compartment's room:
+                # the rest can start only if it costs nothing (a node already unavailable).
+                self.budget_waits.append((self.blocked[node], members, index + 1))
+                started += self._start_free(members[index + 1 :], want - len(started), scope.name, number)
+                break
         if not started:
             return scope
         return scope.model_copy(update={"current": scope.current + tuple(started)})
+
+    def _start_free(self, members: list[str], want: int, scope: str, batch: int) -> list[str]:
+        free = self.pending & self.tracker.unavailable
+        started: list[str] = []
+        for node in members:
+            if len(started) >= want:
+                break
+            if node in free and self._try_start(node, scope, batch):
+                started.append(node)
+        return started
 
     def _evaluate(self, scope: ScopeState, step: BatchesStep, members: list[str]) -> ScopeState:
         size = len(scope.current)
@@ -428,7 +460,7 @@ class _Engine:
         return scope
 
     def _total(self, scope: ScopeState, members: list[str]) -> int:
-        active = sum(1 for n in members if n in self.pending or n in self.running)
+        active = sum(1 for n in members if n in self.pending) + self._running_in(scope.name)
         return scope.batch.processed + active
 
     def _note_batch(self, scope: ScopeState) -> None:
@@ -482,6 +514,7 @@ class _Engine:
     # -- the decision -------------------------------------------------------------------------
 
     def conclude(self, state: RolloutState) -> Decision:
+        self._materialize_blocked()
         if state.halt is not None:
             return self.decision(state, Phase.HALTED, f"halted: {state.halt.reason}")
         done = state.gates.step >= len(self.policy.gate_steps()) and all(
@@ -498,14 +531,24 @@ class _Engine:
         message = "; ".join(self.notes) or f"{len(self.blocked)} node(s) blocked"
         return self.decision(state, phase, message)
 
-    def decision(self, state: RolloutState, phase: Phase, message: str) -> Decision:
+    def _materialize_blocked(self) -> None:
+        for reason, members, start in self.budget_waits:
+            for node in members[start:]:
+                if node in self.pending and node not in self.blocked:
+                    self.blocked[node] = reason
+        self.budget_waits = []
         for node, failure in self.view.prepared.failed_earlier.items():
             if node not in self.blocked and node not in self.failed and node in self.view.nodes:
                 self.blocked[node] = f"FailedEarlier: {failure} (reset the node to retry)"
+
+    def decision(self, state: RolloutState, phase: Phase, message: str) -> Decision:
+        self._materialize_blocked()
         rank = self.view.rank
-        blocked = sorted(self.blocked.items(), key=lambda item: rank.get(item[0], 0))
+        listed = heapq.nsmallest(
+            MAX_BLOCKED_LISTED, self.blocked.items(), key=lambda item: rank.get(item[0], 0)
+        )
         reasons: dict[str, int] = {}
-        for _, reason in blocked:
+        for reason in self.blocked.values():
             kind = reason.split(":", 1)[0]
             reasons[kind] = reasons.get(kind, 0) + 1
         future = [w for w in self.waits if w > self.now]
@@ -516,9 +559,9 @@ class _Engine:
             phase=phase,
             message=message,
             wake_at=wake,
-            blocked=tuple(BlockedNode(node=n, reason=r) for n, r in blocked[:MAX_BLOCKED_LISTED]),
+            blocked=tuple(BlockedNode(node=n, reason=r) for n, r in listed),
             blocked_reasons=reasons,
-            counts=self._counts(state, len(blocked)),
+            counts=self._counts(state, len(self.blocked)),
         )
 
     def _counts(self, state: RolloutState, blocked: int) -> Counts:

@@ -82,7 +82,7 @@ def test_config_interrupt_fires_only_for_matching_keys_and_globs() -> None:
 
 def test_fresh_node_installs_with_apply_config_and_the_package_interrupt() -> None:
     graph = PackageGraph([pkg("driver", "2.0.0", interrupt=REBOOT)])
-    work = plan_node(graph, "n", {})
+    work = plan_node(graph, {})
     assert [p.action for p in work.packages] == [Action.INSTALL]
     assert stages(work.steps) == [
         "driver:apply",
@@ -100,7 +100,7 @@ def test_fresh_node_installs_with_apply_config_and_the_package_interrupt() -> No
 )
 def test_semver_decides_upgrade_or_downgrade(installed: str, action: Action, first: Stage) -> None:
     graph = PackageGraph([pkg("driver", "2.0.0")])
-    work = plan_node(graph, "n", {"driver": PackageRecord(version=installed)})
+    work = plan_node(graph, {"driver": PackageRecord(version=installed)})
     assert work.packages[0].action is action
     assert work.steps[0].stage is first
     # No interrupt declared: no interrupt stage and no drain; and no uninstall on a downgrade.
@@ -110,15 +110,13 @@ def test_semver_decides_upgrade_or_downgrade(installed: str, action: Action, fir
 
 def test_semver_compares_numerically_not_as_text() -> None:
     graph = PackageGraph([pkg("driver", "1.10.0")])
-    assert (
-        plan_node(graph, "n", {"driver": PackageRecord(version="1.9.0")}).packages[0].action is Action.UPGRADE
-    )
+    assert plan_node(graph, {"driver": PackageRecord(version="1.9.0")}).packages[0].action is Action.UPGRADE
 
 
 def test_an_equal_version_and_config_needs_nothing() -> None:
     config = config_digests({"a": "1"})
     graph = PackageGraph([pkg("t", config=config, interrupt=REBOOT)])
-    work = plan_node(graph, "n", {"t": PackageRecord(version="1.0.0", config=config)})
+    work = plan_node(graph, {"t": PackageRecord(version="1.0.0", config=config)})
     assert not work.needs_work
     assert work.steps == ()
 
@@ -128,7 +126,7 @@ def test_config_only_change_runs_config_and_only_the_mapped_interrupt() -> None:
     desired = config_digests({"sysctl.conf": "new", "limits.conf": "same"})
     old = config_digests({"sysctl.conf": "old", "limits.conf": "same"})
     graph = PackageGraph([pkg("t", config=desired, config_interrupts=rules, interrupt=REBOOT)])
-    work = plan_node(graph, "n", {"t": PackageRecord(version="1.0.0", config=old)})
+    work = plan_node(graph, {"t": PackageRecord(version="1.0.0", config=old)})
     assert work.packages[0].action is Action.CONFIG
     assert work.packages[0].changed_keys == ("sysctl.conf",)
     # The package's own reboot is not used for a config-only change.
@@ -140,7 +138,7 @@ def test_config_change_of_an_unmapped_key_has_no_interrupt_and_no_drain() -> Non
     rules = (ConfigInterruptRule(pattern="grub*", interrupt=REBOOT),)
     graph = PackageGraph([pkg("t", config=config_digests({"limits.conf": "2"}), config_interrupts=rules)])
     work = plan_node(
-        graph, "n", {"t": PackageRecord(version="1.0.0", config=config_digests({"limits.conf": "1"}))}
+        graph, {"t": PackageRecord(version="1.0.0", config=config_digests({"limits.conf": "1"}))}
     )
     assert stages(work.steps) == ["t:config"]
     assert not work.needs_drain
@@ -148,7 +146,7 @@ def test_config_change_of_an_unmapped_key_has_no_interrupt_and_no_drain() -> Non
 
 def test_an_unreadable_recorded_version_is_reinstalled_not_guessed() -> None:
     graph = PackageGraph([pkg("t", "1.0.0")])
-    assert plan_node(graph, "n", {"t": PackageRecord(version="banana")}).packages[0].action is Action.INSTALL
+    assert plan_node(graph, {"t": PackageRecord(version="banana")}).packages[0].action is Action.INSTALL
 
 
 # -- dependencies and merged interrupts -----------------------------------------------------------
@@ -162,7 +160,7 @@ def test_packages_ready_together_share_one_interrupt_and_dependents_wait_for_it(
             pkg("dcgm", depends_on=("driver",), interrupt=service_restart("dcgm")),
         ]
     )
-    work = plan_node(graph, "n", {})
+    work = plan_node(graph, {})
     assert stages(work.steps) == [
         "driver:apply", "driver:config", "tuning:apply", "tuning:config",
         "driver+tuning:interrupt", "driver:post-interrupt", "tuning:post-interrupt",
@@ -174,7 +172,7 @@ def test_packages_ready_together_share_one_interrupt_and_dependents_wait_for_it(
 
 def test_a_dependency_without_work_does_not_delay_its_dependent() -> None:
     graph = PackageGraph([pkg("driver"), pkg("dcgm", depends_on=("driver",))])
-    work = plan_node(graph, "n", {"driver": PackageRecord(version="1.0.0")})
+    work = plan_node(graph, {"driver": PackageRecord(version="1.0.0")})
     assert {p.package: p.phase for p in work.packages} == {"dcgm": 0}
 
 
@@ -210,7 +208,7 @@ def test_dependency_order_is_respected_on_every_node(
 ) -> None:
     packages, records = case
     graph = PackageGraph(list(reversed(packages)))  # input order must not matter
-    work = plan_node(graph, "n", records)
+    work = plan_node(graph, records)
     with_work = {p.package for p in work.packages}
     finished_at: dict[str, int] = {}  # index of the last step of each package (incl. its interrupt)
     first_at: dict[str, int] = {}
@@ -226,7 +224,7 @@ def test_dependency_order_is_respected_on_every_node(
     for p in work.packages:
         covering = [i for i, s in enumerate(work.steps) if s.stage.is_interrupt and p.package in s.packages]
         assert len(covering) == (1 if p.interrupt.present else 0)
-    assert plan_node(graph, "n", records) == work  # deterministic
+    assert plan_node(graph, records) == work  # deterministic
 
 
 # -- resume and uninstall -------------------------------------------------------------------------
@@ -239,7 +237,7 @@ def test_a_pending_change_to_the_same_target_resumes_after_the_last_passed_stage
         stages=(Stage.UPGRADE, Stage.CONFIG, Stage.INTERRUPT, Stage.POST_INTERRUPT),
         done=(Stage.UPGRADE, Stage.CONFIG, Stage.INTERRUPT),
     )
-    work = plan_node(graph, "n", {"driver": PackageRecord(version="1.0.0", pending=pending)})
+    work = plan_node(graph, {"driver": PackageRecord(version="1.0.0", pending=pending)})
     assert stages(work.steps) == ["driver:post-interrupt"]
     assert work.packages[0].resumed
     assert not work.needs_drain
@@ -248,7 +246,7 @@ def test_a_pending_change_to_the_same_target_resumes_after_the_last_passed_stage
 def test_a_pending_change_to_another_target_is_replanned_from_what_is_installed() -> None:
     graph = PackageGraph([pkg("driver", "3.0.0")])
     pending = PendingChange(version="2.0.0", stages=(Stage.UPGRADE, Stage.CONFIG), done=(Stage.UPGRADE,))
-    work = plan_node(graph, "n", {"driver": PackageRecord(version="1.0.0", pending=pending)})
+    work = plan_node(graph, {"driver": PackageRecord(version="1.0.0", pending=pending)})
     assert stages(work.steps) == ["driver:upgrade", "driver:config"]
     assert not work.packages[0].resumed
 
@@ -258,7 +256,7 @@ def test_a_failed_change_to_the_current_target_marks_the_node_failed() -> None:
     pending = PendingChange(
         version="2.0.0", stages=(Stage.UPGRADE, Stage.CONFIG), failed="config-check exited 1"
     )
-    work = plan_node(graph, "n", {"driver": PackageRecord(version="1.0.0", pending=pending)})
+    work = plan_node(graph, {"driver": PackageRecord(version="1.0.0", pending=pending)})
     assert work.failed == "driver: config-check exited 1"
 
 
@@ -271,7 +269,7 @@ def test_uninstall_runs_dependents_first_and_blocks_remaining_dependents() -> No
         ]
     )
     records = {n: PackageRecord(version="1.0.0") for n in ("base", "addon", "user")}
-    work = plan_node(graph, "n", records)
+    work = plan_node(graph, records)
     assert stages(work.steps) == ["addon:uninstall", "base:uninstall", "base:uninstall-interrupt"]
     assert [b.package for b in work.blocked] == ["user"]
     assert work.blocked[0].reason.startswith("DependencyUninstalled")
@@ -280,7 +278,7 @@ def test_uninstall_runs_dependents_first_and_blocks_remaining_dependents() -> No
 def test_a_package_dropped_from_the_profile_is_left_in_place() -> None:
     graph = PackageGraph([pkg("kept")])
     work = plan_node(
-        graph, "n", {"kept": PackageRecord(version="1.0.0"), "dropped": PackageRecord(version="1.0.0")}
+        graph, {"kept": PackageRecord(version="1.0.0"), "dropped": PackageRecord(version="1.0.0")}
     )
     assert not work.needs_work
 
