@@ -1,0 +1,162 @@
+"""``fleetwright plan`` on the sample 200-node fleet: a readable table, JSON that round-trips
+through the planner's models, and clear errors."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+import fleetwright.cli.main  # noqa: F401  (registers every command on the app)
+from fleetwright.cli.app import app
+from fleetwright.cli.plan import load_fleet, load_inputs
+from fleetwright.planner import convert
+from fleetwright.planner.preview import Plan, preview
+
+pytestmark = pytest.mark.unit
+
+ROOT = Path(__file__).resolve().parents[2]
+FLEET = ROOT / "tests" / "fixtures" / "fleet-200.json"
+NOW = "2026-03-02T19:30:00+00:00"
+
+PROFILE = """
+apiVersion: fleetwright.io/v1alpha1
+kind: NodeProfile
+metadata: {name: gpu-host}
+spec:
+  nodeSelector: {matchLabels: {nvidia.com/gpu.present: "true"}}
+  deploymentPolicyRef: {name: gpu-careful}
+  packages:
+    - name: nvidia-driver
+      version: 560.35.3
+      image: ghcr.io/example/packages/nvidia-driver
+      interrupt: {type: reboot}
+    - name: sysctl-tuning
+      version: 1.2.0
+      image: ghcr.io/example/packages/sysctl-tuning
+      interrupt: {type: service, services: [systemd-sysctl.service]}
+      configMap:
+        sysctl.conf: "vm.max_map_count=1048576\\nnet.core.rmem_max=268435456\\n"
+        limits.conf: "* - nofile 1048576\\n"
+      configInterrupts:
+        - key: "sysctl*"
+          interrupt: {type: service, services: [systemd-sysctl.service]}
+    - name: crash-dump
+      version: 0.4.0
+      image: ghcr.io/example/packages/crash-dump
+      dependsOn: [{name: nvidia-driver, version: 560.35.3}]
+"""
+
+POLICY = """
+apiVersion: fleetwright.io/v1alpha1
+kind: DeploymentPolicy
+metadata: {name: gpu-careful}
+spec:
+  maxUnavailable: "10%"
+  steps:
+    - canary: {count: 2}
+    - soak: {durationSeconds: 1800}
+    - name: go
+      approval: {}
+    - batches: {strategy: exponential, initial: 2, growthFactor: 2}
+  failure: {maxFailedNodes: 2, action: halt}
+  windows:
+    - {schedule: "0 20 * * *", durationSeconds: 36000, timeZone: Europe/Berlin}
+  compartments:
+    - name: gb200
+      selector: {matchLabels: {nvidia.com/gpu.product: NVIDIA-GB200}}
+      maxUnavailable: 4
+      steps:
+        - batches: {strategy: linear, initial: 1, delta: 1}
+"""
+
+
+@pytest.fixture
+def manifests(tmp_path: Path) -> tuple[Path, Path]:
+    profile = tmp_path / "profile.yaml"
+    policy = tmp_path / "policy.yaml"
+    profile.write_text(PROFILE)
+    policy.write_text(POLICY)
+    return profile, policy
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(app, ["plan", *args])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_the_fixture_is_what_its_generator_writes() -> None:
+    spec = importlib.util.spec_from_file_location("make_fleet", ROOT / "bench" / "make_fleet.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert FLEET.read_text() == json.dumps(module.fleet(200), indent=1, sort_keys=True) + "\n"
+
+
+def test_table_output_shows_batches_stages_drains_blocked_nodes_and_eta(manifests: tuple[Path, Path]) -> None:
+    code, out, _ = run(*map(str, manifests), "--fleet", str(FLEET), "--now", NOW)
+    assert code == 0, out
+    assert "Plan for NodeProfile gpu-host" in out
+    assert "200 targeted nodes, 180 need work, 180 need a drain, 160 a reboot; maxUnavailable 20" in out
+    assert "canary" in out
+    assert "interrupt(reboot):nvidia-driver,sysctl-tuning" in out
+    assert "ETA: 2026-03-03" in out
+    for reason in ("NotReady", "FailedEarlier", "Busy: profile/security-agent"):
+        assert reason in out
+    assert "rollout/go" in out  # the approval gate on the way
+
+
+def test_json_output_round_trips_and_matches_the_planner(manifests: tuple[Path, Path]) -> None:
+    code, out, _ = run(*map(str, manifests), "--fleet", str(FLEET), "--now", NOW, "-o", "json")
+    assert code == 0, out
+    plan = Plan.model_validate_json(out)
+    assert Plan.model_validate_json(plan.model_dump_json()) == plan
+    profile, policy = load_inputs(list(manifests))
+    direct = preview(
+        convert.rollout_spec(profile, policy), load_fleet(FLEET, profile), datetime.fromisoformat(NOW)
+    )
+    assert plan == direct
+    # What the plan says is coherent: every node at most once, the canary first, caps held.
+    names = [n.node for n in plan.nodes]
+    assert len(names) == len(set(names))
+    assert plan.batches[0].number == 0
+    assert all(b.start >= plan.batches[0].end for b in plan.batches[1:])
+    assert {b.node for b in plan.blocked}.isdisjoint(names)
+    assert len(names) + len(plan.blocked) == plan.needs_work
+    for moment in {n.start for n in plan.nodes}:
+        busy = [n for n in plan.nodes if n.start <= moment < n.end]
+        assert len(busy) <= plan.max_unavailable
+        assert sum(1 for n in busy if n.compartment == "gb200") <= 4
+
+
+def test_live_cluster_source_gives_a_clear_error(manifests: tuple[Path, Path], tmp_path: Path) -> None:
+    code, _, err = run(*map(str, manifests), "--kubeconfig", str(tmp_path / "kubeconfig"))
+    assert code == 2
+    assert "kubectl get nodes -o json" in err
+
+
+def test_a_dependency_cycle_is_reported_not_planned(manifests: tuple[Path, Path], tmp_path: Path) -> None:
+    cyclic = PROFILE.replace(
+        "      interrupt: {type: reboot}\n",
+        "      interrupt: {type: reboot}\n      dependsOn: [{name: crash-dump, version: 0.4.0}]\n",
+        1,
+    )
+    profile = tmp_path / "profile.yaml"
+    profile.write_text(cyclic)
+    code, _, err = run(str(profile), str(manifests[1]), "--fleet", str(FLEET), "--now", NOW)
+    assert code == 2
+    assert "cycle" in err
+
+
+def test_a_missing_fleet_or_profile_is_an_error(manifests: tuple[Path, Path], tmp_path: Path) -> None:
+    code, _, err = run(*map(str, manifests))
+    assert code == 2
+    assert "--fleet" in err
+    code, _, err = run(str(manifests[1]), "--fleet", str(FLEET))
+    assert code == 2
+    assert "exactly one NodeProfile" in err
