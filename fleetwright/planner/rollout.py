@@ -96,6 +96,8 @@ def decide(
     while the nodes' names, labels and recorded package state are unchanged; it must have been built
     for ``state.spec``."""
     ensure_aware(now)
+    if prepared is not None and prepared.spec.target != state.spec.target:
+        raise ValueError("prepared was built for another spec target")
     view = FleetView(state.spec, observations, prepared)
     state = _absorb(state, view)
     engine = _Engine(state, view, observations, now)
@@ -252,6 +254,8 @@ class _Engine:
                     break
                 queue = self._queue(self.view.members.get(scope.name, []))
                 compartments[index] = self._scope(scope, self.policy.compartment_steps(scope.name), queue)
+        if self.halt is not None:
+            self.starts = []  # a halt found later in this call cancels this call's starts too
         running = state.running + tuple(
             NodeRun(node=s.node, scope=s.scope, batch=s.batch, started_at=self.now) for s in self.starts
         )
@@ -521,7 +525,10 @@ class _Engine:
             s.step >= len(self.policy.compartment_steps(s.name)) for s in state.compartments
         )
         if done and not state.running and not state.carried:
-            return self.decision(state, Phase.COMPLETE, f"complete: {len(state.updated)} node(s) updated")
+            message = f"complete: {len(state.updated)} node(s) updated"
+            if state.failed or self.blocked:
+                message += f", {len(state.failed)} failed, {len(self.blocked)} left out (see blocked)"
+            return self.decision(state, Phase.COMPLETE, message)
         if self.starts or state.running:
             phase = Phase.PROGRESSING
         elif self.waits:
