@@ -33,15 +33,13 @@ from fleetwright.activities.payloads import (
     StageReport,
     StageRequest,
 )
+from fleetwright.activities.protected import ProtectedPodsWait
 from fleetwright.activities.stage import StageRunner
 from fleetwright.activities.waiting import Clock, blocking, heartbeat_window
-from fleetwright.kube import nodes, nodestatus, pods
+from fleetwright.kube import nodes, nodestatus
 from fleetwright.kube.client import ApiClient
 from fleetwright.planner.nodestate import format_annotation
 
-PROTECTED_REASON = "NonInterruptPodsRunning"
-PROTECTED_TIMEOUT = "ProtectedPodsTimeout"
-PROTECTED_RELEASED = "ProtectedPodsGone"
 REBOOT_TIMEOUT = "RebootTimeout"
 # Threads for blocking API calls: one per concurrent wait window plus headroom, so a window of
 # draining nodes never queues behind the default executor's handful of threads.
@@ -69,49 +67,8 @@ class NodeActivities:
     @activity.defn(name=NAMES.WAIT_PROTECTED_PODS)
     @temporal_errors
     async def wait_protected_pods(self, request: ProtectedPodsRequest) -> None:
-        """Wait while a Running/Pending pod on the node matches the selector (empty: matches none);
-        visible as a Blocked condition and one event naming the pods; bounded by timeout_seconds
-        (0 or less: no bound, the visible reason only)."""
-        if request.selector.is_empty():
-            return
-        selector = pods.selector_string(request.selector)
-        clock, window, shown = Clock(), heartbeat_window(), ""
-        while True:
-            listed, version = await blocking(
-                self.executor, pods.pods_on_node, self.api, request.node, label_selector=selector
-            )
-            held = sorted(p.key for p in listed if p.phase in ("Running", "Pending"))
-            if not held:
-                if shown or clock.prior.get("held"):
-                    await self._publish(
-                        request, NodePhase.IN_PROGRESS, PROTECTED_RELEASED, "protected pods gone"
-                    )
-                return
-            message = f"waiting for protected pods ({selector}) to finish: {', '.join(held)}"
-            if 0 < request.timeout_seconds <= clock.elapsed():
-                raise ApplicationError(
-                    f"{message}; gave up after {request.timeout_seconds}s",
-                    type=PROTECTED_TIMEOUT,
-                    non_retryable=True,
-                )
-            if message != shown:
-                await self._publish(request, NodePhase.BLOCKED, PROTECTED_REASON, message)
-                shown = message
-            clock.beat(held=held)
-            seconds = (
-                min(window, request.timeout_seconds - clock.elapsed())
-                if request.timeout_seconds > 0
-                else window
-            )
-            await blocking(
-                self.executor,
-                pods.wait_for_node_pods,
-                self.api,
-                request.node,
-                version,
-                seconds,
-                label_selector=selector,
-            )
+        """Wait while a Running/Pending pod on the node matches the selector (``protected``)."""
+        await ProtectedPodsWait(self.api, self.executor, request).run()
 
     @activity.defn(name=NAMES.DRAIN)
     @temporal_errors

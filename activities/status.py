@@ -63,9 +63,8 @@ def publish(
     if facts.labels.get(label_key) != phase.value:
         nodestatus.merge_metadata(api, node, labels={label_key: phase.value})
     text = message[:MAX_MESSAGE]
-    nodestatus.set_condition(
-        api, node, nodestatus.Condition(condition_type(profile), CONDITION_STATUS[phase], reason, text)
-    )
+    wanted = nodestatus.Condition(condition_type(profile), CONDITION_STATUS[phase], reason, text)
+    nodestatus.set_condition(api, node, wanted, current=facts)
     if phase in WARNING_PHASES:
         events.emit(
             api,

@@ -104,9 +104,13 @@ def _rfc3339(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def set_condition(api: client.ApiClient, name: str, condition: Condition) -> bool:
-    """Write one node condition through the status subresource; True when something changed."""
-    current, _ = read_node(api, name)
+def set_condition(
+    api: client.ApiClient, name: str, condition: Condition, *, current: NodeFacts | None = None
+) -> bool:
+    """Write one node condition through the status subresource; True when something changed.
+    ``current`` spares a read when the caller just read the node."""
+    if current is None:
+        current, _ = read_node(api, name)
     previous = current.conditions.get(condition.type)
     if previous == condition:
         return False
