@@ -78,7 +78,7 @@ def activities(cluster: ClusterUnderTest) -> NodeActivities:
 @pytest.fixture(scope="module")
 def spare_nodes(cluster: ClusterUnderTest) -> Iterator[str]:
     """A pool of this module's own kwok nodes, handed out one per use."""
-    return iter(cluster.add_nodes(18))
+    return iter(cluster.add_nodes(21))
 
 
 @pytest.fixture
@@ -372,6 +372,66 @@ async def test_an_unmanaged_pod_without_force_times_the_drain_out(
     assert f"{namespace}/bare: UnmanagedPod" in str(failure.value)
     assert condition(cluster, node, profile)["reason"] == "DrainTimeout"  # type: ignore[index]
     assert running(cluster, namespace, "bare"), "an unmanaged pod is never evicted without force"
+
+
+async def test_drain_timeout_with_on_timeout_wait_keeps_waiting_visibly(
+    cluster: ClusterUnderTest, activities: NodeActivities, spare_nodes: Iterator[str], namespace: str
+) -> None:
+    node, profile = next(spare_nodes), "act-wait"
+    apply(cluster, namespace, pod("lingering", node))
+    wait_for(lambda: running(cluster, namespace, "lingering"), what="the bare pod to run")
+    request = drain_request(profile, node, timeoutSeconds=1, onTimeout="wait")
+    task = asyncio.create_task(ActivityEnvironment().run(activities.drain, request))
+
+    def timed_out() -> dict[str, Any] | None:
+        shown = condition(cluster, node, profile)
+        return shown if shown and shown["reason"] == "DrainTimeout" else None
+
+    shown = await async_wait_for(timed_out, what="the DrainTimeout condition")
+    assert f"{namespace}/lingering: UnmanagedPod" in shown["message"]
+    await async_wait_for(lambda: node_events(cluster, node, "DrainTimeout"), what="the DrainTimeout event")
+    assert not task.done()
+    cluster.kubectl("delete", "pod", "lingering", "-n", namespace, "--wait=false")
+    report = await asyncio.wait_for(task, 30)
+    assert report.evicted == ()
+    assert condition(cluster, node, profile)["reason"] == "Drained"  # type: ignore[index]
+
+
+def budget(name: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": name},
+        "spec": {"selector": {"matchLabels": {"app": "shared"}}, **spec},
+    }
+
+
+async def test_two_budgets_on_one_pod_are_a_named_block_that_counts_toward_the_timeout(
+    cluster: ClusterUnderTest, activities: NodeActivities, spare_nodes: Iterator[str], namespace: str
+) -> None:
+    node, profile = next(spare_nodes), "act-multi"
+    apply(cluster, namespace, pod("shared-0", node, labels={"app": "shared"}))
+    apply(cluster, namespace, budget("first", minAvailable=0))
+    apply(cluster, namespace, budget("second", maxUnavailable=1))
+    wait_for(lambda: running(cluster, namespace, "shared-0"), what="the pod to run")
+    request = drain_request(profile, node, timeoutSeconds=3, force=True)
+    with pytest.raises(ApplicationError) as failure:
+        await asyncio.wait_for(ActivityEnvironment().run(activities.drain, request), 30)
+    assert failure.value.type == "DrainTimeout"
+    assert f"{namespace}/shared-0: MultiplePodDisruptionBudgets" in str(failure.value)
+    assert running(cluster, namespace, "shared-0")
+
+
+async def test_disable_eviction_deletes_past_a_budget(
+    cluster: ClusterUnderTest, activities: NodeActivities, spare_nodes: Iterator[str], namespace: str
+) -> None:
+    node = next(spare_nodes)
+    apply(cluster, namespace, pod("shared-0", node, labels={"app": "shared"}))
+    apply(cluster, namespace, budget("strict", minAvailable=1))
+    wait_for(lambda: running(cluster, namespace, "shared-0"), what="the pod to run")
+    request = drain_request("act-delete", node, force=True, disableEviction=True)
+    report = await asyncio.wait_for(ActivityEnvironment().run(activities.drain, request), 30)
+    assert report.evicted == (f"{namespace}/shared-0",)
 
 
 # ----- stage Jobs ----------------------------------------------------------------------------
