@@ -15,6 +15,7 @@ merely accepted. It must not cordon (the cordon comes first, from its own activi
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterable
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
@@ -99,7 +100,7 @@ class Pass:
     pending: dict[str, str] = field(default_factory=dict)
     """Pods that must go (key -> uid), including those already terminating."""
     blockers: list[Blocker] = field(default_factory=list)
-    throttle_seconds: float = 0.0
+    throttled: bool = False
 
 
 class Drainer:
@@ -110,6 +111,7 @@ class Drainer:
         self.clock = Clock()
         self.evicted: dict[str, str] = dict(self.clock.prior.get("evicting") or {})
         self.blocked_seconds = float(self.clock.prior.get("blocked_seconds") or 0.0)
+        self.evict_after = 0.0  # monotonic time before which the apiserver asked us not to evict
         self.shown: tuple[str, str] | None = None  # the last (reason, message) made visible
 
     async def run(self) -> DrainReport:
@@ -137,9 +139,12 @@ class Drainer:
             else:
                 outcome.pending[pod.key] = pod.uid
         for pod in listed:
-            if pod.key in outcome.pending and not pod.terminating and not outcome.throttle_seconds:
+            if pod.key in outcome.pending and not pod.terminating and self._may_evict(outcome):
                 await self._remove(pod, outcome)
         return outcome
+
+    def _may_evict(self, outcome: Pass) -> bool:
+        return not outcome.throttled and time.monotonic() >= self.evict_after
 
     async def _remove(self, pod: PodFacts, outcome: Pass) -> None:
         drain = self.request.drain
@@ -169,16 +174,17 @@ class Drainer:
         elif result.result is EvictionResult.MULTIPLE_PDBS:
             outcome.blockers.append(Blocker(pod.key, "MultiplePodDisruptionBudgets", result.message))
         elif result.result is EvictionResult.THROTTLED:
-            outcome.throttle_seconds = float(result.retry_after_seconds or DEFAULT_RETRY_AFTER_SECONDS)
+            outcome.throttled = True
+            delay = float(result.retry_after_seconds or DEFAULT_RETRY_AFTER_SECONDS)
+            self.evict_after = time.monotonic() + delay
         # NamespaceTerminating: the namespace deletion removes the pod; keep waiting for it.
 
     async def _pause(self, outcome: Pass, version: str, window: float) -> float:
         """Wait before the next pass; returns the seconds waited."""
         started = self.clock.elapsed()
-        if outcome.throttle_seconds:
-            await asyncio.sleep(outcome.throttle_seconds)  # honour the apiserver's Retry-After
-        elif outcome.blockers:
-            # A refused eviction is retried on a timer: a PDB relaxing changes no pod on this node.
+        if outcome.blockers or outcome.throttled:
+            # Refused evictions are retried on a timer (a PDB relaxing changes no pod on this node);
+            # a throttled apiserver's Retry-After gates the next eviction, not the heartbeats.
             await asyncio.sleep(min(self.request.poll_seconds, window))
         else:
             await blocking(
