@@ -3,11 +3,14 @@ error conversion, and the retry-surviving wait clock."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import dataclasses
 import json
+import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from temporalio import activity
@@ -15,10 +18,11 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from fleetwright import stagejob
+from fleetwright.activities import drain as drain_module
 from fleetwright.activities import status
 from fleetwright.activities.drain import Blocker, Verdict, blocked_message, disposition
 from fleetwright.activities.errors import temporal_errors
-from fleetwright.activities.payloads import NodePhase, StageOutcome, StageRequest
+from fleetwright.activities.payloads import DrainRequest, NodePhase, StageOutcome, StageRequest
 from fleetwright.activities.stage import (
     config_map_name,
     encode_interrupt,
@@ -32,6 +36,8 @@ from fleetwright.agent import interrupts as agent_interrupts
 from fleetwright.api.common import LabelSelector
 from fleetwright.api.nodeprofile import DrainSpec, Package
 from fleetwright.errors import NotFoundError, PermanentError, RetryableError
+from fleetwright.kube import pods as kube_pods
+from fleetwright.kube.eviction import EvictionOutcome, EvictionResult
 from fleetwright.kube.jobs import JobFacts
 from fleetwright.kube.pods import ContainerFailure, ContainerWait, PodFacts, selector_string
 from fleetwright.planner.interrupts import NO_INTERRUPT, REBOOT, Interrupt, InterruptKind, service_restart
@@ -345,3 +351,51 @@ async def test_a_wait_clock_resumes_from_the_previous_attempts_heartbeat() -> No
     assert beats == [({"started": 1000.0, "step": "x"},)]
     fresh = ActivityEnvironment()
     assert await fresh.run(measure) == 0.0
+
+
+# ----- drain pacing --------------------------------------------------------------------------
+
+
+async def test_a_throttled_eviction_waits_for_retry_after_while_heartbeating(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The apiserver's Retry-After gates the next eviction; heartbeats continue meanwhile."""
+    gone = False
+    calls: list[float] = []
+
+    def evict(api: object, namespace: str, name: str, **_: object) -> EvictionOutcome:
+        nonlocal gone
+        calls.append(time.monotonic())
+        if len(calls) == 1:
+            return EvictionOutcome(
+                namespace, name, EvictionResult.THROTTLED, "slow down", retry_after_seconds=2
+            )
+        gone = True
+        return EvictionOutcome(namespace, name, EvictionResult.ACCEPTED)
+
+    def pods_on_node(api: object, node: str, **_: object) -> tuple[list[PodFacts], str]:
+        return ([] if gone else [workload()]), "1"
+
+    def quiet(*_: object, **__: object) -> bool:
+        time.sleep(0.1)
+        return False
+
+    monkeypatch.setattr(drain_module, "evict", evict)
+    monkeypatch.setattr(kube_pods, "pods_on_node", pods_on_node)
+    monkeypatch.setattr(kube_pods, "wait_for_node_pods", quiet)
+    monkeypatch.setattr(drain_module.Drainer, "_clear", lambda self: asyncio.sleep(0))
+    request = DrainRequest(profile="p", node="n", drain=DrainSpec(), poll_seconds=0.2)
+    beats: list[Any] = []
+    env = ActivityEnvironment()
+    env.on_heartbeat = lambda *details: beats.append(details)
+
+    @activity.defn(name="drain")
+    async def run() -> Any:
+        with ThreadPoolExecutor(2) as executor:
+            return await drain_module.Drainer(cast(Any, None), executor, request).run()
+
+    report = await env.run(run)
+    assert report.evicted == ("team/p",)
+    assert len(calls) == 2
+    assert calls[1] - calls[0] >= 2.0
+    assert len(beats) >= 5, "heartbeats continue while the eviction waits"
