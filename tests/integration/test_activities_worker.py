@@ -1,0 +1,159 @@
+"""The node activities on a real Temporal worker (dev server, pydantic data converter): they register
+under their explicit names, their payloads round-trip, a permanent failure arrives as a typed,
+non-retryable error, and a stage retried by Temporal adopts its Job instead of making another."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from temporalio import workflow
+from temporalio.client import Client, WorkflowFailureError
+from temporalio.common import RetryPolicy
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker
+
+from fleetwright.activities.node import all_activities
+from fleetwright.activities.payloads import (
+    NAMES,
+    CordonReport,
+    NodeTarget,
+    RebootWaitRequest,
+    StageReport,
+    StageRequest,
+)
+from fleetwright.api.nodeprofile import Package
+from fleetwright.kube import client as kube_client
+from fleetwright.localcluster.temporal import LocalTemporal
+from fleetwright.planner.stages import Stage
+from tests.support.providers import ClusterUnderTest
+
+pytestmark = pytest.mark.integration
+
+QUICK = RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_attempts=3)
+
+
+@workflow.defn(name="test.activities-smoke")
+class Smoke:
+    @workflow.run
+    async def run(self, target: NodeTarget) -> list[Any]:
+        cordon = await workflow.execute_activity(
+            NAMES.CORDON, target, result_type=CordonReport, start_to_close_timeout=timedelta(seconds=30)
+        )
+        boot = await workflow.execute_activity(
+            NAMES.READ_BOOT_ID, target, result_type=str, start_to_close_timeout=timedelta(seconds=30)
+        )
+        uncordoned = await workflow.execute_activity(
+            NAMES.UNCORDON, target, result_type=bool, start_to_close_timeout=timedelta(seconds=30)
+        )
+        return [cordon, boot, uncordoned]
+
+
+@workflow.defn(name="test.activities-reboot-timeout")
+class RebootTimeout:
+    @workflow.run
+    async def run(self, request: RebootWaitRequest) -> str:
+        result: str = await workflow.execute_activity(
+            NAMES.WAIT_REBOOT,
+            request,
+            result_type=str,
+            start_to_close_timeout=timedelta(seconds=60),
+            heartbeat_timeout=timedelta(seconds=6),
+            retry_policy=QUICK,
+        )
+        return result
+
+
+@workflow.defn(name="test.activities-stage")
+class StageTwice:
+    @workflow.run
+    async def run(self, request: StageRequest) -> list[StageReport]:
+        reports = []
+        for _ in range(2):  # a second run stands in for Temporal re-running the activity
+            report: StageReport = await workflow.execute_activity(
+                NAMES.RUN_STAGE,
+                request,
+                result_type=StageReport,
+                start_to_close_timeout=timedelta(seconds=60),
+                heartbeat_timeout=timedelta(seconds=6),
+                retry_policy=QUICK,
+            )
+            reports.append(report)
+        return reports
+
+
+@pytest.fixture(scope="module")
+async def client(temporal_server: LocalTemporal) -> Client:
+    return await Client.connect(
+        temporal_server.address, namespace=temporal_server.namespace, data_converter=pydantic_data_converter
+    )
+
+
+async def test_activities_run_on_a_real_worker(cluster: ClusterUnderTest, client: Client) -> None:
+    node, quiet, stage_node = cluster.add_nodes(3)
+    namespace = f"aw-{uuid.uuid4().hex[:8]}"
+    queue = f"activities-{uuid.uuid4().hex[:8]}"
+    api = kube_client.from_kubeconfig(cluster.kubeconfig)
+    workflows = [Smoke, RebootTimeout, StageTwice]
+    # These throwaway workflows only drive the activities; the sandbox matters for the real ones.
+    runner = UnsandboxedWorkflowRunner()
+    async with Worker(
+        client, task_queue=queue, workflows=workflows, activities=all_activities(api), workflow_runner=runner
+    ):
+        cordon, boot, uncordoned = await client.execute_workflow(
+            Smoke.run, NodeTarget(profile="act-worker", node=node), id=f"smoke-{queue}", task_queue=queue
+        )
+        assert CordonReport.model_validate(cordon) == CordonReport(ours=True, foreign=False)
+        assert boot
+        assert uncordoned is True
+
+        quiet_boot = json.loads(cluster.kubectl("get", "node", quiet, "-o", "json").stdout)["status"][
+            "nodeInfo"
+        ]
+        stuck = RebootWaitRequest(
+            profile="act-worker", node=quiet, previous_boot_id=quiet_boot["bootID"], timeout_seconds=1
+        )
+        with pytest.raises(WorkflowFailureError) as failure:
+            await client.execute_workflow(RebootTimeout.run, stuck, id=f"reboot-{queue}", task_queue=queue)
+        activity_error = failure.value.cause
+        assert isinstance(activity_error, ActivityError)
+        assert isinstance(activity_error.cause, ApplicationError)
+        assert activity_error.cause.type == "RebootTimeout"
+        assert activity_error.retry_state is not None
+        assert activity_error.retry_state.name == "NON_RETRYABLE_FAILURE"
+
+        package = Package.model_validate(
+            {
+                "name": "tuning",
+                "version": "1.0.0",
+                "image": "registry.example/tuning",
+                "stageTimeoutSeconds": 60,
+            }
+        )
+        request = StageRequest(
+            profile="act-worker",
+            node=stage_node,
+            profile_uid="u",
+            generation=1,
+            package=package,
+            stage=Stage.APPLY,
+            agent_image="registry.example/agent:1",
+            namespace=namespace,
+            pod_annotations={
+                "pod-complete.stage.kwok.x-k8s.io/delay": "300ms",
+                "pod-complete.stage.kwok.x-k8s.io/jitter-delay": "0s",
+            },
+        )
+        try:
+            reports = await client.execute_workflow(
+                StageTwice.run, request, id=f"stage-{queue}", task_queue=queue
+            )
+            assert [r.outcome.value for r in reports] == ["Succeeded", "Succeeded"]
+            jobs = json.loads(cluster.kubectl("get", "jobs", "-n", namespace, "-o", "json").stdout)["items"]
+            assert [j["metadata"]["name"] for j in jobs] == [reports[0].job]
+        finally:
+            cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
