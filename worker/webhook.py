@@ -66,19 +66,25 @@ def _policy_ref(obj: Any) -> str | None:
     return name if isinstance(name, str) else None
 
 
+def _metadata(obj: Any) -> dict[str, Any]:
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    return meta if isinstance(meta, dict) else {}
+
+
 def _is_deleting(obj: Any) -> bool:
-    return isinstance(obj, dict) and bool((obj.get("metadata") or {}).get("deletionTimestamp"))
+    return bool(_metadata(obj).get("deletionTimestamp"))
 
 
 def evaluate(request: dict[str, Any], lookup: ResourceLookup) -> Result:
     """Validate one AdmissionRequest. Unknown resources and operations are allowed untouched."""
-    resource = (request.get("resource") or {}).get("resource")
+    resource_info = request.get("resource")
+    resource = resource_info.get("resource") if isinstance(resource_info, dict) else None
     operation = request.get("operation")
     obj = request.get("object")
     old = request.get("oldObject")
     if resource == POLICY_PLURAL:
         if operation == "DELETE":
-            name = str(request.get("name") or (old or {}).get("metadata", {}).get("name", ""))
+            name = str(request.get("name") or _metadata(old).get("name") or "")
             return validate_policy_deletion(name, lookup.profiles_referencing(name))
         if operation in {"CREATE", "UPDATE"} and not _is_deleting(obj):
             return validate_deploymentpolicy(obj)
@@ -92,8 +98,9 @@ def evaluate(request: dict[str, Any], lookup: ResourceLookup) -> Result:
 
 
 def _kind_and_name(request: dict[str, Any]) -> tuple[str, str]:
-    kind = str((request.get("kind") or {}).get("kind") or "object")
-    name = str(request.get("name") or ((request.get("object") or {}).get("metadata") or {}).get("name") or "")
+    kind_info = request.get("kind")
+    kind = str((kind_info.get("kind") if isinstance(kind_info, dict) else None) or "object")
+    name = str(request.get("name") or _metadata(request.get("object")).get("name") or "")
     return kind, name
 
 

@@ -61,7 +61,6 @@ NAME_RULE = {
     "rule": "size(self.metadata.name) <= 63 && self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",
     "message": "metadata.name must be a DNS label (at most 63 characters: lowercase letters, digits, '-'), "
     "because fleetwright uses it in node labels and workflow ids",
-    "fieldPath": ".metadata.name",
     "reason": "FieldValueInvalid",
 }
 
@@ -197,12 +196,17 @@ def _drop_null_branch(node: dict[str, Any]) -> dict[str, Any]:
     return {**outer, "anyOf": rest}
 
 
+def cel_string(text: str) -> str:
+    """A CEL single-quoted string literal for ``text`` (backslashes and quotes escaped)."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
 def _map_key_rule(key_schema: dict[str, Any], value_pattern: str | None) -> dict[str, Any] | None:
     checks = []
     if "maxLength" in key_schema:
         checks.append(f"size(k) <= {key_schema['maxLength']}")
     if value_pattern:
-        checks.append(f"k.matches('{value_pattern}')")
+        checks.append(f"k.matches({cel_string(value_pattern)})")
     if not checks:
         return None
     return {
@@ -293,7 +297,8 @@ def _root_schema(spec: CrdSpec) -> dict[str, Any]:
                 "type": "string",
                 "description": "Kind is a string value representing the REST resource.",
             },
-            "metadata": {"type": "object", "description": "Standard object metadata."},
+            # The apiserver forbids anything but type on metadata (it owns that schema).
+            "metadata": {"type": "object"},
             "spec": spec_schema,
             "status": status_schema,
         },
@@ -301,6 +306,8 @@ def _root_schema(spec: CrdSpec) -> dict[str, Any]:
     }
     if spec.spec_required:
         root["required"] = ["spec"]
+    else:
+        spec_schema["default"] = {}  # so the defaults below materialize even when spec is omitted
     return root
 
 

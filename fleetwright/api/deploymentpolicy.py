@@ -95,7 +95,11 @@ class SoakStep(ApiModel):
     """Wait and watch the nodes updated so far before going on."""
 
     duration_seconds: int = Field(description="How long to soak.", ge=1, le=30 * 86400)
-    health_gate: HealthGate = Field(default_factory=HealthGate, description="What must hold during the soak.")
+    health_gate: HealthGate = Field(
+        default_factory=HealthGate,
+        json_schema_extra={"default": {}},
+        description="What must hold during the soak.",
+    )
 
 
 class ApprovalStep(ApiModel):
@@ -166,7 +170,7 @@ class BatchesStep(ApiModel):
     local_rules = (
         LocalRule(
             name="batches-delta-only-linear",
-            cel="!has(self.delta) || self.strategy == 'linear'",
+            cel="!has(self.delta) || (has(self.strategy) && self.strategy == 'linear')",
             message="delta is only allowed with strategy linear",
             field_path=".delta",
             reason="FieldValueForbidden",
@@ -174,7 +178,7 @@ class BatchesStep(ApiModel):
         ),
         LocalRule(
             name="batches-growthfactor-only-exponential",
-            cel="!has(self.growthFactor) || self.strategy == 'exponential'",
+            cel="!has(self.growthFactor) || (has(self.strategy) && self.strategy == 'exponential')",
             message="growthFactor is only allowed with strategy exponential",
             field_path=".growthFactor",
             reason="FieldValueForbidden",
@@ -182,7 +186,7 @@ class BatchesStep(ApiModel):
         ),
         LocalRule(
             name="batches-max-at-least-initial",
-            cel="!has(self.maxBatchSize) || self.maxBatchSize >= self.initial",
+            cel="!has(self.maxBatchSize) || self.maxBatchSize >= (has(self.initial) ? self.initial : 1)",
             message="maxBatchSize must be >= initial",
             field_path=".maxBatchSize",
             check=lambda m: m.max_batch_size is None or m.max_batch_size >= m.initial,
@@ -423,7 +427,11 @@ class DeploymentPolicySpec(ApiModel):
         "(batches fixed, initial 1).",
         max_length=MAX_STEPS,
     )
-    failure: FailurePolicy = Field(default_factory=FailurePolicy, description="When the rollout stops.")
+    failure: FailurePolicy = Field(
+        default_factory=FailurePolicy,
+        json_schema_extra={"default": {}},
+        description="When the rollout stops.",
+    )
     windows: list[MaintenanceWindow] = Field(
         default_factory=list,
         description="Maintenance windows; nodes start only inside one. Empty: any time.",
@@ -440,7 +448,8 @@ class DeploymentPolicySpec(ApiModel):
     local_rules = (
         LocalRule(
             name="maxunavailable-positive",
-            cel="type(self.maxUnavailable) == int ? self.maxUnavailable >= 1 : self.maxUnavailable != '0%'",
+            cel="!has(self.maxUnavailable) || (type(self.maxUnavailable) == int ? self.maxUnavailable >= 1 : "
+            "self.maxUnavailable != '0%')",
             message="maxUnavailable must allow at least one node (>= 1 or > 0%)",
             field_path=".maxUnavailable",
             check=lambda m: m.max_unavailable not in (0, "0%"),
@@ -481,7 +490,9 @@ class DeploymentPolicy(ApiModel):
     kind: Literal["DeploymentPolicy"] = Field(default="DeploymentPolicy", description="DeploymentPolicy.")
     metadata: ObjectMeta = Field(default_factory=ObjectMeta, description="Standard object metadata.")
     spec: DeploymentPolicySpec = Field(
-        default_factory=DeploymentPolicySpec, description="Desired rollout behaviour."
+        default_factory=DeploymentPolicySpec,
+        json_schema_extra={"default": {}},
+        description="Desired rollout behaviour.",
     )
     status: DeploymentPolicyStatus | None = Field(
         default=None, description="Observed state, written by fleetwright."

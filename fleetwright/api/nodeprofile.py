@@ -212,7 +212,7 @@ class Uninstall(ApiModel):
     local_rules = (
         LocalRule(
             name="uninstall-apply-needs-enabled",
-            cel="!self.apply || self.enabled",
+            cel="!has(self.apply) || !self.apply || (has(self.enabled) && self.enabled)",
             message="apply requires enabled: true",
             field_path=".apply",
             check=lambda m: not m.apply or m.enabled,
@@ -276,6 +276,7 @@ class Package(ApiModel):
         description="Interrupts for config-only changes: when changed keys match `key`, the listed interrupt "
         "runs instead of the package interrupt. Keys not listed here cause no interrupt.",
         max_length=MAX_LIST,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["key"]},
     )
     env: list[EnvVar] = Field(
         default_factory=list,
@@ -294,6 +295,7 @@ class Package(ApiModel):
     )
     uninstall: Uninstall = Field(
         default_factory=Uninstall,
+        json_schema_extra={"default": {}},
         description="Explicit uninstall settings.",
     )
 
@@ -384,7 +386,9 @@ class NodeProfileSpec(ApiModel):
         "selector matches no pods.",
     )
     drain: DrainSpec = Field(
-        default_factory=DrainSpec, description="Drain settings for disruptive interrupts."
+        default_factory=DrainSpec,
+        json_schema_extra={"default": {}},
+        description="Drain settings for disruptive interrupts.",
     )
     runtime_required: bool = Field(
         default=False,
@@ -424,7 +428,7 @@ class NodeProfileSpec(ApiModel):
     local_rules = (
         LocalRule(
             name="nodeselector-required",
-            cel="self.allNodes || (has(self.nodeSelector) && ("
+            cel="(has(self.allNodes) && self.allNodes) || (has(self.nodeSelector) && ("
             + selector_nonempty_cel("self.nodeSelector")
             + "))",
             message="nodeSelector must have at least one matchLabels entry or matchExpressions requirement "
@@ -435,7 +439,7 @@ class NodeProfileSpec(ApiModel):
         ),
         LocalRule(
             name="allnodes-excludes-nodeselector",
-            cel="!self.allNodes || !has(self.nodeSelector)",
+            cel="!has(self.allNodes) || !self.allNodes || !has(self.nodeSelector)",
             message="allNodes: true and nodeSelector are mutually exclusive",
             field_path=".allNodes",
             reason="FieldValueForbidden",
@@ -443,7 +447,8 @@ class NodeProfileSpec(ApiModel):
         ),
         LocalRule(
             name="autotaint-needs-runtimerequired",
-            cel="!self.autoTaintNewNodes || self.runtimeRequired",
+            cel="!has(self.autoTaintNewNodes) || !self.autoTaintNewNodes || (has(self.runtimeRequired) && "
+            "self.runtimeRequired)",
             message="autoTaintNewNodes requires runtimeRequired: true",
             field_path=".autoTaintNewNodes",
             check=lambda m: not m.auto_taint_new_nodes or m.runtime_required,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import fnmatch
 import graphlib
+import json
 import re
 from collections import Counter
 from collections.abc import Collection, Iterator
@@ -83,7 +84,8 @@ def format_path(loc: tuple[Any, ...] | list[Any]) -> str:
         elif part == "[key]":
             continue  # pydantic marks a bad map key; the key itself is the previous segment
         elif out and not _is_identifier(str(part)):
-            out += f"[{part}]"
+            # Map keys in brackets (Kubernetes style); quoted when they contain brackets or quotes.
+            out += f"[{part}]" if re.fullmatch(r'[^\[\]"]*', str(part)) else f"[{json.dumps(str(part))}]"
         else:
             out += f".{part}" if out else str(part)
     return out

@@ -1,0 +1,182 @@
+"""Admission against the real kube-apiserver: the generated CRDs (schema + CEL) and fleetwright's
+validating webhook (HTTPS on loopback, local CA) reject every invalid corpus example with a message
+naming the offending field path, accept every valid one, and document the API for kubectl explain."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from fleetwright import certs
+from fleetwright.api import crdgen
+from fleetwright.kube.client import from_kubeconfig
+from fleetwright.kube.resources import ApiResourceLookup
+from fleetwright.worker.webhook import WebhookServer, webhook_configuration
+from tests.support.providers import ClusterUnderTest
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+CORPUS = Path(__file__).resolve().parent / "corpus"
+WEBHOOK_CONFIG = "fleetwright-admission-test"
+# A manifest only the webhook rejects (semver), used to wait until the webhook is in effect.
+PROBE = """
+apiVersion: fleetwright.io/v1alpha1
+kind: NodeProfile
+metadata: {name: admission-probe}
+spec:
+  nodeSelector: {matchLabels: {probe: "true"}}
+  packages: [{name: probe, version: "1.2", image: ghcr.io/example/probe}]
+"""
+
+
+def wait_for_webhook(cluster: ClusterUnderTest, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        done = cluster.kubectl("apply", "--dry-run=server", "-f", "-", input=PROBE, check=False)
+        if done.returncode != 0 and "spec.packages[0].version" in done.stderr:
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"webhook not in effect after {timeout}s: {done.stdout}{done.stderr}")
+
+
+@pytest.fixture(scope="module")
+def admission(cluster: ClusterUnderTest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebhookServer]:
+    """CRDs from crds/ plus the webhook, serving from this process; all removed afterwards."""
+    cluster.kubectl("apply", "-f", str(REPO / "crds"))
+    for spec in crdgen.CRDS:
+        cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", f"crd/{spec.name}")
+    bundle = certs.generate_webhook_tls(now=dt.datetime.now(dt.UTC), ip_addresses=["127.0.0.1"])
+    paths = certs.write_bundle(bundle, tmp_path_factory.mktemp("webhook-tls"))
+    lookup = ApiResourceLookup(from_kubeconfig(cluster.kubeconfig))
+    server = WebhookServer(lookup, cert_file=paths["tls.crt"], key_file=paths["tls.key"]).start()
+    config = webhook_configuration(ca_bundle=bundle.ca_bundle, url=server.url, name=WEBHOOK_CONFIG)
+    try:
+        cluster.kubectl("apply", "-f", "-", input=json.dumps(config))
+        wait_for_webhook(cluster)
+        yield server
+    finally:
+        # The webhook first: with failurePolicy Fail, a stopped server would block everyone.
+        cluster.kubectl(
+            "delete", "validatingwebhookconfiguration", WEBHOOK_CONFIG, "--ignore-not-found", check=False
+        )
+        server.stop()
+        cluster.kubectl("delete", "nodeprofiles,deploymentpolicies", "--all", check=False)
+        cluster.kubectl("delete", "-f", str(REPO / "crds"), "--ignore-not-found", check=False)
+
+
+def invalid_examples() -> list[Path]:
+    return sorted((CORPUS / "invalid").glob("*.yaml"))
+
+
+def valid_examples() -> list[Path]:
+    return sorted((CORPUS / "valid").glob("*.yaml"))
+
+
+def expected_path(path: Path) -> str:
+    match = re.search(r"^# expect: (\S+)$", path.read_text(), re.MULTILINE)
+    assert match, path
+    return match.group(1)
+
+
+def test_corpus_covers_at_least_40_rules() -> None:
+    assert len(invalid_examples()) >= 40
+
+
+@pytest.mark.parametrize("path", invalid_examples(), ids=lambda p: p.stem)
+def test_invalid_example_is_rejected_naming_the_field(
+    cluster: ClusterUnderTest, admission: WebhookServer, path: Path
+) -> None:
+    done = cluster.kubectl("apply", "-f", str(path), check=False)
+    assert done.returncode != 0, f"{path.name} was accepted: {done.stdout}"
+    assert expected_path(path) in done.stderr, done.stderr
+    obj = yaml.safe_load(path.read_text())
+    kind = "nodeprofile" if obj["kind"] == "NodeProfile" else "deploymentpolicy"
+    gone = cluster.kubectl("get", kind, obj["metadata"]["name"], check=False)
+    assert gone.returncode != 0, "a rejected object must not exist"
+
+
+@pytest.mark.parametrize("path", valid_examples(), ids=lambda p: p.stem)
+def test_valid_example_is_accepted(cluster: ClusterUnderTest, admission: WebhookServer, path: Path) -> None:
+    done = cluster.kubectl("apply", "-f", str(path), check=False)
+    assert done.returncode == 0, done.stderr
+    assert "Warning" not in done.stderr, done.stderr
+    # Profiles before policies: the webhook refuses deleting a policy that is still referenced.
+    docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
+    for doc in sorted(docs, key=lambda d: d["kind"] != "NodeProfile"):
+        cluster.kubectl("delete", doc["kind"].lower(), doc["metadata"]["name"])
+
+
+def test_explain_documents_the_api(cluster: ClusterUnderTest, admission: WebhookServer) -> None:
+    out = cluster.kubectl("explain", "nodeprofile.spec.packages").stdout
+    assert "Semantic version" in out
+    assert "configInterrupts" in out
+    policy = cluster.kubectl("explain", "deploymentpolicy.spec.maxUnavailable").stdout
+    assert "Hard cap on nodes disrupted at once" in policy
+
+
+def test_deleting_a_referenced_policy_is_refused(cluster: ClusterUnderTest, admission: WebhookServer) -> None:
+    manifests = """
+apiVersion: fleetwright.io/v1alpha1
+kind: DeploymentPolicy
+metadata: {name: in-use}
+---
+apiVersion: fleetwright.io/v1alpha1
+kind: NodeProfile
+metadata: {name: uses-policy}
+spec:
+  nodeSelector: {matchLabels: {pool: a}}
+  deploymentPolicyRef: {name: in-use}
+  packages: [{name: a, version: 1.0.0, image: ghcr.io/example/a}]
+"""
+    cluster.kubectl("apply", "-f", "-", input=manifests)
+    refused = cluster.kubectl("delete", "deploymentpolicy", "in-use", check=False)
+    assert refused.returncode != 0
+    assert "uses-policy" in refused.stderr
+    assert "spec.deploymentPolicyRef.name" in refused.stderr
+    assert cluster.kubectl("get", "dp", "in-use", check=False).returncode == 0
+    cluster.kubectl("delete", "np", "uses-policy")
+    cluster.kubectl("delete", "dp", "in-use")
+
+
+def test_warnings_reach_the_user(cluster: ClusterUnderTest, admission: WebhookServer) -> None:
+    manifest = """
+apiVersion: fleetwright.io/v1alpha1
+kind: NodeProfile
+metadata: {name: forgot-check}
+spec:
+  nodeSelector: {matchLabels: {pool: a}}
+  packages:
+  - name: s
+    version: 1.0.0
+    image: ghcr.io/nvidia/skyhook-packages/shellscript
+    configMap: {apply.sh: "echo hi"}
+"""
+    done = cluster.kubectl("apply", "-f", "-", input=manifest)
+    assert "spec.packages[0].configMap[apply.sh]" in done.stderr
+    assert "apply_check.sh" in done.stderr
+    cluster.kubectl("delete", "np", "forgot-check")
+
+
+def test_short_names_category_and_printer_columns(
+    cluster: ClusterUnderTest, admission: WebhookServer
+) -> None:
+    cluster.kubectl("apply", "-f", str(CORPUS / "valid" / "nodewright-tuning.yaml"))
+    try:
+        table = cluster.kubectl("get", "np").stdout.splitlines()
+        assert table[0].split() == ["NAME", "READY", "PHASE", "COMPLETE", "IN-PROGRESS", "POLICY", "AGE"]
+        everything = cluster.kubectl("get", "fleetwright", "-o", "name").stdout
+        assert "nodeprofile.fleetwright.io/valid-nodewright-tuning" in everything
+        assert "deploymentpolicy.fleetwright.io/valid-nodewright-default" in everything
+        stored = json.loads(cluster.kubectl("get", "dp", "valid-nodewright-default", "-o", "json").stdout)
+        assert stored["spec"]["failure"] == {"action": "halt", "maxFailedNodes": 0}  # defaults materialized
+    finally:
+        cluster.kubectl("delete", "np", "valid-nodewright-tuning")
+        cluster.kubectl("delete", "dp", "valid-nodewright-default")
