@@ -206,6 +206,10 @@ class _Server(ThreadingHTTPServer):
         # stall accept().
         self.socket = context.wrap_socket(self.socket, server_side=True, do_handshake_on_connect=False)
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # Failed TLS handshakes and dropped connections are the client's problem; log, don't print.
+        log.debug("webhook connection from %s failed", client_address, exc_info=True)
+
 
 class WebhookServer:
     """The webhook's HTTPS endpoint in a background thread. Use as a context manager."""

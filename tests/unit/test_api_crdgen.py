@@ -49,7 +49,8 @@ def schemas(node: Any, path: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
 @pytest.fixture(params=[s.kind for s in crdgen.CRDS])
 def crd(request: pytest.FixtureRequest) -> dict[str, Any]:
     spec = next(s for s in crdgen.CRDS if s.kind == request.param)
-    return yaml.safe_load(crdgen.render(crdgen.build_crd(spec)))
+    loaded: dict[str, Any] = yaml.safe_load(crdgen.render(crdgen.build_crd(spec)))
+    return loaded
 
 
 def root(crd: dict[str, Any]) -> dict[str, Any]:

@@ -52,7 +52,8 @@ def test_python_names_are_accepted_too() -> None:
         node_selector={"match_labels": {"a": "b"}},  # type: ignore[arg-type]
         packages=[{"name": "x", "version": "1.0.0", "image": "ghcr.io/a/x"}],  # type: ignore[list-item]
     )
-    assert spec.node_selector is not None and spec.node_selector.match_labels == {"a": "b"}
+    assert spec.node_selector is not None
+    assert spec.node_selector.match_labels == {"a": "b"}
 
 
 def test_metadata_from_the_apiserver_parses_unchanged() -> None:
@@ -213,10 +214,13 @@ def test_set_condition_keeps_transition_time_when_status_is_unchanged() -> None:
     )
     conds = set_condition([first], same)
     ready = find_condition(conds, "Ready")
-    assert ready is not None and ready.last_transition_time == t0 and ready.reason == "StillGoing"
+    assert ready is not None
+    assert ready.last_transition_time == t0
+    assert ready.reason == "StillGoing"
     flipped = set_condition(
         conds, Condition(type="Ready", status="True", reason="Complete", last_transition_time=t1)
     )
     ready = find_condition(flipped, "Ready")
-    assert ready is not None and ready.last_transition_time == t1
+    assert ready is not None
+    assert ready.last_transition_time == t1
     assert len(flipped) == 1

@@ -14,9 +14,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 import pytest
+import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -258,7 +257,7 @@ def test_validator_only_accepts_or_rejects_structured(obj: Any, known: set[str] 
 
 
 def _seeds() -> list[dict[str, Any]]:
-    docs = []
+    docs: list[dict[str, Any]] = []
     for path in sorted((CORPUS / "valid").glob("*.yaml")) + sorted((CORPUS / "invalid").glob("*.yaml")):
         docs.extend(d for d in yaml.safe_load_all(path.read_text()) if isinstance(d, dict))
     return docs
