@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from fleetwright.cli import validate as _registers_validate  # noqa: F401 - import registers the command
+from fleetwright.cli import main as _registers_all_commands  # noqa: F401 - as the real entry point does
 from fleetwright.cli.app import app
 
 pytestmark = pytest.mark.unit
