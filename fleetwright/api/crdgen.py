@@ -120,8 +120,8 @@ NODEPROFILE = CrdSpec(
         {
             "name": "Policy",
             "type": "string",
-            "jsonPath": ".status.policy",
-            "description": "The DeploymentPolicy in effect.",
+            "jsonPath": ".spec.deploymentPolicyRef.name",
+            "description": "The referenced DeploymentPolicy (empty: the built-in one node at a time policy).",
         },
         AGE_COLUMN,
     ),

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
+from fleetwright.api.common import ApiModel
 from fleetwright.api.validation import (
     Result,
     format_path,
@@ -269,3 +270,20 @@ def test_hostile_inputs_give_errors_not_exceptions(obj: Any) -> None:
 )
 def test_format_path(loc: tuple[Any, ...], path: str) -> None:
     assert format_path(loc) == path
+
+
+def local_rule_names() -> set[str]:
+    names: set[str] = set()
+    stack: list[type[ApiModel]] = [ApiModel]
+    while stack:
+        cls = stack.pop()
+        names.update(rule.name for rule in cls.__dict__.get("local_rules", ()))
+        stack.extend(cls.__subclasses__())
+    return names
+
+
+def test_every_cel_rule_has_an_invalid_example_named_after_it() -> None:
+    """So the integration corpus proves each CEL rule against the real apiserver, not just its
+    Python twin."""
+    corpus = {p.stem for p in corpus_files("invalid")}
+    assert local_rule_names() <= corpus, sorted(local_rule_names() - corpus)
