@@ -6,8 +6,9 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-# busybox-static: the agent's chroot tests build throwaway root filesystems from it.
-debs=(busybox-static)
+# busybox-static and bash-static: the agent's chroot tests build throwaway root filesystems from
+# them (bash-static as the shell, so busybox never supplies a real reboot or mount there).
+debs=(busybox-static bash-static)
 missing=()
 for pkg in "${debs[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")

@@ -1,9 +1,10 @@
 """Node operations: cordon and uncordon with ownership, so a foreign cordon is never released.
 
-A cordon fleetwright makes records its owners (profile names) in ``CORDON_OWNERS_ANNOTATION``.
-A node that is already unschedulable without that annotation was cordoned by someone else: we
-work under it and never uncordon it. Writes carry the resourceVersion they were computed from,
-so a concurrent edit fails with a conflict (retryable) instead of being overwritten.
+A cordon fleetwright makes is recorded per profile in ``fleetwright.io/cordon.<profile>`` (the
+planner reads the same key, ``planner.fleet.cordon_key``), one key per writer as NodeWright's
+``cordon_<cr>``. A node that is already unschedulable without any such key was cordoned by someone
+else: we work under it and never uncordon it. Writes carry the resourceVersion they were computed
+from, so a concurrent edit fails with a conflict (retryable) instead of being overwritten.
 """
 
 from __future__ import annotations
@@ -14,8 +15,7 @@ from typing import Any
 from kubernetes import client
 
 from fleetwright.kube.errors import classified
-
-CORDON_OWNERS_ANNOTATION = "fleetwright.io/cordoned-by"
+from fleetwright.planner.fleet import CORDON_PREFIX, cordon_key
 
 
 @dataclass(frozen=True)
@@ -27,9 +27,8 @@ class CordonResult:
     foreign: bool
 
 
-def _owners(node: Any) -> list[str]:
-    raw = (node.metadata.annotations or {}).get(CORDON_OWNERS_ANNOTATION, "")
-    return [o for o in raw.split(",") if o]
+def _owner_keys(node: Any) -> set[str]:
+    return {k for k in (node.metadata.annotations or {}) if k.startswith(CORDON_PREFIX)}
 
 
 def get_node(api: client.ApiClient, name: str) -> Any:
@@ -40,17 +39,16 @@ def get_node(api: client.ApiClient, name: str) -> Any:
 def cordon(api: client.ApiClient, name: str, owner: str) -> CordonResult:
     """Mark ``name`` unschedulable on behalf of ``owner``; idempotent."""
     node = get_node(api, name)
-    owners = _owners(node)
+    owners = _owner_keys(node)
     unschedulable = bool(node.spec.unschedulable)
     if unschedulable and not owners:
         return CordonResult(name, ours=False, foreign=True)
-    if unschedulable and owner in owners:
+    if unschedulable and cordon_key(owner) in owners:
         return CordonResult(name, ours=True, foreign=False)
-    new_owners = sorted({*owners, owner})
     patch = {
         "metadata": {
             "resourceVersion": node.metadata.resource_version,
-            "annotations": {CORDON_OWNERS_ANNOTATION: ",".join(new_owners)},
+            "annotations": {cordon_key(owner): "true"},
         },
         "spec": {"unschedulable": True},
     }
@@ -63,18 +61,31 @@ def uncordon(api: client.ApiClient, name: str, owner: str) -> bool:
     """Drop ``owner``'s cordon; make the node schedulable only when no owner is left and the
     cordon was ours. Returns True when the node became schedulable."""
     node = get_node(api, name)
-    owners = _owners(node)
-    if owner not in owners:
+    key = cordon_key(owner)
+    owners = _owner_keys(node)
+    if key not in owners:
         return False
-    remaining = [o for o in owners if o != owner]
-    annotations: dict[str, str | None] = {
-        CORDON_OWNERS_ANNOTATION: ",".join(remaining) if remaining else None
-    }
+    remaining = owners - {key}
     patch: dict[str, Any] = {
-        "metadata": {"resourceVersion": node.metadata.resource_version, "annotations": annotations}
+        "metadata": {"resourceVersion": node.metadata.resource_version, "annotations": {key: None}}
     }
     if not remaining:
         patch["spec"] = {"unschedulable": None}
     with classified(f"uncordon node {name}"):
         client.CoreV1Api(api).patch_node(name, patch)
     return not remaining
+
+
+def list_nodes(api: client.ApiClient) -> list[dict[str, Any]]:
+    """Every Node as a plain dict (camelCase, as ``kubectl get -o json``), for pure readers."""
+    with classified("list nodes"):
+        listing = client.CoreV1Api(api).list_node()
+    items: list[dict[str, Any]] = api.sanitize_for_serialization(listing)["items"]  # type: ignore[no-untyped-call]
+    return items
+
+
+def set_annotation(api: client.ApiClient, name: str, key: str, value: str | None) -> None:
+    """Set (or with None, remove) one annotation: a merge patch touching only that key, so each
+    writer owns its own key and never rewrites another's."""
+    with classified(f"annotate node {name}"):
+        client.CoreV1Api(api).patch_node(name, {"metadata": {"annotations": {key: value}}})

@@ -16,6 +16,7 @@ from fleetwright.kube import nodes as kube_nodes
 from fleetwright.kube.eviction import EvictionResult, evict
 from fleetwright.localcluster import nodes as fleet_nodes
 from fleetwright.localcluster.cluster import LocalCluster
+from fleetwright.planner.fleet import cordon_key
 from tests.support.providers import ClusterUnderTest
 
 pytestmark = pytest.mark.integration
@@ -226,7 +227,7 @@ def test_cordon_and_uncordon_through_the_adapter_respect_foreign_cordons(
     assert kube_nodes.uncordon(api, ours, "profile-a") is True
     node = get_json(cluster, "node", ours)
     assert not node["spec"].get("unschedulable")
-    assert kube_nodes.CORDON_OWNERS_ANNOTATION not in node["metadata"].get("annotations", {})
+    assert cordon_key("profile-a") not in node["metadata"].get("annotations", {})
 
     cluster.kubectl("cordon", foreign)
     try:

@@ -1,0 +1,97 @@
+"""The rollout's activity: observe the fleet and run the pure planner on it.
+
+It reads every Node once, keeps those the profile targets (minus skipped ones), folds in what the
+workflow learned from its node workflows, and calls ``planner.rollout.decide`` with the
+workflow's ``now``. The decision is recorded in history, so the workflow stays deterministic
+while the fleet read stays out of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from temporalio import activity
+
+from fleetwright.activities.errors import temporal_errors
+from fleetwright.activities.payloads import NAMES, DecideReport, DecideRequest, NodeResult
+from fleetwright.kube import nodes as kube_nodes
+from fleetwright.kube.client import ApiClient
+from fleetwright.planner import convert
+from fleetwright.planner.fleet import observe_node
+from fleetwright.planner.nodestate import format_annotation, read_profile_state
+from fleetwright.planner.observations import NodeObservation, Observations, RunStatus
+from fleetwright.planner.rollout import decide
+from fleetwright.planner.state import RolloutState
+
+
+def _run_status(
+    observation: NodeObservation, state: RolloutState, results: Mapping[str, NodeResult]
+) -> NodeObservation:
+    """Attach this profile's node-workflow status: running nodes stay running until they report."""
+    busy = {r.node for r in state.running} | set(state.carried)
+    if observation.name not in busy:
+        return observation
+    result = results.get(observation.name)
+    if result is None:
+        return observation.model_copy(update={"run": RunStatus.RUNNING})
+    return observation.model_copy(update={"run": result.status, "message": result.message})
+
+
+def observe(
+    nodes: list[dict[str, Any]], request: DecideRequest
+) -> tuple[Observations, dict[str, NodeObservation]]:
+    """Pure: the planner's observations from raw Nodes and the workflow's request."""
+    profile = request.profile
+    skipped = set(request.controls.skipped)
+    results = {r.node: r for r in request.results}
+    observed: dict[str, NodeObservation] = {}
+    for node in nodes:
+        meta = node.get("metadata") or {}
+        name = str(meta.get("name"))
+        if name in skipped or not convert.targets(profile, meta.get("labels") or {}):
+            continue
+        observed[name] = _run_status(observe_node(node, profile.metadata.name), request.state, results)
+    observations = Observations(
+        nodes=tuple(observed[n] for n in sorted(observed)),
+        approvals=request.controls.approvals,
+        paused=request.controls.paused,
+    )
+    return observations, observed
+
+
+def plan_turn(nodes: list[dict[str, Any]], request: DecideRequest) -> DecideReport:
+    """Pure: one turn of the rollout from raw Nodes — observe, decide, and what new nodes need."""
+    observations, observed = observe(nodes, request)
+    decision = decide(request.state, observations, request.now)
+    first = len(request.state.updated) + len(request.state.failed) + len(request.state.running)
+    return DecideReport(
+        decision=decision,
+        records={s.node: dict(observed[s.node].packages) for s in decision.start},
+        node_order={s.node: first + i for i, s in enumerate(decision.start)},
+    )
+
+
+class RolloutActivities:
+    def __init__(self, api: ApiClient) -> None:
+        self._api = api
+
+    @activity.defn(name=NAMES.OBSERVE_AND_DECIDE)
+    @temporal_errors
+    def observe_and_decide(self, request: DecideRequest) -> DecideReport:
+        for node in request.reset_failed:
+            self._clear_failure(request.profile.metadata.name, node)
+        return plan_turn(kube_nodes.list_nodes(self._api), request)
+
+    def _clear_failure(self, profile: str, node: str) -> None:
+        """Forget a recorded stage failure so the planner plans the node again (retry/skip)."""
+        annotations = kube_nodes.get_node(self._api, node).metadata.annotations or {}
+        state = read_profile_state(annotations, profile)
+        packages = {
+            name: record.model_copy(update={"pending": record.pending.model_copy(update={"failed": None})})
+            if record.pending is not None and record.pending.failed
+            else record
+            for name, record in state.packages.items()
+        }
+        key, value = format_annotation(state.model_copy(update={"packages": packages}))
+        kube_nodes.set_annotation(self._api, node, key, value)

@@ -1,0 +1,71 @@
+"""Small NodeProfile and DeploymentPolicy builders shared by the workflow and integration tiers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fleetwright.api.deploymentpolicy import DeploymentPolicy
+from fleetwright.api.nodeprofile import NodeProfile
+
+
+def profile(
+    name: str = "tuning",
+    *,
+    version: str = "1.0.0",
+    interrupt: str | None = "reboot",
+    selector: dict[str, str] | None = None,
+    config: dict[str, str] | None = None,
+    policy: str = "careful",
+    extra_packages: list[dict[str, Any]] | None = None,
+    generation: int = 1,
+) -> NodeProfile:
+    package: dict[str, Any] = {
+        "name": "tuning",
+        "version": version,
+        "image": "ghcr.io/fleetwright/packages/tuning",
+        "configMap": config or {"sysctl.conf": "vm.max_map_count=262144\n"},
+        "stageTimeoutSeconds": 600,
+    }
+    if interrupt:
+        package["interrupt"] = {"type": interrupt}
+    spec: dict[str, Any] = {
+        "packages": [package, *(extra_packages or [])],
+        "deploymentPolicyRef": {"name": policy},
+    }
+    if selector is None:
+        spec["allNodes"] = True
+    else:
+        spec["nodeSelector"] = {"matchLabels": selector}
+    return NodeProfile.model_validate(
+        {
+            "apiVersion": "fleetwright.io/v1alpha1",
+            "kind": "NodeProfile",
+            "metadata": {"name": name, "uid": f"uid-{name}", "generation": generation},
+            "spec": spec,
+        }
+    )
+
+
+def policy(
+    name: str = "careful",
+    *,
+    max_unavailable: int | str = 2,
+    steps: list[dict[str, Any]] | None = None,
+    max_failed_nodes: int = 0,
+) -> DeploymentPolicy:
+    return DeploymentPolicy.model_validate(
+        {
+            "apiVersion": "fleetwright.io/v1alpha1",
+            "kind": "DeploymentPolicy",
+            "metadata": {"name": name, "generation": 1},
+            "spec": {
+                "maxUnavailable": max_unavailable,
+                "steps": steps
+                or [
+                    {"name": "canary", "canary": {"count": 1}},
+                    {"name": "rest", "batches": {"strategy": "fixed", "initial": 2}},
+                ],
+                "failure": {"maxFailedNodes": max_failed_nodes},
+            },
+        }
+    )

@@ -1,0 +1,139 @@
+"""An in-memory fleet behind the activity names, for workflow-tier tests on the time-skipping
+server. It implements each activity's contract on plain Node dicts (the observe-and-decide turn
+runs the real pure planner via ``plan_turn``), and lets a test hold stages open to pause, abort
+or inspect the rollout mid-flight. Real Kubernetes behaviour is the integration tier's job."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+from temporalio import activity
+
+from fleetwright.activities.payloads import (
+    NAMES,
+    CordonReport,
+    DecideReport,
+    DecideRequest,
+    DrainReport,
+    DrainRequest,
+    NodeStatusRequest,
+    NodeTarget,
+    ProtectedPodsRequest,
+    RebootWaitRequest,
+    RecordStateRequest,
+    StageOutcome,
+    StageReport,
+    StageRequest,
+)
+from fleetwright.activities.rollout import plan_turn
+from fleetwright.localcluster import nodes as fleet_nodes
+from fleetwright.planner.fleet import cordon_key
+from fleetwright.planner.nodestate import format_annotation
+
+
+@dataclass
+class FakeFleet:
+    size: int
+    failing_nodes: set[str] = field(default_factory=set)
+    hold_stages: bool = False
+    nodes: dict[str, dict[str, Any]] = field(init=False)
+    started_stages: list[tuple[str, str]] = field(default_factory=list)
+    uncordoned: list[str] = field(default_factory=list)
+    statuses: dict[str, str] = field(default_factory=dict)
+    max_cordoned: int = 0
+    release: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def __post_init__(self) -> None:
+        self.nodes = {}
+        for manifest in fleet_nodes.fleet(self.size):
+            manifest["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+            self.nodes[manifest["metadata"]["name"]] = manifest
+
+    # ---- helpers for assertions ----
+    def cordoned(self) -> set[str]:
+        return {n for n, node in self.nodes.items() if node["spec"].get("unschedulable")}
+
+    def started_nodes(self) -> list[str]:
+        return sorted({node for node, _ in self.started_stages})
+
+    def annotations(self, node: str) -> dict[str, str]:
+        meta: dict[str, Any] = self.nodes[node]["metadata"]
+        result: dict[str, str] = meta.setdefault("annotations", {})
+        return result
+
+    # ---- activities ----
+    @activity.defn(name=NAMES.OBSERVE_AND_DECIDE)
+    async def observe_and_decide(self, request: DecideRequest) -> DecideReport:
+        return plan_turn(list(self.nodes.values()), request)
+
+    @activity.defn(name=NAMES.CORDON)
+    async def cordon(self, target: NodeTarget) -> CordonReport:
+        node = self.nodes[target.node]
+        if node["spec"].get("unschedulable") and cordon_key(target.profile) not in self.annotations(
+            target.node
+        ):
+            return CordonReport(ours=False, foreign=True)
+        node["spec"]["unschedulable"] = True
+        self.annotations(target.node)[cordon_key(target.profile)] = "true"
+        self.max_cordoned = max(self.max_cordoned, len(self.cordoned()))
+        return CordonReport(ours=True, foreign=False)
+
+    @activity.defn(name=NAMES.UNCORDON)
+    async def uncordon(self, target: NodeTarget) -> bool:
+        if self.annotations(target.node).pop(cordon_key(target.profile), None) is None:
+            return False
+        self.nodes[target.node]["spec"].pop("unschedulable", None)
+        self.uncordoned.append(target.node)
+        return True
+
+    @activity.defn(name=NAMES.WAIT_PROTECTED_PODS)
+    async def wait_protected_pods(self, request: ProtectedPodsRequest) -> None:
+        return None
+
+    @activity.defn(name=NAMES.DRAIN)
+    async def drain(self, request: DrainRequest) -> DrainReport:
+        return DrainReport()
+
+    @activity.defn(name=NAMES.RUN_STAGE)
+    async def run_stage(self, request: StageRequest) -> StageReport:
+        self.started_stages.append((request.node, request.stage.value))
+        if self.hold_stages:
+            await self.release.wait()
+        if request.node in self.failing_nodes:
+            return StageReport(job=f"job-{request.node}", outcome=StageOutcome.FAILED, message="exit code 1")
+        return StageReport(job=f"job-{request.node}", outcome=StageOutcome.SUCCEEDED)
+
+    @activity.defn(name=NAMES.READ_BOOT_ID)
+    async def read_boot_id(self, target: NodeTarget) -> str:
+        return str(self.nodes[target.node]["status"]["nodeInfo"]["bootID"])
+
+    @activity.defn(name=NAMES.WAIT_REBOOT)
+    async def wait_reboot(self, request: RebootWaitRequest) -> str:
+        new = fleet_nodes.boot_id(request.node, generation=1)
+        self.nodes[request.node]["status"]["nodeInfo"]["bootID"] = new
+        return new
+
+    @activity.defn(name=NAMES.RECORD_STATE)
+    async def record_state(self, request: RecordStateRequest) -> None:
+        key, value = format_annotation(request.state)
+        self.annotations(request.node)[key] = value
+
+    @activity.defn(name=NAMES.SET_NODE_STATUS)
+    async def set_node_status(self, request: NodeStatusRequest) -> None:
+        self.statuses[request.node] = request.phase.value
+
+    def activities(self) -> list[Any]:
+        return [
+            self.observe_and_decide,
+            self.cordon,
+            self.uncordon,
+            self.wait_protected_pods,
+            self.drain,
+            self.run_stage,
+            self.read_boot_id,
+            self.wait_reboot,
+            self.record_state,
+            self.set_node_status,
+        ]

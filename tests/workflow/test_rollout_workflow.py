@@ -1,0 +1,200 @@
+"""The rollout and node workflows on the time-skipping server, over an in-memory fleet."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Callable
+from datetime import timedelta
+
+import pytest
+from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+
+from fleetwright.workflows.payloads import EngineSettings, Progress, RolloutInput
+from fleetwright.workflows.rollout import ABORTED, RolloutWorkflow
+from fleetwright.worker.temporal import build_worker
+from tests.support import manifests
+from tests.workflow.fakefleet import FakeFleet
+
+pytestmark = pytest.mark.workflow
+
+SETTINGS = EngineSettings(observe_interval_seconds=60, search_attributes=False)
+
+
+@pytest.fixture
+async def client(time_skipping_env: WorkflowEnvironment) -> AsyncIterator[Client]:
+    config = time_skipping_env.client.config()
+    config["data_converter"] = pydantic_data_converter
+    yield Client(**config)
+
+
+def unique() -> str:
+    """A profile name per test, so node workflow ids never collide across tests."""
+    return f"tuning-{uuid.uuid4().hex[:8]}"
+
+
+async def start(
+    client: Client, fleet: FakeFleet, rollout: RolloutInput
+) -> tuple[WorkflowHandle[RolloutWorkflow, Progress], str]:
+    queue = f"tq-{uuid.uuid4()}"
+    handle = await client.start_workflow(
+        RolloutWorkflow.run,
+        rollout,
+        id=f"nodeprofile/{rollout.profile.metadata.name}-{uuid.uuid4()}",
+        task_queue=queue,
+    )
+    return handle, queue
+
+
+async def eventually(predicate: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while asyncio.get_running_loop().time() < deadline:
+        if predicate():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+async def progress(handle: WorkflowHandle[RolloutWorkflow, Progress]) -> Progress:
+    result = await handle.query(RolloutWorkflow.progress)
+    assert result is not None
+    return result
+
+
+async def test_a_rollout_completes_with_canary_first_and_the_cap_held(client: Client) -> None:
+    fleet = FakeFleet(size=7)
+    rollout = RolloutInput(
+        profile=manifests.profile(name=unique()),
+        policy=manifests.policy(max_unavailable=2),
+        settings=SETTINGS,
+    )
+    handle, queue = await start(client, fleet, rollout)
+    async with build_worker(client, fleet.activities(), task_queue=queue):
+        await eventually(
+            lambda: len(fleet.statuses) == 7 and set(fleet.statuses.values()) == {"Complete"}, "all nodes"
+        )
+        state = await progress(handle)
+        while state.phase != "Complete":
+            await asyncio.sleep(0.1)
+            state = await progress(handle)
+    assert state.updated == 7
+    assert fleet.max_cordoned <= 2
+    assert not fleet.cordoned()
+    first_node = fleet.started_stages[0][0]
+    assert all(node == first_node for node, _ in fleet.started_stages[:3])  # apply, config, reboot: canary
+    assert [stage for node, stage in fleet.started_stages if node == first_node] == [
+        "apply",
+        "config",
+        "interrupt",
+        "post-interrupt",
+    ]
+    await handle.terminate("test done")
+
+
+async def test_a_canary_gate_holds_for_seven_days_and_resumes_on_approve(
+    client: Client, time_skipping_env: WorkflowEnvironment
+) -> None:
+    fleet = FakeFleet(size=4)
+    steps = [
+        {"name": "canary", "canary": {"count": 1}},
+        {"name": "gate", "approval": {}},
+        {"name": "rest", "batches": {"strategy": "fixed", "initial": 3}},
+    ]
+    rollout = RolloutInput(
+        profile=manifests.profile(name=unique()),
+        policy=manifests.policy(max_unavailable=3, steps=steps),
+        settings=SETTINGS,
+    )
+    handle, queue = await start(client, fleet, rollout)
+    async with build_worker(client, fleet.activities(), task_queue=queue):
+        await eventually(lambda: "Complete" in fleet.statuses.values(), "the canary")
+        await time_skipping_env.sleep(timedelta(days=7))
+        held = await progress(handle)
+        assert held.updated == 1
+        assert "awaiting approval rollout/gate" in held.message
+        assert fleet.started_nodes() == sorted(fleet.statuses)
+        with pytest.raises(WorkflowUpdateFailedError) as refused:
+            await handle.execute_update(RolloutWorkflow.approve, "rollout/nonsense")
+        assert "unknown approval step 'rollout/nonsense'; this policy has: rollout/gate" in str(
+            refused.value.cause
+        )
+        await handle.execute_update(RolloutWorkflow.approve, "rollout/gate")
+        await eventually(lambda: list(fleet.statuses.values()).count("Complete") == 4, "the rest")
+    await handle.terminate("test done")
+
+
+async def test_pause_mid_batch_starts_no_new_node_until_resume(client: Client) -> None:
+    fleet = FakeFleet(size=6, hold_stages=True)
+    steps = [{"name": "rest", "batches": {"strategy": "fixed", "initial": 2}}]
+    rollout = RolloutInput(
+        profile=manifests.profile(name=unique(), interrupt=None),
+        policy=manifests.policy(max_unavailable=2, steps=steps),
+        settings=SETTINGS,
+    )
+    handle, queue = await start(client, fleet, rollout)
+    async with build_worker(client, fleet.activities(), task_queue=queue):
+        await eventually(lambda: len(fleet.started_nodes()) == 2, "the first batch")
+        await handle.signal(RolloutWorkflow.pause)
+        await eventually(lambda: asyncio.ensure_future(asyncio.sleep(0)) is not None, "signal delivery")
+        await asyncio.sleep(0.5)
+        fleet.release.set()
+        await eventually(lambda: list(fleet.statuses.values()).count("Complete") == 2, "the batch to finish")
+        await asyncio.sleep(1.0)
+        paused = await progress(handle)
+        assert paused.phase == "Paused"
+        assert len(fleet.started_nodes()) == 2
+        await handle.signal(RolloutWorkflow.resume)
+        await eventually(
+            lambda: list(fleet.statuses.values()).count("Complete") == 6, "the rest after resume"
+        )
+    await handle.terminate("test done")
+
+
+async def test_abort_lets_in_flight_nodes_finish_their_stage_and_uncordons_them(client: Client) -> None:
+    fleet = FakeFleet(size=5, hold_stages=True)
+    steps = [{"name": "rest", "batches": {"strategy": "fixed", "initial": 2}}]
+    rollout = RolloutInput(
+        profile=manifests.profile(name=unique(), interrupt="reboot"),
+        policy=manifests.policy(max_unavailable=2, steps=steps),
+        settings=SETTINGS,
+    )
+    handle, queue = await start(client, fleet, rollout)
+    async with build_worker(client, fleet.activities(), task_queue=queue):
+        await eventually(lambda: len(fleet.started_nodes()) == 2, "the first batch")
+        in_flight = set(fleet.started_nodes())
+        assert fleet.cordoned() == in_flight
+        await handle.signal(RolloutWorkflow.abort)
+        await asyncio.sleep(0.5)
+        fleet.release.set()
+        result = await handle.result()
+    assert result.phase == ABORTED
+    assert fleet.cordoned() == set()
+    assert set(fleet.uncordoned) == in_flight
+    # Each in-flight node finished the stage it was in ("apply") and started no other.
+    assert sorted(fleet.started_stages) == sorted((node, "apply") for node in in_flight)
+    assert fleet.started_nodes() == sorted(in_flight)
+
+
+async def test_a_failed_canary_halts_before_any_other_node_is_touched(client: Client) -> None:
+    fleet = FakeFleet(size=5)
+    rollout = RolloutInput(
+        profile=manifests.profile(name=unique()), policy=manifests.policy(), settings=SETTINGS
+    )
+    canary = "gpu-node-0000"
+    fleet.failing_nodes = {f"gpu-node-000{i}" for i in range(5)}
+    handle, queue = await start(client, fleet, rollout)
+    async with build_worker(client, fleet.activities(), task_queue=queue):
+        await eventually(lambda: "Failed" in fleet.statuses.values(), "the canary to fail")
+        await asyncio.sleep(1.0)
+        halted = await progress(handle)
+        assert halted.phase == "Halted"
+        assert halted.failed == 1
+        assert len(fleet.started_nodes()) == 1
+        failed = fleet.started_nodes()[0]
+        healthy = canary if failed != canary else "gpu-node-0004"
+        with pytest.raises(WorkflowUpdateFailedError) as refused:
+            await handle.execute_update(RolloutWorkflow.retry_node, healthy)
+        assert f"{healthy} has not failed in this rollout (failed: {failed})" in str(refused.value.cause)
+    await handle.terminate("test done")

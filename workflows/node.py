@@ -1,0 +1,288 @@
+"""The node workflow (``node/<profile>/<node>``): one node's lifecycle for one rollout target.
+
+cordon (only when an interrupt disrupts workloads) -> wait for protected pods -> drain -> each
+stage as a Job with its check -> interrupts (reboot confirmed by a new boot id) -> record the
+package state after every stage -> uncordon what we cordoned -> report to the parent.
+
+Orchestration only: every side effect is an activity. The package state recorded after each stage
+is what makes a restart resume after the last passed stage instead of re-running it.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import TypeVar
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError, ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from fleetwright.activities.payloads import (
+        NAMES,
+        CordonReport,
+        DrainReport,
+        DrainRequest,
+        NodePhase,
+        NodeStatusRequest,
+        NodeTarget,
+        ProtectedPodsRequest,
+        RebootWaitRequest,
+        RecordStateRequest,
+        StageReport,
+        StageRequest,
+    )
+    from fleetwright.api.nodeprofile import Package
+    from fleetwright.planner.interrupts import InterruptKind
+    from fleetwright.planner.nodestate import NodePackageState, PackageRecord, PendingChange
+    from fleetwright.planner.nodework import NodeStep, PackageWork
+    from fleetwright.planner.observations import RunStatus
+    from fleetwright.planner.stages import Action, Stage
+    from fleetwright.workflows import retry
+    from fleetwright.workflows import search as sa
+    from fleetwright.workflows.payloads import NodeInput, NodeResult
+
+T = TypeVar("T")
+
+NODE_WORKFLOW = "fleetwright.node"
+NODE_FINISHED_SIGNAL = "node_finished"
+
+
+def node_workflow_id(profile: str, node: str) -> str:
+    return f"node/{profile}/{node}"
+
+
+class NodeFailedError(Exception):
+    """A stage (or a bounded wait before it) failed on this node; the message says which and why."""
+
+
+class PackageLedger:
+    """The node's package state as this workflow advances it (pure bookkeeping, no I/O)."""
+
+    def __init__(self, node_input: NodeInput) -> None:
+        self.profile = node_input.profile
+        self.records: dict[str, PackageRecord] = dict(node_input.records)
+        self.works = {w.package: w for w in node_input.work.packages}
+        self.desired = {p.name: p for p in node_input.desired}
+
+    def state(self) -> NodePackageState:
+        return NodePackageState(profile=self.profile, packages=dict(sorted(self.records.items())))
+
+    def _pending(self, package: str) -> PendingChange:
+        work = self.works[package]
+        record = self.records.get(package, PackageRecord())
+        want_version = work.to_version or record.version or ""
+        want_config = dict(self.desired[package].config) if package in self.desired else {}
+        if record.pending is not None and record.pending.version == want_version and work.resumed:
+            return record.pending
+        return PendingChange(version=want_version, config=want_config, stages=work.stages)
+
+    def stage_done(self, package: str, stage: Stage) -> None:
+        pending = self._pending(package)
+        done = (*pending.done, stage) if stage not in pending.done else pending.done
+        pending = pending.model_copy(update={"done": done, "failed": None})
+        record = self.records.get(package, PackageRecord())
+        if pending.remaining():
+            self.records[package] = record.model_copy(update={"pending": pending})
+        else:
+            self.records[package] = self._completed(self.works[package], pending)
+
+    def _completed(self, work: PackageWork, pending: PendingChange) -> PackageRecord:
+        if work.action is Action.UNINSTALL:
+            return PackageRecord()
+        return PackageRecord(version=pending.version, config=pending.config)
+
+    def failed(self, package: str, message: str) -> None:
+        pending = self._pending(package).model_copy(update={"failed": message[:500]})
+        record = self.records.get(package, PackageRecord())
+        self.records[package] = record.model_copy(update={"pending": pending})
+
+
+@workflow.defn(name=NODE_WORKFLOW)
+class NodeWorkflow:
+    def __init__(self) -> None:
+        self._abort = False
+        self._stage = "starting"
+
+    @workflow.signal(name="abort")
+    def abort(self) -> None:
+        """Finish the current stage, start no other, uncordon what we cordoned."""
+        self._abort = True
+
+    @workflow.query(name="stage")
+    def stage(self) -> str:
+        return self._stage
+
+    @workflow.run
+    async def run(self, node_input: NodeInput) -> NodeResult:
+        self._input = node_input
+        self._target = NodeTarget(profile=node_input.profile, node=node_input.node)
+        self._ledger = PackageLedger(node_input)
+        self._packages = {p.name: p for p in node_input.packages}
+        if node_input.settings.search_attributes:
+            workflow.upsert_search_attributes(
+                [
+                    sa.PROFILE.value_set(node_input.profile),
+                    sa.NODE.value_set(node_input.node),
+                    sa.PHASE.value_set("InProgress"),
+                    sa.PACKAGES.value_set([f"{p.name}@{p.version}" for p in node_input.packages]),
+                ]
+            )
+        cordon: CordonReport | None = None
+        try:
+            await self._status(NodePhase.IN_PROGRESS, "Updating", self._summary())
+            if node_input.work.needs_drain:
+                cordon = await self._prepare_disruption()
+            for step in node_input.work.steps:
+                if self._abort:
+                    raise NodeFailedError("aborted before " + step.stage.value)
+                await self._run_step(step)
+        except NodeFailedError as failure:
+            return await self._finish_failed(str(failure), cordon)
+        if cordon is not None and cordon.ours:
+            await self._call(NAMES.UNCORDON, self._target, result_type=bool)
+        await self._status(NodePhase.COMPLETE, "Complete", self._summary())
+        return await self._report(RunStatus.SUCCEEDED, "complete")
+
+    # ----- steps ----------------------------------------------------------------------------
+    async def _prepare_disruption(self) -> CordonReport:
+        self._stage = "cordon"
+        cordon = await self._call(NAMES.CORDON, self._target, result_type=CordonReport)
+        selector = self._input.protected_pods
+        if selector is not None and (selector.match_labels or selector.match_expressions):
+            self._stage = "wait-protected-pods"
+            request = ProtectedPodsRequest(
+                profile=self._input.profile,
+                node=self._input.node,
+                selector=selector,
+                timeout_seconds=self._input.settings.protected_pods_timeout_seconds,
+            )
+            await self._wait(NAMES.WAIT_PROTECTED_PODS, request, None, request.timeout_seconds)
+        self._stage = "drain"
+        drain = DrainRequest(profile=self._input.profile, node=self._input.node, drain=self._input.drain)
+        bound = self._input.drain.timeout_seconds or 7 * 24 * 3600
+        await self._wait(NAMES.DRAIN, drain, DrainReport, bound)
+        return cordon
+
+    async def _run_step(self, step: NodeStep) -> None:
+        package = self._packages[step.packages[0]]
+        self._stage = f"{step.stage.value} {package.name}"
+        reboot = step.interrupt is not None and step.interrupt.kind is InterruptKind.REBOOT
+        boot_id = ""
+        if reboot:
+            boot_id = await self._call(NAMES.READ_BOOT_ID, self._target, result_type=str)
+        report = await self._stage_job(step, package)
+        if not report.succeeded:
+            for name in step.packages:
+                self._ledger.failed(name, f"{step.stage.value}: {report.message}")
+            await self._record()
+            raise NodeFailedError(
+                f"{step.stage.value} of {package.name} failed ({report.outcome}): {report.message}"
+            )
+        if reboot:
+            self._stage = "wait-reboot"
+            wait = RebootWaitRequest(
+                profile=self._input.profile,
+                node=self._input.node,
+                previous_boot_id=boot_id,
+                timeout_seconds=self._input.settings.reboot_timeout_seconds,
+            )
+            await self._wait(NAMES.WAIT_REBOOT, wait, str, wait.timeout_seconds)
+        for name in step.packages:
+            self._ledger.stage_done(name, step.stage)
+        await self._record()
+
+    async def _stage_job(self, step: NodeStep, package: Package) -> StageReport:
+        request = StageRequest(
+            profile=self._input.profile,
+            node=self._input.node,
+            profile_uid=self._input.profile_uid,
+            generation=self._input.generation,
+            package=package,
+            stage=step.stage,
+            interrupt=step.interrupt,
+            agent_image=self._input.settings.agent_image,
+            node_order=self._input.node_order,
+            tolerations=self._input.tolerations,
+        )
+        # The Job's own deadline bounds each attempt; allow its retries plus scheduling slack.
+        bound = package.stage_timeout_seconds * 4 + 600
+        if step.stage.is_interrupt:
+            bound += self._input.settings.reboot_timeout_seconds
+        return await self._wait(NAMES.RUN_STAGE, request, StageReport, bound)
+
+    # ----- activity plumbing ----------------------------------------------------------------
+    async def _call(self, name: str, arg: object, *, result_type: type[T]) -> T:
+        try:
+            result: T = await workflow.execute_activity(
+                name,
+                arg,
+                result_type=result_type,
+                start_to_close_timeout=retry.API_CALL_TIMEOUT,
+                retry_policy=retry.API_CALL,
+            )
+        except ActivityError as error:
+            raise NodeFailedError(f"{name}: {_cause(error)}") from error
+        return result
+
+    async def _wait(self, name: str, arg: object, result_type: type[T] | None, bound_seconds: int) -> T:
+        try:
+            result: T = await workflow.execute_activity(
+                name,
+                arg,
+                result_type=result_type,
+                start_to_close_timeout=timedelta(seconds=bound_seconds + 120),
+                heartbeat_timeout=retry.HEARTBEAT,
+                retry_policy=retry.LONG_WAIT,
+            )
+        except ActivityError as error:
+            raise NodeFailedError(f"{name}: {_cause(error)}") from error
+        return result
+
+    async def _record(self) -> None:
+        request = RecordStateRequest(
+            profile=self._input.profile, node=self._input.node, state=self._ledger.state()
+        )
+        await self._call(NAMES.RECORD_STATE, request, result_type=type(None))
+
+    async def _status(self, phase: NodePhase, reason: str, message: str) -> None:
+        request = NodeStatusRequest(
+            profile=self._input.profile, node=self._input.node, phase=phase, reason=reason, message=message
+        )
+        await self._call(NAMES.SET_NODE_STATUS, request, result_type=type(None))
+        if self._input.settings.search_attributes:
+            workflow.upsert_search_attributes([sa.PHASE.value_set(phase.value)])
+
+    async def _finish_failed(self, message: str, cordon: CordonReport | None) -> NodeResult:
+        if self._abort:
+            # An abort stops between stages and hands the node back to its workloads.
+            if cordon is not None and cordon.ours:
+                await self._call(NAMES.UNCORDON, self._target, result_type=bool)
+            await self._status(NodePhase.BLOCKED, "Aborted", message)
+            return await self._report(RunStatus.FAILED, message)
+        # A failed node stays cordoned (if we cordoned it) so nothing lands on a half-changed host.
+        await self._status(NodePhase.FAILED, "NodeFailedError", message)
+        return await self._report(RunStatus.FAILED, message)
+
+    async def _report(self, status: RunStatus, message: str) -> NodeResult:
+        result = NodeResult(node=self._input.node, target=self._input.target, status=status, message=message)
+        parent = workflow.get_external_workflow_handle(self._input.parent_workflow_id)
+        try:
+            await parent.signal(NODE_FINISHED_SIGNAL, result)
+        except ApplicationError:
+            workflow.logger.warning(
+                "parent %s gone; result kept in this workflow", self._input.parent_workflow_id
+            )
+        self._stage = "done"
+        return result
+
+    def _summary(self) -> str:
+        stages = ", ".join(f"{s.stage.value}({'+'.join(s.packages)})" for s in self._input.work.steps)
+        return f"{self._input.profile}: {stages}"
+
+
+def _cause(error: ActivityError) -> str:
+    """The innermost failure message (the activity's own words, not the wrapper's)."""
+    cause: BaseException = error
+    while cause.__cause__ is not None:
+        cause = cause.__cause__
+    return str(cause)

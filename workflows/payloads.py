@@ -1,0 +1,95 @@
+"""Workflow inputs, control messages and the progress they publish (pydantic, Temporal payloads).
+
+The rollout workflow carries ``RolloutInput`` across continue-as-new: the CRs it serves, the
+planner's state, the human controls received so far and node results not yet folded in.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from fleetwright.activities.payloads import Controls, DecideReport, DecideRequest, NodeResult
+from fleetwright.api.common import LabelSelector, Toleration
+from fleetwright.api.deploymentpolicy import DeploymentPolicy
+from fleetwright.api.nodeprofile import DrainSpec, NodeProfile, Package
+from fleetwright.planner.base import Frozen
+from fleetwright.planner.nodestate import PackageRecord
+from fleetwright.planner.nodework import NodeWork
+from fleetwright.planner.packages import DesiredPackage
+from fleetwright.planner.state import RolloutState
+
+DEFAULT_AGENT_IMAGE = "ghcr.io/fleetwright/agent:0.1.0"
+
+
+class EngineSettings(Frozen):
+    """Operator-level knobs the workflows need (activity tuning lives with the worker)."""
+
+    agent_image: str = DEFAULT_AGENT_IMAGE
+    observe_interval_seconds: int = Field(default=30, ge=1)
+    """Re-observe the fleet at least this often (new nodes, foreign cordons, health gates)."""
+    reboot_timeout_seconds: int = Field(default=1800, ge=1)
+    protected_pods_timeout_seconds: int = Field(default=6 * 3600, ge=1)
+    history_events_before_continue: int = Field(default=2000, ge=100)
+    search_attributes: bool = True
+    """Publish search attributes (off on servers that have them unregistered)."""
+
+
+class RolloutInput(Frozen):
+    profile: NodeProfile
+    policy: DeploymentPolicy
+    settings: EngineSettings = EngineSettings()
+    state: RolloutState | None = None
+    controls: Controls = Controls()
+    results: tuple[NodeResult, ...] = ()
+    """Node results received but not yet folded into the state by ``decide``."""
+
+
+class SpecChange(Frozen):
+    """A new generation of the NodeProfile or a changed DeploymentPolicy."""
+
+    profile: NodeProfile
+    policy: DeploymentPolicy
+
+
+class NodeInput(Frozen):
+    profile: str
+    profile_uid: str
+    generation: int
+    target: str
+    node: str
+    parent_workflow_id: str
+    work: NodeWork
+    records: dict[str, PackageRecord] = Field(default_factory=dict)
+    desired: tuple[DesiredPackage, ...] = ()
+    packages: tuple[Package, ...] = ()
+    drain: DrainSpec = DrainSpec()
+    protected_pods: LabelSelector | None = None
+    tolerations: tuple[Toleration, ...] = ()
+    node_order: int = 0
+    settings: EngineSettings = EngineSettings()
+
+
+class Progress(Frozen):
+    """What the rollout publishes for humans and the controller: memo, details, query."""
+
+    profile: str
+    phase: str
+    message: str
+    step: str = ""
+    targeted: int = 0
+    updated: int = 0
+    running: int = 0
+    failed: int = 0
+    blocked: int = 0
+    max_unavailable: int = 0
+    running_nodes: tuple[str, ...] = ()
+    failed_nodes: tuple[str, ...] = ()
+    blocked_nodes: tuple[str, ...] = ()
+    blocked_reasons: dict[str, str] = Field(default_factory=dict)
+    """node -> reason for the first blocked nodes (drain blocked by PDB X for pod Y, ...)."""
+    paused: bool = False
+    generation: int = 0
+    target: str = ""
+
+
+__all__ = ["Controls", "DecideReport", "DecideRequest", "NodeResult"]

@@ -1,0 +1,26 @@
+"""Retry policies and timeouts per activity kind: the one mapping from the error taxonomy to
+Temporal. Activities convert permanent errors into non-retryable ``ApplicationError``s, so a
+policy only bounds the backoff of retryable ones."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio.common import RetryPolicy
+
+# Quick Kubernetes calls (cordon, record state): retry transient API trouble for a while.
+API_CALL = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=30),
+)
+API_CALL_TIMEOUT = timedelta(seconds=60)
+
+# Long waits (drain, stage Job, reboot) heartbeat; a lost worker is noticed within the heartbeat
+# timeout and the activity resumes (idempotently) on another attempt.
+LONG_WAIT = RetryPolicy(
+    initial_interval=timedelta(seconds=2),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=60),
+)
+HEARTBEAT = timedelta(seconds=30)

@@ -1,0 +1,368 @@
+"""The rollout workflow (``nodeprofile/<name>``): one long-lived workflow per NodeProfile.
+
+Each turn it asks the observe-and-decide activity (which reads the fleet and runs the pure
+planner) what to do, starts the node workflows the decision names, publishes progress (search
+attributes, memo, current details), and sleeps until a node reports, a human acts, the spec
+changes, the decision's wake-up time comes or the observe interval passes. It continues as new
+when its history grows, carrying the planner state, the controls and unfolded node results.
+
+Node workflows are started with ``ParentClosePolicy.ABANDON`` and report back by signal, so they
+keep running across this workflow's continue-as-new.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.exceptions import ApplicationError
+from temporalio.workflow import ParentClosePolicy
+
+with workflow.unsafe.imports_passed_through():
+    from fleetwright.activities.payloads import NAMES
+    from fleetwright.api.deploymentpolicy import DeploymentPolicy
+    from fleetwright.api.nodeprofile import NodeProfile
+    from fleetwright.planner import convert
+    from fleetwright.planner.policy import GATES_SCOPE, ApprovalStep
+    from fleetwright.planner.rollout import begin, retarget
+    from fleetwright.planner.spec import RolloutSpec
+    from fleetwright.planner.state import Decision, NodeStart, Phase, RolloutState
+    from fleetwright.workflows import retry
+    from fleetwright.workflows import search as sa
+    from fleetwright.workflows.node import NODE_FINISHED_SIGNAL, NodeWorkflow, node_workflow_id
+    from fleetwright.workflows.payloads import (
+        Controls,
+        DecideReport,
+        DecideRequest,
+        NodeInput,
+        NodeResult,
+        Progress,
+        RolloutInput,
+        SpecChange,
+    )
+
+ROLLOUT_WORKFLOW = "fleetwright.rollout"
+ABORTED = "Aborted"
+
+
+def rollout_workflow_id(profile: str) -> str:
+    return f"nodeprofile/{profile}"
+
+
+@workflow.defn(name=ROLLOUT_WORKFLOW)
+class RolloutWorkflow:
+    def __init__(self) -> None:
+        self._results: list[NodeResult] = []
+        self._controls = Controls()
+        self._new_spec: tuple[NodeProfile, DeploymentPolicy] | None = None
+        self._nudged = False
+        self._state: RolloutState | None = None
+        self._progress: Progress | None = None
+        self._retry: list[str] = []
+        self._abort_sent: set[str] = set()
+
+    # ----- signals, updates, queries --------------------------------------------------------
+    @workflow.signal(name=NODE_FINISHED_SIGNAL)
+    def node_finished(self, result: NodeResult) -> None:
+        self._results.append(result)
+
+    @workflow.signal(name="pause")
+    def pause(self) -> None:
+        self._controls = self._controls.model_copy(update={"paused": True})
+        self._nudged = True
+
+    @workflow.signal(name="resume")
+    def resume(self) -> None:
+        self._controls = self._controls.model_copy(update={"paused": False})
+        self._nudged = True
+
+    @workflow.signal(name="abort")
+    def abort(self) -> None:
+        self._controls = self._controls.model_copy(update={"aborted": True})
+        self._nudged = True
+
+    @workflow.signal(name="spec_changed")
+    def spec_changed(self, change: SpecChange) -> None:
+        self._new_spec = (change.profile, change.policy)
+        self._nudged = True
+
+    @workflow.signal(name="nodes_changed")
+    def nodes_changed(self) -> None:
+        self._nudged = True
+
+    @workflow.update(name="approve")
+    def approve(self, step: str) -> str:
+        self._controls = self._controls.model_copy(
+            update={"approvals": tuple(sorted({*self._controls.approvals, step}))}
+        )
+        self._nudged = True
+        return f"approved {step}"
+
+    @approve.validator
+    def _validate_approve(self, step: str) -> None:
+        known = self._approval_ids()
+        if step not in known:
+            raise ValueError(f"unknown approval step {step!r}; this policy has: {', '.join(known) or 'none'}")
+        if step in self._controls.approvals:
+            raise ValueError(f"{step} is already approved")
+
+    @workflow.update(name="retry_node")
+    def retry_node(self, node: str) -> str:
+        self._retry.append(node)
+        self._nudged = True
+        return f"retrying {node}"
+
+    @retry_node.validator
+    def _validate_retry(self, node: str) -> None:
+        failed = {f.node for f in self._state.failed} if self._state else set()
+        if node not in failed:
+            raise ValueError(
+                f"{node} has not failed in this rollout (failed: {', '.join(sorted(failed)) or 'none'})"
+            )
+
+    @workflow.update(name="skip_node")
+    def skip_node(self, node: str) -> str:
+        self._controls = self._controls.model_copy(
+            update={"skipped": tuple(sorted({*self._controls.skipped, node}))}
+        )
+        self._retry.append(node)  # a skipped failed node no longer holds the rollout
+        self._nudged = True
+        return f"skipping {node}"
+
+    @skip_node.validator
+    def _validate_skip(self, node: str) -> None:
+        if node in self._controls.skipped:
+            raise ValueError(f"{node} is already skipped")
+        running = {r.node for r in self._state.running} if self._state else set()
+        if node in running:
+            raise ValueError(f"{node} is being updated right now; abort or wait for it to finish")
+
+    @workflow.query(name="progress")
+    def progress(self) -> Progress | None:
+        return self._progress
+
+    def _approval_ids(self) -> list[str]:
+        if self._state is None:
+            return []
+        policy = self._state.spec.policy
+        ids = [f"{GATES_SCOPE}/{s.name}" for s in policy.gate_steps() if isinstance(s, ApprovalStep)]
+        for compartment in sorted(
+            {c.name for c in policy.compartments} | {s.name for s in self._state.compartments}
+        ):
+            steps = policy.compartment_steps(compartment)
+            ids += [f"{compartment}/{s.name}" for s in steps if isinstance(s, ApprovalStep)]
+        return sorted(set(ids))
+
+    # ----- the loop -------------------------------------------------------------------------
+    @workflow.run
+    async def run(self, rollout: RolloutInput) -> Progress:
+        self._profile, self._policy, self._settings = rollout.profile, rollout.policy, rollout.settings
+        self._controls = rollout.controls
+        self._results = list(rollout.results)
+        self._state = rollout.state or begin(self._spec(), workflow.now())
+        if self._settings.search_attributes:
+            workflow.upsert_search_attributes([sa.PROFILE.value_set(self._profile.metadata.name)])
+        while True:
+            self._apply_spec_change()
+            report = await self._observe_and_decide()
+            decision = report.decision
+            self._state = decision.state
+            if self._controls.aborted and not self._state.running:
+                return self._publish(decision, phase=ABORTED)
+            if self._controls.aborted:
+                await self._abort_children()
+            else:
+                await self._start_nodes(decision.start, report)
+            self._publish(decision)
+            if self._should_continue_as_new():
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                workflow.continue_as_new(self._carry())
+            await self._sleep(decision)
+
+    def _spec(self) -> RolloutSpec:
+        return convert.rollout_spec(self._profile, self._policy)
+
+    def _apply_spec_change(self) -> None:
+        if self._new_spec is None or self._state is None:
+            return
+        self._profile, self._policy = self._new_spec
+        self._new_spec = None
+        spec = self._spec()
+        if spec.target != self._state.spec.target:
+            self._controls = self._controls.model_copy(update={"approvals": (), "skipped": ()})
+        self._state = retarget(self._state, spec, workflow.now())
+
+    async def _observe_and_decide(self) -> DecideReport:
+        assert self._state is not None
+        retried, self._retry = self._retry, []
+        if retried:
+            self._state = self._state.model_copy(
+                update={"failed": tuple(f for f in self._state.failed if f.node not in retried), "halt": None}
+            )
+        folded, self._results = self._results, []
+        request = DecideRequest(
+            now=workflow.now(),
+            profile=self._profile,
+            state=self._state,
+            results=tuple(folded),
+            controls=self._controls,
+            reset_failed=tuple(retried),
+        )
+        report: DecideReport = await workflow.execute_activity(
+            NAMES.OBSERVE_AND_DECIDE,
+            request,
+            result_type=DecideReport,
+            start_to_close_timeout=timedelta(minutes=5),
+            retry_policy=retry.API_CALL,
+        )
+        return report
+
+    async def _start_nodes(self, starts: tuple[NodeStart, ...], report: DecideReport) -> None:
+        assert self._state is not None
+        spec = self._state.spec
+        meta = self._profile.metadata
+        for start in starts:
+            node_input = NodeInput(
+                profile=spec.profile,
+                profile_uid=meta.uid or "",
+                generation=meta.generation or 0,
+                target=spec.target,
+                node=start.node,
+                parent_workflow_id=workflow.info().workflow_id,
+                work=start.work,
+                records=report.records.get(start.node, {}),
+                desired=spec.packages,
+                packages=tuple(self._profile.spec.packages),
+                drain=self._profile.spec.drain,
+                protected_pods=self._profile.spec.pod_non_interrupt_labels,
+                tolerations=tuple(self._profile.spec.additional_tolerations),
+                node_order=report.node_order.get(start.node, 0),
+                settings=self._settings,
+            )
+            await workflow.start_child_workflow(
+                NodeWorkflow.run,
+                node_input,
+                id=node_workflow_id(spec.profile, start.node),
+                parent_close_policy=ParentClosePolicy.ABANDON,
+                static_summary=f"{start.node}: {', '.join(s.stage.value for s in start.work.steps)}",
+            )
+
+    async def _abort_children(self) -> None:
+        assert self._state is not None
+        for run in self._state.running:
+            if run.node in self._abort_sent:
+                continue
+            self._abort_sent.add(run.node)
+            handle = workflow.get_external_workflow_handle(
+                node_workflow_id(self._state.spec.profile, run.node)
+            )
+            try:
+                await handle.signal("abort")
+            except ApplicationError:
+                # It finished in the meantime; its report is on the way.
+                workflow.logger.info("node %s finished before the abort reached it", run.node)
+
+    async def _sleep(self, decision: Decision) -> None:
+        """Wait for a node report, a human, a spec or node change (the controller signals those),
+        or the decision's own wake-up time. Only while nodes run or are blocked by conditions that
+        can clear on their own does it also re-observe on the interval; a gate, a halt or a finished
+        rollout waits on one timer or none, so a canary gate can hold for days on a single timer."""
+        timeout: timedelta | None = None
+        if decision.wake_at is not None:
+            timeout = max(decision.wake_at - workflow.now(), timedelta(seconds=1))
+        if decision.state.running or decision.blocked:
+            interval = timedelta(seconds=self._settings.observe_interval_seconds)
+            timeout = interval if timeout is None else min(timeout, interval)
+        self._nudged = False
+        with contextlib.suppress(TimeoutError):
+            await workflow.wait_condition(lambda: bool(self._results) or self._nudged, timeout=timeout)
+
+    def _should_continue_as_new(self) -> bool:
+        info = workflow.info()
+        return info.get_current_history_length() >= self._settings.history_events_before_continue
+
+    def _carry(self) -> RolloutInput:
+        assert self._state is not None
+        return RolloutInput(
+            profile=self._profile,
+            policy=self._policy,
+            settings=self._settings,
+            state=self._state,
+            controls=self._controls,
+            results=tuple(self._results),
+        )
+
+    # ----- visibility ----------------------------------------------------------------------
+    def _publish(self, decision: Decision, phase: str | None = None) -> Progress:
+        state = decision.state
+        shown_phase = phase or (
+            Phase.PAUSED.value
+            if self._controls.paused and decision.phase is not Phase.HALTED
+            else decision.phase.value
+        )
+        progress = Progress(
+            profile=state.spec.profile,
+            phase=shown_phase,
+            message=decision.message,
+            step=_current_step(state),
+            targeted=decision.counts.targeted,
+            updated=decision.counts.updated,
+            running=decision.counts.running,
+            failed=decision.counts.failed,
+            blocked=decision.counts.blocked,
+            max_unavailable=decision.counts.max_unavailable,
+            running_nodes=tuple(r.node for r in state.running),
+            failed_nodes=tuple(f.node for f in state.failed),
+            blocked_nodes=tuple(b.node for b in decision.blocked[:20]),
+            blocked_reasons={b.node: b.reason for b in decision.blocked[:20]},
+            paused=self._controls.paused,
+            generation=self._profile.metadata.generation or 0,
+            target=state.spec.target,
+        )
+        self._progress = progress
+        if self._settings.search_attributes:
+            workflow.upsert_search_attributes(
+                [
+                    sa.PHASE.value_set(progress.phase),
+                    sa.PACKAGES.value_set([f"{p.name}@{p.version}" for p in state.spec.packages]),
+                    sa.NODES_DONE.value_set(progress.updated),
+                    sa.NODES_FAILED.value_set(progress.failed),
+                    sa.NODES_BLOCKED.value_set(progress.blocked),
+                ]
+            )
+        workflow.upsert_memo({"progress": progress.model_dump(mode="json")})
+        workflow.set_current_details(_details(progress, decision))
+        return progress
+
+
+def _current_step(state: RolloutState) -> str:
+    policy = state.spec.policy
+    gates = policy.gate_steps()
+    if state.gates.step < len(gates):
+        return f"{GATES_SCOPE}: {gates[state.gates.step].name}"
+    parts = []
+    for scope in state.compartments:
+        steps = policy.compartment_steps(scope.name)
+        if scope.step < len(steps):
+            parts.append(f"{scope.name}: {steps[scope.step].name} (batch {scope.batch.batches + 1})")
+    return "; ".join(parts) or "done"
+
+
+def _details(progress: Progress, decision: Decision) -> str:
+    """The Temporal UI's current details: a short progress table in Markdown."""
+    rows = [
+        f"**{progress.profile}** — {progress.phase}: {progress.message}",
+        "",
+        "| step | targeted | updated | running | failed | blocked | maxUnavailable |",
+        "|---|---|---|---|---|---|---|",
+        f"| {progress.step} | {progress.targeted} | {progress.updated} | {progress.running} | "
+        f"{progress.failed} | {progress.blocked} | {progress.max_unavailable} |",
+    ]
+    if progress.running_nodes:
+        rows += ["", "Running: " + ", ".join(progress.running_nodes[:20])]
+    if decision.state.failed:
+        rows += ["", "Failed:"] + [f"- {f.node}: {f.message}" for f in decision.state.failed[:10]]
+    if decision.blocked:
+        rows += ["", "Blocked:"] + [f"- {b.node}: {b.reason}" for b in decision.blocked[:10]]
+    return "\n".join(rows)
