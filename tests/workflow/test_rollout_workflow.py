@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
@@ -12,9 +12,9 @@ from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
+from fleetwright.worker.temporal import build_worker
 from fleetwright.workflows.payloads import EngineSettings, Progress, RolloutInput
 from fleetwright.workflows.rollout import ABORTED, RolloutWorkflow
-from fleetwright.worker.temporal import build_worker
 from tests.support import manifests
 from tests.workflow.fakefleet import FakeFleet
 
@@ -24,10 +24,10 @@ SETTINGS = EngineSettings(observe_interval_seconds=60, search_attributes=False)
 
 
 @pytest.fixture
-async def client(time_skipping_env: WorkflowEnvironment) -> AsyncIterator[Client]:
+async def client(time_skipping_env: WorkflowEnvironment) -> Client:
     config = time_skipping_env.client.config()
     config["data_converter"] = pydantic_data_converter
-    yield Client(**config)
+    return Client(**config)
 
 
 def unique() -> str:
@@ -48,8 +48,8 @@ async def start(
     return handle, queue
 
 
-async def eventually(predicate: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
+async def eventually(predicate: Callable[[], bool], what: str, within: float = 30.0) -> None:
+    deadline = asyncio.get_running_loop().time() + within
     while asyncio.get_running_loop().time() < deadline:
         if predicate():
             return
