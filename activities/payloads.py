@@ -141,6 +141,8 @@ class Controls(Frozen):
     aborted: bool = False
     approvals: tuple[str, ...] = ()
     skipped: tuple[str, ...] = ()
+    attempts: dict[str, int] = Field(default_factory=dict)
+    """Retries per node, so a retried node gets fresh stage Jobs instead of adopting failed ones."""
 
 
 class DecideRequest(Frozen):

@@ -72,8 +72,11 @@ class PackageLedger:
         record = self.records.get(package, PackageRecord())
         want_version = work.to_version or record.version or ""
         want_config = dict(self.desired[package].config) if package in self.desired else {}
-        if record.pending is not None and record.pending.version == want_version and work.resumed:
-            return record.pending
+        # A pending change toward this very target carries the stages already done (by this run or
+        # by an earlier one that was interrupted); anything else starts the change afresh.
+        pending = record.pending
+        if pending is not None and pending.version == want_version and pending.config == want_config:
+            return pending
         return PendingChange(version=want_version, config=want_config, stages=work.stages)
 
     def stage_done(self, package: str, stage: Stage) -> None:
@@ -158,7 +161,12 @@ class NodeWorkflow:
             )
             await self._wait(NAMES.WAIT_PROTECTED_PODS, request, None, request.timeout_seconds)
         self._stage = "drain"
-        drain = DrainRequest(profile=self._input.profile, node=self._input.node, drain=self._input.drain)
+        drain = DrainRequest(
+            profile=self._input.profile,
+            node=self._input.node,
+            drain=self._input.drain,
+            poll_seconds=self._input.settings.drain_poll_seconds,
+        )
         bound = self._input.drain.timeout_seconds or 7 * 24 * 3600
         await self._wait(NAMES.DRAIN, drain, DrainReport, bound)
         return cordon
@@ -203,6 +211,11 @@ class NodeWorkflow:
             agent_image=self._input.settings.agent_image,
             node_order=self._input.node_order,
             tolerations=self._input.tolerations,
+            pod_labels=self._input.settings.stage_pod_labels,
+            pod_annotations=self._input.settings.stage_pod_annotations,
+            backoff_limit=self._input.settings.stage_backoff_limit,
+            image_pull_timeout_seconds=self._input.settings.image_pull_timeout_seconds,
+            attempt=self._input.attempt,
         )
         # The Job's own deadline bounds each attempt; allow its retries plus scheduling slack.
         bound = package.stage_timeout_seconds * 4 + 600

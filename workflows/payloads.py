@@ -30,6 +30,13 @@ class EngineSettings(Frozen):
     reboot_timeout_seconds: int = Field(default=1800, ge=1)
     protected_pods_timeout_seconds: int = Field(default=6 * 3600, ge=1)
     history_events_before_continue: int = Field(default=2000, ge=100)
+    stage_pod_labels: dict[str, str] = Field(default_factory=dict)
+    """Extra labels on every stage pod (cost attribution; the simulated fleet reads outcomes here)."""
+    stage_pod_annotations: dict[str, str] = Field(default_factory=dict)
+    stage_backoff_limit: int | None = Field(default=None, ge=0)
+    """Override the stage Jobs' backoffLimit (default 3)."""
+    image_pull_timeout_seconds: int = Field(default=300, ge=1)
+    drain_poll_seconds: float = Field(default=5.0, gt=0)
     search_attributes: bool = True
     """Publish search attributes (off on servers that have them unregistered)."""
 
@@ -66,6 +73,8 @@ class NodeInput(Frozen):
     protected_pods: LabelSelector | None = None
     tolerations: tuple[Toleration, ...] = ()
     node_order: int = 0
+    attempt: int = 0
+    """How many times a human retried this node: a retry runs new stage Jobs."""
     settings: EngineSettings = EngineSettings()
 
 

@@ -110,6 +110,9 @@ class RolloutWorkflow:
     @workflow.update(name="retry_node")
     def retry_node(self, node: str) -> str:
         self._retry.append(node)
+        attempts = dict(self._controls.attempts)
+        attempts[node] = attempts.get(node, 0) + 1
+        self._controls = self._controls.model_copy(update={"attempts": attempts})
         self._nudged = True
         return f"retrying {node}"
 
@@ -238,6 +241,7 @@ class RolloutWorkflow:
                 protected_pods=self._profile.spec.pod_non_interrupt_labels,
                 tolerations=tuple(self._profile.spec.additional_tolerations),
                 node_order=report.node_order.get(start.node, 0),
+                attempt=self._controls.attempts.get(start.node, 0),
                 settings=self._settings,
             )
             await workflow.start_child_workflow(

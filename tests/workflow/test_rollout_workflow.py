@@ -12,6 +12,7 @@ from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
+from fleetwright.planner.nodestate import read_profile_state
 from fleetwright.worker.temporal import build_worker
 from fleetwright.workflows.payloads import EngineSettings, Progress, RolloutInput
 from fleetwright.workflows.rollout import ABORTED, RolloutWorkflow
@@ -79,6 +80,7 @@ async def test_a_rollout_completes_with_canary_first_and_the_cap_held(client: Cl
         while state.phase != "Complete":
             await asyncio.sleep(0.1)
             state = await progress(handle)
+        await handle.terminate("test done")
     assert state.updated == 7
     assert fleet.max_cordoned <= 2
     assert not fleet.cordoned()
@@ -90,7 +92,6 @@ async def test_a_rollout_completes_with_canary_first_and_the_cap_held(client: Cl
         "interrupt",
         "post-interrupt",
     ]
-    await handle.terminate("test done")
 
 
 async def test_a_canary_gate_holds_for_seven_days_and_resumes_on_approve(
@@ -122,7 +123,7 @@ async def test_a_canary_gate_holds_for_seven_days_and_resumes_on_approve(
         )
         await handle.execute_update(RolloutWorkflow.approve, "rollout/gate")
         await eventually(lambda: list(fleet.statuses.values()).count("Complete") == 4, "the rest")
-    await handle.terminate("test done")
+        await handle.terminate("test done")
 
 
 async def test_pause_mid_batch_starts_no_new_node_until_resume(client: Client) -> None:
@@ -149,7 +150,7 @@ async def test_pause_mid_batch_starts_no_new_node_until_resume(client: Client) -
         await eventually(
             lambda: list(fleet.statuses.values()).count("Complete") == 6, "the rest after resume"
         )
-    await handle.terminate("test done")
+        await handle.terminate("test done")
 
 
 async def test_abort_lets_in_flight_nodes_finish_their_stage_and_uncordons_them(client: Client) -> None:
@@ -197,4 +198,24 @@ async def test_a_failed_canary_halts_before_any_other_node_is_touched(client: Cl
         with pytest.raises(WorkflowUpdateFailedError) as refused:
             await handle.execute_update(RolloutWorkflow.retry_node, healthy)
         assert f"{healthy} has not failed in this rollout (failed: {failed})" in str(refused.value.cause)
-    await handle.terminate("test done")
+        await handle.terminate("test done")
+
+
+async def test_the_node_records_every_passed_stage_and_completes_the_package(client: Client) -> None:
+    fleet = FakeFleet(size=1)
+    steps = [{"name": "rest", "batches": {"strategy": "fixed", "initial": 1}}]
+    name = unique()
+    rollout = RolloutInput(
+        profile=manifests.profile(name=name, interrupt="reboot"),
+        policy=manifests.policy(max_unavailable=1, steps=steps),
+        settings=SETTINGS,
+    )
+    handle, queue = await start(client, fleet, rollout)
+    async with build_worker(client, fleet.activities(), task_queue=queue):
+        await eventually(lambda: fleet.statuses.get("gpu-node-0000") == "Complete", "the node")
+        await asyncio.sleep(0.5)  # let the node report and close before its worker goes
+        await handle.terminate("test done")
+    record = read_profile_state(fleet.annotations("gpu-node-0000"), name).packages["tuning"]
+    assert record.version == "1.0.0"
+    assert record.pending is None
+    assert [stage for _, stage in fleet.started_stages] == ["apply", "config", "interrupt", "post-interrupt"]

@@ -1,0 +1,272 @@
+"""The rollout engine end to end: real control plane, kwok nodes, real Jobs, the Temporal dev
+server, the real activities and workflows (issue 5's integration scenarios)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from temporalio.client import Client, WorkflowHandle
+
+from fleetwright.activities.node import all_activities
+from fleetwright.activities.rollout import RolloutActivities
+from fleetwright.activities.status import status_label_key
+from fleetwright.api.nodeprofile import NodeProfile
+from fleetwright.kube.client import from_kubeconfig
+from fleetwright.planner.nodestate import read_profile_state
+from fleetwright.worker.temporal import build_worker
+from fleetwright.workflows import search as sa
+from fleetwright.workflows.payloads import EngineSettings, Progress, RolloutInput
+from fleetwright.workflows.rollout import RolloutWorkflow, rollout_workflow_id
+from tests.support import manifests
+from tests.support.engine import (
+    FAST_PODS,
+    Sampler,
+    SimulatedKubelet,
+    cordoned_by,
+    kubectl_json,
+    label_nodes,
+    unique,
+)
+from tests.support.providers import ClusterUnderTest
+
+pytestmark = pytest.mark.integration
+
+GROUP_LABEL = "test.fleetwright.io/group"
+
+
+def settings(**overrides: Any) -> EngineSettings:
+    base: dict[str, Any] = {
+        "observe_interval_seconds": 2,
+        "stage_pod_annotations": FAST_PODS,
+        "stage_backoff_limit": 0,
+        "drain_poll_seconds": 0.5,
+        "reboot_timeout_seconds": 120,
+    }
+    return EngineSettings(**{**base, **overrides})
+
+
+@pytest.fixture
+async def engine(cluster: ClusterUnderTest, temporal_client: Client) -> AsyncIterator[str]:
+    """An in-process worker on its own task queue; yields the queue name."""
+    api = from_kubeconfig(cluster.kubeconfig)
+    queue = unique("engine")
+    worker = build_worker(
+        temporal_client, [*all_activities(api), RolloutActivities(api).observe_and_decide], task_queue=queue
+    )
+    async with worker:
+        yield queue
+
+
+def group(cluster: ClusterUnderTest, count: int) -> tuple[str, list[str]]:
+    name = unique("g")
+    nodes = cluster.add_nodes(count)
+    label_nodes(cluster, nodes, f"{GROUP_LABEL}={name}")
+    return name, nodes
+
+
+async def start(
+    client: Client, queue: str, profile: NodeProfile, policy: dict[str, Any], engine_settings: EngineSettings
+) -> WorkflowHandle[RolloutWorkflow, Progress]:
+    rollout = RolloutInput(profile=profile, policy=manifests.policy(**policy), settings=engine_settings)
+    return await client.start_workflow(
+        RolloutWorkflow.run, rollout, id=rollout_workflow_id(profile.metadata.name), task_queue=queue
+    )
+
+
+async def wait_phase(
+    handle: WorkflowHandle[RolloutWorkflow, Progress], *phases: str, within: float
+) -> Progress:
+    deadline = asyncio.get_running_loop().time() + within
+    last: Progress | None = None
+    while asyncio.get_running_loop().time() < deadline:
+        last = await handle.query(RolloutWorkflow.progress)
+        if last is not None and last.phase in phases:
+            return last
+        await asyncio.sleep(0.5)
+    raise AssertionError(f"rollout never reached {phases}; last progress: {last}")
+
+
+def jobs_of(cluster: ClusterUnderTest, profile: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = kubectl_json(
+        cluster, "jobs", "-n", "fleetwright-system", "-l", f"fleetwright.io/profile={profile}"
+    )["items"]
+    return items
+
+
+async def test_thirty_nodes_canary_soak_exponential_never_exceed_the_cap(
+    cluster: ClusterUnderTest, temporal_client: Client, engine: str
+) -> None:
+    name, nodes = await asyncio.to_thread(group, cluster, 30)
+    profile = manifests.profile(unique("cap"), selector={GROUP_LABEL: name}, interrupt="reboot")
+    steps = [
+        {"name": "canary", "canary": {"count": 1}},
+        {"name": "watch", "soak": {"durationSeconds": 3}},
+        {"name": "rest", "batches": {"strategy": "exponential", "initial": 1, "growthFactor": 2}},
+    ]
+    with SimulatedKubelet(cluster), Sampler(cordoned_by(cluster, profile.metadata.name)) as sampler:
+        handle = await start(
+            temporal_client, engine, profile, {"max_unavailable": 5, "steps": steps}, settings()
+        )
+        done = await wait_phase(handle, "Complete", "Halted", within=420)
+    assert done.phase == "Complete", done
+    assert done.updated == 30
+    assert sampler.samples > 20
+    assert 1 <= sampler.worst <= 5, f"{sampler.worst} nodes cordoned by us at once"
+    annotations = [
+        n["metadata"].get("annotations", {})
+        for n in kubectl_json(cluster, "nodes")["items"]
+        if n["metadata"]["name"] in nodes
+    ]
+    recorded = [read_profile_state(a, profile.metadata.name).packages.get("tuning") for a in annotations]
+    assert len(recorded) == 30
+    assert {(r.version, r.pending) if r else None for r in recorded} == {("1.0.0", None)}, recorded[:3]
+    assert cordoned_by(cluster, profile.metadata.name)() == 0
+    # one Job per node and stage: apply, config, interrupt, post-interrupt
+    assert len(jobs_of(cluster, profile.metadata.name)) == 30 * 4
+    await handle.terminate("test done")
+
+
+async def test_a_failing_canary_halts_with_no_other_node_cordoned_and_shows_everywhere(
+    cluster: ClusterUnderTest, temporal_client: Client, engine: str
+) -> None:
+    name, nodes = await asyncio.to_thread(group, cluster, 6)
+    profile = manifests.profile(unique("fail"), selector={GROUP_LABEL: name}, interrupt="reboot")
+    failing = settings(stage_pod_labels={"sim.fleetwright.io/outcome": "fail"})
+    with Sampler(cordoned_by(cluster, profile.metadata.name)) as sampler:
+        handle = await start(temporal_client, engine, profile, {"max_unavailable": 3}, failing)
+        halted = await wait_phase(handle, "Halted", within=120)
+    assert halted.failed == 1
+    (canary,) = halted.failed_nodes
+    assert sampler.worst <= 1
+    # The Job is kept, failed, for its logs.
+    (job,) = jobs_of(cluster, profile.metadata.name)
+    assert job["spec"]["template"]["spec"]["nodeName"] == canary
+    assert any(c["type"] == "Failed" and c["status"] == "True" for c in job["status"]["conditions"])
+    # The node says so: label and condition.
+    node = kubectl_json(cluster, "node", canary)
+    assert node["metadata"]["labels"][status_label_key(profile.metadata.name)] == "Failed"
+    assert any(
+        "failed" in c.get("message", "").lower()
+        for c in node["status"]["conditions"]
+        if c["type"].startswith("fleetwright.io/")
+    )
+    # And the workflow's search attributes, readable without a worker.
+    description = await handle.describe()
+    typed = description.typed_search_attributes
+    assert typed.get(sa.PHASE) == "Halted"
+    assert typed.get(sa.NODES_FAILED) == 1
+    others = [n for n in nodes if n != canary]
+    assert not any(kubectl_json(cluster, "node", n)["spec"].get("unschedulable") for n in others)
+    await handle.terminate("test done")
+
+
+async def test_a_pdb_that_allows_no_disruption_is_a_visible_wait_until_relaxed(
+    cluster: ClusterUnderTest, temporal_client: Client, engine: str
+) -> None:
+    name, nodes = await asyncio.to_thread(group, cluster, 1)
+    (node,) = nodes
+    namespace = unique("train")
+    cluster.kubectl("create", "namespace", namespace)
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "trainer-0", "namespace": namespace, "labels": {"app": "trainer"}},
+        "spec": {"nodeName": node, "containers": [{"name": "train", "image": "registry.example/trainer:1"}]},
+    }
+    pdb = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "trainer-pdb", "namespace": namespace},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "trainer"}}},
+    }
+    cluster.kubectl(
+        "apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": [pod, pdb]})
+    )
+    profile = manifests.profile(unique("pdb"), selector={GROUP_LABEL: name}, interrupt="reboot")
+    steps = [{"name": "rest", "batches": {"strategy": "fixed", "initial": 1}}]
+
+    def blocked_condition() -> dict[str, Any] | None:
+        for condition in kubectl_json(cluster, "node", node)["status"].get("conditions") or []:
+            if condition.get("reason") == "DrainBlocked":
+                return dict(condition)
+        return None
+
+    with SimulatedKubelet(cluster):
+        handle = await start(
+            temporal_client, engine, profile, {"max_unavailable": 1, "steps": steps}, settings()
+        )
+        deadline = asyncio.get_running_loop().time() + 60
+        condition = None
+        while condition is None and asyncio.get_running_loop().time() < deadline:
+            condition = await asyncio.to_thread(blocked_condition)
+            await asyncio.sleep(0.5)
+        assert condition is not None, "no DrainBlocked condition on the node"
+        assert "trainer-0" in condition["message"]
+        assert "trainer-pdb" in condition["message"]
+        await asyncio.sleep(2)
+        assert (await handle.query(RolloutWorkflow.progress)).updated == 0  # type: ignore[union-attr]
+        cluster.kubectl("delete", "pdb", "trainer-pdb", "-n", namespace)
+        done = await wait_phase(handle, "Complete", "Halted", within=120)
+    assert done.phase == "Complete"
+    assert kubectl_json(cluster, "pods", "-n", namespace)["items"] == []
+    await handle.terminate("test done")
+
+
+async def test_upgrade_runs_upgrade_dependencies_in_order_and_a_foreign_cordon_stays(
+    cluster: ClusterUnderTest, temporal_client: Client, engine: str
+) -> None:
+    name, nodes = await asyncio.to_thread(group, cluster, 3)
+    foreign = nodes[2]
+    cluster.kubectl("cordon", foreign)
+    dependent = {
+        "name": "nccl-env",
+        "version": "2.0.0",
+        "image": "ghcr.io/fleetwright/packages/shellscript",
+        "dependsOn": [{"name": "tuning", "version": "1.0.0"}],
+        "configMap": {"apply.sh": "true\n", "apply_check.sh": "true\n"},
+    }
+    profile_name = unique("upg")
+    first = manifests.profile(
+        profile_name, selector={GROUP_LABEL: name}, interrupt=None, extra_packages=[dependent]
+    )
+    steps = [{"name": "rest", "batches": {"strategy": "fixed", "initial": 3}}]
+    handle = await start(temporal_client, engine, first, {"max_unavailable": 3, "steps": steps}, settings())
+    await wait_phase(handle, "Complete", "Halted", within=180)
+    await handle.terminate("first version done")
+    dependent_v2 = {**dependent, "dependsOn": [{"name": "tuning", "version": "1.1.0"}]}
+    second = manifests.profile(
+        profile_name,
+        selector={GROUP_LABEL: name},
+        interrupt=None,
+        version="1.1.0",
+        extra_packages=[dependent_v2],
+    )
+    handle = await start(temporal_client, engine, second, {"max_unavailable": 3, "steps": steps}, settings())
+    done = await wait_phase(handle, "Complete", "Halted", within=180)
+    assert done.phase == "Complete", done
+    jobs = jobs_of(cluster, profile_name)
+    by_node: dict[str, list[tuple[str, str, str]]] = {}
+    for job in sorted(jobs, key=lambda j: j["metadata"]["creationTimestamp"]):
+        labels = job["metadata"]["labels"]
+        annotations = job["metadata"].get("annotations", {})
+        by_node.setdefault(labels["fleetwright.io/node"], []).append(
+            (
+                labels["fleetwright.io/package"],
+                annotations.get("fleetwright.io/package-version", ""),
+                labels["fleetwright.io/stage"],
+            )
+        )
+    for node in nodes:
+        stages = by_node[node]
+        tuning_v2 = [s for p, v, s in stages if p == "tuning" and v == "1.1.0"]
+        assert tuning_v2 == ["upgrade", "config"], stages
+        # every tuning stage of a version precedes the dependent's stages of the matching version
+        first_dependent = next(i for i, (p, _, _) in enumerate(stages) if p == "nccl-env")
+        assert all(p == "tuning" for p, _, _ in stages[:first_dependent])
+    assert kubectl_json(cluster, "node", foreign)["spec"].get("unschedulable") is True
+    await handle.terminate("test done")
+    cluster.kubectl("uncordon", foreign)
