@@ -5,6 +5,7 @@ when an interrupt Job runs on it, and samplers that watch invariants while a rol
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import threading
 import time
@@ -61,7 +62,7 @@ class Sampler:
         while not self._stop.is_set():
             try:
                 value = self.measure()
-            except Exception:  # noqa: BLE001 - a failed sample is skipped, not fatal
+            except Exception:
                 value = 0
             self.worst = max(self.worst, value)
             self.samples += 1
@@ -104,10 +105,8 @@ class SimulatedKubelet:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            try:
+            with contextlib.suppress(Exception):
                 self._poll()
-            except Exception:  # noqa: BLE001, S110 - the next poll retries
-                pass
             self._stop.wait(0.3)
 
     def _poll(self) -> None:
@@ -138,7 +137,7 @@ def _is_reboot(pod: dict[str, Any]) -> bool:
         args = container.get("args") or []
         if args and args[0] == "interrupt":
             try:
-                return json.loads(base64.b64decode(args[-1]))["type"] == "node_restart"
+                return bool(json.loads(base64.b64decode(args[-1]))["type"] == "node_restart")
             except (ValueError, KeyError):
                 return False
     return False
