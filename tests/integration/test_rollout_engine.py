@@ -19,7 +19,7 @@ from fleetwright.kube.client import from_kubeconfig
 from fleetwright.planner.nodestate import read_profile_state
 from fleetwright.worker.temporal import build_worker
 from fleetwright.workflows import search as sa
-from fleetwright.workflows.payloads import EngineSettings, Progress, RolloutInput
+from fleetwright.workflows.payloads import EngineSettings, Progress, RolloutInput, SpecChange
 from fleetwright.workflows.rollout import RolloutWorkflow, rollout_workflow_id
 from tests.support import manifests
 from tests.support.engine import (
@@ -186,7 +186,10 @@ async def test_a_pdb_that_allows_no_disruption_is_a_visible_wait_until_relaxed(
     cluster.kubectl(
         "apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": [pod, pdb]})
     )
-    profile = manifests.profile(unique("pdb"), selector={GROUP_LABEL: name}, interrupt="reboot")
+    # force: the workload is a bare pod (no controller), which a drain only evicts when told to.
+    profile = manifests.profile(
+        unique("pdb"), selector={GROUP_LABEL: name}, interrupt="reboot", drain={"force": True}
+    )
     steps = [{"name": "rest", "batches": {"strategy": "fixed", "initial": 1}}]
 
     def blocked_condition() -> dict[str, Any] | None:
@@ -270,3 +273,47 @@ async def test_upgrade_runs_upgrade_dependencies_in_order_and_a_foreign_cordon_s
     assert kubectl_json(cluster, "node", foreign)["spec"].get("unschedulable") is True
     await handle.terminate("test done")
     cluster.kubectl("uncordon", foreign)
+
+
+async def test_a_config_change_with_a_reboot_mid_rollout_never_disrupts_two_nodes_at_once(
+    cluster: ClusterUnderTest, temporal_client: Client, engine: str
+) -> None:
+    name, nodes = await asyncio.to_thread(group, cluster, 5)
+    profile_name = unique("cfg")
+    reboot_on_sysctl = {"configInterrupts": [{"key": "sysctl.conf", "interrupt": {"type": "reboot"}}]}
+
+    def version(config: str, generation: int) -> NodeProfile:
+        built = manifests.profile(
+            profile_name,
+            selector={GROUP_LABEL: name},
+            interrupt=None,
+            config={"sysctl.conf": config},
+            generation=generation,
+        )
+        package = built.spec.packages[0].model_copy(
+            update={"config_interrupts": manifests.config_interrupts(reboot_on_sysctl)}
+        )
+        return built.model_copy(update={"spec": built.spec.model_copy(update={"packages": [package]})})
+
+    steps = [{"name": "rest", "batches": {"strategy": "fixed", "initial": 1}}]
+    policy: dict[str, Any] = {"max_unavailable": 1, "steps": steps}
+    with SimulatedKubelet(cluster), Sampler(cordoned_by(cluster, profile_name), interval=0.2) as sampler:
+        handle = await start(temporal_client, engine, version("vm.swappiness=10\n", 1), policy, settings())
+        deadline = asyncio.get_running_loop().time() + 120
+        while asyncio.get_running_loop().time() < deadline:
+            progress = await handle.query(RolloutWorkflow.progress)
+            if progress is not None and progress.updated >= 2 and progress.running >= 1:
+                break
+            await asyncio.sleep(0.3)
+        change = SpecChange(profile=version("vm.swappiness=1\n", 2), policy=manifests.policy(**policy))
+        await handle.signal(RolloutWorkflow.spec_changed, change)
+        done = await wait_phase(handle, "Complete", "Halted", within=300)
+    assert done.phase == "Complete", done
+    assert done.generation == 2
+    assert sampler.worst == 1, f"{sampler.worst} nodes disrupted at once"
+    wanted = manifests.config_digest("vm.swappiness=1\n")
+    for node in nodes:
+        annotations = kubectl_json(cluster, "node", node)["metadata"]["annotations"]
+        record = read_profile_state(annotations, profile_name).packages["tuning"]
+        assert record.config == {"sysctl.conf": wanted}, (node, record)
+    await handle.terminate("test done")

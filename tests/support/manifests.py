@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from fleetwright.api.deploymentpolicy import DeploymentPolicy
-from fleetwright.api.nodeprofile import NodeProfile
+from fleetwright.api.nodeprofile import ConfigInterrupt, NodeProfile
+from fleetwright.planner.packages import digest
 
 
 def profile(
@@ -18,6 +19,7 @@ def profile(
     policy: str = "careful",
     extra_packages: list[dict[str, Any]] | None = None,
     generation: int = 1,
+    drain: dict[str, Any] | None = None,
 ) -> NodeProfile:
     package: dict[str, Any] = {
         "name": "tuning",
@@ -32,6 +34,8 @@ def profile(
         "packages": [package, *(extra_packages or [])],
         "deploymentPolicyRef": {"name": policy},
     }
+    if drain is not None:
+        spec["drain"] = drain
     if selector is None:
         spec["allNodes"] = True
     else:
@@ -69,3 +73,12 @@ def policy(
             },
         }
     )
+
+
+def config_interrupts(spec: dict[str, Any]) -> list[ConfigInterrupt]:
+    return [ConfigInterrupt.model_validate(item) for item in spec["configInterrupts"]]
+
+
+def config_digest(value: str) -> str:
+    """The digest fleetwright records for a config value (what ``planner.packages.digest`` gives)."""
+    return digest(value)
