@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
+import subprocess
+import sys
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,6 +21,7 @@ from fleetwright.activities.rollout import RolloutActivities
 from fleetwright.activities.status import status_label_key
 from fleetwright.api.nodeprofile import NodeProfile
 from fleetwright.kube.client import from_kubeconfig
+from fleetwright.localcluster.temporal import LocalTemporal
 from fleetwright.planner.nodestate import read_profile_state
 from fleetwright.worker.temporal import build_worker
 from fleetwright.workflows import search as sa
@@ -316,4 +322,100 @@ async def test_a_config_change_with_a_reboot_mid_rollout_never_disrupts_two_node
         annotations = kubectl_json(cluster, "node", node)["metadata"]["annotations"]
         record = read_profile_state(annotations, profile_name).packages["tuning"]
         assert record.config == {"sysctl.conf": wanted}, (node, record)
+    await handle.terminate("test done")
+
+
+async def test_a_worker_killed_during_a_drain_loses_nothing_and_runs_no_stage_twice(
+    cluster: ClusterUnderTest,
+    temporal_server: LocalTemporal,
+    temporal_client: Client,
+    tmp_path: Path,
+) -> None:
+    name, nodes = await asyncio.to_thread(group, cluster, 3)
+    namespace = unique("train")
+    cluster.kubectl("create", "namespace", namespace)
+    pods = [
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": f"trainer-{i}", "namespace": namespace, "labels": {"app": "trainer"}},
+            "spec": {
+                "nodeName": node,
+                "containers": [{"name": "train", "image": "registry.example/trainer:1"}],
+            },
+        }
+        for i, node in enumerate(nodes)
+    ]
+    pdb = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "all-trainers", "namespace": namespace},
+        "spec": {"minAvailable": 3, "selector": {"matchLabels": {"app": "trainer"}}},
+    }
+    cluster.kubectl(
+        "apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": [*pods, pdb]})
+    )
+    queue = unique("killed")
+    settings_file = tmp_path / "worker.json"
+    settings_file.write_text(
+        json.dumps(
+            {
+                "temporal_address": temporal_server.address,
+                "task_queue": queue,
+                "kubeconfig": str(cluster.kubeconfig),
+            }
+        )
+    )
+
+    def worker_process() -> subprocess.Popen[bytes]:
+        log = (tmp_path / "worker.log").open("ab")
+        return subprocess.Popen(
+            [sys.executable, "-m", "fleetwright.worker"],
+            env={**os.environ, "FLEETWRIGHT_SETTINGS": str(settings_file)},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+
+    profile = manifests.profile(
+        unique("kill"), selector={GROUP_LABEL: name}, interrupt="reboot", drain={"force": True}
+    )
+    steps = [{"name": "rest", "batches": {"strategy": "fixed", "initial": 1}}]
+
+    def drain_blocked() -> bool:
+        return any(
+            c.get("reason") == "DrainBlocked"
+            for n in nodes
+            for c in kubectl_json(cluster, "node", n)["status"].get("conditions") or []
+        )
+
+    first = worker_process()
+    try:
+        with SimulatedKubelet(cluster):
+            handle = await start(
+                temporal_client, queue, profile, {"max_unavailable": 1, "steps": steps}, settings()
+            )
+            deadline = asyncio.get_running_loop().time() + 90
+            while not await asyncio.to_thread(drain_blocked):
+                assert asyncio.get_running_loop().time() < deadline, "the drain never blocked"
+                await asyncio.sleep(0.5)
+            first.send_signal(signal.SIGKILL)
+            first.wait()
+            second = worker_process()
+            try:
+                cluster.kubectl("delete", "pdb", "all-trainers", "-n", namespace)
+                done = await wait_phase(handle, "Complete", "Halted", within=300)
+            finally:
+                second.terminate()
+                second.wait(timeout=30)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    assert done.phase == "Complete", done
+    assert done.updated == 3
+    jobs = jobs_of(cluster, profile.metadata.name)
+    keys = [
+        (j["metadata"]["labels"]["fleetwright.io/node"], j["metadata"]["labels"]["fleetwright.io/stage"])
+        for j in jobs
+    ]
+    assert len(keys) == len(set(keys)) == 3 * 4, sorted(keys)
     await handle.terminate("test done")
