@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from temporalio.client import Client, WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
@@ -31,7 +32,7 @@ async def until(predicate: Callable[[], bool]) -> None:
     raise TimeoutError("the recorded scenario did not progress")
 
 
-async def _save(handle: WorkflowHandle[object, object], name: str) -> None:
+async def _save(handle: WorkflowHandle[Any, Any], name: str) -> None:
     history = await handle.fetch_history()
     (HISTORIES / f"{name}.json").write_text(history.to_json())
 
