@@ -21,17 +21,17 @@ from fleetwright.activities.rollout import RolloutActivities
 from fleetwright.activities.status import status_label_key
 from fleetwright.api.nodeprofile import NodeProfile
 from fleetwright.kube.client import from_kubeconfig
+from fleetwright.localcluster import examples
+from fleetwright.localcluster.kubelet import SimulatedKubelet
 from fleetwright.localcluster.temporal import LocalTemporal
 from fleetwright.planner.nodestate import read_profile_state
 from fleetwright.worker.temporal import build_worker
 from fleetwright.workflows import search as sa
 from fleetwright.workflows.payloads import EngineSettings, Progress, RolloutInput, SpecChange
 from fleetwright.workflows.rollout import RolloutWorkflow, rollout_workflow_id
-from tests.support import manifests
 from tests.support.engine import (
     FAST_PODS,
     Sampler,
-    SimulatedKubelet,
     cordoned_by,
     kubectl_json,
     label_nodes,
@@ -77,7 +77,7 @@ def group(cluster: ClusterUnderTest, count: int) -> tuple[str, list[str]]:
 async def start(
     client: Client, queue: str, profile: NodeProfile, policy: dict[str, Any], engine_settings: EngineSettings
 ) -> WorkflowHandle[RolloutWorkflow, Progress]:
-    rollout = RolloutInput(profile=profile, policy=manifests.policy(**policy), settings=engine_settings)
+    rollout = RolloutInput(profile=profile, policy=examples.policy(**policy), settings=engine_settings)
     return await client.start_workflow(
         RolloutWorkflow.run, rollout, id=rollout_workflow_id(profile.metadata.name), task_queue=queue
     )
@@ -107,13 +107,13 @@ async def test_thirty_nodes_canary_soak_exponential_never_exceed_the_cap(
     cluster: ClusterUnderTest, temporal_client: Client, engine: str
 ) -> None:
     name, nodes = await asyncio.to_thread(group, cluster, 30)
-    profile = manifests.profile(unique("cap"), selector={GROUP_LABEL: name}, interrupt="reboot")
+    profile = examples.profile(unique("cap"), selector={GROUP_LABEL: name}, interrupt="reboot")
     steps = [
         {"name": "canary", "canary": {"count": 1}},
         {"name": "watch", "soak": {"durationSeconds": 3}},
         {"name": "rest", "batches": {"strategy": "exponential", "initial": 1, "growthFactor": 2}},
     ]
-    with SimulatedKubelet(cluster), Sampler(cordoned_by(cluster, profile.metadata.name)) as sampler:
+    with SimulatedKubelet(cluster.kubectl), Sampler(cordoned_by(cluster, profile.metadata.name)) as sampler:
         handle = await start(
             temporal_client, engine, profile, {"max_unavailable": 5, "steps": steps}, settings()
         )
@@ -140,7 +140,7 @@ async def test_a_failing_canary_halts_with_no_other_node_cordoned_and_shows_ever
     cluster: ClusterUnderTest, temporal_client: Client, engine: str
 ) -> None:
     name, nodes = await asyncio.to_thread(group, cluster, 6)
-    profile = manifests.profile(unique("fail"), selector={GROUP_LABEL: name}, interrupt="reboot")
+    profile = examples.profile(unique("fail"), selector={GROUP_LABEL: name}, interrupt="reboot")
     failing = settings(stage_pod_labels={"sim.fleetwright.io/outcome": "fail"})
     with Sampler(cordoned_by(cluster, profile.metadata.name)) as sampler:
         handle = await start(temporal_client, engine, profile, {"max_unavailable": 3}, failing)
@@ -193,7 +193,7 @@ async def test_a_pdb_that_allows_no_disruption_is_a_visible_wait_until_relaxed(
         "apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": [pod, pdb]})
     )
     # force: the workload is a bare pod (no controller), which a drain only evicts when told to.
-    profile = manifests.profile(
+    profile = examples.profile(
         unique("pdb"), selector={GROUP_LABEL: name}, interrupt="reboot", drain={"force": True}
     )
     steps = [{"name": "rest", "batches": {"strategy": "fixed", "initial": 1}}]
@@ -204,7 +204,7 @@ async def test_a_pdb_that_allows_no_disruption_is_a_visible_wait_until_relaxed(
                 return dict(condition)
         return None
 
-    with SimulatedKubelet(cluster):
+    with SimulatedKubelet(cluster.kubectl):
         handle = await start(
             temporal_client, engine, profile, {"max_unavailable": 1, "steps": steps}, settings()
         )
@@ -239,7 +239,7 @@ async def test_upgrade_runs_upgrade_dependencies_in_order_and_a_foreign_cordon_s
         "configMap": {"apply.sh": "true\n", "apply_check.sh": "true\n"},
     }
     profile_name = unique("upg")
-    first = manifests.profile(
+    first = examples.profile(
         profile_name, selector={GROUP_LABEL: name}, interrupt=None, extra_packages=[dependent]
     )
     steps = [{"name": "rest", "batches": {"strategy": "fixed", "initial": 3}}]
@@ -247,7 +247,7 @@ async def test_upgrade_runs_upgrade_dependencies_in_order_and_a_foreign_cordon_s
     await wait_phase(handle, "Complete", "Halted", within=180)
     await handle.terminate("first version done")
     dependent_v2 = {**dependent, "dependsOn": [{"name": "tuning", "version": "1.1.0"}]}
-    second = manifests.profile(
+    second = examples.profile(
         profile_name,
         selector={GROUP_LABEL: name},
         interrupt=None,
@@ -289,7 +289,7 @@ async def test_a_config_change_with_a_reboot_mid_rollout_never_disrupts_two_node
     reboot_on_sysctl = {"configInterrupts": [{"key": "sysctl.conf", "interrupt": {"type": "reboot"}}]}
 
     def version(config: str, generation: int) -> NodeProfile:
-        built = manifests.profile(
+        built = examples.profile(
             profile_name,
             selector={GROUP_LABEL: name},
             interrupt=None,
@@ -297,13 +297,16 @@ async def test_a_config_change_with_a_reboot_mid_rollout_never_disrupts_two_node
             generation=generation,
         )
         package = built.spec.packages[0].model_copy(
-            update={"config_interrupts": manifests.config_interrupts(reboot_on_sysctl)}
+            update={"config_interrupts": examples.config_interrupts(reboot_on_sysctl)}
         )
         return built.model_copy(update={"spec": built.spec.model_copy(update={"packages": [package]})})
 
     steps = [{"name": "rest", "batches": {"strategy": "fixed", "initial": 1}}]
     policy: dict[str, Any] = {"max_unavailable": 1, "steps": steps}
-    with SimulatedKubelet(cluster), Sampler(cordoned_by(cluster, profile_name), interval=0.2) as sampler:
+    with (
+        SimulatedKubelet(cluster.kubectl),
+        Sampler(cordoned_by(cluster, profile_name), interval=0.2) as sampler,
+    ):
         handle = await start(temporal_client, engine, version("vm.swappiness=10\n", 1), policy, settings())
         deadline = asyncio.get_running_loop().time() + 120
         while asyncio.get_running_loop().time() < deadline:
@@ -311,13 +314,13 @@ async def test_a_config_change_with_a_reboot_mid_rollout_never_disrupts_two_node
             if progress is not None and progress.updated >= 2 and progress.running >= 1:
                 break
             await asyncio.sleep(0.3)
-        change = SpecChange(profile=version("vm.swappiness=1\n", 2), policy=manifests.policy(**policy))
+        change = SpecChange(profile=version("vm.swappiness=1\n", 2), policy=examples.policy(**policy))
         await handle.signal(RolloutWorkflow.spec_changed, change)
         done = await wait_phase(handle, "Complete", "Halted", within=300)
     assert done.phase == "Complete", done
     assert done.generation == 2
     assert sampler.worst == 1, f"{sampler.worst} nodes disrupted at once"
-    wanted = manifests.config_digest("vm.swappiness=1\n")
+    wanted = examples.config_digest("vm.swappiness=1\n")
     for node in nodes:
         annotations = kubectl_json(cluster, "node", node)["metadata"]["annotations"]
         record = read_profile_state(annotations, profile_name).packages["tuning"]
@@ -376,7 +379,7 @@ async def test_a_worker_killed_during_a_drain_loses_nothing_and_runs_no_stage_tw
             stderr=subprocess.STDOUT,
         )
 
-    profile = manifests.profile(
+    profile = examples.profile(
         unique("kill"), selector={GROUP_LABEL: name}, interrupt="reboot", drain={"force": True}
     )
     steps = [{"name": "rest", "batches": {"strategy": "fixed", "initial": 1}}]
@@ -390,7 +393,7 @@ async def test_a_worker_killed_during_a_drain_loses_nothing_and_runs_no_stage_tw
 
     first = worker_process()
     try:
-        with SimulatedKubelet(cluster):
+        with SimulatedKubelet(cluster.kubectl):
             handle = await start(
                 temporal_client, queue, profile, {"max_unavailable": 1, "steps": steps}, settings()
             )

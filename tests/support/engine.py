@@ -4,8 +4,6 @@ when an interrupt Job runs on it, and samplers that watch invariants while a rol
 
 from __future__ import annotations
 
-import base64
-import contextlib
 import json
 import threading
 import time
@@ -14,7 +12,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from fleetwright.localcluster import nodes as fleet_nodes
 from fleetwright.planner.fleet import cordon_key
 from tests.support.providers import ClusterUnderTest
 
@@ -79,68 +76,6 @@ def cordoned_by(cluster: ClusterUnderTest, profile: str) -> Callable[[], int]:
         )
 
     return count
-
-
-@dataclass
-class SimulatedKubelet:
-    """Stands in for the node rebooting when an interrupt Job's pod runs: it asks kwok for a new
-    boot id (the ``sim.fleetwright.io/reboot`` annotation). Real hosts do this by rebooting."""
-
-    cluster: ClusterUnderTest
-    namespace: str = "fleetwright-system"
-    reboots: dict[str, int] = field(default_factory=dict)
-    _seen: set[str] = field(default_factory=set)
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
-
-    def __enter__(self) -> SimulatedKubelet:
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            with contextlib.suppress(Exception):
-                self._poll()
-            self._stop.wait(0.3)
-
-    def _poll(self) -> None:
-        pods = kubectl_json(
-            self.cluster,
-            "pods",
-            "-n",
-            self.namespace,
-            "-l",
-            "fleetwright.io/stage in (interrupt,uninstall-interrupt)",
-        )["items"]
-        for pod in pods:
-            uid, node = pod["metadata"]["uid"], pod["spec"].get("nodeName")
-            if uid in self._seen or not node or not _is_reboot(pod):
-                continue
-            self._seen.add(uid)
-            generation = self.reboots.get(node, 0) + 1
-            self.reboots[node] = generation
-            new_boot = fleet_nodes.boot_id(node, generation=generation)
-            self.cluster.kubectl(
-                "annotate", "node", node, f"{fleet_nodes.REBOOT_ANNOTATION}={new_boot}", "--overwrite"
-            )
-
-
-def _is_reboot(pod: dict[str, Any]) -> bool:
-    """The interrupt data (base64 JSON, the agent's last argument) asks for a node restart."""
-    for container in [*pod["spec"].get("initContainers", []), *pod["spec"]["containers"]]:
-        args = container.get("args") or []
-        if args and args[0] == "interrupt":
-            try:
-                return bool(json.loads(base64.b64decode(args[-1]))["type"] == "node_restart")
-            except (ValueError, KeyError):
-                return False
-    return False
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.5) -> Any:

@@ -13,12 +13,12 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
+from fleetwright.localcluster import examples
 from fleetwright.localcluster.binaries import wheel_binary
 from fleetwright.worker.temporal import build_worker
 from fleetwright.workflows.node import node_workflow_id
 from fleetwright.workflows.payloads import EngineSettings, RolloutInput
 from fleetwright.workflows.rollout import RolloutWorkflow
-from tests.support import manifests
 from tests.workflow.fakefleet import FakeFleet
 
 HISTORIES = Path(__file__).parent / "histories"
@@ -51,8 +51,8 @@ async def record() -> None:
         {"name": "rest", "batches": {"strategy": "fixed", "initial": 2}},
     ]
     rollout = RolloutInput(
-        profile=manifests.profile(name="replay"),
-        policy=manifests.policy(max_unavailable=2, steps=steps),
+        profile=examples.profile(name="replay"),
+        policy=examples.policy(max_unavailable=2, steps=steps),
         settings=EngineSettings(search_attributes=False),
     )
     async with build_worker(client, fleet.activities(), task_queue="replay"):

@@ -12,11 +12,11 @@ from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
+from fleetwright.localcluster import examples
 from fleetwright.planner.nodestate import read_profile_state
 from fleetwright.worker.temporal import build_worker
 from fleetwright.workflows.payloads import EngineSettings, Progress, RolloutInput
 from fleetwright.workflows.rollout import ABORTED, RolloutWorkflow
-from tests.support import manifests
 from tests.workflow.fakefleet import FakeFleet
 
 pytestmark = pytest.mark.workflow
@@ -67,8 +67,8 @@ async def progress(handle: WorkflowHandle[RolloutWorkflow, Progress]) -> Progres
 async def test_a_rollout_completes_with_canary_first_and_the_cap_held(client: Client) -> None:
     fleet = FakeFleet(size=7)
     rollout = RolloutInput(
-        profile=manifests.profile(name=unique()),
-        policy=manifests.policy(max_unavailable=2),
+        profile=examples.profile(name=unique()),
+        policy=examples.policy(max_unavailable=2),
         settings=SETTINGS,
     )
     handle, queue = await start(client, fleet, rollout)
@@ -104,8 +104,8 @@ async def test_a_canary_gate_holds_for_seven_days_and_resumes_on_approve(
         {"name": "rest", "batches": {"strategy": "fixed", "initial": 3}},
     ]
     rollout = RolloutInput(
-        profile=manifests.profile(name=unique()),
-        policy=manifests.policy(max_unavailable=3, steps=steps),
+        profile=examples.profile(name=unique()),
+        policy=examples.policy(max_unavailable=3, steps=steps),
         settings=SETTINGS,
     )
     handle, queue = await start(client, fleet, rollout)
@@ -130,8 +130,8 @@ async def test_pause_mid_batch_starts_no_new_node_until_resume(client: Client) -
     fleet = FakeFleet(size=6, hold_stages=True)
     steps = [{"name": "rest", "batches": {"strategy": "fixed", "initial": 2}}]
     rollout = RolloutInput(
-        profile=manifests.profile(name=unique(), interrupt=None),
-        policy=manifests.policy(max_unavailable=2, steps=steps),
+        profile=examples.profile(name=unique(), interrupt=None),
+        policy=examples.policy(max_unavailable=2, steps=steps),
         settings=SETTINGS,
     )
     handle, queue = await start(client, fleet, rollout)
@@ -157,8 +157,8 @@ async def test_abort_lets_in_flight_nodes_finish_their_stage_and_uncordons_them(
     fleet = FakeFleet(size=5, hold_stages=True)
     steps = [{"name": "rest", "batches": {"strategy": "fixed", "initial": 2}}]
     rollout = RolloutInput(
-        profile=manifests.profile(name=unique(), interrupt="reboot"),
-        policy=manifests.policy(max_unavailable=2, steps=steps),
+        profile=examples.profile(name=unique(), interrupt="reboot"),
+        policy=examples.policy(max_unavailable=2, steps=steps),
         settings=SETTINGS,
     )
     handle, queue = await start(client, fleet, rollout)
@@ -181,7 +181,7 @@ async def test_abort_lets_in_flight_nodes_finish_their_stage_and_uncordons_them(
 async def test_a_failed_canary_halts_before_any_other_node_is_touched(client: Client) -> None:
     fleet = FakeFleet(size=5)
     rollout = RolloutInput(
-        profile=manifests.profile(name=unique()), policy=manifests.policy(), settings=SETTINGS
+        profile=examples.profile(name=unique()), policy=examples.policy(), settings=SETTINGS
     )
     canary = "gpu-node-0000"
     fleet.failing_nodes = {f"gpu-node-000{i}" for i in range(5)}
@@ -206,8 +206,8 @@ async def test_the_node_records_every_passed_stage_and_completes_the_package(cli
     steps = [{"name": "rest", "batches": {"strategy": "fixed", "initial": 1}}]
     name = unique()
     rollout = RolloutInput(
-        profile=manifests.profile(name=name, interrupt="reboot"),
-        policy=manifests.policy(max_unavailable=1, steps=steps),
+        profile=examples.profile(name=name, interrupt="reboot"),
+        policy=examples.policy(max_unavailable=1, steps=steps),
         settings=SETTINGS,
     )
     handle, queue = await start(client, fleet, rollout)

@@ -1,4 +1,6 @@
-"""Small NodeProfile and DeploymentPolicy builders shared by the workflow and integration tiers."""
+"""Example NodeProfiles and DeploymentPolicies for the local fleet: the ``tuning`` package with a
+sysctl config, and a canary-then-batches policy. Shared by the demo, the benchmarks and the tests,
+so they all roll out the same thing."""
 
 from __future__ import annotations
 
