@@ -22,7 +22,9 @@ from rich.table import Table
 from fleetwright.api.deploymentpolicy import BUILTIN_POLICY, DeploymentPolicy
 from fleetwright.api.nodeprofile import NodeProfile
 from fleetwright.cli.app import app
-from fleetwright.errors import InvalidSpecError
+from fleetwright.errors import FleetwrightError, InvalidSpecError
+from fleetwright.kube.client import from_kubeconfig
+from fleetwright.kube.nodes import list_nodes
 from fleetwright.planner import convert
 from fleetwright.planner.fleet import node_items, observe_fleet
 from fleetwright.planner.observations import Observations
@@ -94,12 +96,25 @@ def load_fleet(path: Path, profile: NodeProfile) -> Observations:
         raise PlanInputError(f"{path}: cannot read the fleet snapshot: {err}") from err
     if not isinstance(raw, dict):
         raise PlanInputError(f"{path}: not a NodeList")
+    return _observe(raw, profile, str(path))
+
+
+def load_live_fleet(kubeconfig: Path, profile: NodeProfile) -> Observations:
+    """The fleet as the cluster behind ``kubeconfig`` has it now."""
+    try:
+        items = list_nodes(from_kubeconfig(kubeconfig))
+    except (FleetwrightError, OSError, ValueError) as err:
+        raise PlanInputError(f"{kubeconfig}: cannot read the nodes: {err}") from err
+    return _observe({"kind": "NodeList", "items": items}, profile, str(kubeconfig))
+
+
+def _observe(raw: dict[str, object], profile: NodeProfile, source: str) -> Observations:
     try:
         nodes = observe_fleet(
             node_items(raw), profile.metadata.name, lambda labels: convert.targets(profile, labels)
         )
     except (ValueError, InvalidSpecError) as err:
-        raise PlanInputError(f"{path}: {err}") from err
+        raise PlanInputError(f"{source}: {err}") from err
     return Observations(nodes=nodes)
 
 
@@ -208,7 +223,7 @@ def plan_command(
     ] = None,
     kubeconfig: Annotated[
         Path | None,
-        typer.Option("--kubeconfig", help="Read the fleet from a live cluster (not yet available)."),
+        typer.Option("--kubeconfig", help="Read the fleet from the live cluster behind this kubeconfig."),
     ] = None,
     output: Annotated[str, typer.Option("-o", "--output", help="table or json.")] = "table",
     now: Annotated[
@@ -221,16 +236,19 @@ def plan_command(
     try:
         if output not in ("table", "json"):
             raise PlanInputError(f"-o must be table or json, not {output!r}")
-        if kubeconfig is not None:
+        if (fleet is None) == (kubeconfig is None):
             raise PlanInputError(
-                "reading a live cluster is not available yet: export a snapshot with "
-                "`kubectl get nodes -o json > fleet.json` and pass --fleet fleet.json"
+                "give the fleet with either --fleet SNAPSHOT (a `kubectl get nodes -o json` file) "
+                "or --kubeconfig FILE (the live cluster)"
             )
-        if fleet is None:
-            raise PlanInputError("give the fleet with --fleet SNAPSHOT (a `kubectl get nodes -o json` file)")
         profile, policy = load_inputs(files)
         spec = convert.rollout_spec(profile, policy)
-        result = preview(spec, load_fleet(fleet, profile), _clock(now))
+        if fleet is not None:
+            observed = load_fleet(fleet, profile)
+        else:
+            assert kubeconfig is not None  # one of the two, checked above
+            observed = load_live_fleet(kubeconfig, profile)
+        result = preview(spec, observed, _clock(now))
     except (PlanInputError, InvalidSpecError) as err:
         Console(stderr=True).print(f"[red]error:[/] {err}", highlight=False)
         raise typer.Exit(2) from err

@@ -6,6 +6,8 @@ from pathlib import Path
 
 from kubernetes import client, config
 
+from fleetwright.errors import PermanentError
+
 
 def from_kubeconfig(path: Path | str | None = None, *, context: str | None = None) -> client.ApiClient:
     """An API client for ``path`` (default: $KUBECONFIG or ~/.kube/config), or in-cluster config."""
@@ -15,9 +17,12 @@ def from_kubeconfig(path: Path | str | None = None, *, context: str | None = Non
             return client.ApiClient()
         except config.ConfigException:
             pass
-    api: client.ApiClient = config.new_client_from_config(  # type: ignore[no-untyped-call]
-        config_file=str(path) if path else None, context=context
-    )
+    try:
+        api: client.ApiClient = config.new_client_from_config(  # type: ignore[no-untyped-call]
+            config_file=str(path) if path else None, context=context
+        )
+    except (config.ConfigException, OSError) as error:
+        raise PermanentError(f"kubeconfig {path or '(default)'}: {error}", reason="InvalidKubeconfig") from error
     return api
 
 

@@ -134,10 +134,17 @@ def test_json_output_round_trips_and_matches_the_planner(manifests: tuple[Path, 
         assert sum(1 for n in busy if n.compartment == "gb200") <= 4
 
 
-def test_live_cluster_source_gives_a_clear_error(manifests: tuple[Path, Path], tmp_path: Path) -> None:
-    code, _, err = run(*map(str, manifests), "--kubeconfig", str(tmp_path / "kubeconfig"))
+def test_an_unreadable_live_cluster_gives_a_clear_error(manifests: tuple[Path, Path], tmp_path: Path) -> None:
+    missing = tmp_path / "kubeconfig"
+    code, _, err = run(*map(str, manifests), "--kubeconfig", str(missing))
     assert code == 2
-    assert "kubectl get nodes -o json" in err
+    assert f"{missing}: cannot read the nodes" in " ".join(err.split())
+
+
+def test_the_fleet_comes_from_exactly_one_source(manifests: tuple[Path, Path]) -> None:
+    code, _, err = run(*map(str, manifests))
+    assert code == 2
+    assert "either --fleet SNAPSHOT" in err
 
 
 def test_a_dependency_cycle_is_reported_not_planned(manifests: tuple[Path, Path], tmp_path: Path) -> None:
