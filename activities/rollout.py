@@ -84,14 +84,19 @@ class RolloutActivities:
         return plan_turn(kube_nodes.list_nodes(self._api), request)
 
     def _clear_failure(self, profile: str, node: str) -> None:
-        """Forget a recorded stage failure so the planner plans the node again (retry/skip)."""
         annotations = kube_nodes.get_node(self._api, node).metadata.annotations or {}
-        state = read_profile_state(annotations, profile)
-        packages = {
-            name: record.model_copy(update={"pending": record.pending.model_copy(update={"failed": None})})
-            if record.pending is not None and record.pending.failed
-            else record
-            for name, record in state.packages.items()
-        }
-        key, value = format_annotation(state.model_copy(update={"packages": packages}))
+        key, value = cleared_failure(annotations, profile)
         kube_nodes.set_annotation(self._api, node, key, value)
+
+
+def cleared_failure(annotations: Mapping[str, str], profile: str) -> tuple[str, str]:
+    """Pure: the state annotation with every recorded stage failure forgotten, so the planner plans
+    the node again (a human retried or skipped it); the stages already done stay done."""
+    state = read_profile_state(annotations, profile)
+    packages = {
+        name: record.model_copy(update={"pending": record.pending.model_copy(update={"failed": None})})
+        if record.pending is not None and record.pending.failed
+        else record
+        for name, record in state.packages.items()
+    }
+    return format_annotation(state.model_copy(update={"packages": packages}))

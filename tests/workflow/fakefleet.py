@@ -27,7 +27,7 @@ from fleetwright.activities.payloads import (
     StageReport,
     StageRequest,
 )
-from fleetwright.activities.rollout import plan_turn
+from fleetwright.activities.rollout import cleared_failure, plan_turn
 from fleetwright.localcluster import nodes as fleet_nodes
 from fleetwright.planner.fleet import cordon_key
 from fleetwright.planner.nodestate import format_annotation
@@ -66,6 +66,9 @@ class FakeFleet:
     # ---- activities ----
     @activity.defn(name=NAMES.OBSERVE_AND_DECIDE)
     async def observe_and_decide(self, request: DecideRequest) -> DecideReport:
+        for node in request.reset_failed:
+            key, value = cleared_failure(self.annotations(node), request.profile.metadata.name)
+            self.annotations(node)[key] = value
         return plan_turn(list(self.nodes.values()), request)
 
     @activity.defn(name=NAMES.CORDON)

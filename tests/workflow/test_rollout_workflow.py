@@ -64,6 +64,15 @@ async def progress(handle: WorkflowHandle[RolloutWorkflow, Progress]) -> Progres
     return result
 
 
+async def halted(handle: WorkflowHandle[RolloutWorkflow, Progress]) -> Progress:
+    for _ in range(300):
+        state = await handle.query(RolloutWorkflow.progress)
+        if state is not None and state.phase == "Halted":
+            return state
+        await asyncio.sleep(0.1)
+    raise AssertionError("the rollout never halted")
+
+
 async def test_a_rollout_completes_with_canary_first_and_the_cap_held(client: Client) -> None:
     fleet = FakeFleet(size=7)
     rollout = RolloutInput(
@@ -219,3 +228,44 @@ async def test_the_node_records_every_passed_stage_and_completes_the_package(cli
     assert record.version == "1.0.0"
     assert record.pending is None
     assert [stage for _, stage in fleet.started_stages] == ["apply", "config", "interrupt", "post-interrupt"]
+
+
+async def test_retrying_a_failed_canary_reruns_it_and_the_rollout_goes_on(client: Client) -> None:
+    fleet = FakeFleet(size=3)
+    fleet.failing_nodes = {f"gpu-node-000{i}" for i in range(3)}
+    rollout = RolloutInput(
+        profile=examples.profile(name=unique()), policy=examples.policy(), settings=SETTINGS
+    )
+    handle, queue = await start(client, fleet, rollout)
+    async with build_worker(client, fleet.activities(), task_queue=queue):
+        await halted(handle)
+        (canary,) = fleet.started_nodes()
+        fleet.failing_nodes = set()  # the operator fixed the host
+        await handle.execute_update(RolloutWorkflow.retry_node, canary)
+        await eventually(lambda: list(fleet.statuses.values()).count("Complete") == 3, "every node")
+        await handle.terminate("test done")
+    canary_stages = [stage for node, stage in fleet.started_stages if node == canary]
+    # The failed first stage ran again; nothing before it had passed.
+    assert canary_stages == ["apply", "apply", "config", "interrupt", "post-interrupt"]
+
+
+async def test_skipping_a_failed_canary_leaves_it_alone_and_the_rollout_goes_on(client: Client) -> None:
+    fleet = FakeFleet(size=3)
+    fleet.failing_nodes = {f"gpu-node-000{i}" for i in range(3)}
+    rollout = RolloutInput(
+        profile=examples.profile(name=unique()), policy=examples.policy(), settings=SETTINGS
+    )
+    handle, queue = await start(client, fleet, rollout)
+    async with build_worker(client, fleet.activities(), task_queue=queue):
+        await halted(handle)
+        (canary,) = fleet.started_nodes()
+        fleet.failing_nodes = set()
+        await handle.execute_update(RolloutWorkflow.skip_node, canary)
+        await eventually(lambda: list(fleet.statuses.values()).count("Complete") == 2, "the other nodes")
+        await asyncio.sleep(0.5)
+        progress_now = await progress(handle)
+        await handle.terminate("test done")
+    assert fleet.statuses[canary] == "Failed"
+    assert [stage for node, stage in fleet.started_stages if node == canary] == ["apply"]
+    assert progress_now.phase == "Complete"
+    assert progress_now.targeted == 2
