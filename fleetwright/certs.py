@@ -1,7 +1,8 @@
-"""A small certificate authority for fleetwright's admission webhook: a CA plus a serving certificate
-for the webhook's DNS names and IP addresses, as PEM bytes (``caBundle`` is the CA PEM, base64).
+"""fleetwright's one small certificate authority: a CA, serving certificates for DNS names and IP
+addresses, and client certificates, as PEM bytes (``caBundle`` is the CA PEM, base64).
 
-Used by the webhook tests (loopback) and by the Helm chart's certificate bootstrap. Pure apart from
+Used by the admission webhook (tests on loopback, the Helm chart's certificate bootstrap) and by
+the local control plane's PKI (``localcluster.pki``). Pure apart from
 ``write_bundle``; the caller passes ``now`` so certificates are reproducible in time. Must not talk
 to the Kubernetes API (storing the bundle in a Secret is the adapter's job).
 """
@@ -129,6 +130,36 @@ def make_serving_cert(
         .add_extension(
             x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
         )
+        .sign(ca_key, hashes.SHA256())
+    )
+    return KeyPair(cert.public_bytes(serialization.Encoding.PEM), _key_pem(key))
+
+
+def make_client_cert(
+    ca: KeyPair, *, now: dt.datetime, common_name: str, groups: Sequence[str] = (), days: int = 30
+) -> KeyPair:
+    """A TLS client certificate: Kubernetes reads the user from CN and the groups from O."""
+    ca_cert = x509.load_pem_x509_certificate(ca.cert_pem)
+    ca_key = serialization.load_pem_private_key(ca.key_pem, password=None)
+    if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
+        raise ValueError("the CA key must be an EC key made by make_ca")
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name(
+        [
+            *(x509.NameAttribute(NameOID.ORGANIZATION_NAME, group) for group in groups),
+            x509.NameAttribute(NameOID.COMMON_NAME, common_name),
+        ]
+    )
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - _BACKDATE)
+        .not_valid_after(now + dt.timedelta(days=days))
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
         .sign(ca_key, hashes.SHA256())
     )
     return KeyPair(cert.public_bytes(serialization.Encoding.PEM), _key_pem(key))

@@ -22,7 +22,8 @@ def from_kubeconfig(path: Path | str | None = None, *, context: str | None = Non
             config_file=str(path) if path else None, context=context
         )
     except (config.ConfigException, OSError) as error:
-        raise PermanentError(f"kubeconfig {path or '(default)'}: {error}", reason="InvalidKubeconfig") from error
+        source = path or "(default)"
+        raise PermanentError(f"kubeconfig {source}: {error}", reason="InvalidKubeconfig") from error
     return api
 
 

@@ -1,22 +1,21 @@
-"""Local PKI for the test control plane: a CA, the apiserver's serving certificate, client
-certificates (admin, controller-manager, kwok) and the service-account signing key.
-
-It writes PEM files into a directory the launcher owns; nothing here is meant for production.
+"""Local PKI for the test control plane: the CA, the apiserver's serving certificate, client
+certificates (admin, controller-manager, kwok) and the service-account signing key, written as PEM
+files into a directory the launcher owns. Certificates come from ``fleetwright.certs``; nothing
+here is meant for production.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import ipaddress
 from dataclasses import dataclass
 from pathlib import Path
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec, rsa
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
 
-_VALIDITY = dt.timedelta(days=30)
+from fleetwright import certs
+
+_VALIDITY_DAYS = 30
 
 
 @dataclass(frozen=True)
@@ -25,22 +24,12 @@ class CertPair:
     key: Path
 
 
-def _write_key(path: Path, key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey) -> None:
-    path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    path.chmod(0o600)
-
-
-def _name(common_name: str, organization: str | None = None) -> x509.Name:
-    attrs = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
-    if organization:
-        attrs.append(x509.NameAttribute(NameOID.ORGANIZATION_NAME, organization))
-    return x509.Name(attrs)
+def _write(directory: Path, name: str, pair: certs.KeyPair) -> CertPair:
+    files = CertPair(directory / f"{name}.crt", directory / f"{name}.key")
+    files.cert.write_bytes(pair.cert_pem)
+    files.key.write_bytes(pair.key_pem)
+    files.key.chmod(0o600)
+    return files
 
 
 class LocalCA:
@@ -49,40 +38,13 @@ class LocalCA:
     def __init__(self, directory: Path, common_name: str = "fleetwright-local-ca") -> None:
         directory.mkdir(parents=True, exist_ok=True)
         self.directory = directory
-        self._key = ec.generate_private_key(ec.SECP256R1())
-        now = dt.datetime.now(dt.UTC)
-        self._cert = (
-            x509.CertificateBuilder()
-            .subject_name(_name(common_name))
-            .issuer_name(_name(common_name))
-            .public_key(self._key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - dt.timedelta(minutes=5))
-            .not_valid_after(now + _VALIDITY)
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .add_extension(
-                x509.KeyUsage(
-                    digital_signature=True,
-                    key_cert_sign=True,
-                    crl_sign=True,
-                    content_commitment=False,
-                    key_encipherment=False,
-                    data_encipherment=False,
-                    key_agreement=False,
-                    encipher_only=False,
-                    decipher_only=False,
-                ),
-                critical=True,
-            )
-            .sign(self._key, hashes.SHA256())
-        )
-        self.cert_path = directory / "ca.crt"
-        self.cert_path.write_bytes(self._cert.public_bytes(serialization.Encoding.PEM))
-        _write_key(directory / "ca.key", self._key)
+        self._now = dt.datetime.now(dt.UTC)  # the launcher's own clock: certificates start now
+        self._ca = certs.make_ca(now=self._now, common_name=common_name, days=_VALIDITY_DAYS)
+        self.cert_path = _write(directory, "ca", self._ca).cert
 
     @property
     def pem(self) -> bytes:
-        return self._cert.public_bytes(serialization.Encoding.PEM)
+        return self._ca.cert_pem
 
     def issue(
         self,
@@ -94,37 +56,30 @@ class LocalCA:
         ip_addresses: tuple[str, ...] = (),
         server: bool = False,
     ) -> CertPair:
-        """Issue a leaf certificate; ``server`` selects serving usage, otherwise client auth."""
-        key = ec.generate_private_key(ec.SECP256R1())
-        now = dt.datetime.now(dt.UTC)
-        usage = ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH
-        builder = (
-            x509.CertificateBuilder()
-            .subject_name(_name(common_name, organization))
-            .issuer_name(self._cert.subject)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - dt.timedelta(minutes=5))
-            .not_valid_after(now + _VALIDITY)
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
-        )
-        sans: list[x509.GeneralName] = [x509.DNSName(d) for d in dns_names]
-        sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ip_addresses]
-        if sans:
-            builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
-        cert = builder.sign(self._key, hashes.SHA256())
-        pair = CertPair(self.directory / f"{name}.crt", self.directory / f"{name}.key")
-        pair.cert.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-        _write_key(pair.key, key)
-        return pair
+        """Issue a leaf certificate; ``server`` selects serving usage, otherwise client auth with
+        ``organization`` as the Kubernetes group."""
+        if server:
+            pair = certs.make_serving_cert(
+                self._ca, now=self._now, dns_names=dns_names, ip_addresses=ip_addresses, days=_VALIDITY_DAYS
+            )
+        else:
+            groups = (organization,) if organization else ()
+            pair = certs.make_client_cert(
+                self._ca, now=self._now, common_name=common_name, groups=groups, days=_VALIDITY_DAYS
+            )
+        return _write(self.directory, name, pair)
 
 
 def write_service_account_keys(directory: Path) -> CertPair:
     """The RSA key pair kube-apiserver signs service-account tokens with (``cert`` is the public key)."""
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     pair = CertPair(directory / "sa.pub", directory / "sa.key")
-    _write_key(pair.key, key)
+    pair.key.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    pair.key.chmod(0o600)
     pair.cert.write_bytes(
         key.public_key().public_bytes(
             serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
