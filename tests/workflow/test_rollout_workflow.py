@@ -269,3 +269,31 @@ async def test_skipping_a_failed_canary_leaves_it_alone_and_the_rollout_goes_on(
     assert [stage for node, stage in fleet.started_stages if node == canary] == ["apply"]
     assert progress_now.phase == "Complete"
     assert progress_now.targeted == 2
+
+
+async def test_continue_as_new_keeps_history_bounded_and_loses_no_node(client: Client) -> None:
+    fleet = FakeFleet(size=12)
+    rollout = RolloutInput(
+        profile=examples.profile(name=unique(), interrupt=None),
+        policy=examples.policy(max_unavailable=2),
+        settings=SETTINGS.model_copy(update={"history_events_before_continue": 100}),
+    )
+    handle, queue = await start(client, fleet, rollout)
+    first_run = (await handle.describe()).run_id
+    async with build_worker(client, fleet.activities(), task_queue=queue):
+        await eventually(lambda: list(fleet.statuses.values()).count("Complete") == 12, "every node")
+        state = await progress(handle)
+        for _ in range(100):
+            if state.phase == "Complete":
+                break
+            await asyncio.sleep(0.1)
+            state = await progress(handle)
+        latest = client.get_workflow_handle(handle.id)
+        description = await latest.describe()
+        history = await latest.fetch_history()
+        await latest.terminate("test done")
+    assert state.phase == "Complete"
+    assert state.updated == 12
+    assert description.run_id != first_run
+    # The threshold plus one turn of slack: a run never grows far past it.
+    assert len(history.events) < 200
