@@ -2,7 +2,8 @@
 CustomObjectsApi, e.g. for the admission webhook's lookups.
 
 Returns plain dicts as the apiserver sends them (callers parse them with ``fleetwright.api``);
-failures are classified into ``fleetwright.errors``. Reads only; status writes belong elsewhere.
+failures are classified into ``fleetwright.errors``. Besides reads it owns one write: the status
+subresource (``patch_status``), which only the controller calls; specs are never written here.
 """
 
 from __future__ import annotations
@@ -62,3 +63,25 @@ class ApiResourceLookup:
             if ref == policy:
                 names.append(obj["metadata"]["name"])
         return sorted(names)
+
+
+def patch_status(api: client.ApiClient, plural: str, name: str, status: dict[str, Any]) -> dict[str, Any]:
+    """Merge-patch the status subresource of one fleetwright object; returns the updated object.
+
+    Callers send the whole derived status (absent fields as null), so a merge patch is a
+    replacement that needs no resourceVersion: the status is a view recomputed from the workflow,
+    and the last writer is always as right as the first."""
+    custom = client.CustomObjectsApi(api)
+    with classified(f"patch status of {plural}.{GROUP}/{name}"):
+        obj = cast(
+            dict[str, Any],
+            custom.patch_cluster_custom_object_status(
+                GROUP,
+                VERSION,
+                plural,
+                name,
+                {"status": status},
+                _content_type="application/merge-patch+json",
+            ),
+        )
+    return obj

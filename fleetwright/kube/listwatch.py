@@ -1,0 +1,126 @@
+"""Long-running list + watch loops (informers without a cache) for the controller's watchers.
+
+Owns the mechanics: a full list that yields a snapshot and a resourceVersion, watches resumed from
+the last version seen, a relist after 410 Gone (or any watch ERROR event), capped exponential
+backoff on failures, and stopping within one watch window. Objects are delivered as plain dicts in
+the apiserver's JSON shape. It must not decide what a change means: the caller's ``deliver``
+callback does, and it runs on the watcher's own thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal, cast
+
+from kubernetes import client, watch
+from kubernetes.client.exceptions import ApiException
+
+from fleetwright.api.common import GROUP, VERSION
+from fleetwright.kube.errors import classified
+from fleetwright.kube.watching import HTTP_GONE
+
+log = logging.getLogger(__name__)
+
+EventType = Literal["SYNC", "ADDED", "MODIFIED", "DELETED"]
+
+
+@dataclass(frozen=True)
+class WatchEvent:
+    """One change, or (``SYNC``) a fresh snapshot of every object after a (re)list."""
+
+    type: EventType
+    obj: dict[str, Any] | None = None
+    items: tuple[dict[str, Any], ...] = ()
+
+
+Deliver = Callable[[WatchEvent], None]
+
+
+@dataclass
+class ListWatch:
+    """List then watch one resource kind until ``stop`` is set (run ``run`` on a thread)."""
+
+    api: client.ApiClient
+    kind: Literal["nodeprofiles", "deploymentpolicies", "nodes"]
+    deliver: Deliver
+    stop: threading.Event
+    window_seconds: int = 30
+    """A watch request's server-side timeout: also the bound on how long stopping takes."""
+    max_backoff_seconds: float = 30.0
+    _backoff: float = field(default=0.0, init=False)
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            try:
+                version = self._list()
+                self._backoff = 0.0
+                while not self.stop.is_set() and version:
+                    version = self._watch(version)
+            except Exception as error:  # the loop must outlive any API trouble; say so and back off
+                self._backoff = min(self.max_backoff_seconds, max(0.5, self._backoff * 2))
+                log.warning("watch %s failed (%s); relisting in %.1fs", self.kind, error, self._backoff)
+                self.stop.wait(self._backoff)
+
+    # ----- the two halves ---------------------------------------------------------------------
+    def _list(self) -> str:
+        with classified(f"list {self.kind}"):
+            func, args = self._list_call()
+            listing = self._to_dict(func(*args))
+        metadata = listing.get("metadata") or {}
+        items = tuple(cast(list[dict[str, Any]], listing.get("items") or []))
+        if not self.stop.is_set():
+            self.deliver(WatchEvent("SYNC", items=items))
+        return str(metadata.get("resourceVersion") or "")
+
+    def _watch(self, version: str) -> str:
+        """Watch from ``version``; the version to resume from, or "" to relist."""
+        watcher = watch.Watch()  # type: ignore[no-untyped-call]
+        func, args = self._list_call()
+        stream = watcher.stream(  # type: ignore[no-untyped-call]
+            func,
+            *args,
+            resource_version=version,
+            timeout_seconds=self.window_seconds,
+            allow_watch_bookmarks=True,
+            # A connection the server never closes must not hang the thread forever.
+            _request_timeout=self.window_seconds + 15,
+        )
+        try:
+            with classified(f"watch {self.kind}"):
+                for event in stream:
+                    if self.stop.is_set():
+                        return ""
+                    kind = event.get("type")
+                    if kind == "ERROR":
+                        return ""  # expired or refused: relist
+                    raw = event.get("raw_object") or self._to_dict(event.get("object"))
+                    version = str((raw.get("metadata") or {}).get("resourceVersion") or version)
+                    if kind in ("ADDED", "MODIFIED", "DELETED"):
+                        self.deliver(WatchEvent(kind, obj=raw))
+        except ApiException as error:
+            if error.status == HTTP_GONE:
+                return ""
+            raise
+        finally:
+            stream.close()
+        return version
+
+    def _list_call(self) -> tuple[Callable[..., Any], tuple[str, ...]]:
+        if self.kind == "nodes":
+            return client.CoreV1Api(self.api).list_node, ()
+        return client.CustomObjectsApi(self.api).list_cluster_custom_object, (GROUP, VERSION, self.kind)
+
+    def _to_dict(self, obj: Any) -> dict[str, Any]:
+        if isinstance(obj, dict):
+            return obj
+        return cast(dict[str, Any], self.api.sanitize_for_serialization(obj))  # type: ignore[no-untyped-call]
+
+
+def start_thread(watcher: ListWatch) -> threading.Thread:
+    """Run ``watcher`` on a daemon thread (a stuck API call must never keep the process alive)."""
+    thread = threading.Thread(target=watcher.run, name=f"watch-{watcher.kind}", daemon=True)
+    thread.start()
+    return thread

@@ -1,0 +1,68 @@
+"""Events about fleetwright's own objects (``events.k8s.io/v1`` regarding a NodeProfile), the trail
+`kubectl describe nodeprofile` shows: rollout started, paused, halted, complete.
+
+Event names derive from a caller-given key, so two controller replicas (or one that restarted)
+reporting the same transition create one Event: a 409 means it was already said. It must not
+decide which transitions deserve an Event (the controller's status mapping does).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import socket
+from datetime import UTC, datetime
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from fleetwright.kube.errors import classified
+
+# Cluster-scoped objects' events live in "default", where kubectl describe looks for them.
+NAMESPACE = "default"
+REPORTING_CONTROLLER = "fleetwright.io/controller"
+MAX_NOTE = 1024  # the API rejects longer notes
+
+
+def event_name(name: str, key: str) -> str:
+    digest = hashlib.sha256("\x00".join((name, key)).encode()).hexdigest()[:16]
+    return f"{name[:200]}.fw-{digest}"
+
+
+def emit_for(
+    api: client.ApiClient,
+    *,
+    api_version: str,
+    kind: str,
+    name: str,
+    uid: str,
+    type_: str,
+    reason: str,
+    note: str,
+    key: str,
+) -> bool:
+    """Record one Event regarding the cluster-scoped object ``kind/name``; False when the Event for
+    ``key`` already exists. ``type_`` is ``Normal`` or ``Warning``."""
+    now = datetime.now(UTC)
+    body = {
+        "apiVersion": "events.k8s.io/v1",
+        "kind": "Event",
+        "metadata": {"name": event_name(name, key), "namespace": NAMESPACE},
+        "eventTime": now.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+        "reportingController": REPORTING_CONTROLLER,
+        "reportingInstance": socket.gethostname()[:128],
+        "action": reason[:128],
+        "reason": reason[:128],
+        "note": note[:MAX_NOTE],
+        "type": type_,
+        "regarding": {"apiVersion": api_version, "kind": kind, "name": name, "uid": uid},
+    }
+    with classified(f"record event {reason} on {kind} {name}"):
+        try:
+            event = client.EventsV1Event.from_dict(body)
+            assert event is not None  # from_dict returns None only for None
+            client.EventsV1Api(api).create_namespaced_event(NAMESPACE, event)
+        except ApiException as error:
+            if error.status == 409:
+                return False
+            raise
+    return True

@@ -1,0 +1,377 @@
+"""The controller: turns NodeProfiles, DeploymentPolicies and Nodes into starts and signals of each
+profile's rollout workflow, and mirrors each workflow's published progress into the profile's
+status subresource (with Events on the profile for transitions a human cares about).
+
+It owns watching (through ``fleetwright.kube.listwatch``), the start/signal calls and the status
+writes. It must not write node state or decide anything about a rollout: the workflow is the one
+writer per profile, and a spec change is a signal to it, never a second writer.
+
+Restarts and replicas need no leader election:
+- Nothing lives only here. Desired state is in the CRs, rollout state in Temporal; the in-memory
+  "last signalled" table is rebuilt on start by signalling every profile once (``spec_changed``
+  with an unchanged spec is a no-op retarget; ``pause``/``resume`` just set a flag), so a
+  restart costs one extra decision per profile and a few seconds of stale status.
+- Two replicas cannot double-start: the workflow id is ``nodeprofile/<name>`` and starts use
+  ``USE_EXISTING``, so the second start returns the running workflow. Duplicate signals are
+  idempotent for the same reason as above.
+- Status is a derived view (``worker.status``: a pure function of the memo, the generation and the
+  previous status), written whole; two replicas compute the same value, so they never fight.
+  Events are keyed by the transition and the CR version they were seen at, so both replicas
+  create the same Event name and the second gets a 409.
+Status comes from ``describe()`` (memo ``progress``), never from a query, so it keeps flowing while
+no worker polls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import ValidationError
+from temporalio.client import Client, WorkflowHandle
+from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.service import RPCError, RPCStatusCode
+
+from fleetwright.api.common import API_VERSION
+from fleetwright.api.deploymentpolicy import BUILTIN_POLICY, BUILTIN_POLICY_NAME, DeploymentPolicy
+from fleetwright.api.deploymentpolicy import PLURAL as POLICY_PLURAL
+from fleetwright.api.nodeprofile import PLURAL as PROFILE_PLURAL
+from fleetwright.api.nodeprofile import NodeProfile, NodeProfileStatus
+from fleetwright.errors import FleetwrightError
+from fleetwright.kube.client import ApiClient, from_kubeconfig
+from fleetwright.kube.listwatch import ListWatch, WatchEvent, start_thread
+from fleetwright.kube.objectevents import emit_for
+from fleetwright.kube.resources import patch_status
+from fleetwright.worker.settings import WorkerSettings
+from fleetwright.worker.status import Inputs, derive, transitions
+from fleetwright.worker.temporal import connect
+from fleetwright.workflows.payloads import Controls, Progress, RolloutInput, SpecChange
+from fleetwright.workflows.rollout import RolloutWorkflow, rollout_workflow_id
+
+log = logging.getLogger("fleetwright.controller")
+
+PAUSED_ANNOTATION = "fleetwright.io/paused"
+OWN_LABEL_PREFIX = "fleetwright.io/"
+NODES = "nodes"
+
+
+@dataclass(frozen=True)
+class ControllerOptions:
+    status_interval_seconds: float = 5.0
+    """Mirror every profile's status at least this often (also re-tries failed starts)."""
+    refresh_delay_seconds: float = 0.5
+    """After a signal, mirror again this soon: long enough for the workflow to have acted on it."""
+    node_signal_delay_seconds: float = 0.5
+    """Coalesce node churn (a fleet joining) into one ``nodes_changed`` per rollout."""
+    watch_window_seconds: int = 30
+
+
+@dataclass(frozen=True)
+class Signalled:
+    """What this process last told a profile's workflow: (profile generation, policy version) and
+    the pause flag. Comparing against it makes repeated watch events free."""
+
+    spec: tuple[int, str]
+    paused: bool
+
+
+class Controller:
+    def __init__(
+        self, client: Client, api: ApiClient, settings: WorkerSettings, options: ControllerOptions
+    ) -> None:
+        self.client, self.api, self.settings, self.options = client, api, settings, options
+        self.profiles: dict[str, dict[str, Any]] = {}
+        self.policies: dict[str, dict[str, Any]] = {}
+        self.node_labels: dict[str, dict[str, str]] = {}
+        self._signalled: dict[str, Signalled] = {}
+        self._events: asyncio.Queue[tuple[str, WatchEvent]] = asyncio.Queue()
+        self._refresh = asyncio.Event()
+        self._dirty: set[str] = set()
+        self._nodes_task: asyncio.Task[None] | None = None
+
+    # ----- lifecycle ----------------------------------------------------------------------------
+    async def run(self, stop: asyncio.Event) -> None:
+        loop = asyncio.get_running_loop()
+        watch_stop = threading.Event()
+        for kind in (POLICY_PLURAL, PROFILE_PLURAL, NODES):
+            start_thread(
+                ListWatch(
+                    self.api,
+                    kind,  # type: ignore[arg-type]
+                    deliver=_forwarder(loop, self._events, kind, watch_stop),
+                    stop=watch_stop,
+                    window_seconds=self.options.watch_window_seconds,
+                )
+            )
+        tasks = [asyncio.create_task(self._consume()), asyncio.create_task(self._mirror_loop())]
+        try:
+            await stop.wait()
+        finally:
+            watch_stop.set()
+            for task in [*tasks, *([self._nodes_task] if self._nodes_task else [])]:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    # ----- watch events -> caches -> reconcile --------------------------------------------------
+    async def _consume(self) -> None:
+        while True:
+            self._apply(*await self._events.get())
+            while not self._events.empty():  # a burst (a relist) costs one pass
+                self._apply(*self._events.get_nowait())
+            dirty, self._dirty = self._dirty, set()
+            for name in sorted(dirty):
+                await self._reconcile(name)
+
+    def _apply(self, kind: str, event: WatchEvent) -> None:
+        if kind == NODES:
+            self._apply_node(event)
+            return
+        cache = self.profiles if kind == PROFILE_PLURAL else self.policies
+        if event.type == "SYNC":
+            fresh = {o["metadata"]["name"]: o for o in event.items}
+            gone = set(cache) - set(fresh)
+            cache.clear()
+            cache.update(fresh)
+            changed = set(fresh) | gone
+        else:
+            assert event.obj is not None
+            name = event.obj["metadata"]["name"]
+            if event.type == "DELETED":
+                cache.pop(name, None)
+            else:
+                cache[name] = event.obj
+            changed = {name}
+        if kind == PROFILE_PLURAL:
+            self._dirty |= changed
+        else:
+            self._dirty |= {p for p, o in self.profiles.items() if _policy_ref(o) in changed}
+
+    def _apply_node(self, event: WatchEvent) -> None:
+        if event.type == "SYNC":
+            fresh = {o["metadata"]["name"]: _foreign_labels(o) for o in event.items}
+            changed = bool(self.node_labels) and fresh != self.node_labels
+            self.node_labels = fresh
+        else:
+            assert event.obj is not None
+            name, labels = event.obj["metadata"]["name"], _foreign_labels(event.obj)
+            if event.type == "DELETED":
+                changed = self.node_labels.pop(name, None) is not None
+            else:
+                changed = self.node_labels.get(name) != labels
+                self.node_labels[name] = labels
+        if changed and (self._nodes_task is None or self._nodes_task.done()):
+            self._nodes_task = asyncio.create_task(self._signal_nodes_changed())
+
+    async def _signal_nodes_changed(self) -> None:
+        await asyncio.sleep(self.options.node_signal_delay_seconds)
+        for name in sorted(self._signalled):
+            with contextlib.suppress(RPCError):  # a finished rollout has nothing to re-observe
+                await self.client.get_workflow_handle(rollout_workflow_id(name)).signal(
+                    RolloutWorkflow.nodes_changed
+                )
+
+    async def _reconcile(self, name: str) -> None:
+        """Start the profile's workflow if absent and tell it what changed since the last signal."""
+        obj = self.profiles.get(name)
+        if obj is None:
+            await self._forget(name)
+            return
+        policy = self._policy_for(obj)
+        if policy is None:
+            return  # the status says PolicyNotFound; the policy's ADDED event brings us back
+        want = Signalled(
+            spec=(obj["metadata"].get("generation") or 0, _version_of(policy)),
+            paused=_paused(obj),
+        )
+        before = self._signalled.get(name)
+        if before == want:
+            return
+        try:
+            profile = NodeProfile.model_validate(_without_status(obj))
+            handle = await self._ensure_started(profile, policy, paused=want.paused)
+            if before is None or before.spec != want.spec:
+                # After a restart (before is None) this re-sends an unchanged spec: a no-op retarget.
+                await handle.signal(RolloutWorkflow.spec_changed, SpecChange(profile=profile, policy=policy))
+            if before is None or before.paused != want.paused:
+                await handle.signal(RolloutWorkflow.pause if want.paused else RolloutWorkflow.resume)
+        except (RPCError, ValidationError) as error:
+            log.warning("profile %s: could not start or signal its rollout: %s", name, error)
+            self._signalled.pop(name, None)  # the periodic resync tries again
+            return
+        self._signalled[name] = want
+        asyncio.get_running_loop().call_later(self.options.refresh_delay_seconds, self._refresh.set)
+
+    async def _ensure_started(
+        self, profile: NodeProfile, policy: DeploymentPolicy, *, paused: bool
+    ) -> WorkflowHandle[RolloutWorkflow, Progress]:
+        # Paused from the start rides in the input, so not even the first decision starts a node.
+        rollout = RolloutInput(
+            profile=profile, policy=policy, settings=self.settings.engine, controls=Controls(paused=paused)
+        )
+        return await self.client.start_workflow(
+            RolloutWorkflow.run,
+            rollout,
+            id=rollout_workflow_id(profile.metadata.name),
+            task_queue=self.settings.task_queue,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        )
+
+    async def _forget(self, name: str) -> None:
+        """The CR is gone: stop starting nodes (uninstall on deletion is not implemented yet)."""
+        if self._signalled.pop(name, None) is None:
+            return
+        with contextlib.suppress(RPCError):
+            await self.client.get_workflow_handle(rollout_workflow_id(name)).signal(RolloutWorkflow.abort)
+
+    def _policy_for(self, obj: dict[str, Any]) -> DeploymentPolicy | None:
+        ref = _policy_ref(obj)
+        if ref is None:
+            return BUILTIN_POLICY
+        policy_obj = self.policies.get(ref)
+        if policy_obj is None:
+            return None
+        try:
+            return DeploymentPolicy.model_validate(_without_status(policy_obj))
+        except ValidationError as error:
+            log.warning("DeploymentPolicy %s does not parse: %s", ref, error)
+            return None
+
+    # ----- status mirror ----------------------------------------------------------------------
+    async def _mirror_loop(self) -> None:
+        while True:
+            self._dirty |= {n for n in self.profiles if n not in self._signalled}  # retry failed starts
+            for name in sorted(self._dirty):
+                self._dirty.discard(name)
+                await self._reconcile(name)
+            for name in sorted(self.profiles):
+                try:
+                    await self.mirror(name)
+                except (RPCError, FleetwrightError) as error:
+                    log.warning("profile %s: status not updated: %s", name, error)
+            self._refresh.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._refresh.wait(), timeout=self.options.status_interval_seconds)
+
+    async def mirror(self, name: str) -> None:
+        """Write one profile's status from its workflow's memo, and the Events for what changed."""
+        obj = self.profiles.get(name)
+        if obj is None:
+            return
+        workflow_id = rollout_workflow_id(name)
+        progress = await self._progress(workflow_id)
+        ref = _policy_ref(obj)
+        inputs = Inputs(
+            generation=obj["metadata"].get("generation") or 0,
+            workflow_id=workflow_id,
+            policy=ref or BUILTIN_POLICY_NAME,
+            progress=progress,
+            policy_missing=ref is not None and ref not in self.policies,
+        )
+        previous = _status_of(obj)
+        # metav1.Time has second precision: keep ours the same so re-reads compare equal.
+        status = derive(inputs, previous, datetime.now(UTC).replace(microsecond=0))
+        if status == previous:
+            return
+        updated = await asyncio.to_thread(patch_status, self.api, PROFILE_PLURAL, name, _status_body(status))
+        if name in self.profiles:
+            self.profiles[name] = updated
+        for change in transitions(previous, status):
+            await asyncio.to_thread(
+                emit_for,
+                self.api,
+                api_version=API_VERSION,
+                kind="NodeProfile",
+                name=name,
+                uid=obj["metadata"].get("uid") or "",
+                type_=change.type,
+                reason=change.reason,
+                note=change.note,
+                key=f"{obj['metadata'].get('uid')}/{change.reason}/{obj['metadata'].get('resourceVersion')}",
+            )
+
+    async def _progress(self, workflow_id: str) -> Progress | None:
+        try:
+            description = await self.client.get_workflow_handle(workflow_id).describe()
+        except RPCError as error:
+            if error.status == RPCStatusCode.NOT_FOUND:
+                return None
+            raise
+        progress: Progress | None = await description.memo_value("progress", None, type_hint=Progress)
+        return progress
+
+
+async def run_controller(
+    settings: WorkerSettings, stop_event: asyncio.Event, options: ControllerOptions | None = None
+) -> None:
+    """Run the controller until ``stop_event`` is set."""
+    api = from_kubeconfig(settings.kubeconfig)
+    client = await connect(settings.temporal_address, settings.temporal_namespace)
+    controller = Controller(client, api, settings, options or ControllerOptions())
+    log.info("controller watching profiles for task queue %s", settings.task_queue)
+    await controller.run(stop_event)
+
+
+# ----- small pure helpers ------------------------------------------------------------------------
+def _forwarder(
+    loop: asyncio.AbstractEventLoop,
+    queue: asyncio.Queue[tuple[str, WatchEvent]],
+    kind: str,
+    stop: threading.Event,
+) -> Any:
+    """The watcher threads' callback: hand the event to the controller's loop."""
+
+    def deliver(event: WatchEvent) -> None:
+        if stop.is_set():
+            return
+        with contextlib.suppress(RuntimeError):  # the loop closed under a stopping watcher
+            loop.call_soon_threadsafe(queue.put_nowait, (kind, event))
+
+    return deliver
+
+
+def _policy_ref(obj: dict[str, Any]) -> str | None:
+    ref = ((obj.get("spec") or {}).get("deploymentPolicyRef") or {}).get("name")
+    return ref if isinstance(ref, str) and ref else None
+
+
+def _version_of(policy: DeploymentPolicy) -> str:
+    return f"{policy.metadata.name}@{policy.metadata.generation or 0}"
+
+
+def _paused(obj: dict[str, Any]) -> bool:
+    annotations = obj["metadata"].get("annotations") or {}
+    return str(annotations.get(PAUSED_ANNOTATION, "")).lower() == "true"
+
+
+def _foreign_labels(node: dict[str, Any]) -> dict[str, str]:
+    """A node's labels minus fleetwright's own, which the node workflows write: our own writes
+    must not wake every rollout."""
+    labels = node["metadata"].get("labels") or {}
+    return {k: v for k, v in labels.items() if not k.startswith(OWN_LABEL_PREFIX)}
+
+
+def _without_status(obj: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in obj.items() if k != "status"}
+
+
+def _status_of(obj: dict[str, Any]) -> NodeProfileStatus | None:
+    raw = obj.get("status")
+    if not raw:
+        return None
+    try:
+        return NodeProfileStatus.model_validate(raw)
+    except ValidationError:
+        return None  # written by someone else or an older shape: replaced whole
+
+
+def _status_body(status: NodeProfileStatus) -> dict[str, Any]:
+    """The whole status as a merge patch: unset fields as null so stale ones are removed."""
+    body: dict[str, Any] = status.model_dump(mode="json", by_alias=True, exclude_none=True)
+    for field, info in NodeProfileStatus.model_fields.items():
+        body.setdefault(info.alias or field, None)
+    return body

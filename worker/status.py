@@ -1,0 +1,228 @@
+"""The NodeProfile status as a pure function of what the rollout workflow published (its memo
+``progress``), the CR's generation and its previous status; and which transitions deserve an Event.
+
+It owns the mapping (engine phase -> conditions, API phase, counts, node issues). It must not do
+I/O or read the clock (the controller passes ``now``), so the same inputs always give the same
+status: that is what makes two controllers writing it harmless.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from fleetwright.api.nodeprofile import NodeIssue, NodeProfileStatus
+from fleetwright.api.status import (
+    BLOCKED,
+    DEGRADED,
+    PAUSED,
+    PROGRESSING,
+    READY,
+    Condition,
+    ConditionStatus,
+    Phase,
+    set_condition,
+)
+from fleetwright.workflows.payloads import Progress
+
+MAX_ISSUES = 50
+MAX_LISTED = 10  # nodes named in one condition message
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """Everything the status derives from besides the previous status and the clock."""
+
+    generation: int
+    workflow_id: str
+    policy: str
+    progress: Progress | None
+    policy_missing: bool = False
+
+
+@dataclass(frozen=True)
+class Transition:
+    """A change a human cares about, recorded as an Event on the CR."""
+
+    type: str  # Normal | Warning
+    reason: str
+    note: str
+
+
+_C = tuple[str, ConditionStatus, str, str]  # type, status, reason, message
+
+
+def derive(inputs: Inputs, previous: NodeProfileStatus | None, now: datetime) -> NodeProfileStatus:
+    """The status to write. Transition times are kept for conditions whose status is unchanged."""
+    phase, wanted = _conditions(inputs)
+    progress = inputs.progress
+    conditions = list(previous.conditions) if previous else []
+    observed = progress.generation if progress else None
+    for type_, status, reason, message in wanted:
+        conditions = set_condition(
+            conditions,
+            Condition(
+                type=type_,
+                status=status,
+                reason=reason,
+                message=message,
+                observed_generation=observed,
+                last_transition_time=now,
+            ),
+        )
+    return NodeProfileStatus(
+        observed_generation=observed,
+        conditions=conditions,
+        phase=phase,
+        policy=inputs.policy,
+        nodes_targeted=progress.targeted if progress else 0,
+        nodes_complete=progress.updated if progress else 0,
+        nodes_in_progress=progress.running if progress else 0,
+        nodes_blocked=progress.blocked if progress else 0,
+        nodes_failed=progress.failed if progress else 0,
+        progress=f"{progress.updated}/{progress.targeted}" if progress else None,
+        workflow_id=inputs.workflow_id,
+        node_issues=_issues(progress) if progress else [],
+    )
+
+
+def _conditions(inputs: Inputs) -> tuple[Phase, list[_C]]:
+    progress = inputs.progress
+    if progress is None:
+        if inputs.policy_missing:
+            text = f"DeploymentPolicy {inputs.policy} does not exist; the rollout waits for it"
+            return "Pending", _quiet("PolicyNotFound", text, progressing=("False", "PolicyNotFound", text))
+        text = "waiting for the rollout workflow to publish its first decision"
+        return "Pending", _quiet("RolloutPending", text, progressing=("True", "RolloutStarting", text))
+    counts = f"{progress.updated}/{progress.targeted} nodes updated"
+    phase: Phase
+    if progress.phase == "Complete":
+        phase = "Degraded" if progress.failed else "Complete"
+        ready: tuple[ConditionStatus, str, str] = ("True", "RolloutComplete", f"{counts}; {progress.message}")
+        moving: tuple[ConditionStatus, str, str] = ("False", "RolloutComplete", progress.message)
+    elif progress.phase in ("Halted", "Aborted"):
+        phase = "Failed"
+        reason = "RolloutHalted" if progress.phase == "Halted" else "RolloutAborted"
+        ready, moving = ("False", reason, counts), ("False", reason, progress.message)
+    elif progress.phase == "Paused":
+        phase = "Paused"
+        ready, moving = ("False", "RolloutPaused", counts), ("False", "Paused", progress.message)
+    else:
+        phase = "Blocked" if progress.phase == "Blocked" else "Progressing"
+        reason = {"Blocked": "NodesBlocked", "Waiting": "Waiting"}.get(progress.phase, "RollingOut")
+        ready, moving = ("False", "RolloutInProgress", counts), ("True", reason, progress.message)
+    if progress.generation < inputs.generation:
+        # The CR changed but the workflow has not picked the new generation up yet: never report
+        # the old generation's completion as Ready for the new spec.
+        text = f"generation {inputs.generation} not yet picked up (rollout is at {progress.generation})"
+        ready, moving = ("False", "SpecChangePending", text), ("True", "SpecChangePending", text)
+        phase = "Progressing" if phase in ("Complete", "Degraded") else phase
+    return phase, [
+        (READY, *ready),
+        (PROGRESSING, *moving),
+        _paused(progress),
+        _blocked(progress),
+        _degraded(progress),
+    ]
+
+
+def _quiet(reason: str, text: str, *, progressing: tuple[ConditionStatus, str, str]) -> list[_C]:
+    return [
+        (READY, "False", reason, text),
+        (PROGRESSING, *progressing),
+        (PAUSED, "False", "NotPaused", ""),
+        (BLOCKED, "False", "NotBlocked", ""),
+        (DEGRADED, "False", "NotDegraded", ""),
+    ]
+
+
+def _paused(progress: Progress) -> _C:
+    if progress.paused:
+        return (PAUSED, "True", "PausedByUser", "paused (annotation fleetwright.io/paused or the CLI)")
+    return (PAUSED, "False", "NotPaused", "")
+
+
+def _blocked(progress: Progress) -> _C:
+    if not progress.blocked:
+        return (BLOCKED, "False", "NotBlocked", "")
+    shown = [
+        f"{n}: {progress.blocked_reasons.get(n, 'blocked')}" for n in progress.blocked_nodes[:MAX_LISTED]
+    ]
+    more = progress.blocked - len(shown)
+    return (BLOCKED, "True", "NodesBlocked", "; ".join(shown) + (f" (and {more} more)" if more > 0 else ""))
+
+
+def _degraded(progress: Progress) -> _C:
+    if progress.phase == "Halted":
+        return (
+            DEGRADED,
+            "True",
+            "RolloutHalted",
+            f"{progress.message}; failed: {_names(progress.failed_nodes)}",
+        )
+    if progress.failed:
+        return (
+            DEGRADED,
+            "True",
+            "NodesFailed",
+            f"{progress.failed} node(s) failed: {_names(progress.failed_nodes)}",
+        )
+    return (DEGRADED, "False", "NotDegraded", "")
+
+
+def _names(nodes: tuple[str, ...]) -> str:
+    shown = ", ".join(nodes[:MAX_LISTED]) or "none"
+    return shown + (f" (and {len(nodes) - MAX_LISTED} more)" if len(nodes) > MAX_LISTED else "")
+
+
+def _issues(progress: Progress) -> list[NodeIssue]:
+    issues = [
+        NodeIssue(
+            node=n, reason="StageFailed", message="a stage failed; see the node's conditions and Events"
+        )
+        for n in progress.failed_nodes
+    ]
+    issues += [
+        NodeIssue(node=n, reason="NodeBlocked", message=progress.blocked_reasons.get(n, "")[:4096])
+        for n in progress.blocked_nodes
+    ]
+    return issues[:MAX_ISSUES]
+
+
+def transitions(previous: NodeProfileStatus | None, current: NodeProfileStatus) -> list[Transition]:
+    """Events for the change from ``previous`` to ``current`` (phase changes and a newly adopted
+    generation); none when nothing a human cares about changed."""
+    before = previous.phase if previous else None
+    after = current.phase
+    out: list[Transition] = []
+    old_gen = previous.observed_generation if previous else None
+    if (
+        old_gen is not None
+        and current.observed_generation is not None
+        and current.observed_generation > old_gen
+    ):
+        out.append(
+            Transition(
+                "Normal", "SpecChangeAccepted", f"rolling out generation {current.observed_generation}"
+            )
+        )
+    if before == after:
+        return out
+    progress = current.progress or "0/0"
+    ready = next((c for c in current.conditions if c.type == READY), None)
+    degraded = next((c for c in current.conditions if c.type == DEGRADED), None)
+    blocked = next((c for c in current.conditions if c.type == BLOCKED), None)
+    if before in (None, "Pending") and after not in ("Pending", None):
+        out.append(Transition("Normal", "RolloutStarted", f"rollout started ({progress} nodes updated)"))
+    if after == "Paused":
+        out.append(Transition("Normal", "RolloutPaused", f"paused at {progress} nodes updated"))
+    elif before == "Paused" and after != "Pending":
+        out.append(Transition("Normal", "RolloutResumed", f"resumed at {progress} nodes updated"))
+    if after == "Failed":
+        out.append(Transition("Warning", "RolloutHalted", degraded.message if degraded else "halted"))
+    elif after == "Blocked":
+        out.append(Transition("Warning", "RolloutBlocked", blocked.message if blocked else "blocked"))
+    elif after in ("Complete", "Degraded"):
+        kind = "Normal" if after == "Complete" else "Warning"
+        out.append(Transition(kind, "RolloutComplete", ready.message if ready else progress))
+    return out
