@@ -93,6 +93,7 @@ class Controller:
         self._refresh = asyncio.Event()
         self._dirty: set[str] = set()
         self._nodes_task: asyncio.Task[None] | None = None
+        self._nodes_pending = False
 
     # ----- lifecycle ----------------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> None:
@@ -164,16 +165,20 @@ class Controller:
             else:
                 changed = self.node_labels.get(name) != labels
                 self.node_labels[name] = labels
+        self._nodes_pending = self._nodes_pending or changed
         if changed and (self._nodes_task is None or self._nodes_task.done()):
             self._nodes_task = asyncio.create_task(self._signal_nodes_changed())
 
     async def _signal_nodes_changed(self) -> None:
-        await asyncio.sleep(self.options.node_signal_delay_seconds)
-        for name in sorted(self._signalled):
-            with contextlib.suppress(RPCError):  # a finished rollout has nothing to re-observe
-                await self.client.get_workflow_handle(rollout_workflow_id(name)).signal(
-                    RolloutWorkflow.nodes_changed
-                )
+        # Loop, so a change that arrives while the signals go out gets its own round.
+        while self._nodes_pending:
+            await asyncio.sleep(self.options.node_signal_delay_seconds)
+            self._nodes_pending = False
+            for name in sorted(self._signalled):
+                with contextlib.suppress(RPCError):  # a finished rollout has nothing to re-observe
+                    await self.client.get_workflow_handle(rollout_workflow_id(name)).signal(
+                        RolloutWorkflow.nodes_changed
+                    )
 
     async def _reconcile(self, name: str) -> None:
         """Start the profile's workflow if absent and tell it what changed since the last signal."""

@@ -96,10 +96,18 @@ def _conditions(inputs: Inputs) -> tuple[Phase, list[_C]]:
         return "Pending", _quiet("RolloutPending", text, progressing=("True", "RolloutStarting", text))
     counts = f"{progress.updated}/{progress.targeted} nodes updated"
     phase: Phase
-    if progress.phase == "Complete":
-        phase = "Degraded" if progress.failed else "Complete"
-        ready: tuple[ConditionStatus, str, str] = ("True", "RolloutComplete", f"{counts}; {progress.message}")
+    if progress.phase == "Complete" and progress.updated < progress.targeted:
+        # The steps ran out before every targeted node was updated (failed, left out, or joined
+        # after the last batch): Ready promises that every targeted node carries every package.
+        phase = "Degraded"
+        missing = progress.targeted - progress.updated
+        text = f"{counts}; {missing} targeted node(s) not updated; {progress.message}"
+        ready: tuple[ConditionStatus, str, str] = ("False", "NodesNotUpdated", text)
         moving: tuple[ConditionStatus, str, str] = ("False", "RolloutComplete", progress.message)
+    elif progress.phase == "Complete":
+        phase = "Complete"
+        ready = ("True", "RolloutComplete", f"{counts}; {progress.message}")
+        moving = ("False", "RolloutComplete", progress.message)
     elif progress.phase in ("Halted", "Aborted"):
         phase = "Failed"
         reason = "RolloutHalted" if progress.phase == "Halted" else "RolloutAborted"
@@ -160,6 +168,9 @@ def _degraded(progress: Progress) -> _C:
             "RolloutHalted",
             f"{progress.message}; failed: {_names(progress.failed_nodes)}",
         )
+    if progress.phase == "Complete" and progress.updated < progress.targeted and not progress.failed:
+        missing = progress.targeted - progress.updated
+        return (DEGRADED, "True", "NodesNotUpdated", f"{missing} targeted node(s) not updated")
     if progress.failed:
         return (
             DEGRADED,

@@ -206,7 +206,9 @@ async def rollout(cluster: ClusterUnderTest, temporal_client: Client) -> AsyncIt
         await handle.terminate("test done")
 
 
-async def until(predicate: Any, within: float, what: str, interval: float = 0.2) -> Any:
+async def until(
+    predicate: Any, within: float, what: str, interval: float = 0.2, details: Any = lambda: ""
+) -> Any:
     deadline = time.monotonic() + within
     last: Any = None
     while time.monotonic() < deadline:
@@ -214,7 +216,7 @@ async def until(predicate: Any, within: float, what: str, interval: float = 0.2)
         if last:
             return last
         await asyncio.sleep(interval)
-    raise AssertionError(f"timed out after {within}s waiting for {what} (last: {last})")
+    raise AssertionError(f"timed out after {within}s waiting for {what} (last: {last}; {details()})")
 
 
 def first_cordon_latency(cluster: ClusterUnderTest, rollout: Rollout, timeout: float = 30) -> float:
@@ -320,3 +322,21 @@ async def test_a_controller_restart_mid_rollout_only_delays_status(
     await asyncio.to_thread(rollout.wait_ready)
     assert (await handle.describe()).run_id == run_id, "the restart started a second rollout"
     assert (await asyncio.to_thread(rollout.status))["progress"] == "3/3"
+
+
+async def test_a_node_joining_mid_rollout_is_signalled_and_updated(
+    cluster: ClusterUnderTest, controller: RunningController, rollout: Rollout
+) -> None:
+    await asyncio.to_thread(rollout.apply)
+    await until(rollout.cordoned, 30, "the canary to be cordoned")
+    (joined,) = await asyncio.to_thread(cluster.add_nodes, 1)
+    await asyncio.to_thread(label_nodes, cluster, [joined], f"{GROUP_LABEL}={rollout.group}")
+    await until(
+        lambda: rollout.status().get("nodesTargeted") == 4,
+        20,
+        "the new node to be targeted",
+        details=rollout.status,
+    )
+    await asyncio.to_thread(rollout.wait_ready)
+    assert (await asyncio.to_thread(rollout.status))["progress"] == "4/4"
+    assert await asyncio.to_thread(rollout.recorded_versions) == {"1.0.0"}

@@ -151,3 +151,12 @@ def test_a_newly_adopted_generation_is_an_event() -> None:
     done = status(progress("Complete", updated=4))
     again = status(progress("Progressing", generation=2, running=1), done, generation=2)
     assert [t.reason for t in transitions(done, again)] == ["SpecChangeAccepted"]
+
+
+def test_complete_with_targeted_nodes_left_over_is_not_ready() -> None:
+    s = status(progress("Complete", updated=3, message="complete: 3 node(s) updated"))
+    assert s.phase == "Degraded"
+    assert s.progress == "3/4"
+    assert conditions(s)["Ready"] == ("False", "NodesNotUpdated")
+    assert conditions(s)["Degraded"] == ("True", "NodesNotUpdated")
+    assert conditions(s)["Progressing"] == ("False", "RolloutComplete")
