@@ -87,6 +87,7 @@ class Progress(Frozen):
     step: str = ""
     targeted: int = 0
     updated: int = 0
+    """Targeted nodes that carry every package of the current target."""
     running: int = 0
     failed: int = 0
     blocked: int = 0

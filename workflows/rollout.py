@@ -61,6 +61,7 @@ class RolloutWorkflow:
         self._progress: Progress | None = None
         self._retry: list[str] = []
         self._abort_sent: set[str] = set()
+        self._fresh_pass = False
 
     # ----- signals, updates, queries --------------------------------------------------------
     @workflow.signal(name=NODE_FINISHED_SIGNAL)
@@ -181,7 +182,21 @@ class RolloutWorkflow:
             if self._should_continue_as_new():
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(self._carry())
+            if self._another_pass(decision):
+                continue
             await self._sleep(decision)
+
+    def _another_pass(self, decision: Decision) -> bool:
+        """A finished rollout whose fleet gained nodes needing work (a node joined, or drifted)
+        begins a fresh pass over the same target: the policy's steps run again for those nodes,
+        canary first. Once per wake-up, so nodes that cannot be worked on do not spin the loop."""
+        assert self._state is not None
+        if decision.phase is not Phase.COMPLETE or decision.counts.needs_work == 0 or self._fresh_pass:
+            self._fresh_pass = False
+            return False
+        self._fresh_pass = True
+        self._state = begin(self._state.spec, workflow.now(), previous=self._state)
+        return True
 
     def _spec(self) -> RolloutSpec:
         return convert.rollout_spec(self._profile, self._policy)
@@ -311,7 +326,8 @@ class RolloutWorkflow:
             message=decision.message,
             step=_current_step(state),
             targeted=decision.counts.targeted,
-            updated=decision.counts.updated,
+            # Nodes that carry the target, whichever pass updated them (a joined node starts a new pass).
+            updated=decision.counts.targeted - decision.counts.needs_work,
             running=decision.counts.running,
             failed=decision.counts.failed,
             blocked=decision.counts.blocked,

@@ -297,3 +297,28 @@ async def test_continue_as_new_keeps_history_bounded_and_loses_no_node(client: C
     assert description.run_id != first_run
     # The threshold plus one turn of slack: a run never grows far past it.
     assert len(history.events) < 200
+
+
+async def test_a_node_that_joins_after_completion_gets_its_packages(client: Client) -> None:
+    fleet = FakeFleet(size=3)
+    rollout = RolloutInput(
+        profile=examples.profile(name=unique(), interrupt=None), policy=examples.policy(), settings=SETTINGS
+    )
+    handle, queue = await start(client, fleet, rollout)
+    async with build_worker(client, fleet.activities(), task_queue=queue):
+        await eventually(lambda: list(fleet.statuses.values()).count("Complete") == 3, "the first three")
+        await asyncio.sleep(0.5)
+        joined = FakeFleet(size=4).nodes["gpu-node-0003"]
+        fleet.nodes["gpu-node-0003"] = joined
+        await handle.signal(RolloutWorkflow.nodes_changed)
+        await eventually(lambda: fleet.statuses.get("gpu-node-0003") == "Complete", "the joined node")
+        state = await progress(handle)
+        for _ in range(50):
+            if state.phase == "Complete":
+                break
+            await asyncio.sleep(0.1)
+            state = await progress(handle)
+        await handle.terminate("test done")
+    assert state.phase == "Complete"
+    assert (state.updated, state.targeted) == (4, 4)
+    assert fleet.started_nodes() == ["gpu-node-0000", "gpu-node-0001", "gpu-node-0002", "gpu-node-0003"]
