@@ -44,8 +44,8 @@ from fleetwright.api.nodeprofile import PLURAL as PROFILE_PLURAL
 from fleetwright.api.nodeprofile import NodeProfile, NodeProfileStatus
 from fleetwright.errors import FleetwrightError
 from fleetwright.kube.client import ApiClient, from_kubeconfig
+from fleetwright.kube.events import emit_for
 from fleetwright.kube.listwatch import ListWatch, WatchEvent, start_thread
-from fleetwright.kube.objectevents import emit_for
 from fleetwright.kube.resources import patch_status
 from fleetwright.worker.settings import WorkerSettings
 from fleetwright.worker.status import Inputs, derive, transitions

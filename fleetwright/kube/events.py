@@ -1,8 +1,9 @@
-"""Events about Nodes (``events.k8s.io/v1``), the human-visible trail of blocks and failures.
+"""Events (``events.k8s.io/v1``): the human-visible trail on Nodes (blocks, failures) and on
+fleetwright's own objects (rollout started, paused, halted, complete).
 
 An event's name is derived from a caller-given key, so the same occurrence reported twice (a retried
-activity, the next pass of a wait) creates one Event: a 409 means it was already said. It must not
-decide when something is worth an event (the activities do).
+activity, the next pass of a wait, a second controller replica) creates one Event: a 409 means it
+was already said. It must not decide when something is worth an event (the callers do).
 """
 
 from __future__ import annotations
@@ -16,14 +17,58 @@ from kubernetes.client.exceptions import ApiException
 
 from fleetwright.kube.errors import classified
 
-NAMESPACE = "default"  # where the kubelet records Node events, so `kubectl describe node` finds ours
-REPORTING_CONTROLLER = "fleetwright.io/node-activities"
+# Node and cluster-scoped objects' events live in "default", where `kubectl describe` finds them.
+NAMESPACE = "default"
+NODE_ACTIVITIES = "fleetwright.io/node-activities"
+CONTROLLER = "fleetwright.io/controller"
 MAX_NOTE = 1024  # the API rejects longer notes
 
 
-def event_name(node: str, key: str) -> str:
-    digest = hashlib.sha256("\x00".join((node, key)).encode()).hexdigest()[:16]
-    return f"{node[:200]}.fw-{digest}"
+def event_name(name: str, key: str) -> str:
+    digest = hashlib.sha256("\x00".join((name, key)).encode()).hexdigest()[:16]
+    return f"{name[:200]}.fw-{digest}"
+
+
+def emit_for(
+    api: client.ApiClient,
+    *,
+    api_version: str,
+    kind: str,
+    name: str,
+    uid: str,
+    type_: str,
+    reason: str,
+    note: str,
+    key: str,
+    action: str | None = None,
+    reporting_controller: str = CONTROLLER,
+) -> bool:
+    """Record one Event regarding the cluster-scoped object ``kind/name``; False when the Event for
+    ``key`` already exists. ``type_`` is ``Normal`` or ``Warning``."""
+    now = datetime.now(UTC)
+    body = {
+        "apiVersion": "events.k8s.io/v1",
+        "kind": "Event",
+        "metadata": {"name": event_name(name, key), "namespace": NAMESPACE},
+        "eventTime": now.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+        "reportingController": reporting_controller,
+        "reportingInstance": socket.gethostname()[:128],
+        "action": (action or reason)[:128],
+        "reason": reason[:128],
+        "note": note[:MAX_NOTE],
+        "type": type_,
+        "regarding": {"apiVersion": api_version, "kind": kind, "name": name, "uid": uid},
+    }
+    with classified(f"record event {reason} on {kind} {name}"):
+        try:
+            event = client.EventsV1Event.from_dict(body)
+            assert event is not None  # from_dict returns None only for None
+            client.EventsV1Api(api).create_namespaced_event(NAMESPACE, event)
+        except ApiException as error:
+            if error.status == 409:
+                return False
+            raise
+    return True
 
 
 def emit(
@@ -37,29 +82,18 @@ def emit(
     note: str,
     key: str,
 ) -> bool:
-    """Record one Event regarding ``node``; False when the event for ``key`` already exists.
-    ``kind`` is ``Normal`` or ``Warning``."""
-    now = datetime.now(UTC)
-    body = {
-        "apiVersion": "events.k8s.io/v1",
-        "kind": "Event",
-        "metadata": {"name": event_name(node, key), "namespace": NAMESPACE},
-        "eventTime": now.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
-        "reportingController": REPORTING_CONTROLLER,
-        "reportingInstance": socket.gethostname()[:128],
-        "action": action[:128],
-        "reason": reason[:128],
-        "note": note[:MAX_NOTE],
-        "type": kind,
-        "regarding": {"apiVersion": "v1", "kind": "Node", "name": node, "uid": node_uid},
-    }
-    with classified(f"record event {reason} on node {node}"):
-        try:
-            event = client.EventsV1Event.from_dict(body)
-            assert event is not None  # from_dict returns None only for None
-            client.EventsV1Api(api).create_namespaced_event(NAMESPACE, event)
-        except ApiException as error:
-            if error.status == 409:
-                return False
-            raise
-    return True
+    """Record one Event regarding ``node`` for the node activities. ``kind`` is ``Normal`` or
+    ``Warning``."""
+    return emit_for(
+        api,
+        api_version="v1",
+        kind="Node",
+        name=node,
+        uid=node_uid,
+        type_=kind,
+        reason=reason,
+        note=note,
+        key=key,
+        action=action,
+        reporting_controller=NODE_ACTIVITIES,
+    )
