@@ -8,7 +8,6 @@ import asyncio
 import base64
 import functools
 import json
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -37,6 +36,7 @@ from fleetwright.localcluster import nodes as fleet_nodes
 from fleetwright.planner.interrupts import REBOOT
 from fleetwright.planner.nodestate import NodePackageState, PackageRecord, annotation_key, parse_annotation
 from fleetwright.planner.stages import Stage
+from tests.support.engine import wait_for
 from tests.support.providers import ClusterUnderTest
 
 pytestmark = pytest.mark.integration
@@ -46,16 +46,6 @@ FAST_POD = {
     "pod-complete.stage.kwok.x-k8s.io/jitter-delay": "0s",
 }
 AGENT = "registry.example/fleetwright/agent:0.1.0"
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 async def async_wait_for(predicate: Callable[[], Any], what: str) -> Any:

@@ -17,21 +17,17 @@ from fleetwright.kube.eviction import EvictionResult, evict
 from fleetwright.localcluster import nodes as fleet_nodes
 from fleetwright.localcluster.cluster import LocalCluster
 from fleetwright.planner.fleet import cordon_key
+from tests.support.engine import wait_for as wait_briefly
 from tests.support.providers import ClusterUnderTest
 
 pytestmark = pytest.mark.integration
 
+
+def wait_for(predicate: Callable[[], Any], what: str = "condition") -> Any:
+    """The shared poll with this module's 60 s bound (controllers on a busy CI machine)."""
+    return wait_briefly(predicate, 60.0, what)
+
 BUILT_KUBE_VERSION = "v1.36.3"
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float = 60.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.3)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 def get_json(cluster: ClusterUnderTest, *args: str) -> Any:

@@ -78,11 +78,12 @@ def cordoned_by(cluster: ClusterUnderTest, profile: str) -> Callable[[], int]:
     return count
 
 
-def wait_until(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.5) -> Any:
+def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
+    """Poll ``predicate`` until it returns something truthy (and return that), or fail naming ``what``."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
         if value:
             return value
-        time.sleep(interval)
+        time.sleep(0.2)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
