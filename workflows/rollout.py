@@ -181,7 +181,8 @@ class RolloutWorkflow:
             self._publish(decision)
             if self._should_continue_as_new():
                 await workflow.wait_condition(workflow.all_handlers_finished)
-                workflow.continue_as_new(self._carry())
+                if self._should_continue_as_new():  # a handler may have queued a request meanwhile
+                    workflow.continue_as_new(self._carry())
             if self._another_pass(decision):
                 continue
             await self._sleep(decision)
@@ -298,6 +299,10 @@ class RolloutWorkflow:
             await workflow.wait_condition(lambda: bool(self._results) or self._nudged, timeout=timeout)
 
     def _should_continue_as_new(self) -> bool:
+        # Requests not yet folded in (a spec change, a retry) are handled first: only the state,
+        # the controls and node results travel to the next run.
+        if self._new_spec is not None or self._retry:
+            return False
         info = workflow.info()
         return info.get_current_history_length() >= self._settings.history_events_before_continue
 
