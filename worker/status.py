@@ -81,6 +81,7 @@ def derive(inputs: Inputs, previous: NodeProfileStatus | None, now: datetime) ->
         nodes_blocked=progress.blocked if progress else 0,
         nodes_failed=progress.failed if progress else 0,
         progress=f"{progress.updated}/{progress.targeted}" if progress else None,
+        current_step=(progress.step or None) if progress else None,
         workflow_id=inputs.workflow_id,
         node_issues=_issues(progress) if progress else [],
     )

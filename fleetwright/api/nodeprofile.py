@@ -500,6 +500,11 @@ class NodeProfileStatus(ApiModel):
     progress: str | None = Field(
         default=None, description="`complete/targeted`, e.g. `3/10`, for kubectl get.", max_length=64
     )
+    current_step: str | None = Field(
+        default=None,
+        description="The policy step the rollout is in, e.g. `rollout: canary` or `default: rest (batch 3)`.",
+        max_length=512,
+    )
     workflow_id: str | None = Field(
         default=None,
         description="Id of the Temporal rollout workflow (`nodeprofile/<name>`).",
