@@ -27,6 +27,7 @@ def wait_for(predicate: Callable[[], Any], what: str = "condition") -> Any:
     """The shared poll with this module's 60 s bound (controllers on a busy CI machine)."""
     return wait_briefly(predicate, 60.0, what)
 
+
 BUILT_KUBE_VERSION = "v1.36.3"
 
 
@@ -253,3 +254,15 @@ def test_a_reboot_changes_the_boot_id(cluster: ClusterUnderTest, fleet: list[str
     )
     annotations = get_json(cluster, "node", node)["metadata"]["annotations"]
     assert fleet_nodes.REBOOT_ANNOTATION not in annotations
+
+
+def test_an_apiserver_killed_and_restarted_keeps_the_cluster_state(
+    cluster: ClusterUnderTest, fleet: list[str]
+) -> None:
+    """The chaos suite's building block: SIGKILL one component, start it again on the same port."""
+    assert isinstance(cluster, LocalCluster)
+    before = cluster.pids["kube-apiserver"]
+    cluster.restart_component("kube-apiserver")
+    assert cluster.pids["kube-apiserver"] != before
+    names = {n["metadata"]["name"] for n in get_json(cluster, "nodes")["items"]}
+    assert set(fleet) <= names
