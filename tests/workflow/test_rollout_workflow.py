@@ -59,25 +59,29 @@ async def eventually(predicate: Callable[[], bool], what: str, within: float = 3
     raise AssertionError(f"timed out waiting for {what}")
 
 
-async def progress(handle: WorkflowHandle[RolloutWorkflow, Progress]) -> Progress:
-    """The rollout's progress query. A query is answered by the worker; on a loaded CI machine the
-    test server's query deadline can pass, so a timed-out query is asked again (a few times)."""
+async def query_progress(handle: WorkflowHandle[RolloutWorkflow, Progress]) -> Progress | None:
+    """The rollout's progress query (None before its first turn). A query is answered by the
+    worker; on a loaded CI machine the test server's query deadline can pass, so a timed-out query
+    is asked again (a few times)."""
     for _ in range(4):
         try:
-            result = await handle.query(RolloutWorkflow.progress)
+            return await handle.query(RolloutWorkflow.progress)
         except RPCError as error:
             if error.status is not RPCStatusCode.DEADLINE_EXCEEDED:
                 raise
-            continue
-        assert result is not None
-        return result
     raise AssertionError("the progress query timed out four times")
+
+
+async def progress(handle: WorkflowHandle[RolloutWorkflow, Progress]) -> Progress:
+    result = await query_progress(handle)
+    assert result is not None
+    return result
 
 
 async def halted(handle: WorkflowHandle[RolloutWorkflow, Progress]) -> Progress:
     for _ in range(300):
-        state = await progress(handle)
-        if state.phase == "Halted":
+        state = await query_progress(handle)
+        if state is not None and state.phase == "Halted":
             return state
         await asyncio.sleep(0.1)
     raise AssertionError("the rollout never halted")
@@ -296,17 +300,15 @@ async def test_continue_as_new_keeps_history_bounded_and_loses_no_node(client: C
     )
     async with build_worker(client, fleet.activities(), task_queue=queue):
         await eventually(lambda: list(fleet.statuses.values()).count("Complete") == 12, "every node")
-        state = await progress(latest)
-        for _ in range(100):
-            if state.phase == "Complete":
-                break
-            await asyncio.sleep(0.1)
-            state = await progress(latest)
+        # No query here: one sent while a run hands over to the next can wait out the test
+        # server's deadline. The fleet and the histories say what this test needs.
+        await asyncio.sleep(1.0)
         description = await latest.describe()
         history = await latest.fetch_history()
         await latest.terminate("test done")
-    assert state.phase == "Complete"
-    assert state.updated == 12
+    for node in fleet.nodes:
+        record = read_profile_state(fleet.annotations(node), rollout.profile.metadata.name).packages["tuning"]
+        assert (record.version, record.pending) == ("1.0.0", None)
     assert description.run_id != first_run
     # The threshold plus one turn of slack: a run never grows far past it.
     assert len(history.events) < 200
