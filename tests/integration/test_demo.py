@@ -3,6 +3,7 @@ shutdown with no process left behind; ``--fail-canary`` shows a halted rollout."
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -19,7 +20,7 @@ def run_demo(*args: str) -> str:
         text=True,
         timeout=420,
         check=False,
-        env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"},
+        env={**os.environ, "COLUMNS": "200"},
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return result.stdout
