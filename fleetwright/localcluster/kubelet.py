@@ -12,12 +12,12 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from fleetwright.localcluster import nodes as fleet_nodes
+from fleetwright.localcluster.ticker import Ticker
 
 KubectlRunner = Callable[..., Any]
 INTERRUPT_SELECTOR = "fleetwright.io/stage in (interrupt,uninstall-interrupt)"
@@ -42,25 +42,20 @@ class SimulatedKubelet:
     interval: float = 0.3
     reboots: dict[str, int] = field(default_factory=dict)
     _seen: set[str] = field(default_factory=set)
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
+    _ticker: Ticker | None = None
 
     def __enter__(self) -> SimulatedKubelet:
-        self._thread = threading.Thread(target=self._run, name="simulated-kubelet", daemon=True)
-        self._thread.start()
+        self._ticker = Ticker(self._tick, self.interval, name="simulated-kubelet").__enter__()
         return self
 
     def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
+        if self._ticker is not None:
+            self._ticker.__exit__(None, None, None)
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            # A failed poll (apiserver restarting) is retried on the next tick.
-            with contextlib.suppress(Exception):
-                self.poll()
-            self._stop.wait(self.interval)
+    def _tick(self) -> None:
+        # A failed poll (apiserver restarting) is retried on the next tick.
+        with contextlib.suppress(Exception):
+            self.poll()
 
     def poll(self) -> None:
         listing = self.kubectl("get", "pods", "-n", self.namespace, "-l", INTERRUPT_SELECTOR, "-o", "json")

@@ -5,13 +5,13 @@ when an interrupt Job runs on it, and samplers that watch invariants while a rol
 from __future__ import annotations
 
 import json
-import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+from fleetwright.localcluster.ticker import Ticker
 from fleetwright.planner.fleet import cordon_key
 from tests.support.providers import ClusterUnderTest
 
@@ -42,28 +42,23 @@ class Sampler:
     interval: float = 0.3
     worst: int = 0
     samples: int = 0
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
+    _ticker: Ticker | None = None
 
     def __enter__(self) -> Sampler:
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
+        self._ticker = Ticker(self._sample, self.interval, name="sampler").__enter__()
         return self
 
     def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
+        if self._ticker is not None:
+            self._ticker.__exit__(None, None, None)
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                value = self.measure()
-            except Exception:
-                value = 0
-            self.worst = max(self.worst, value)
-            self.samples += 1
-            self._stop.wait(self.interval)
+    def _sample(self) -> None:
+        try:
+            value = self.measure()
+        except Exception:
+            value = 0
+        self.worst = max(self.worst, value)
+        self.samples += 1
 
 
 def cordoned_by(cluster: ClusterUnderTest, profile: str) -> Callable[[], int]:
