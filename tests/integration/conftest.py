@@ -1,0 +1,78 @@
+"""Fixtures for the integration tier's running stack (see ``tests/support/stack.py``)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+
+import pytest
+from temporalio.client import Client
+
+from fleetwright.activities.node import all_activities
+from fleetwright.activities.rollout import RolloutActivities
+from fleetwright.kube.client import from_kubeconfig
+from fleetwright.localcluster.kubelet import SimulatedKubelet
+from fleetwright.localcluster.temporal import LocalTemporal
+from fleetwright.worker.settings import WorkerSettings
+from fleetwright.worker.temporal import build_worker
+from fleetwright.workflows.rollout import rollout_workflow_id
+from tests.support.engine import label_nodes, unique
+from tests.support.providers import ClusterUnderTest
+from tests.support.stack import GROUP_LABEL, Rollout, RunningController, engine_settings, install_crds
+
+
+@pytest.fixture(scope="module")
+def crds(cluster: ClusterUnderTest) -> None:
+    install_crds(cluster)
+
+
+@pytest.fixture
+async def worker(cluster: ClusterUnderTest, temporal_client: Client) -> AsyncIterator[str]:
+    """An in-process worker with the real activities on its own task queue; yields the queue."""
+    api = from_kubeconfig(cluster.kubeconfig)
+    queue = unique("ctl")
+    activities = [*all_activities(api), RolloutActivities(api).observe_and_decide]
+    async with build_worker(temporal_client, activities, task_queue=queue):
+        yield queue
+
+
+@pytest.fixture
+async def controller(
+    cluster: ClusterUnderTest, temporal_server: LocalTemporal, worker: str, crds: None
+) -> AsyncIterator[RunningController]:
+    settings = WorkerSettings(
+        temporal_address=temporal_server.address,
+        temporal_namespace=temporal_server.namespace,
+        task_queue=worker,
+        kubeconfig=cluster.kubeconfig,
+        engine=engine_settings(),
+    )
+    running = RunningController(settings)
+    running.start()
+    try:
+        yield running
+    finally:
+        await running.stop()
+
+
+@pytest.fixture
+async def rollout(cluster: ClusterUnderTest, temporal_client: Client) -> AsyncIterator[Rollout]:
+    name = unique("ctl")
+    nodes = await asyncio.to_thread(cluster.add_nodes, 3)
+    await asyncio.to_thread(label_nodes, cluster, nodes, f"{GROUP_LABEL}={name}")
+    policy = {
+        "max_unavailable": 2,
+        "steps": [
+            {"name": "canary", "canary": {"count": 1}},
+            {"name": "watch", "soak": {"durationSeconds": 3}},
+            {"name": "rest", "batches": {"strategy": "fixed", "initial": 2}},
+        ],
+    }
+    created = Rollout(cluster, name, name, nodes, policy)
+    with SimulatedKubelet(cluster.kubectl):
+        yield created
+    await asyncio.to_thread(created.delete)
+    handle = temporal_client.get_workflow_handle(rollout_workflow_id(name))
+    with contextlib.suppress(Exception):  # already finished after the deletion's abort
+        await handle.terminate("test done")
