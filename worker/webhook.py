@@ -5,6 +5,8 @@ Owns the wire format (AdmissionReview in, AdmissionReview out), the HTTPS server
 ``http.server`` in a thread) and the ValidatingWebhookConfiguration it needs. Cluster facts the
 validator needs (which policies exist, which profiles reference a policy) come through the small
 ``ResourceLookup`` protocol supplied by the caller, so this module never talks to the API itself.
+The operator's image rules (``AdmissionPolicy``: digest pinning, allowed registries) are settings
+given to the server, applied to every NodeProfile create and update.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from fleetwright.api.common import GROUP, VERSION
 from fleetwright.api.deploymentpolicy import PLURAL as POLICY_PLURAL
 from fleetwright.api.nodeprofile import PLURAL as PROFILE_PLURAL
 from fleetwright.api.validation import (
+    AdmissionPolicy,
     Issue,
     Result,
     validate_deploymentpolicy,
@@ -75,7 +78,9 @@ def _is_deleting(obj: Any) -> bool:
     return bool(_metadata(obj).get("deletionTimestamp"))
 
 
-def evaluate(request: dict[str, Any], lookup: ResourceLookup) -> Result:
+def evaluate(
+    request: dict[str, Any], lookup: ResourceLookup, admission: AdmissionPolicy | None = None
+) -> Result:
     """Validate one AdmissionRequest. Unknown resources and operations are allowed untouched."""
     resource_info = request.get("resource")
     resource = resource_info.get("resource") if isinstance(resource_info, dict) else None
@@ -93,7 +98,7 @@ def evaluate(request: dict[str, Any], lookup: ResourceLookup) -> Result:
         # wedges on a policy that vanished some other way.
         check_ref = operation == "CREATE" or _policy_ref(obj) != _policy_ref(old)
         policies = lookup.policy_names() if check_ref and _policy_ref(obj) is not None else None
-        return validate_nodeprofile(obj, policies=policies)
+        return validate_nodeprofile(obj, policies=policies, admission=admission)
     return Result()
 
 
@@ -131,7 +136,7 @@ def response_for(request: dict[str, Any], result: Result) -> dict[str, Any]:
     return response
 
 
-def review(body: Any, lookup: ResourceLookup) -> dict[str, Any]:
+def review(body: Any, lookup: ResourceLookup, admission: AdmissionPolicy | None = None) -> dict[str, Any]:
     """AdmissionReview in, AdmissionReview out. Never raises: a lookup failure denies the request
     with the reason (failurePolicy Fail semantics, but with a readable message)."""
     request = body.get("request") if isinstance(body, dict) else None
@@ -141,7 +146,7 @@ def review(body: Any, lookup: ResourceLookup) -> dict[str, Any]:
         result.error("", "malformed AdmissionReview: no request", "admission-malformed")
     else:
         try:
-            result = evaluate(request, lookup)
+            result = evaluate(request, lookup, admission)
         except Exception as exc:  # a failed lookup must produce an answer, not a 500
             log.warning("admission lookup failed: %s", exc)
             result = Result()
@@ -192,16 +197,23 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             self._send(HTTPStatus.BAD_REQUEST, b"body is not JSON", "text/plain")
             return
-        answer = review(body, self.server.lookup)
+        answer = review(body, self.server.lookup, self.server.admission)
         self._send(HTTPStatus.OK, json.dumps(answer).encode(), "application/json")
 
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, address: tuple[str, int], lookup: ResourceLookup, context: ssl.SSLContext) -> None:
+    def __init__(
+        self,
+        address: tuple[str, int],
+        lookup: ResourceLookup,
+        context: ssl.SSLContext,
+        admission: AdmissionPolicy | None,
+    ) -> None:
         super().__init__(address, _Handler)
         self.lookup = lookup
+        self.admission = admission
         # The TLS handshake happens in the handler thread (first read), so one slow client cannot
         # stall accept().
         self.socket = context.wrap_socket(self.socket, server_side=True, do_handshake_on_connect=False)
@@ -222,12 +234,13 @@ class WebhookServer:
         key_file: Path,
         host: str = "127.0.0.1",
         port: int = 0,
+        admission: AdmissionPolicy | None = None,
     ) -> None:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.minimum_version = ssl.TLSVersion.TLSv1_2
         context.load_cert_chain(str(cert_file), str(key_file))
         self._host = host
-        self._server = _Server((host, port), lookup, context)
+        self._server = _Server((host, port), lookup, context, admission)
         self._thread = threading.Thread(
             target=self._server.serve_forever, name="fleetwright-webhook", daemon=True
         )

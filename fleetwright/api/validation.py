@@ -5,7 +5,9 @@ data (existing DeploymentPolicy names, profiles referencing a policy) and return
 its Kubernetes field path, e.g. ``spec.packages[1].dependsOn[0].version``. It covers the schema and
 CEL rules (so offline validation matches the apiserver) and what CEL cannot check: semver,
 ``dependsOn`` targets and versions, dependency cycles, ``configInterrupts`` globs, image references,
-resource quantities, the referenced policy, and deletion of a policy still in use.
+resource quantities, the referenced policy, and deletion of a policy still in use. An optional
+``AdmissionPolicy`` (operator settings) adds supply-chain rules: images pinned by digest, and only
+from allowed registries.
 
 Never raises on any input and never does I/O.
 """
@@ -23,7 +25,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any, Literal, TypeVar
 
 import semver
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from fleetwright.api.common import API_VERSION, DNS_LABEL_PATTERN, SKIP_RULES_CONTEXT, ApiModel
 from fleetwright.api.deploymentpolicy import DeploymentPolicySpec, DeploymentPolicyStatus, Step
@@ -69,6 +71,31 @@ class Result:
 
     def warn(self, path: str, message: str, rule: str) -> None:
         self.issues.append(Issue(path, message, rule, "warning"))
+
+
+class AdmissionPolicy(BaseModel):
+    """Operator-chosen supply-chain rules for package images, enforced at admission. The defaults
+    enforce nothing beyond the API's own checks."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    require_digest: bool = Field(
+        default=False,
+        description="Reject packages without spec.packages[].digest: nodes then run exactly the "
+        "reviewed image, never whatever a mutable tag points to.",
+    )
+    allowed_registries: tuple[str, ...] = Field(
+        default=(),
+        description="Registries (host[:port]) or repository prefixes (host/org) package images must "
+        "come from; empty allows any.",
+    )
+
+    def allows(self, image: str) -> bool:
+        # A prefix matches whole path components, so "ghcr.io/acme" never admits "ghcr.io/acmeevil".
+        return not self.allowed_registries or any(
+            image == entry.rstrip("/") or image.startswith(entry.rstrip("/") + "/")
+            for entry in self.allowed_registries
+        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -161,13 +188,17 @@ def _check_envelope(obj: dict[str, Any], kind: str, result: Result) -> None:
 # NodeProfile
 
 
-def validate_nodeprofile(obj: Any, *, policies: Collection[str] | None = None) -> Result:
+def validate_nodeprofile(
+    obj: Any, *, policies: Collection[str] | None = None, admission: AdmissionPolicy | None = None
+) -> Result:
     """Validate a NodeProfile manifest. ``policies``: names of existing DeploymentPolicies (None: do
-    not check the reference)."""
-    return _guard(lambda: _validate_nodeprofile(obj, policies))
+    not check the reference); ``admission``: the operator's image rules (None: none)."""
+    return _guard(lambda: _validate_nodeprofile(obj, policies, admission))
 
 
-def _validate_nodeprofile(obj: Any, policies: Collection[str] | None) -> Result:
+def _validate_nodeprofile(
+    obj: Any, policies: Collection[str] | None, admission: AdmissionPolicy | None = None
+) -> Result:
     result = Result()
     if not isinstance(obj, dict):
         result.error("", "a NodeProfile must be a mapping", "envelope-not-object")
@@ -183,7 +214,29 @@ def _validate_nodeprofile(obj: Any, policies: Collection[str] | None) -> Result:
         return result
     result.issues.extend(_rule_issues(spec, "spec"))
     check_profile_spec(spec, result, policies=policies)
+    if admission is not None:
+        check_image_policy(spec, admission, result)
     return result
+
+
+def check_image_policy(spec: NodeProfileSpec, admission: AdmissionPolicy, result: Result) -> None:
+    """The operator's supply-chain rules on every package image."""
+    for i, package in enumerate(spec.packages):
+        base = f"spec.packages[{i}]"
+        if admission.require_digest and not package.digest:
+            result.error(
+                f"{base}.digest",
+                f"required: the admission policy requires images pinned by digest "
+                f"(set digest to the sha256 of {package.image}:{package.version})",
+                "image-digest-required",
+            )
+        if not admission.allows(package.image):
+            allowed = ", ".join(admission.allowed_registries)
+            result.error(
+                f"{base}.image",
+                f"{package.image!r} is not from an allowed registry (allowed: {allowed})",
+                "image-registry-not-allowed",
+            )
 
 
 def check_profile_spec(

@@ -1,0 +1,107 @@
+"""The operator's image admission policy: digest pinning and the registry allow-list, in the pure
+validator and through the webhook's AdmissionReview answer, each denial naming its field path."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from fleetwright.api.validation import AdmissionPolicy, Result, validate_nodeprofile
+from fleetwright.worker.webhook import review
+
+pytestmark = pytest.mark.unit
+
+DIGEST = "sha256:" + "a" * 64
+
+
+def profile(*packages: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "fleetwright.io/v1alpha1",
+        "kind": "NodeProfile",
+        "metadata": {"name": "p"},
+        "spec": {"nodeSelector": {"matchLabels": {"pool": "gpu"}}, "packages": list(packages)},
+    }
+
+
+def pkg(name: str, image: str, digest: str | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": name, "version": "1.0.0", "image": image}
+    if digest:
+        out["digest"] = digest
+    return out
+
+
+def errors(result: Result) -> dict[str, str]:
+    return {e.path: e.rule for e in result.errors}
+
+
+class NoLookup:
+    def policy_names(self) -> set[str]:
+        return set()
+
+    def profiles_referencing(self, policy: str) -> list[str]:
+        return []
+
+
+def test_without_a_policy_unpinned_images_from_anywhere_are_admitted() -> None:
+    obj = profile(pkg("a", "quay.io/x/a"))
+    assert validate_nodeprofile(obj).ok
+    assert validate_nodeprofile(obj, admission=AdmissionPolicy()).ok
+
+
+def test_an_unpinned_image_is_rejected_when_digests_are_required() -> None:
+    policy = AdmissionPolicy(require_digest=True)
+    obj = profile(pkg("pinned", "ghcr.io/acme/a", DIGEST), pkg("floating", "ghcr.io/acme/b"))
+    result = validate_nodeprofile(obj, admission=policy)
+    assert errors(result) == {"spec.packages[1].digest": "image-digest-required"}
+    assert "pinned by digest" in result.errors[0].message
+    assert "ghcr.io/acme/b:1.0.0" in result.errors[0].message
+
+
+@pytest.mark.parametrize(
+    ("image", "allowed"),
+    [
+        ("ghcr.io/acme/tuning", True),
+        ("registry.internal:5000/pkgs/kdump", True),
+        ("ghcr.io/acmeevil/tuning", False),  # a prefix matches whole path components only
+        ("docker.io/acme/tuning", False),
+        ("ghcr.io.evil.com/acme/tuning", False),
+    ],
+)
+def test_the_registry_allow_list_matches_whole_components(image: str, allowed: bool) -> None:
+    policy = AdmissionPolicy(allowed_registries=("ghcr.io/acme", "registry.internal:5000"))
+    result = validate_nodeprofile(profile(pkg("p", image, DIGEST)), admission=policy)
+    if allowed:
+        assert result.ok, result.errors
+    else:
+        assert errors(result) == {"spec.packages[0].image": "image-registry-not-allowed"}
+        assert "ghcr.io/acme, registry.internal:5000" in result.errors[0].message
+
+
+def test_the_webhook_denies_with_the_field_path_in_message_and_causes() -> None:
+    policy = AdmissionPolicy(require_digest=True, allowed_registries=("ghcr.io/acme",))
+    request = {
+        "uid": "u1",
+        "kind": {"group": "fleetwright.io", "version": "v1alpha1", "kind": "NodeProfile"},
+        "resource": {"group": "fleetwright.io", "version": "v1alpha1", "resource": "nodeprofiles"},
+        "operation": "CREATE",
+        "name": "p",
+        "object": profile(pkg("a", "docker.io/library/a")),
+    }
+    body = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
+    response = review(body, NoLookup(), policy)["response"]
+    assert response["allowed"] is False
+    fields = {c["field"] for c in response["status"]["details"]["causes"]}
+    assert fields == {"spec.packages[0].digest", "spec.packages[0].image"}
+    assert (
+        "spec.packages[0].image: 'docker.io/library/a' is not from an allowed registry"
+        in (response["status"]["message"])
+    )
+    # The same request without the policy is admitted: the rules are the operator's choice.
+    assert review(body, NoLookup())["response"]["allowed"] is True
+
+
+def test_the_policy_settings_reject_unknown_fields_by_name() -> None:
+    with pytest.raises(ValidationError, match="allowed_registry"):
+        AdmissionPolicy.model_validate({"allowed_registry": ["ghcr.io"]})
