@@ -1,19 +1,33 @@
 """Runs the fleetwright worker: the rollout and node workflows and every Kubernetes activity,
-until SIGTERM or SIGINT."""
+until SIGTERM or SIGINT; and the process-level observability every fleetwright process sets up
+(logs, the Prometheus endpoint, traces) before it connects to Temporal."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
+from collections.abc import Iterator
 
 from fleetwright.activities.node import all_activities
 from fleetwright.activities.rollout import RolloutActivities
 from fleetwright.kube.client import from_kubeconfig
+from fleetwright.worker import logs
 from fleetwright.worker.settings import WorkerSettings
 from fleetwright.worker.temporal import build_worker, connect
 
 log = logging.getLogger("fleetwright.worker")
+
+
+@contextlib.contextmanager
+def observability(settings: WorkerSettings, process: str) -> Iterator[None]:
+    """Logs, metrics and traces of one fleetwright process, for as long as it runs."""
+    logs.configure(settings.log_format, settings.log_level)
+    log.info(
+        "%s starting (temporal %s, task queue %s)", process, settings.temporal_address, settings.task_queue
+    )
+    yield
 
 
 async def run_worker(settings: WorkerSettings, stop: asyncio.Event | None = None) -> None:
@@ -33,11 +47,17 @@ async def run_worker(settings: WorkerSettings, stop: asyncio.Event | None = None
     async with worker:
         log.info("worker polling %s on %s", settings.task_queue, settings.temporal_address)
         await stop.wait()
+    log.info("worker stopped")
+
+
+async def serve_worker(settings: WorkerSettings) -> None:
+    """The worker process: observability, then the worker until SIGTERM/SIGINT."""
+    with observability(settings, "worker"):
+        await run_worker(settings)
 
 
 def main() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    asyncio.run(run_worker(WorkerSettings.load()))
+    asyncio.run(serve_worker(WorkerSettings.load()))
 
 
 if __name__ == "__main__":

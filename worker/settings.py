@@ -1,15 +1,22 @@
 """The fleetwright process's settings: one pydantic model, read from the environment
-(``FLEETWRIGHT_*``) or a JSON file. The Helm chart's values schema is generated from it."""
+(``FLEETWRIGHT_*``) or a JSON file. The Helm chart's values schema is generated from it.
+
+Owns the shape, defaults and loading of the settings; it must not act on them (the process
+commands in ``fleetwright.cli.serve`` and ``worker.main`` do)."""
 
 from __future__ import annotations
 
 import json
 import os
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from fleetwright.workflows.payloads import EngineSettings
+
+LogFormat = Literal["auto", "json", "text"]
+TracesExporter = Literal["none", "console", "otlp"]
 
 
 class WorkerSettings(BaseModel):
@@ -23,18 +30,58 @@ class WorkerSettings(BaseModel):
     )
     max_concurrent_activities: int = Field(default=200, ge=1, description="Activity slots (threads).")
     engine: EngineSettings = Field(default_factory=EngineSettings, description="Rollout engine knobs.")
+    metrics_port: int = Field(
+        default=0,
+        ge=0,
+        le=65535,
+        description="Port of the Prometheus /metrics endpoint (fleetwright_* and Temporal SDK metrics); "
+        "0 disables it.",
+    )
+    metrics_host: str = Field(
+        default="0.0.0.0",  # noqa: S104 - Prometheus scrapes the pod IP
+        description="Address the /metrics endpoint listens on.",
+    )
+    log_level: str = Field(default="INFO", description="Log level (DEBUG, INFO, WARNING, ERROR).")
+    log_format: LogFormat = Field(
+        default="auto",
+        description="Log format: json (one object per line), text (readable), or auto (text on a "
+        "terminal, JSON otherwise, e.g. in a cluster).",
+    )
+    traces_exporter: TracesExporter = Field(
+        default="none",
+        description="Where OpenTelemetry spans (workflows, activities, Kubernetes calls) go: none, "
+        "console (stderr) or otlp (gRPC to traces_otlp_endpoint).",
+    )
+    traces_otlp_endpoint: str = Field(
+        default="http://127.0.0.1:4317",
+        description="OTLP/gRPC collector endpoint used when traces_exporter is otlp.",
+    )
+    webhook_host: str = Field(
+        default="0.0.0.0",  # noqa: S104 - the apiserver reaches the webhook through its Service
+        description="Address the admission webhook's HTTPS server listens on.",
+    )
+    webhook_port: int = Field(default=9443, ge=0, le=65535, description="Port of the admission webhook.")
+    webhook_cert_file: Path = Field(
+        default=Path("/etc/fleetwright/webhook/tls.crt"),
+        description="PEM serving certificate of the admission webhook.",
+    )
+    webhook_key_file: Path = Field(
+        default=Path("/etc/fleetwright/webhook/tls.key"),
+        description="PEM private key of the admission webhook.",
+    )
 
     @classmethod
     def load(cls, path: Path | None = None) -> WorkerSettings:
-        """From a JSON file (``FLEETWRIGHT_SETTINGS`` or ``path``), then ``FLEETWRIGHT_*`` overrides."""
+        """From a JSON file (``FLEETWRIGHT_SETTINGS`` or ``path``), then ``FLEETWRIGHT_<FIELD>``
+        overrides for every top-level field except the nested ``engine``."""
         data: dict[str, object] = {}
         source = path or (
             Path(os.environ["FLEETWRIGHT_SETTINGS"]) if "FLEETWRIGHT_SETTINGS" in os.environ else None
         )
         if source is not None:
             data.update(json.loads(source.read_text()))
-        for field in ("temporal_address", "temporal_namespace", "task_queue", "kubeconfig"):
+        for field in cls.model_fields:
             value = os.environ.get(f"FLEETWRIGHT_{field.upper()}")
-            if value:
+            if value and field != "engine":
                 data[field] = value
         return cls.model_validate(data)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from fleetwright.cli import cluster, demo, package, plan, validate
+from fleetwright.cli import cluster, demo, package, plan, serve, validate
 from fleetwright.cli.app import app
 
 # Command modules register on import; keep this list the one place that names them.
-COMMAND_MODULES = (cluster, demo, package, plan, validate)
+COMMAND_MODULES = (cluster, demo, package, plan, serve, validate)
 
 
 def main() -> None:

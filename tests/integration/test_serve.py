@@ -1,0 +1,85 @@
+"""The process commands as the Helm chart runs them: ``fleetwright worker`` and ``fleetwright
+controller`` as separate processes (settings from FLEETWRIGHT_SETTINGS and FLEETWRIGHT_* env),
+driving a real rollout from ``kubectl apply``, and exiting 0 on SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fleetwright.localcluster.temporal import LocalTemporal
+from fleetwright.worker.settings import WorkerSettings
+from tests.support.engine import unique
+from tests.support.providers import ClusterUnderTest
+from tests.support.stack import Rollout, engine_settings
+
+pytestmark = pytest.mark.integration
+
+FLEETWRIGHT = Path(sys.executable).with_name("fleetwright")
+
+
+def process_env(settings_file: Path, **overrides: str) -> dict[str, str]:
+    env = {**os.environ, "FLEETWRIGHT_SETTINGS": str(settings_file), "FLEETWRIGHT_LOG_FORMAT": "json"}
+    env.update({f"FLEETWRIGHT_{k.upper()}": v for k, v in overrides.items()})
+    return env
+
+
+def start(command: str, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    with log.open("wb") as out:
+        return subprocess.Popen([str(FLEETWRIGHT), command], env=env, stdout=out, stderr=subprocess.STDOUT)
+
+
+def terminate(process: subprocess.Popen[bytes], log: Path) -> int:
+    """SIGTERM, and the exit code once it stopped (killed after 30 s so no process outlives the test)."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+    try:
+        return process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+        raise AssertionError(f"{process.args} ignored SIGTERM:\n{log.read_text()[-3000:]}") from None
+
+
+@pytest.fixture
+def settings_file(
+    cluster: ClusterUnderTest, temporal_server: LocalTemporal, crds: None, tmp_path: Path
+) -> Path:
+    """A settings file as the chart mounts it; the task queue comes from the environment."""
+    settings = WorkerSettings(
+        temporal_address=temporal_server.address,
+        temporal_namespace=temporal_server.namespace,
+        kubeconfig=cluster.kubeconfig,
+        engine=engine_settings(),
+    )
+    path = tmp_path / "settings.json"
+    path.write_text(settings.model_dump_json())
+    return path
+
+
+async def test_worker_and_controller_processes_roll_out_and_stop_on_sigterm(
+    settings_file: Path, rollout: Rollout, tmp_path: Path
+) -> None:
+    env = process_env(settings_file, task_queue=unique("serve"))
+    logs = {name: tmp_path / f"{name}.log" for name in ("worker", "controller")}
+    processes = {name: start(name, env, log) for name, log in logs.items()}
+    try:
+        await asyncio.to_thread(rollout.apply)
+        await asyncio.to_thread(rollout.wait_ready, 120)
+        status = await asyncio.to_thread(rollout.status)
+        assert status["phase"] == "Complete"
+        assert status["nodesComplete"] == 3
+    finally:
+        codes = {name: await asyncio.to_thread(terminate, p, logs[name]) for name, p in processes.items()}
+    assert codes == {"worker": 0, "controller": 0}, {n: logs[n].read_text()[-3000:] for n in logs}
+    # Logs are structured (JSON lines) and say the process stopped on the signal.
+    for name, log in logs.items():
+        records = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
+        assert any(r["message"] == f"{name} stopped" for r in records), log.read_text()[-3000:]
