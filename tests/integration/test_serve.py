@@ -45,7 +45,7 @@ def terminate(process: subprocess.Popen[bytes], log: Path) -> int:
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
-        raise AssertionError(f"{process.args} ignored SIGTERM:\n{log.read_text()[-3000:]}") from None
+        raise AssertionError(f"{process.args!r} ignored SIGTERM:\n{log.read_text()[-3000:]}") from None
 
 
 @pytest.fixture
