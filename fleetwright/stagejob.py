@@ -3,8 +3,11 @@
 It owns the pod shape the agent expects: ``nodeName`` pinned, hostPID/hostNetwork, the host ``/``
 at ``/root`` (HostToContainer), a copy init container in the package image, then ``<stage>`` and
 ``<stage>-check`` agent init containers; the Job's retry and failure policies; a deterministic
-name; and the orchestrator environment (``SKYHOOK_*``). It is pure: it returns a plain dict and
-never talks to the API server (activities create the Job).
+name; the orchestrator environment (``SKYHOOK_*``); and the pod's least privilege: the agent and
+copy containers are privileged root because package steps run host tools in a chroot of the host
+(sysctl, modprobe, systemctl, reboot), while the pod gets no service-account token (the agent never
+calls the API), no service-link environment and a placeholder container with no privilege at all.
+It is pure: it returns a plain dict and never talks to the API server (activities create the Job).
 """
 
 from __future__ import annotations
@@ -132,6 +135,18 @@ def agent_env(spec: StageJobSpec) -> list[dict[str, Any]]:
     return [dict(e) for e in spec.env] + [{"name": k, "value": v} for k, v in orchestrator.items()]
 
 
+def unprivileged() -> dict[str, Any]:
+    """The placeholder container's context: no root, no capabilities, nothing writable."""
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": 65534,
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
 def _mounts() -> list[dict[str, Any]]:
     return [{"name": "root-mount", "mountPath": ROOT_MOUNT, "mountPropagation": "HostToContainer"}]
 
@@ -207,7 +222,9 @@ def _pod_spec(spec: StageJobSpec) -> dict[str, Any]:
         "hostPID": True,
         "hostNetwork": True,
         "restartPolicy": "OnFailure" if interrupt else "Never",
+        # The agent reads everything from the copy directory; a token would only be loot.
         "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
         "tolerations": tolerations(spec),
         "initContainers": init_containers(spec),
         # The work happens in init containers; the main container only marks the pod finished.
@@ -217,6 +234,7 @@ def _pod_spec(spec: StageJobSpec) -> dict[str, Any]:
                 "image": spec.agent_image,
                 "command": ["/bin/sh", "-c", "exit 0"],
                 "resources": {"requests": {"cpu": "1m", "memory": "8Mi"}},
+                "securityContext": unprivileged(),
             }
         ],
         "volumes": [{"name": "root-mount", "hostPath": {"path": "/"}}],

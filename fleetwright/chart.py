@@ -1,0 +1,194 @@
+"""The Helm chart's values as a pydantic model, and the generator of the chart's derived files.
+
+``helm/fleetwright/values.schema.json`` is generated from ``ChartValues`` (which embeds the
+process's ``WorkerSettings`` whole, so a new setting reaches the chart without a copy), and the
+chart's ``crds/`` come from the same generator as ``crds/`` (``fleetwright.api.crdgen``). Run
+``python -m fleetwright.chart`` after changing either model; ``--check`` fails on drift.
+
+It must not render templates (Helm does) nor talk to a cluster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from fleetwright.activities.payloads import PACKAGE_NAMESPACE
+from fleetwright.api import crdgen
+from fleetwright.api.validation import AdmissionPolicy
+from fleetwright.worker.settings import WorkerSettings
+
+CHART = Path(__file__).resolve().parent.parent / "helm" / "fleetwright"
+SCHEMA_FILE = "values.schema.json"
+
+
+class Values(BaseModel):
+    """camelCase keys, as Helm values are conventionally written; unknown keys are errors."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, alias_generator=to_camel, populate_by_name=True)
+
+
+class Image(Values):
+    repository: str = Field(default="ghcr.io/fleetwright/fleetwright", description="Image repository.")
+    tag: str = Field(default="", description="Image tag; the chart's appVersion when empty.")
+    digest: str = Field(
+        default="", pattern=r"^(sha256:[0-9a-f]{64})?$", description="Pin by digest (wins over tag)."
+    )
+    pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
+
+
+class Component(Values):
+    """One Deployment (worker, controller or webhook)."""
+
+    replicas: int = Field(default=2, ge=0, description="Pods; two or more survive a node drain.")
+    resources: dict[str, dict[str, str]] = Field(
+        default_factory=lambda: {
+            "requests": {"cpu": "100m", "memory": "256Mi"},
+            "limits": {"memory": "1Gi"},
+        },
+        description="Container resources (requests/limits).",
+    )
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    tolerations: list[dict[str, Any]] = Field(default_factory=list)
+    affinity: dict[str, Any] = Field(default_factory=dict)
+    pod_annotations: dict[str, str] = Field(default_factory=dict)
+
+
+class IssuerRef(Values):
+    name: str = ""
+    kind: Literal["Issuer", "ClusterIssuer"] = "Issuer"
+
+
+class CertManager(Values):
+    enabled: bool = Field(
+        default=False,
+        description="Issue the webhook certificate with cert-manager (its CA injector fills the "
+        "caBundle). Off: the chart generates a CA and certificate and keeps them across upgrades.",
+    )
+    issuer_ref: IssuerRef = Field(
+        default_factory=IssuerRef, description="Issuer to use; empty: a self-signed Issuer the chart creates."
+    )
+
+
+class Webhook(Component):
+    enabled: bool = True
+    failure_policy: Literal["Fail", "Ignore"] = Field(
+        default="Fail", description="Fail: nothing unvalidated is admitted while the webhook is down."
+    )
+    timeout_seconds: int = Field(default=10, ge=1, le=30)
+    cert_validity_days: int = Field(default=3650, ge=1, description="Chart-generated certificate validity.")
+    cert_manager: CertManager = Field(default_factory=CertManager)
+
+
+class Disruption(Values):
+    enabled: bool = True
+    max_unavailable: int = Field(default=1, ge=1, description="Per Deployment, during voluntary disruptions.")
+
+
+class SecretRef(Values):
+    secret_name: str = Field(default="", description="Secret in the release namespace; empty: unused.")
+
+
+class TemporalTls(SecretRef):
+    """A kubernetes.io/tls Secret (tls.crt, tls.key, optional ca.crt) for mTLS to Temporal."""
+
+    server_name: str = Field(default="", description="TLS server name when it differs from the address host.")
+
+
+class TemporalApiKey(SecretRef):
+    key: str = Field(default="api-key", description="Key in the Secret holding the API key.")
+
+
+class Temporal(Values):
+    """How to authenticate to Temporal; the address and namespace are settings.temporal_address and
+    settings.temporal_namespace. Secrets are mounted as files, never put in the settings ConfigMap."""
+
+    tls: TemporalTls = Field(default_factory=TemporalTls)
+    api_key: TemporalApiKey = Field(default_factory=TemporalApiKey)
+
+
+class PackageNamespace(Values):
+    name: str = Field(
+        default=PACKAGE_NAMESPACE,
+        description="Namespace of the package stage Jobs (labelled privileged for Pod Security).",
+    )
+    create: bool = Field(default=True, description="Create it (set false when it already exists).")
+
+
+class ChartValues(Values):
+    """Every value the chart accepts."""
+
+    image: Image = Field(default_factory=Image)
+    image_pull_secrets: list[dict[str, str]] = Field(default_factory=list)
+    service_account_annotations: dict[str, str] = Field(
+        default_factory=dict, description="Annotations on the three ServiceAccounts (e.g. cloud IAM)."
+    )
+    worker: Component = Field(default_factory=Component)
+    controller: Component = Field(default_factory=Component)
+    webhook: Webhook = Field(default_factory=Webhook)
+    pod_disruption_budget: Disruption = Field(default_factory=Disruption)
+    package_namespace: PackageNamespace = Field(default_factory=PackageNamespace)
+    temporal: Temporal = Field(default_factory=Temporal)
+    admission: AdmissionPolicy = Field(
+        default_factory=AdmissionPolicy, description="The webhook's image rules (snake_case keys)."
+    )
+    settings: WorkerSettings = Field(
+        default_factory=WorkerSettings,
+        description="The processes' settings file (FLEETWRIGHT_SETTINGS), snake_case as the model.",
+    )
+
+
+def values_schema() -> dict[str, Any]:
+    schema = ChartValues.model_json_schema(by_alias=True, mode="validation")
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    return schema
+
+
+def rendered_files() -> dict[str, str]:
+    """Chart-relative path -> content of every generated chart file."""
+    files = {SCHEMA_FILE: json.dumps(values_schema(), indent=2, sort_keys=True) + "\n"}
+    files.update({f"crds/{name}": content for name, content in crdgen.rendered_files().items()})
+    return files
+
+
+def drift(chart: Path = CHART) -> list[str]:
+    """A unified diff per generated file that differs from a fresh generation."""
+    diffs = []
+    for name, fresh in rendered_files().items():
+        path = chart / name
+        current = path.read_text() if path.exists() else ""
+        if current != fresh:
+            lines = difflib.unified_diff(
+                current.splitlines(keepends=True), fresh.splitlines(keepends=True), str(path), "generated"
+            )
+            diffs.append("".join(lines))
+    return diffs
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m fleetwright.chart", description=__doc__)
+    parser.add_argument("--chart", type=Path, default=CHART, help="chart directory")
+    parser.add_argument("--check", action="store_true", help="exit 1 with a diff if files differ")
+    args = parser.parse_args(argv)
+    if args.check:
+        diffs = drift(args.chart)
+        sys.stdout.write("".join(diffs))
+        return 1 if diffs else 0
+    for name, content in rendered_files().items():
+        path = args.chart / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(content)
+        print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
