@@ -1,14 +1,16 @@
 """Benchmark: a real rollout on the local control plane versus the planner's ideal schedule.
 
-Reproduce from the repository root with:  .venv/bin/python bench/rollout.py   (--nodes, --max-unavailable,
---stage-seconds)
+Reproduce from the repository root with:  .venv/bin/python bench/rollout.py   (--nodes 1000 by
+default; --nodes 5000 / 10000, --max-unavailable, --stage-seconds)
 
-Real etcd, kube-apiserver, kube-controller-manager and kwok nodes; the Temporal dev server; one
-in-process worker with the real activities. Every package stage pod completes after
+Real etcd, kube-apiserver, kube-controller-manager and kwok nodes; the Temporal dev server; the
+worker and the controller as their own processes (``bench/serve.py``); the NodeProfile and
+DeploymentPolicy applied with kubectl, as a user would. Every package stage pod completes after
 ``--stage-seconds`` (kwok), every interrupt reboots the node. The ideal schedule is the planner's
-own preview of the same rollout with those stage durations and zero overhead: the time the policy
-would take if every Job, drain and reboot cost exactly the simulated stage time. Their ratio is
-fleetwright's overhead.
+own preview of the same rollout with those stage durations and zero overhead; wall time / ideal is
+fleetwright's overhead. Also printed: API requests per node by verb and resource (the apiserver's
+``apiserver_request_total``), write requests per node by who made them (the audit log), the largest
+workflow history, peak RSS of the worker and controller, and CPU seconds per process.
 """
 
 from __future__ import annotations
@@ -16,31 +18,36 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import resource
+import sys
 import time
+from collections import Counter
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
-from fleetwright.activities.node import all_activities
-from fleetwright.activities.rollout import RolloutActivities
-from fleetwright.kube.client import from_kubeconfig
+from temporalio.client import Client, WorkflowExecutionStatus
+
 from fleetwright.localcluster import examples
-from fleetwright.localcluster.cluster import ClusterOptions, LocalCluster
-from fleetwright.localcluster.kubelet import SimulatedKubelet
-from fleetwright.localcluster.temporal import LocalTemporal
 from fleetwright.planner import convert
 from fleetwright.planner.durations import StageDurations
 from fleetwright.planner.fleet import observe_fleet
 from fleetwright.planner.observations import Observations
 from fleetwright.planner.preview import preview
-from fleetwright.worker.temporal import build_worker, connect
+from fleetwright.worker.temporal import connect
 from fleetwright.workflows.payloads import EngineSettings, RolloutInput
-from fleetwright.workflows.rollout import RolloutWorkflow, rollout_workflow_id
-from fleetwright.workflows.search import REGISTRATION
+from fleetwright.workflows.rollout import rollout_workflow_id
 
+if not __package__:  # run as a file (python bench/rollout.py): the repository root holds bench/
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.harness import WRITE_VERBS, Stack, audit_table, loadavg, peak_rss_mib, per_node_lines
+
+PROFILE = "bench"
 STEPS = [
     {"name": "canary", "canary": {"count": 1}},
     {"name": "rest", "batches": {"strategy": "exponential", "initial": 2, "growthFactor": 2}},
 ]
+FINAL = ("Complete", "Halted", "Failed")
 
 
 def ideal_seconds(rollout: RolloutInput, nodes: list[dict[str, Any]], stage: float) -> float:
@@ -71,67 +78,205 @@ def ideal_seconds(rollout: RolloutInput, nodes: list[dict[str, Any]], stage: flo
     return (plan.eta - start).total_seconds() / 60 * (stage / unit)
 
 
-async def run(args: argparse.Namespace) -> None:
-    wall_started = time.monotonic()
-    with (
-        LocalCluster(ClusterOptions(nodes=args.nodes)) as cluster,
-        LocalTemporal(search_attributes=REGISTRATION, ui=False) as temporal,
-    ):
-        print(f"control plane with {args.nodes} nodes up in {cluster.startup_seconds:.1f}s")
-        api = from_kubeconfig(cluster.kubeconfig)
-        client = await connect(temporal.address)
-        delay = f"{int(args.stage_seconds * 1000)}ms"
-        rollout = RolloutInput(
-            profile=examples.profile("bench", interrupt="reboot"),
-            policy=examples.policy(max_unavailable=args.max_unavailable, steps=STEPS),
-            settings=EngineSettings(
-                observe_interval_seconds=5,
-                stage_backoff_limit=0,
-                drain_poll_seconds=0.5,
-                stage_pod_annotations={
-                    "pod-complete.stage.kwok.x-k8s.io/delay": delay,
-                    "pod-complete.stage.kwok.x-k8s.io/jitter-delay": "0s",
-                    "pod-ready.stage.kwok.x-k8s.io/delay": "0ms",
-                },
-            ),
-        )
-        nodes = json.loads(cluster.kubectl("get", "nodes", "-o", "json").stdout)["items"]
-        ideal = ideal_seconds(rollout, nodes, args.stage_seconds)
-        worker = build_worker(client, [*all_activities(api), RolloutActivities(api).observe_and_decide])
-        with SimulatedKubelet(cluster.kubectl):
-            async with worker:
-                started = time.monotonic()
-                handle = await client.start_workflow(
-                    RolloutWorkflow.run, rollout, id=rollout_workflow_id("bench"), task_queue="fleetwright"
-                )
-                while True:
-                    progress = await handle.query(RolloutWorkflow.progress)
-                    if progress is not None and progress.phase in ("Complete", "Halted"):
-                        break
-                    await asyncio.sleep(1)
-                wall = time.monotonic() - started
-                await handle.terminate("benchmark done")
-        history = await handle.fetch_history()
-    print(f"phase:            {progress.phase} ({progress.updated}/{progress.targeted} nodes)")
-    print(f"wall time:        {wall:.1f} s")
-    print(
-        f"ideal schedule:   {ideal:.1f} s (planner preview, {args.stage_seconds:g} s per stage, no overhead)"
+def manifests(rollout: RolloutInput) -> str:
+    items = []
+    for model in (rollout.policy, rollout.profile):
+        body = model.model_dump(mode="json", by_alias=True, exclude_none=True)
+        body.pop("status", None)
+        body["metadata"] = {"name": body["metadata"]["name"]}  # the apiserver owns uid/generation
+        items.append(body)
+    return json.dumps({"apiVersion": "v1", "kind": "List", "items": items})
+
+
+def engine(stage_seconds: float) -> EngineSettings:
+    return EngineSettings(
+        observe_interval_seconds=5,
+        stage_backoff_limit=0,
+        drain_poll_seconds=0.5,
+        stage_pod_annotations={
+            "pod-complete.stage.kwok.x-k8s.io/delay": f"{int(stage_seconds * 1000)}ms",
+            "pod-complete.stage.kwok.x-k8s.io/jitter-delay": "0s",
+            "pod-ready.stage.kwok.x-k8s.io/delay": "0ms",
+        },
     )
-    print(f"overhead ratio:   {wall / ideal:.2f}")
-    print(f"rollout history:  {len(history.events)} events (last run)")
-    print(f"total bench time: {time.monotonic() - wall_started:.1f} s")
-    print(
-        "reproduce:        .venv/bin/python bench/rollout.py "
-        f"--nodes {args.nodes} --max-unavailable {args.max_unavailable} "
+
+
+async def progress(client: Client) -> dict[str, Any]:
+    """The rollout's published progress (its memo), read without a worker round trip."""
+    try:
+        memo = await client.get_workflow_handle(rollout_workflow_id(PROFILE)).describe()
+    except Exception:  # not started yet
+        return {}
+    value: dict[str, Any] = (await memo.memo()).get("progress") or {}
+    return value
+
+
+async def wait_done(client: Client, within: float) -> dict[str, Any]:
+    started = time.monotonic()
+    last_print = 0.0
+    state: dict[str, Any] = {}
+    while time.monotonic() - started < within:
+        state = await progress(client)
+        if state.get("phase") in FINAL:
+            return state
+        if time.monotonic() - last_print > 30:
+            last_print = time.monotonic()
+            print(
+                f"  {time.monotonic() - started:6.0f}s  {state.get('phase', '-')} "
+                f"{state.get('updated', 0)}/{state.get('targeted', 0)} updated, "
+                f"{state.get('running', 0)} running  (load {loadavg()})",
+                flush=True,
+            )
+        await asyncio.sleep(1)
+    raise SystemExit(f"no final phase within {within:.0f}s; last progress: {state}")
+
+
+async def histories(client: Client) -> tuple[int, str, int]:
+    """(largest history length, its workflow id, workflow runs seen) over every run."""
+    largest, where, runs = 0, "", 0
+    async for execution in client.list_workflows():
+        runs += 1
+        length = execution.history_length
+        if execution.status == WorkflowExecutionStatus.RUNNING:
+            length = (await client.get_workflow_handle(execution.id).describe()).history_length
+        if length > largest:
+            largest, where = length, execution.id
+    return largest, where, runs
+
+
+def report(args: argparse.Namespace, figures: dict[str, Any], lines: list[str]) -> None:
+    text = "\n".join(lines)
+    print(text, flush=True)
+    if args.out:
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.with_suffix(".txt").write_text(text + "\n")
+        out.with_suffix(".json").write_text(json.dumps(figures, indent=1, sort_keys=True) + "\n")
+
+
+def api_lines(
+    nodes: int, requests: Counter[tuple[str, str]], audited: Counter[tuple[str, str, str]]
+) -> tuple[list[str], dict[str, float]]:
+    writes_by_actor: Counter[str] = Counter()
+    fleetwright_writes: Counter[tuple[str, str]] = Counter()
+    for (who, verb, res), count in audited.items():
+        if verb in WRITE_VERBS:
+            writes_by_actor[who] += count
+            if who in ("fleetwright-worker", "fleetwright-controller"):
+                fleetwright_writes[(verb, res)] += count
+    reads = Counter({k: v for k, v in requests.items() if k[0] not in WRITE_VERBS})
+    writes = Counter({k: v for k, v in requests.items() if k[0] in WRITE_VERBS})
+    ours = sum(fleetwright_writes.values()) / nodes
+    lines = [
+        f"API requests per node, all clients (apiserver_request_total): "
+        f"{sum(requests.values()) / nodes:.1f} ({sum(writes.values()) / nodes:.1f} writes)",
+        "  writes per node by verb and resource:",
+        *per_node_lines(writes, nodes),
+        "  reads per node by verb and resource:",
+        *per_node_lines(reads, nodes),
+        "API write requests per node by client (audit log):",
+        *per_node_lines(writes_by_actor, nodes),
+        f"  fleetwright (worker + controller): {ours:.2f} writes per node (target <= 15), by verb, resource:",
+        *per_node_lines(fleetwright_writes, nodes),
+        "API requests per node made by fleetwright, all verbs (audit log):",
+        *per_node_lines(
+            Counter({k: v for k, v in audited.items() if k[0].startswith("fleetwright-")}), nodes
+        ),
+    ]
+    figures = {
+        "fleetwright_writes_per_node": ours,
+        **{f"writes_per_node[{k}]": v / nodes for k, v in writes_by_actor.items()},
+    }
+    return lines, figures
+
+
+async def run(args: argparse.Namespace) -> None:
+    bench_started = time.monotonic()
+    rundir = Path(args.workdir or f"/tmp/fleetwright-bench-rollout-{args.nodes}-{int(time.time())}")
+    rollout = RolloutInput(
+        profile=examples.profile(PROFILE, interrupt="reboot"),
+        policy=examples.policy(max_unavailable=args.max_unavailable, steps=STEPS),
+        settings=engine(args.stage_seconds),
+    )
+    with Stack(args.nodes, rollout.settings, rundir) as stack:
+        up = time.monotonic() - bench_started
+        print(
+            f"stack with {args.nodes} nodes up in {up:.1f}s (load {loadavg()}); work dir {rundir}", flush=True
+        )
+        nodes = json.loads(stack.cluster.kubectl("get", "nodes", "-o", "json", timeout=600).stdout)["items"]
+        ideal = ideal_seconds(rollout, nodes, args.stage_seconds)
+        client = await connect(stack.temporal.address, stack.temporal.namespace)
+        requests_before, audit_offset = stack.request_counts(), stack.audit_offset()
+        cpu_before, children_before = stack.cpu(), resource.getrusage(resource.RUSAGE_CHILDREN)
+        load_start = loadavg()
+        started = time.monotonic()
+        stack.cluster.kubectl("apply", "-f", "-", input=manifests(rollout))
+        final = await wait_done(client, args.timeout or 4 * ideal + 900)
+        wall = time.monotonic() - started
+        load_end = loadavg()
+        cpu_after, children_after = stack.cpu(), resource.getrusage(resource.RUSAGE_CHILDREN)
+        rss = {name: peak_rss_mib(pid) for name, pid in stack.pids().items()}
+        requests = stack.request_counts() - requests_before
+        audited = audit_table(stack.audited_since(audit_offset))
+        largest, largest_id, runs = await histories(client)
+    cpu = {name: cpu_after[name] - cpu_before[name] for name in cpu_after}
+    cpu["kubectl (simulated kubelet) + bench children"] = (
+        children_after.ru_utime
+        + children_after.ru_stime
+        - children_before.ru_utime
+        - children_before.ru_stime
+    )
+    api, api_figures = api_lines(args.nodes, requests, audited)
+    reproduce = (
+        f".venv/bin/python bench/rollout.py --nodes {args.nodes} --max-unavailable {args.max_unavailable} "
         f"--stage-seconds {args.stage_seconds:g}"
     )
+    figures = {
+        "nodes": args.nodes,
+        "phase": final.get("phase"),
+        "updated": final.get("updated"),
+        "wall_seconds": wall,
+        "ideal_seconds": ideal,
+        "ratio": wall / ideal,
+        "largest_history": largest,
+        "largest_history_workflow": largest_id,
+        "workflow_runs": runs,
+        "peak_rss_mib": rss,
+        "cpu_seconds": cpu,
+        "loadavg_start": load_start,
+        "loadavg_end": load_end,
+        **api_figures,
+        "reproduce": reproduce,
+    }
+    lines = [
+        f"nodes:            {args.nodes}, maxUnavailable {args.max_unavailable}, "
+        f"{args.stage_seconds:g} s per stage",
+        f"phase:            {final.get('phase')} ({final.get('updated')}/{final.get('targeted')} nodes)",
+        f"wall time:        {wall:.1f} s (kubectl apply -> rollout Complete)",
+        f"ideal schedule:   {ideal:.1f} s (planner preview, {args.stage_seconds:g} s per stage, no overhead)",
+        f"overhead ratio:   {wall / ideal:.3f} (target <= 1.10 at 1,000 nodes)",
+        f"largest history:  {largest} events ({largest_id}; {runs} workflow runs) (target <= 10,000)",
+        "peak RSS (VmHWM): " + ", ".join(f"{k} {v:.0f} MiB" for k, v in rss.items()),
+        "CPU seconds during the rollout: "
+        + ", ".join(f"{k} {v:.1f}" for k, v in sorted(cpu.items(), key=lambda kv: -kv[1])),
+        f"  total {sum(cpu.values()):.0f} CPU s over {wall:.0f} s wall "
+        f"= {sum(cpu.values()) / wall:.2f} cores busy",
+        *api,
+        f"load average:     {load_start} at start, {load_end} at end (2 cores shared with other work)",
+        f"total bench time: {time.monotonic() - bench_started:.1f} s",
+        f"reproduce:        {reproduce}",
+    ]
+    report(args, figures, lines)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--nodes", type=int, default=200)
-    parser.add_argument("--max-unavailable", type=int, default=20)
-    parser.add_argument("--stage-seconds", type=float, default=5.0)
+    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--max-unavailable", type=int, default=100)
+    parser.add_argument("--stage-seconds", type=float, default=10.0)
+    parser.add_argument("--timeout", type=float, default=0.0, help="seconds; default 4x the ideal + 15 min")
+    parser.add_argument("--workdir", default="", help="keeps logs, audit log and stores (default under /tmp)")
+    parser.add_argument("--out", default="", help="write the figures to OUT.txt and OUT.json")
     asyncio.run(run(parser.parse_args()))
 
 

@@ -1,0 +1,231 @@
+"""The benchmarks' running stack and their measurements.
+
+``Stack`` starts the local control plane (kube-apiserver with an audit log of every write and of
+every request made with the admin identity), the Temporal dev server, the CRDs, the worker and the
+controller as separate processes (``bench/serve.py``) and the simulated kubelet. The measuring
+helpers read per-process CPU seconds and peak RSS from /proc, the apiserver's
+``apiserver_request_total`` counters, and who made each write from the audit log.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import yaml
+
+from fleetwright.api.crdgen import rendered_files
+from fleetwright.kube.client import ApiClient, from_kubeconfig
+from fleetwright.localcluster.cluster import ClusterOptions, LocalCluster
+from fleetwright.localcluster.kubelet import SimulatedKubelet
+from fleetwright.localcluster.processes import Supervised
+from fleetwright.localcluster.temporal import LocalTemporal
+from fleetwright.worker.settings import WorkerSettings
+from fleetwright.workflows.payloads import EngineSettings
+from fleetwright.workflows.search import REGISTRATION
+
+BENCH = Path(__file__).resolve().parent
+WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
+# Writes from everyone, and every request of the admin identity (fleetwright's processes, the
+# simulated kubelet's kubectl, the bench): reads by kwok and the controller manager are counted
+# by the metrics only, which keeps the log small at 10,000 nodes.
+AUDIT_POLICY = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["RequestReceived", "ResponseStarted"],
+    "rules": [
+        {"level": "Metadata", "verbs": sorted(WRITE_VERBS)},
+        {"level": "Metadata", "users": ["fleetwright-admin"]},
+        {"level": "None"},
+    ],
+}
+_REQUESTS = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<value>\S+)$")
+_LABEL = re.compile(r'(\w+)="([^"]*)"')
+_TICK = os.sysconf("SC_CLK_TCK")
+# apiserver_request_total counts HTTP verbs; the audit log uses the API's verbs.
+_API_VERB = {"post": "create", "put": "update"}
+# The simulated kubelet lists interrupt pods with a kubectl process per poll: once a second keeps
+# its CPU small next to the fleet's while a reboot still lands well inside a stage.
+KUBELET_POLL_SECONDS = 1.0
+
+
+def loadavg() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a live process (fields 14 and 15 of /proc/<pid>/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _TICK
+
+
+def peak_rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+@dataclass
+class Stack:
+    """Control plane + Temporal + worker + controller + simulated kubelet, in ``rundir``."""
+
+    nodes: int
+    engine: EngineSettings
+    rundir: Path
+    cluster: LocalCluster = field(init=False)
+    temporal: LocalTemporal = field(init=False)
+    processes: dict[str, Supervised] = field(init=False, default_factory=dict)
+    _exit: contextlib.ExitStack = field(init=False, default_factory=contextlib.ExitStack)
+
+    @property
+    def audit_log(self) -> Path:
+        return self.rundir / "audit.log"
+
+    def __enter__(self) -> Stack:
+        try:
+            self._start()
+        except BaseException:
+            self._exit.close()
+            raise
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._exit.close()
+
+    def _start(self) -> None:
+        self.rundir.mkdir(parents=True, exist_ok=True)
+        policy = self.rundir / "audit-policy.yaml"
+        policy.write_text(yaml.safe_dump(AUDIT_POLICY))
+        options = ClusterOptions(
+            nodes=self.nodes,
+            workdir=self.rundir / "cluster",
+            apiserver_args=(
+                f"--audit-policy-file={policy}",
+                f"--audit-log-path={self.audit_log}",
+                "--audit-log-format=json",
+                "--audit-log-maxsize=0",
+            ),
+            startup_timeout=600,
+        )
+        self.cluster = self._exit.enter_context(LocalCluster(options))
+        self.temporal = self._exit.enter_context(
+            LocalTemporal(search_attributes=REGISTRATION, workdir=self.rundir / "temporal", ui=False)
+        )
+        crds = list(rendered_files().values())
+        self.cluster.kubectl("apply", "-f", "-", input="---\n".join(crds))
+        self.cluster.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
+        settings = WorkerSettings(
+            temporal_address=self.temporal.address,
+            temporal_namespace=self.temporal.namespace,
+            kubeconfig=self.cluster.kubeconfig,
+            engine=self.engine,
+        )
+        settings_path = self.rundir / "settings.json"
+        settings_path.write_text(settings.model_dump_json())
+        env = {**os.environ, "FLEETWRIGHT_SETTINGS": str(settings_path)}
+        for role in ("worker", "controller"):
+            argv = [sys.executable, str(BENCH / "serve.py"), role]
+            process = Supervised(role, argv, self.rundir / f"{role}.log", env=env)
+            process.start()
+            self._exit.callback(process.stop)
+            self.processes[role] = process
+        self._exit.enter_context(SimulatedKubelet(self.cluster.kubectl, interval=KUBELET_POLL_SECONDS))
+
+    def api(self) -> ApiClient:
+        """The bench's own client, with a User-Agent that keeps it apart from fleetwright's."""
+        api = from_kubeconfig(self.cluster.kubeconfig)
+        api.user_agent = "fleetwright-bench"
+        return api
+
+    def pids(self) -> dict[str, int]:
+        pids = dict(self.cluster.pids)
+        if self.temporal.process.pid is not None:
+            pids["temporal"] = self.temporal.process.pid
+        for role, process in self.processes.items():
+            if not process.running or process.pid is None:
+                raise RuntimeError(f"the {role} process died: see {process.log_path}")
+            pids[role] = process.pid
+        return pids
+
+    def cpu(self) -> dict[str, float]:
+        return {name: cpu_seconds(pid) for name, pid in self.pids().items()}
+
+    def request_counts(self) -> Counter[tuple[str, str]]:
+        """apiserver_request_total summed over codes: (verb, resource[/subresource]) -> count."""
+        text = self.cluster.kubectl("get", "--raw", "/metrics", timeout=60).stdout
+        counts: Counter[tuple[str, str]] = Counter()
+        for line in text.splitlines():
+            match = _REQUESTS.match(line)
+            if match is None:
+                continue
+            labels = dict(_LABEL.findall(match["labels"]))
+            resource = labels.get("resource", "")
+            if labels.get("subresource"):
+                resource += "/" + labels["subresource"]
+            verb = labels.get("verb", "").lower()
+            counts[(_API_VERB.get(verb, verb), resource)] += int(float(match["value"]))
+        return counts
+
+    def audit_offset(self) -> int:
+        return self.audit_log.stat().st_size if self.audit_log.exists() else 0
+
+    def audited_since(self, offset: int) -> list[dict[str, Any]]:
+        with self.audit_log.open("rb") as log:
+            log.seek(offset)
+            return [json.loads(line) for line in log if line.strip()]
+
+
+def actor(event: dict[str, Any]) -> str:
+    """Who made an audited request: fleetwright's processes and the bench by User-Agent, the
+    simulation's components by identity."""
+    agent = str(event.get("userAgent", ""))
+    user = str(event.get("user", {}).get("username", ""))
+    if agent.startswith("fleetwright-"):
+        return agent.split(" ", maxsplit=1)[0]
+    if user == "kwok-controller":
+        return "kwok"
+    if "kube-controller-manager" in user or "kube-controller-manager" in agent:
+        return "kube-controller-manager (Job controller, GC)"
+    if agent.startswith("kubectl"):
+        return "kubectl (simulated kubelet's reboots, bench apply)"
+    return user or agent or "unknown"
+
+
+def resource_of(event: dict[str, Any]) -> str:
+    ref = event.get("objectRef") or {}
+    resource = str(ref.get("resource", event.get("requestURI", "?")))
+    if ref.get("subresource"):
+        resource += "/" + ref["subresource"]
+    return resource
+
+
+def audit_table(events: list[dict[str, Any]]) -> Counter[tuple[str, str, str]]:
+    """(actor, verb, resource) -> requests."""
+    return Counter((actor(e), e.get("verb", ""), resource_of(e)) for e in events)
+
+
+def per_node_lines(counts: Counter[Any], nodes: int, minimum: float = 0.005) -> list[str]:
+    lines = []
+    for key, value in sorted(counts.items(), key=lambda kv: -kv[1]):
+        if value / nodes >= minimum:
+            label = " ".join(key) if isinstance(key, tuple) else str(key)
+            lines.append(f"    {value / nodes:8.2f}  {label}  ({value})")
+    return lines
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100) of a non-empty list."""
+    ordered = sorted(values)
+    rank = max(1, min(len(ordered), round(q / 100 * len(ordered) + 0.5)))
+    return ordered[rank - 1]
