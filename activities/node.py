@@ -16,11 +16,13 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from fleetwright.activities import status
+from fleetwright.activities import cleanup, status
 from fleetwright.activities.drain import Drainer
 from fleetwright.activities.errors import temporal_errors
 from fleetwright.activities.payloads import (
     NAMES,
+    CleanupReport,
+    CleanupRequest,
     CordonReport,
     DrainReport,
     DrainRequest,
@@ -130,6 +132,12 @@ class NodeActivities:
     async def set_node_status(self, request: NodeStatusRequest) -> None:
         await self._publish(request, request.phase, request.reason, request.message)
 
+    @activity.defn(name=NAMES.CLEAN_UP)
+    @temporal_errors
+    async def clean_up(self, request: CleanupRequest) -> CleanupReport:
+        """Remove everything the deleted profile wrote on the nodes and release its finalizer."""
+        return await blocking(self.executor, cleanup.clean_up, self.api, request)
+
     async def _publish(self, target: NodeTarget, phase: NodePhase, reason: str, message: str) -> None:
         await blocking(
             self.executor,
@@ -156,4 +164,5 @@ def all_activities(api: ApiClient, *, executor: Executor | None = None) -> list[
         bound.wait_reboot,
         bound.record_state,
         bound.set_node_status,
+        bound.clean_up,
     ]

@@ -143,6 +143,9 @@ class Controls(Frozen):
     skipped: tuple[str, ...] = ()
     attempts: dict[str, int] = Field(default_factory=dict)
     """Retries per node, so a retried node gets fresh stage Jobs instead of adopting failed ones."""
+    deleting: bool = False
+    """The NodeProfile is being deleted: the rollout converges to the removal target, then cleans
+    up the nodes and releases the finalizer."""
 
 
 class DecideRequest(Frozen):
@@ -165,6 +168,21 @@ class DecideReport(Frozen):
     node_order: dict[str, int] = Field(default_factory=dict)
 
 
+class CleanupRequest(Frozen):
+    """Remove everything one profile wrote on the nodes, then release its NodeProfile finalizer."""
+
+    profile: str
+    profile_uid: str
+    """The finalizer is released only from this very object (a re-created namesake keeps its own)."""
+
+
+class CleanupReport(Frozen):
+    nodes: tuple[str, ...] = ()
+    """Nodes on which something was removed."""
+    kept_foreign_cordon: tuple[str, ...] = ()
+    """Nodes left unschedulable because someone else cordoned them too."""
+
+
 class NAMES:
     """Registered activity names (explicit strings, stable across refactors)."""
 
@@ -178,3 +196,4 @@ class NAMES:
     RECORD_STATE = "fleetwright.node.record-state"
     SET_NODE_STATUS = "fleetwright.node.set-status"
     OBSERVE_AND_DECIDE = "fleetwright.rollout.observe-and-decide"
+    CLEAN_UP = "fleetwright.node.clean-up"

@@ -20,6 +20,11 @@ Restarts and replicas need no leader election:
   create the same Event name and the second gets a 409.
 Status comes from ``describe()`` (memo ``progress``), never from a query, so it keeps flowing while
 no worker polls.
+
+Deletion: the controller adds the ``fleetwright.io/node-cleanup`` finalizer before it starts a
+profile's workflow; when the profile gets a deletionTimestamp it signals ``delete`` (starting the
+workflow first if it ended), and the workflow uninstalls, cleans the nodes and releases the
+finalizer itself, so the deletion finishes even while no controller runs.
 """
 
 from __future__ import annotations
@@ -40,17 +45,17 @@ from temporalio.service import RPCError, RPCStatusCode
 from fleetwright.api.common import API_VERSION
 from fleetwright.api.deploymentpolicy import BUILTIN_POLICY, BUILTIN_POLICY_NAME, DeploymentPolicy
 from fleetwright.api.deploymentpolicy import PLURAL as POLICY_PLURAL
+from fleetwright.api.nodeprofile import FINALIZER, NodeProfile, NodeProfileStatus
 from fleetwright.api.nodeprofile import PLURAL as PROFILE_PLURAL
-from fleetwright.api.nodeprofile import NodeProfile, NodeProfileStatus
 from fleetwright.errors import FleetwrightError
 from fleetwright.kube.client import ApiClient, from_kubeconfig
 from fleetwright.kube.events import emit_for
 from fleetwright.kube.listwatch import ListWatch, WatchEvent, start_thread
-from fleetwright.kube.resources import patch_status
+from fleetwright.kube.resources import add_finalizer, patch_status
 from fleetwright.worker.settings import WorkerSettings
 from fleetwright.worker.status import Inputs, derive, transitions
 from fleetwright.worker.temporal import connect
-from fleetwright.workflows.payloads import Controls, Progress, RolloutInput, SpecChange
+from fleetwright.workflows.payloads import Controls, Deletion, Progress, RolloutInput, SpecChange
 from fleetwright.workflows.rollout import RolloutWorkflow, rollout_workflow_id
 
 log = logging.getLogger("fleetwright.controller")
@@ -78,6 +83,7 @@ class Signalled:
 
     spec: tuple[int, str]
     paused: bool
+    deleting: bool = False
 
 
 class Controller:
@@ -186,37 +192,59 @@ class Controller:
         if obj is None:
             await self._forget(name)
             return
+        deleting = _deleting(obj)
+        if deleting and FINALIZER not in (obj["metadata"].get("finalizers") or []):
+            return  # released (the workflow is done) or never ours: nothing left to do
         policy = self._policy_for(obj)
-        if policy is None:
+        if policy is None and not deleting:
             return  # the status says PolicyNotFound; the policy's ADDED event brings us back
         want = Signalled(
-            spec=(obj["metadata"].get("generation") or 0, _version_of(policy)),
+            spec=(obj["metadata"].get("generation") or 0, _version_of(policy) if policy else ""),
             paused=_paused(obj),
+            deleting=deleting,
         )
         before = self._signalled.get(name)
         if before == want:
             return
         try:
+            if not deleting:
+                obj = await self._hold_finalizer(name, obj)
             profile = NodeProfile.model_validate(_without_status(obj))
-            handle = await self._ensure_started(profile, policy, paused=want.paused)
-            if before is None or before.spec != want.spec:
+            handle = await self._ensure_started(
+                profile, policy or BUILTIN_POLICY, paused=want.paused, deleting=deleting
+            )
+            if deleting:
+                if before is None or not before.deleting:
+                    await handle.signal(RolloutWorkflow.delete, Deletion(profile=profile, policy=policy))
+            elif policy is not None and (before is None or before.spec != want.spec):
                 # After a restart (before is None) this re-sends an unchanged spec: a no-op retarget.
                 await handle.signal(RolloutWorkflow.spec_changed, SpecChange(profile=profile, policy=policy))
             if before is None or before.paused != want.paused:
                 await handle.signal(RolloutWorkflow.pause if want.paused else RolloutWorkflow.resume)
-        except (RPCError, ValidationError) as error:
+        except (RPCError, ValidationError, FleetwrightError) as error:
             log.warning("profile %s: could not start or signal its rollout: %s", name, error)
             self._signalled.pop(name, None)  # the periodic resync tries again
             return
         self._signalled[name] = want
         asyncio.get_running_loop().call_later(self.options.refresh_delay_seconds, self._refresh.set)
 
+    async def _hold_finalizer(self, name: str, obj: dict[str, Any]) -> dict[str, Any]:
+        """Add the finalizer before the first node is touched, so no deletion can skip clean-up."""
+        held = await asyncio.to_thread(add_finalizer, self.api, PROFILE_PLURAL, obj, FINALIZER)
+        if held is not obj and name in self.profiles:
+            self.profiles[name] = held
+        return held
+
     async def _ensure_started(
-        self, profile: NodeProfile, policy: DeploymentPolicy, *, paused: bool
+        self, profile: NodeProfile, policy: DeploymentPolicy, *, paused: bool, deleting: bool = False
     ) -> WorkflowHandle[RolloutWorkflow, Progress]:
-        # Paused from the start rides in the input, so not even the first decision starts a node.
+        # Paused (or deleting) from the start rides in the input, so not even the first decision
+        # starts a node towards the wrong target.
         rollout = RolloutInput(
-            profile=profile, policy=policy, settings=self.settings.engine, controls=Controls(paused=paused)
+            profile=profile,
+            policy=policy,
+            settings=self.settings.engine,
+            controls=Controls(paused=paused, deleting=deleting),
         )
         return await self.client.start_workflow(
             RolloutWorkflow.run,
@@ -227,7 +255,8 @@ class Controller:
         )
 
     async def _forget(self, name: str) -> None:
-        """The CR is gone: stop starting nodes (uninstall on deletion is not implemented yet)."""
+        """The CR is gone. With our finalizer that happens after the workflow cleaned up and ended;
+        a profile that never carried it (created before this controller) is only aborted."""
         if self._signalled.pop(name, None) is None:
             return
         with contextlib.suppress(RPCError):
@@ -276,6 +305,7 @@ class Controller:
             policy=ref or BUILTIN_POLICY_NAME,
             progress=progress,
             policy_missing=ref is not None and ref not in self.policies,
+            deleting=_deleting(obj),
         )
         previous = _status_of(obj)
         # metav1.Time has second precision: keep ours the same so re-reads compare equal.
@@ -346,6 +376,10 @@ def _policy_ref(obj: dict[str, Any]) -> str | None:
 
 def _version_of(policy: DeploymentPolicy) -> str:
     return f"{policy.metadata.name}@{policy.metadata.generation or 0}"
+
+
+def _deleting(obj: dict[str, Any]) -> bool:
+    return bool(obj["metadata"].get("deletionTimestamp"))
 
 
 def _paused(obj: dict[str, Any]) -> bool:

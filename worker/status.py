@@ -15,6 +15,7 @@ from fleetwright.api.nodeprofile import NodeIssue, NodeProfileStatus
 from fleetwright.api.status import (
     BLOCKED,
     DEGRADED,
+    DELETING,
     PAUSED,
     PROGRESSING,
     READY,
@@ -38,6 +39,8 @@ class Inputs:
     policy: str
     progress: Progress | None
     policy_missing: bool = False
+    deleting: bool = False
+    """The CR has a deletionTimestamp (our finalizer holds it until the nodes are clean)."""
 
 
 @dataclass(frozen=True)
@@ -88,6 +91,40 @@ def derive(inputs: Inputs, previous: NodeProfileStatus | None, now: datetime) ->
 
 
 def _conditions(inputs: Inputs) -> tuple[Phase, list[_C]]:
+    phase, conditions = _rollout_conditions(inputs)
+    if not inputs.deleting:
+        return phase, conditions
+    deleting = _deleting(inputs.progress)
+    ready: _C = (READY, "False", "Deleting", deleting[3])
+    return "Deleting", [ready, *conditions[1:], deleting]
+
+
+def _deleting(progress: Progress | None) -> _C:
+    if progress is None or not progress.deleting:
+        return (DELETING, "True", "DeletionPending", "waiting for the rollout to pick the deletion up")
+    if progress.phase == "Deleted":
+        return (DELETING, "True", "NodesCleanedUp", "nodes cleaned up; releasing the finalizer")
+    clean = f"{progress.updated}/{progress.targeted} nodes without the profile's packages"
+    if progress.phase in ("Halted", "Blocked", "Paused"):
+        why = {"Halted": "uninstall halted", "Blocked": "uninstall blocked", "Paused": "paused"}[
+            progress.phase
+        ]
+        parts = [f"{why} at {clean}: {progress.message}"]
+        if progress.failed_nodes:
+            parts.append(f"failed: {_names(progress.failed_nodes)}")
+        if progress.blocked_nodes:
+            parts.append(
+                "blocked: "
+                + "; ".join(
+                    f"{n}: {progress.blocked_reasons.get(n, 'blocked')}"
+                    for n in progress.blocked_nodes[:MAX_LISTED]
+                )
+            )
+        return (DELETING, "True", "DeletionBlocked", "; ".join(parts) + "; the finalizer stays")
+    return (DELETING, "True", "Uninstalling", f"{clean}; {progress.message}")
+
+
+def _rollout_conditions(inputs: Inputs) -> tuple[Phase, list[_C]]:
     progress = inputs.progress
     if progress is None:
         if inputs.policy_missing:
@@ -201,6 +238,19 @@ def _issues(progress: Progress) -> list[NodeIssue]:
     return issues[:MAX_ISSUES]
 
 
+def _deletion_transitions(previous: NodeProfileStatus | None, current: NodeProfileStatus) -> list[Transition]:
+    now = next((c for c in current.conditions if c.type == DELETING), None)
+    if now is None:
+        return []
+    was = next((c for c in previous.conditions if c.type == DELETING), None) if previous else None
+    out = []
+    if was is None:
+        out.append(Transition("Normal", "DeletionStarted", "uninstalling packages with uninstall.enabled"))
+    if now.reason == "DeletionBlocked" and (was is None or was.reason != now.reason):
+        out.append(Transition("Warning", "DeletionBlocked", now.message))
+    return out
+
+
 def transitions(previous: NodeProfileStatus | None, current: NodeProfileStatus) -> list[Transition]:
     """Events for the change from ``previous`` to ``current`` (phase changes and a newly adopted
     generation); none when nothing a human cares about changed."""
@@ -218,7 +268,8 @@ def transitions(previous: NodeProfileStatus | None, current: NodeProfileStatus) 
                 "Normal", "SpecChangeAccepted", f"rolling out generation {current.observed_generation}"
             )
         )
-    if before == after:
+    out += _deletion_transitions(previous, current)
+    if after in (before, "Deleting"):
         return out
     progress = current.progress or "0/0"
     ready = next((c for c in current.conditions if c.type == READY), None)

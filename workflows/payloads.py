@@ -58,6 +58,14 @@ class SpecChange(Frozen):
     policy: DeploymentPolicy
 
 
+class Deletion(Frozen):
+    """The NodeProfile is being deleted (its last generation). Without a policy (it was deleted
+    first) the removal keeps pacing by the policy the rollout already has."""
+
+    profile: NodeProfile
+    policy: DeploymentPolicy | None = None
+
+
 class NodeInput(Frozen):
     profile: str
     profile_uid: str
@@ -100,6 +108,8 @@ class Progress(Frozen):
     paused: bool = False
     generation: int = 0
     target: str = ""
+    deleting: bool = False
+    """The profile is being deleted: this rollout uninstalls, then cleans the nodes up."""
 
 
 __all__ = ["Controls", "DecideReport", "DecideRequest", "NodeResult"]

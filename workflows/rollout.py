@@ -8,6 +8,12 @@ when its history grows, carrying the planner state, the controls and unfolded no
 
 Node workflows are started with ``ParentClosePolicy.ABANDON`` and report back by signal, so they
 keep running across this workflow's continue-as-new.
+
+Deletion is the same loop towards another target: the ``delete`` signal switches the spec to the
+removal target (``convert.removal_packages``: every ``uninstall.enabled`` package uninstalled),
+so the uninstall runs under the same policy (canary, batches, budget, halt on failure). Once no
+targeted node needs work, the clean-up activity removes what the profile wrote on the nodes and
+releases the NodeProfile's finalizer, and the workflow ends. A halted removal keeps the finalizer.
 """
 
 from __future__ import annotations
@@ -16,11 +22,11 @@ import contextlib
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
-    from fleetwright.activities.payloads import NAMES
+    from fleetwright.activities.payloads import NAMES, CleanupReport, CleanupRequest
     from fleetwright.api.deploymentpolicy import DeploymentPolicy
     from fleetwright.api.nodeprofile import NodeProfile
     from fleetwright.planner import convert
@@ -35,6 +41,7 @@ with workflow.unsafe.imports_passed_through():
         Controls,
         DecideReport,
         DecideRequest,
+        Deletion,
         NodeInput,
         NodeResult,
         Progress,
@@ -44,6 +51,7 @@ with workflow.unsafe.imports_passed_through():
 
 ROLLOUT_WORKFLOW = "fleetwright.rollout"
 ABORTED = "Aborted"
+DELETED = "Deleted"
 
 
 def rollout_workflow_id(profile: str) -> str:
@@ -55,7 +63,8 @@ class RolloutWorkflow:
     def __init__(self) -> None:
         self._results: list[NodeResult] = []
         self._controls = Controls()
-        self._new_spec: tuple[NodeProfile, DeploymentPolicy] | None = None
+        # A policy of None keeps the current one (a deletion that outlived its policy).
+        self._new_spec: tuple[NodeProfile, DeploymentPolicy | None] | None = None
         self._nudged = False
         self._state: RolloutState | None = None
         self._progress: Progress | None = None
@@ -86,6 +95,15 @@ class RolloutWorkflow:
     @workflow.signal(name="spec_changed")
     def spec_changed(self, change: SpecChange) -> None:
         self._new_spec = (change.profile, change.policy)
+        self._nudged = True
+
+    @workflow.signal(name="delete")
+    def delete(self, deletion: Deletion) -> None:
+        """The NodeProfile is being deleted: uninstall what may be uninstalled, clean the nodes
+        up, release the finalizer. Idempotent, never undone."""
+        pending = self._new_spec[1] if self._new_spec else None
+        self._new_spec = (deletion.profile, deletion.policy or pending)
+        self._controls = self._controls.model_copy(update={"deleting": True, "aborted": False})
         self._nudged = True
 
     @workflow.signal(name="nodes_changed")
@@ -174,6 +192,8 @@ class RolloutWorkflow:
             self._state = decision.state
             if self._controls.aborted and not self._state.running:
                 return self._publish(decision, phase=ABORTED)
+            if self._removal_done(decision) and await self._clean_up(decision):
+                return self._publish(decision, phase=DELETED)
             if self._controls.aborted:
                 await self._abort_children()
             else:
@@ -200,12 +220,45 @@ class RolloutWorkflow:
         return True
 
     def _spec(self) -> RolloutSpec:
-        return convert.rollout_spec(self._profile, self._policy)
+        return convert.rollout_spec(self._profile, self._policy, removing=self._controls.deleting)
+
+    def _removal_done(self, decision: Decision) -> bool:
+        """Deleting, and this decision (not one taken before the delete signal arrived) says the
+        removal target holds on every targeted node with no node workflow still running."""
+        return (
+            self._controls.deleting
+            and self._new_spec is None
+            and decision.state.spec.target == self._spec().target
+            and _removed(decision)
+        )
+
+    async def _clean_up(self, decision: Decision) -> bool:
+        """The removal is complete: clean the nodes and release the finalizer. A failure (the API
+        refuses, RBAC) is shown and tried again after the observe interval; never a failed run."""
+        meta = self._profile.metadata
+        request = CleanupRequest(profile=meta.name, profile_uid=meta.uid or "")
+        try:
+            report: CleanupReport = await workflow.execute_activity(
+                NAMES.CLEAN_UP,
+                request,
+                result_type=CleanupReport,
+                start_to_close_timeout=timedelta(minutes=5),
+                retry_policy=retry.API_CALL,
+            )
+        except ActivityError as error:
+            self._publish(
+                decision.model_copy(update={"message": f"clean-up of the nodes failed: {error.cause}"})
+            )
+            await workflow.sleep(timedelta(seconds=self._settings.observe_interval_seconds))
+            return False
+        workflow.logger.info("profile %s removed from %d node(s)", meta.name, len(report.nodes))
+        return True
 
     def _apply_spec_change(self) -> None:
         if self._new_spec is None or self._state is None:
             return
-        self._profile, self._policy = self._new_spec
+        self._profile, policy = self._new_spec
+        self._policy = policy or self._policy
         self._new_spec = None
         spec = self._spec()
         if spec.target != self._state.spec.target:
@@ -344,6 +397,7 @@ class RolloutWorkflow:
             paused=self._controls.paused,
             generation=self._profile.metadata.generation or 0,
             target=state.spec.target,
+            deleting=self._controls.deleting,
         )
         self._progress = progress
         if self._settings.search_attributes:
@@ -359,6 +413,11 @@ class RolloutWorkflow:
         workflow.upsert_memo({"progress": progress.model_dump(mode="json")})
         workflow.set_current_details(_details(progress, decision))
         return progress
+
+
+def _removed(decision: Decision) -> bool:
+    """The removal target holds on every targeted node and no node workflow is still running."""
+    return decision.phase is Phase.COMPLETE and decision.counts.needs_work == 0 and not decision.state.running
 
 
 def _current_step(state: RolloutState) -> str:

@@ -29,6 +29,9 @@ from fleetwright.api.status import Condition, Phase
 
 KIND = "NodeProfile"
 PLURAL = "nodeprofiles"
+FINALIZER = "fleetwright.io/node-cleanup"
+"""Held on every NodeProfile the controller serves until its packages are uninstalled (where
+``uninstall.enabled``) and everything fleetwright wrote on its nodes is removed."""
 
 InterruptTypeName = Literal["reboot", "service", "restartAllServices", "noop"]
 # The agent (and some package READMEs) spell it restart_all_services; both are accepted.

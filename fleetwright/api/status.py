@@ -22,13 +22,15 @@ PROGRESSING = "Progressing"
 PAUSED = "Paused"
 BLOCKED = "Blocked"
 DEGRADED = "Degraded"
+DELETING = "Deleting"
+"""Only while the profile is being deleted: True, reason Uninstalling or DeletionBlocked."""
 NODEPROFILE_CONDITION_TYPES = (READY, PROGRESSING, PAUSED, BLOCKED, DEGRADED)
 
 # Condition types on a DeploymentPolicy.
 ACCEPTED = "Accepted"
 IN_USE = "InUse"
 
-Phase = Literal["Pending", "Progressing", "Paused", "Blocked", "Degraded", "Complete", "Failed"]
+Phase = Literal["Pending", "Progressing", "Paused", "Blocked", "Degraded", "Complete", "Failed", "Deleting"]
 
 CONDITION_TYPE_PATTERN = (
     r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"

@@ -130,3 +130,21 @@ def set_condition(
             name, {"status": {"conditions": [entry]}}, _content_type=STRATEGIC_MERGE_PATCH
         )
     return True
+
+
+def remove_condition(
+    api: client.ApiClient, name: str, type_: str, *, current: NodeFacts | None = None
+) -> bool:
+    """Remove one node condition (ours; the kubelet's are never named here); True when it was there."""
+    if current is None:
+        current, _ = read_node(api, name)
+    if type_ not in current.conditions:
+        return False
+    # Strategic merge's delete directive removes the one entry keyed by type, leaving the others.
+    with classified(f"remove node {name} condition {type_}"):
+        client.CoreV1Api(api).patch_node_status(
+            name,
+            {"status": {"conditions": [{"type": type_, "$patch": "delete"}]}},
+            _content_type=STRATEGIC_MERGE_PATCH,
+        )
+    return True

@@ -2,8 +2,10 @@
 CustomObjectsApi, e.g. for the admission webhook's lookups.
 
 Returns plain dicts as the apiserver sends them (callers parse them with ``fleetwright.api``);
-failures are classified into ``fleetwright.errors``. Besides reads it owns one write: the status
-subresource (``patch_status``), which only the controller calls; specs are never written here.
+failures are classified into ``fleetwright.errors``. Besides reads it owns two writes: the status
+subresource (``patch_status``), which only the controller calls, and one finalizer
+(``add_finalizer`` by the controller, ``remove_finalizer`` by the rollout's clean-up once the
+nodes are clean); specs are never written here.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from kubernetes import client
 from fleetwright.api.common import GROUP, VERSION
 from fleetwright.api.deploymentpolicy import PLURAL as POLICY_PLURAL
 from fleetwright.api.nodeprofile import PLURAL as PROFILE_PLURAL
+from fleetwright.errors import NotFoundError
 from fleetwright.kube.errors import classified
 
 # Page size for list calls: large fleets may hold many profiles; keep each response bounded.
@@ -85,3 +88,41 @@ def patch_status(api: client.ApiClient, plural: str, name: str, status: dict[str
             ),
         )
     return obj
+
+
+def _patch_finalizers(
+    api: client.ApiClient, plural: str, obj: dict[str, Any], finalizers: list[str]
+) -> dict[str, Any]:
+    # The resourceVersion makes a concurrent finalizer edit a 409 (retryable), never a lost write.
+    meta = obj["metadata"]
+    body = {"metadata": {"finalizers": finalizers, "resourceVersion": meta["resourceVersion"]}}
+    custom = client.CustomObjectsApi(api)
+    with classified(f"patch finalizers of {plural}.{GROUP}/{meta['name']}"):
+        return cast(
+            dict[str, Any],
+            custom.patch_cluster_custom_object(
+                GROUP, VERSION, plural, meta["name"], body, _content_type="application/merge-patch+json"
+            ),
+        )
+
+
+def add_finalizer(api: client.ApiClient, plural: str, obj: dict[str, Any], finalizer: str) -> dict[str, Any]:
+    """Add ``finalizer`` to ``obj`` (as last read); returns the updated object. Idempotent."""
+    current = list(obj["metadata"].get("finalizers") or [])
+    if finalizer in current:
+        return obj
+    return _patch_finalizers(api, plural, obj, [*current, finalizer])
+
+
+def remove_finalizer(api: client.ApiClient, plural: str, name: str, uid: str, finalizer: str) -> bool:
+    """Remove ``finalizer`` from the object ``name`` if it is still the object ``uid``; True when
+    it was removed now. Idempotent: a gone object, a namesake or a released finalizer is done."""
+    try:
+        obj = get_object(api, plural, name)
+    except NotFoundError:
+        return False
+    current = list(obj["metadata"].get("finalizers") or [])
+    if (uid and obj["metadata"].get("uid") != uid) or finalizer not in current:
+        return False
+    _patch_finalizers(api, plural, obj, [f for f in current if f != finalizer])
+    return True

@@ -147,14 +147,36 @@ def policy(api: DeploymentPolicy) -> RolloutPolicy:
 
 
 def rollout_spec(
-    profile: NodeProfile, deployment_policy: DeploymentPolicy, durations: StageDurations | None = None
+    profile: NodeProfile,
+    deployment_policy: DeploymentPolicy,
+    durations: StageDurations | None = None,
+    *,
+    removing: bool = False,
 ) -> RolloutSpec:
-    """Everything one rollout of ``profile`` under ``deployment_policy`` needs."""
+    """Everything one rollout of ``profile`` under ``deployment_policy`` needs. With ``removing``
+    (the profile is being deleted) the rollout converges to ``removal_packages`` instead."""
     return RolloutSpec(
         profile=profile.metadata.name,
-        packages=tuple(package(p) for p in profile.spec.packages),
+        packages=removal_packages(profile) if removing else tuple(package(p) for p in profile.spec.packages),
         policy=policy(deployment_policy),
         durations=durations or StageDurations(),
+    )
+
+
+def removal_packages(profile: NodeProfile) -> tuple[DesiredPackage, ...]:
+    """What a deleted profile converges to: every package with ``uninstall.enabled`` uninstalled.
+
+    Packages that cannot be uninstalled are left out altogether, so the removal never installs
+    anything (a node that joins during the deletion gets no work) and leaves them in place where
+    they are. Dependencies on left-out packages are dropped: nothing orders against a package
+    that is not touched."""
+    kept = {p.name for p in profile.spec.packages if p.uninstall.enabled}
+    return tuple(
+        package(p).model_copy(
+            update={"uninstall": True, "depends_on": tuple(d.name for d in p.depends_on if d.name in kept)}
+        )
+        for p in profile.spec.packages
+        if p.name in kept
     )
 
 

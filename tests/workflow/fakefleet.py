@@ -13,6 +13,8 @@ from temporalio import activity
 
 from fleetwright.activities.payloads import (
     NAMES,
+    CleanupReport,
+    CleanupRequest,
     CordonReport,
     DecideReport,
     DecideRequest,
@@ -30,7 +32,7 @@ from fleetwright.activities.payloads import (
 from fleetwright.activities.rollout import cleared_failure, plan_turn
 from fleetwright.localcluster import nodes as fleet_nodes
 from fleetwright.planner.fleet import cordon_key
-from fleetwright.planner.nodestate import format_annotation
+from fleetwright.planner.nodestate import annotation_key, format_annotation
 
 
 @dataclass
@@ -44,6 +46,7 @@ class FakeFleet:
     statuses: dict[str, str] = field(default_factory=dict)
     max_cordoned: int = 0
     release: asyncio.Event = field(default_factory=asyncio.Event)
+    cleaned_up: list[CleanupRequest] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.nodes = {}
@@ -127,6 +130,20 @@ class FakeFleet:
     async def set_node_status(self, request: NodeStatusRequest) -> None:
         self.statuses[request.node] = request.phase.value
 
+    @activity.defn(name=NAMES.CLEAN_UP)
+    async def clean_up(self, request: CleanupRequest) -> CleanupReport:
+        self.cleaned_up.append(request)
+        cleaned = []
+        for name in self.nodes:
+            annotations = self.annotations(name)
+            had_cordon = cordon_key(request.profile) in annotations
+            if had_cordon:
+                await self.uncordon(NodeTarget(profile=request.profile, node=name))
+            if annotations.pop(annotation_key(request.profile), None) is not None or had_cordon:
+                cleaned.append(name)
+            self.statuses.pop(name, None)
+        return CleanupReport(nodes=tuple(cleaned))
+
     def activities(self) -> list[Any]:
         return [
             self.observe_and_decide,
@@ -139,4 +156,5 @@ class FakeFleet:
             self.wait_reboot,
             self.record_state,
             self.set_node_status,
+            self.clean_up,
         ]
