@@ -2,11 +2,37 @@
 
 from __future__ import annotations
 
-from fleetwright.cli import cluster, demo, package, plan, serve, validate
+from fleetwright.cli import (
+    chaos,
+    cluster,
+    control,
+    demo,
+    history,
+    logs,
+    node,
+    package,
+    plan,
+    serve,
+    status,
+    validate,
+)
 from fleetwright.cli.app import app
 
 # Command modules register on import; keep this list the one place that names them.
-COMMAND_MODULES = (cluster, demo, package, plan, serve, validate)
+COMMAND_MODULES = (
+    chaos,
+    cluster,
+    control,
+    demo,
+    history,
+    logs,
+    node,
+    package,
+    plan,
+    serve,
+    status,
+    validate,
+)
 
 
 def main() -> None:

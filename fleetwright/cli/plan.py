@@ -96,7 +96,7 @@ def load_fleet(path: Path, profile: NodeProfile) -> Observations:
         raise PlanInputError(f"{path}: cannot read the fleet snapshot: {err}") from err
     if not isinstance(raw, dict):
         raise PlanInputError(f"{path}: not a NodeList")
-    return _observe(raw, profile, str(path))
+    return observe(raw, profile, str(path))
 
 
 def load_live_fleet(kubeconfig: Path, profile: NodeProfile) -> Observations:
@@ -105,10 +105,11 @@ def load_live_fleet(kubeconfig: Path, profile: NodeProfile) -> Observations:
         items = list_nodes(from_kubeconfig(kubeconfig))
     except (FleetwrightError, OSError, ValueError) as err:
         raise PlanInputError(f"{kubeconfig}: cannot read the nodes: {err}") from err
-    return _observe({"kind": "NodeList", "items": items}, profile, str(kubeconfig))
+    return observe({"kind": "NodeList", "items": items}, profile, str(kubeconfig))
 
 
-def _observe(raw: dict[str, object], profile: NodeProfile, source: str) -> Observations:
+def observe(raw: dict[str, object], profile: NodeProfile, source: str) -> Observations:
+    """The planner's observations of a NodeList for ``profile``; ``source`` names it in errors."""
     try:
         nodes = observe_fleet(
             node_items(raw), profile.metadata.name, lambda labels: convert.targets(profile, labels)

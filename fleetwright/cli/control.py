@@ -1,0 +1,193 @@
+"""The operator's acts on a rollout: ``pause``, ``resume``, ``approve``, ``abort``, ``retry-node``
+and ``skip-node``.
+
+Pause and resume are durable intent: the ``fleetwright.io/paused`` annotation on the NodeProfile,
+which the controller turns into the workflow's pause/resume signals. A re-apply that keeps the
+annotation, a controller restart or a continue-as-new all keep the rollout paused, and the pause
+is visible in ``kubectl get -o yaml`` and in a GitOps diff. The one-off acts go straight to the
+rollout workflow: approve, retry-node and skip-node as Temporal *updates*, whose validators refuse
+a wrong step or node with an immediate error; abort as the workflow's signal. Owns the command
+surface and the answers; the rules live in the workflow's validators.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import Annotated, Any
+
+import typer
+from pydantic import BaseModel
+from temporalio.client import WorkflowHandle
+from temporalio.service import RPCError, RPCStatusCode
+
+from fleetwright.api.nodeprofile import PLURAL as PROFILE_PLURAL
+from fleetwright.cli import reading
+from fleetwright.cli.app import app
+from fleetwright.cli.session import OUTPUT_HELP, CliError, Session, check_output, emit
+from fleetwright.kube.annotations import annotate
+from fleetwright.worker.controller import PAUSED_ANNOTATION
+from fleetwright.workflows.payloads import Progress
+from fleetwright.workflows.rollout import RolloutWorkflow, rollout_workflow_id
+
+ProfileArg = Annotated[str, typer.Argument(help="The NodeProfile.")]
+OutputOpt = Annotated[str, typer.Option("-o", "--output", help=OUTPUT_HELP)]
+TimeoutOpt = Annotated[
+    float, typer.Option("--timeout", min=1.0, help="Seconds to wait for the rollout workflow to answer.")
+]
+
+
+class Acted(BaseModel):
+    """What a control command did (its ``-o json|yaml`` output)."""
+
+    profile: str
+    action: str
+    via: str
+    """``annotation fleetwright.io/paused`` or ``update <name>`` / ``signal <name>``."""
+    result: str
+
+
+def _print(acted: Acted, output: str) -> None:
+    emit(acted, check_output(output), lambda console: console.print(acted.result, highlight=False))
+
+
+# ----- durable intent: the annotation ------------------------------------------------------------
+async def _set_paused(session: Session, profile: str, paused: bool) -> Acted:
+    obj = await reading.profile_object(session, profile)
+    annotations = obj["metadata"].get("annotations") or {}
+    before = str(annotations.get(PAUSED_ANNOTATION, "")).lower() == "true"
+    await asyncio.to_thread(
+        annotate, session.api, PROFILE_PLURAL, profile, PAUSED_ANNOTATION, "true" if paused else None
+    )
+    verb = "paused" if paused else "resumed"
+    already = " (it already was)" if before == paused else ""
+    note = (
+        "no node starts until `fleetwright resume`; nodes already running finish"
+        if paused
+        else "the rollout continues where it stopped"
+    )
+    return Acted(
+        profile=profile,
+        action="pause" if paused else "resume",
+        via=f"annotation {PAUSED_ANNOTATION}",
+        result=f"{verb} NodeProfile {profile}{already}: {note}",
+    )
+
+
+@app.command("pause")
+def pause_command(ctx: typer.Context, profile: ProfileArg, output: OutputOpt = "table") -> None:
+    """Pause a rollout (durable: sets the fleetwright.io/paused annotation on the NodeProfile)."""
+    session = Session.of(ctx)
+    check_output(output)
+    _print(session.run(lambda: _set_paused(session, profile, True)), output)
+
+
+@app.command("resume")
+def resume_command(ctx: typer.Context, profile: ProfileArg, output: OutputOpt = "table") -> None:
+    """Resume a paused rollout (removes the fleetwright.io/paused annotation)."""
+    session = Session.of(ctx)
+    check_output(output)
+    _print(session.run(lambda: _set_paused(session, profile, False)), output)
+
+
+# ----- one-off acts: updates and the abort signal -----------------------------------------------
+async def _running_rollout(session: Session, profile: str) -> WorkflowHandle[Any, Progress]:
+    """The profile's running rollout workflow, or an error saying why there is none."""
+    client = await session.temporal()
+    workflow_id = rollout_workflow_id(profile)
+    description = await reading.describe(client, workflow_id)
+    if description is None:
+        raise CliError(
+            f"no rollout workflow {workflow_id} in Temporal namespace {session.target.temporal_namespace} "
+            f"at {session.target.temporal_address} (is the controller running?)"
+        )
+    if description.status is not None and description.status.name != "RUNNING":
+        raise CliError(
+            f"the rollout workflow {workflow_id} is {description.status.name.lower()}, not running"
+        )
+    return client.get_workflow_handle(workflow_id, result_type=Progress)
+
+
+async def _update(session: Session, profile: str, name: str, arg: str, *, seconds: float) -> Acted:
+    handle = await _running_rollout(session, profile)
+    try:
+        answer = await handle.execute_update(
+            name, arg, result_type=str, rpc_timeout=timedelta(seconds=seconds)
+        )
+    except RPCError as error:
+        if error.status == RPCStatusCode.DEADLINE_EXCEEDED:
+            raise CliError(
+                f"the rollout workflow {handle.id} did not answer the {name} update within {seconds:g}s "
+                "(is a fleetwright worker running?)"
+            ) from error
+        raise
+    return Acted(profile=profile, action=name.replace("_", "-"), via=f"update {name}", result=str(answer))
+
+
+@app.command("approve")
+def approve_command(
+    ctx: typer.Context,
+    profile: ProfileArg,
+    step: Annotated[str, typer.Argument(help="The approval step, `<scope>/<step>` (e.g. rollout/gate).")],
+    output: OutputOpt = "table",
+    timeout: TimeoutOpt = 30.0,
+) -> None:
+    """Approve an approval step of the rollout; a wrong step is refused naming the known ones."""
+    session = Session.of(ctx)
+    check_output(output)
+    _print(session.run(lambda: _update(session, profile, "approve", step, seconds=timeout)), output)
+
+
+@app.command("retry-node")
+def retry_node_command(
+    ctx: typer.Context,
+    profile: ProfileArg,
+    node: Annotated[str, typer.Argument(help="A node that failed in this rollout.")],
+    output: OutputOpt = "table",
+    timeout: TimeoutOpt = 30.0,
+) -> None:
+    """Run a failed node again (new stage Jobs); refused for a node that has not failed."""
+    session = Session.of(ctx)
+    check_output(output)
+    _print(session.run(lambda: _update(session, profile, "retry_node", node, seconds=timeout)), output)
+
+
+@app.command("skip-node")
+def skip_node_command(
+    ctx: typer.Context,
+    profile: ProfileArg,
+    node: Annotated[str, typer.Argument(help="A node to leave out of this rollout's target.")],
+    output: OutputOpt = "table",
+    timeout: TimeoutOpt = 30.0,
+) -> None:
+    """Leave a node out (a failed one no longer holds the rollout); refused while it is updating."""
+    session = Session.of(ctx)
+    check_output(output)
+    _print(session.run(lambda: _update(session, profile, "skip_node", node, seconds=timeout)), output)
+
+
+async def _abort(session: Session, profile: str) -> Acted:
+    handle = await _running_rollout(session, profile)
+    await handle.signal(RolloutWorkflow.abort)
+    return Acted(
+        profile=profile,
+        action="abort",
+        via="signal abort",
+        result=f"aborting the rollout of {profile}: no node starts again; running nodes finish their "
+        "current stage and are handed back uncordoned",
+    )
+
+
+@app.command("abort")
+def abort_command(
+    ctx: typer.Context,
+    profile: ProfileArg,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    output: OutputOpt = "table",
+) -> None:
+    """Abort the rollout for good (the workflow ends Aborted); asks first unless --yes."""
+    session = Session.of(ctx)
+    check_output(output)
+    if not yes and not typer.confirm(f"Abort the rollout of {profile}? It cannot be resumed.", err=True):
+        raise typer.Exit(1)
+    _print(session.run(lambda: _abort(session, profile)), output)

@@ -1,0 +1,103 @@
+"""``fleetwright node reset NODE --profile P``: forget what a profile recorded on a node, so the
+rollout re-evaluates the node from scratch (the next pass re-runs the profile's packages there).
+
+It removes the profile's state annotation (``fleetwright.io/state.<profile>``) and status label,
+marks the profile's node condition ``Unknown``/``Reset``, and nudges the rollout workflow to
+re-observe the fleet. It refuses while that profile's node workflow is running on the node (the
+workflow would write the state right back) unless ``--force``. It never touches the cordon, other
+profiles' keys, or anything on the host.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Annotated
+
+import typer
+from pydantic import BaseModel, Field
+from temporalio.service import RPCError
+
+from fleetwright.activities.status import condition_type, status_label_key
+from fleetwright.cli import reading
+from fleetwright.cli.app import app
+from fleetwright.cli.session import OUTPUT_HELP, CliError, Session, check_output, emit
+from fleetwright.kube import nodestatus
+from fleetwright.planner.nodestate import annotation_key
+from fleetwright.workflows.node import node_workflow_id
+from fleetwright.workflows.rollout import RolloutWorkflow, rollout_workflow_id
+
+node_app = typer.Typer(help="Act on one node's fleetwright records.", no_args_is_help=True)
+app.add_typer(node_app, name="node")
+
+RESET_REASON = "Reset"
+
+
+class NodeReset(BaseModel):
+    node: str
+    profile: str
+    cleared: list[str] = Field(default_factory=list)
+    """The annotation and label keys removed."""
+    rollout_nudged: bool = False
+    result: str
+
+
+async def reset(session: Session, node: str, profile: str, force: bool) -> NodeReset:
+    obj = await reading.node_object(session, node)
+    client = await session.temporal()
+    workflow_id = node_workflow_id(profile, node)
+    running = await reading.describe(client, workflow_id)
+    if running is not None and running.status is not None and running.status.name == "RUNNING" and not force:
+        raise CliError(
+            f"refusing: node workflow {workflow_id} is running (it would write the state right back); "
+            "wait for it, abort the rollout, or pass --force"
+        )
+    state_key, label_key = annotation_key(profile), status_label_key(profile)
+    meta = obj["metadata"]
+    cleared = [k for k in (state_key,) if k in (meta.get("annotations") or {})]
+    cleared += [k for k in (label_key,) if k in (meta.get("labels") or {})]
+    if cleared:
+        await asyncio.to_thread(
+            nodestatus.merge_metadata,
+            session.api,
+            node,
+            annotations={state_key: None},
+            labels={label_key: None},
+        )
+        message = "recorded state cleared by `fleetwright node reset`; the rollout re-evaluates this node"
+        condition = nodestatus.Condition(condition_type(profile), "Unknown", RESET_REASON, message)
+        await asyncio.to_thread(nodestatus.set_condition, session.api, node, condition)
+    nudged = False
+    with contextlib.suppress(RPCError):  # no rollout running: the next one observes the node anyway
+        await client.get_workflow_handle(rollout_workflow_id(profile)).signal(RolloutWorkflow.nodes_changed)
+        nudged = True
+    if not cleared:
+        result = f"nothing recorded by NodeProfile {profile} on node {node}; nothing to reset"
+    else:
+        result = f"reset node {node} for NodeProfile {profile}: removed {', '.join(cleared)}" + (
+            "; the rollout re-observes the fleet now" if nudged else "; no rollout workflow is running"
+        )
+    return NodeReset(node=node, profile=profile, cleared=cleared, rollout_nudged=nudged, result=result)
+
+
+@node_app.command("reset")
+def reset_command(
+    ctx: typer.Context,
+    node: Annotated[str, typer.Argument(help="The node.")],
+    *,
+    profile: Annotated[str, typer.Option("--profile", "-p", help="The NodeProfile whose records go.")],
+    force: Annotated[
+        bool, typer.Option("--force", help="Reset even while the profile's node workflow is running.")
+    ] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    output: Annotated[str, typer.Option("-o", "--output", help=OUTPUT_HELP)] = "table",
+) -> None:
+    """Forget a profile's recorded state on a node so the rollout re-runs its packages there."""
+    session = Session.of(ctx)
+    fmt = check_output(output)
+    if not yes and not typer.confirm(
+        f"Reset node {node} for {profile}? The rollout will re-run the profile's packages on it.", err=True
+    ):
+        raise typer.Exit(1)
+    done = session.run(lambda: reset(session, node, profile, force))
+    emit(done, fmt, lambda console: console.print(done.result, highlight=False))

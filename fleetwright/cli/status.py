@@ -1,0 +1,132 @@
+"""``fleetwright status [PROFILE]``: every NodeProfile's mirrored status, or one rollout as a live
+tree (step and batch, each targeted node's state and stage, blocked reasons naming the pod and the
+PodDisruptionBudget, failures, ETA). ``--watch`` refreshes it until the rollout ends.
+
+Owns reading the sources (``fleetwright.cli.reading``; stage Jobs for what runs now) and the
+refresh loop; the view itself is the pure ``fleetwright.cli.statusview``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import UTC, datetime
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.live import Live
+
+from fleetwright.activities.payloads import PACKAGE_NAMESPACE
+from fleetwright.api.nodeprofile import PLURAL as PROFILE_PLURAL
+from fleetwright.api.nodeprofile import NodeProfile
+from fleetwright.cli import reading
+from fleetwright.cli.app import app
+from fleetwright.cli.plan import observe
+from fleetwright.cli.session import OUTPUT_HELP, Output, Session, check_output, emit
+from fleetwright.cli.statusview import (
+    TERMINAL_PHASES,
+    RolloutView,
+    profile_lines,
+    render,
+    render_profiles,
+    rollout_view,
+    tree,
+)
+from fleetwright.errors import InvalidSpecError
+from fleetwright.kube.resources import list_objects
+from fleetwright.kube.stagelogs import stage_jobs
+from fleetwright.planner import convert
+from fleetwright.planner.preview import preview
+from fleetwright.worker.controller import PAUSED_ANNOTATION
+from fleetwright.workflows.payloads import Progress
+from fleetwright.workflows.rollout import rollout_workflow_id
+
+
+async def read_view(session: Session, name: str, now: datetime) -> RolloutView:
+    profile = reading.parse_profile(await reading.profile_object(session, name))
+    nodes = await reading.targeted_nodes(session, profile)
+    jobs = await asyncio.to_thread(stage_jobs, session.api, PACKAGE_NAMESPACE, name)
+    running = {j.node: f"{j.stage} {j.package}" for j in jobs if j.finished is None and j.active}
+    workflow_id = rollout_workflow_id(name)
+    progress = await reading.progress_of(await reading.describe(await session.temporal(), workflow_id))
+    eta, note = await _eta(session, profile, progress, nodes, now)
+    return rollout_view(profile, progress, nodes, running, workflow_id=workflow_id, eta=eta, eta_note=note)
+
+
+async def _eta(
+    session: Session,
+    profile: NodeProfile,
+    progress: Progress | None,
+    nodes: list[dict[str, object]],
+    now: datetime,
+) -> tuple[datetime | None, str]:
+    """The planner's estimate for the nodes still needing work (the same engine as ``plan``)."""
+    if progress is None or progress.phase in TERMINAL_PHASES or progress.paused:
+        return None, _no_eta(progress)
+    policy = await reading.policy_of(session, profile)
+    if policy is None:
+        return None, "unknown: the DeploymentPolicy is missing"
+    try:
+        observed = observe({"kind": "NodeList", "items": nodes}, profile, "the cluster")
+        plan = preview(convert.rollout_spec(profile, policy), observed, now)
+    except (ValueError, InvalidSpecError) as error:
+        return None, f"unknown: {error}"
+    if plan.eta is None:
+        return None, "unknown: no node can start now"
+    return max(plan.eta, now), "planner estimate for the remaining nodes, gates included"
+
+
+def _no_eta(progress: Progress | None) -> str:
+    if progress is None:
+        return ""
+    return "none while paused" if progress.paused else f"none: the rollout is {progress.phase}"
+
+
+@app.command("status")
+def status_command(
+    ctx: typer.Context,
+    profile: Annotated[str | None, typer.Argument(help="A NodeProfile; all profiles when omitted.")] = None,
+    output: Annotated[str, typer.Option("-o", "--output", help=OUTPUT_HELP)] = "table",
+    watch: Annotated[
+        bool, typer.Option("--watch", "-w", help="Refresh until the rollout completes, halts or is aborted.")
+    ] = False,
+    interval: Annotated[float, typer.Option("--interval", min=0.2, help="Seconds between refreshes.")] = 2.0,
+) -> None:
+    """A rollout as a live tree: step, batch, per-node stage, blocked reasons, failures, ETA."""
+    session = Session.of(ctx)
+    fmt = check_output(output)
+    if profile is None:
+        objects = session.run(lambda: asyncio.to_thread(list_objects, session.api, PROFILE_PLURAL))
+        lines = profile_lines(objects, PAUSED_ANNOTATION)
+        emit(lines, fmt, lambda console: render_profiles(lines, console))
+        return
+    name = profile
+    if not watch:
+        view, now = _snapshot(session, name)
+        emit(view, fmt, lambda console: render(view, console, now))
+        return
+    _watch(session, name, fmt, interval)
+
+
+def _snapshot(session: Session, name: str) -> tuple[RolloutView, datetime]:
+    now = datetime.now(UTC)  # the CLI may read the clock; the view never does
+    return session.run(lambda: read_view(session, name, now)), now
+
+
+def _watch(session: Session, name: str, fmt: Output, interval: float) -> None:
+    console = Console(soft_wrap=True)
+    if fmt is not Output.TABLE:
+        while True:
+            view, _ = _snapshot(session, name)
+            emit(view, fmt, lambda _: None)
+            if view.phase in TERMINAL_PHASES:
+                return
+            time.sleep(interval)
+    with Live(console=console, auto_refresh=False) as live:
+        while True:
+            view, now = _snapshot(session, name)
+            live.update(tree(view, now), refresh=True)
+            if view.phase in TERMINAL_PHASES:
+                return
+            time.sleep(interval)

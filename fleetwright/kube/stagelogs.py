@@ -1,0 +1,120 @@
+"""Finding the stage Jobs fleetwright ran on a node and reading their pods' logs (the operator
+CLI's ``logs``).
+
+It owns the label selection (``fleetwright.io/profile``, ``fleetwright.io/node`` and optionally
+``fleetwright.io/stage`` as ``fleetwright.stagejob`` writes them) and the container order a stage
+pod runs in (init containers first). It must not decide which Job a human means; the CLI does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from kubernetes import client
+
+from fleetwright.kube.errors import classified
+from fleetwright.kube.pods import JOB_NAME_LABEL
+
+LABEL_PREFIX = "fleetwright.io"
+
+
+@dataclass(frozen=True)
+class StageJob:
+    namespace: str
+    name: str
+    profile: str
+    node: str
+    package: str
+    stage: str
+    created: datetime | None
+    finished: str | None
+    """``Complete`` or ``Failed`` once terminal, else None."""
+    finished_at: datetime | None = None
+    active: int = 0
+
+
+@dataclass(frozen=True)
+class StagePod:
+    namespace: str
+    name: str
+    phase: str
+    containers: tuple[str, ...]
+    """In the order they run: init containers, then the pod's containers."""
+    created: datetime | None = None
+
+
+def _selector(profile: str | None, node: str | None, stage: str | None) -> str:
+    parts = [f"{LABEL_PREFIX}/profile={profile}"] if profile else []
+    if node:
+        parts.append(f"{LABEL_PREFIX}/node={node}")
+    if stage:
+        parts.append(f"{LABEL_PREFIX}/stage={stage}")
+    return ",".join(parts)
+
+
+def stage_jobs(
+    api: client.ApiClient,
+    namespace: str,
+    profile: str | None,
+    node: str | None = None,
+    stage: str | None = None,
+) -> list[StageJob]:
+    """The stage Jobs of ``profile`` (of every profile when None; on ``node``, of ``stage`` when
+    given), oldest first."""
+    with classified(f"list stage jobs in {namespace}"):
+        listing = client.BatchV1Api(api).list_namespaced_job(
+            namespace,
+            label_selector=_selector(profile, node, stage) or "app.kubernetes.io/managed-by=fleetwright",
+        )
+    out = [_job(job) for job in listing.items]
+    return sorted(out, key=lambda j: (j.created is None, j.created or datetime.min, j.name))
+
+
+def _job(job: Any) -> StageJob:
+    labels = job.metadata.labels or {}
+    terminal = next(
+        (c for c in (job.status.conditions or []) if c.type in ("Complete", "Failed") and c.status == "True"),
+        None,
+    )
+    return StageJob(
+        namespace=job.metadata.namespace,
+        name=job.metadata.name,
+        profile=labels.get(f"{LABEL_PREFIX}/profile", ""),
+        node=labels.get(f"{LABEL_PREFIX}/node", ""),
+        package=labels.get(f"{LABEL_PREFIX}/package", ""),
+        stage=labels.get(f"{LABEL_PREFIX}/stage", ""),
+        created=job.metadata.creation_timestamp,
+        finished=terminal.type if terminal else None,
+        finished_at=terminal.last_transition_time if terminal else None,
+        active=job.status.active or 0,
+    )
+
+
+def _pod(pod: Any) -> StagePod:
+    spec = pod.spec
+    return StagePod(
+        namespace=pod.metadata.namespace,
+        name=pod.metadata.name,
+        phase=(pod.status.phase if pod.status else None) or "Pending",
+        containers=tuple(c.name for c in [*(spec.init_containers or []), *(spec.containers or [])]),
+        created=pod.metadata.creation_timestamp,
+    )
+
+
+def job_pods(api: client.ApiClient, namespace: str, job: str) -> list[StagePod]:
+    """The Job's pods with their containers in run order, oldest first."""
+    with classified(f"list pods of job {namespace}/{job}"):
+        listing = client.CoreV1Api(api).list_namespaced_pod(
+            namespace, label_selector=f"{JOB_NAME_LABEL}={job}"
+        )
+    pods = [_pod(p) for p in listing.items]
+    return sorted(pods, key=lambda p: (p.created is None, p.created or datetime.min, p.name))
+
+
+def container_log(api: client.ApiClient, namespace: str, pod: str, container: str) -> str:
+    """One container's log as the kubelet serves it (through the apiserver's pods/log proxy)."""
+    with classified(f"read log of {namespace}/{pod} container {container}"):
+        text: str = client.CoreV1Api(api).read_namespaced_pod_log(pod, namespace, container=container)
+    return text
