@@ -1,0 +1,230 @@
+"""The Helm chart offline: ``helm lint``, ``helm template`` for several value sets (defaults, HA,
+cert-manager, external Temporal with mTLS and an API key), generated files that do not drift from
+their models, values rejected by name, and the security posture of what it renders."""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from cryptography import x509
+
+from fleetwright import chart
+from fleetwright.localcluster.binaries import control_plane_binary
+from fleetwright.worker.settings import WorkerSettings
+
+pytestmark = pytest.mark.unit
+
+REPO = Path(__file__).resolve().parents[2]
+CHART = REPO / "helm" / "fleetwright"
+
+VALUE_SETS: dict[str, dict[str, Any]] = {
+    "defaults": {},
+    "ha": {
+        "worker": {"replicas": 4},
+        "controller": {"replicas": 3},
+        "webhook": {"replicas": 3},
+        "podDisruptionBudget": {"maxUnavailable": 1},
+        "image": {"digest": "sha256:" + "b" * 64},
+    },
+    "cert-manager": {"webhook": {"certManager": {"enabled": True}}},
+    "cert-manager-issuer": {
+        "webhook": {
+            "certManager": {"enabled": True, "issuerRef": {"name": "corp-ca", "kind": "ClusterIssuer"}}
+        }
+    },
+    "external-temporal-tls": {
+        "settings": {"temporal_address": "fleet.a1b2c.tmprl.cloud:7233", "temporal_namespace": "fleet.a1b2c"},
+        "temporal": {
+            "tls": {"secretName": "temporal-mtls", "serverName": "fleet.a1b2c.tmprl.cloud"},
+            "apiKey": {"secretName": "temporal-api-key", "key": "token"},
+        },
+        "admission": {"require_digest": True, "allowed_registries": ["ghcr.io/acme"]},
+    },
+}
+
+
+def helm(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(control_plane_binary("helm")), *args], capture_output=True, text=True, check=check, timeout=120
+    )
+
+
+def render(values: dict[str, Any], tmp_path: Path, *extra: str) -> list[dict[str, Any]]:
+    path = tmp_path / "values.yaml"
+    path.write_text(yaml.safe_dump(values))
+    done = helm("template", "fw", str(CHART), "-n", "fw-system", "-f", str(path), *extra)
+    return [d for d in yaml.safe_load_all(done.stdout) if d]
+
+
+def by_kind(docs: list[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:
+    return {d["metadata"]["name"]: d for d in docs if d["kind"] == kind}
+
+
+def test_generated_files_do_not_drift() -> None:
+    assert chart.drift() == [], "run python -m fleetwright.chart"
+    for name in ("nodeprofiles.fleetwright.io.yaml", "deploymentpolicies.fleetwright.io.yaml"):
+        assert (CHART / "crds" / name).read_text() == (REPO / "crds" / name).read_text()
+
+
+def test_drift_is_reported_with_a_diff(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert chart.main(["--chart", str(tmp_path)]) == 0
+    schema = tmp_path / chart.SCHEMA_FILE
+    schema.write_text(schema.read_text().replace('"replicas"', '"replica"', 1))
+    assert chart.main(["--chart", str(tmp_path), "--check"]) == 1
+    out = capsys.readouterr().out
+    assert '-        "replica": {' in out
+    assert '+        "replicas": {' in out
+
+
+def test_values_yaml_is_valid_chart_values() -> None:
+    values = chart.ChartValues.model_validate(yaml.safe_load((CHART / "values.yaml").read_text()))
+    assert values.settings.metrics_port > 0
+    assert values.package_namespace.name == "fleetwright-system"
+
+
+def test_the_schema_embeds_every_worker_setting() -> None:
+    schema = json.loads((CHART / chart.SCHEMA_FILE).read_text())
+    settings_ref = schema["properties"]["settings"]["$ref"].rsplit("/", 1)[-1]
+    fields = set(schema["$defs"][settings_ref]["properties"])
+    assert fields == set(WorkerSettings.model_fields)
+
+
+@pytest.mark.parametrize("name", sorted(VALUE_SETS))
+def test_helm_lint_passes(name: str, tmp_path: Path) -> None:
+    path = tmp_path / "values.yaml"
+    path.write_text(yaml.safe_dump(VALUE_SETS[name]))
+    done = helm("lint", "--strict", str(CHART), "-f", str(path), check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("name", sorted(VALUE_SETS))
+def test_helm_template_renders(name: str, tmp_path: Path) -> None:
+    values = VALUE_SETS[name]
+    chart.ChartValues.model_validate(values)  # every value set is also valid for the model
+    docs = render(values, tmp_path)
+    deployments = by_kind(docs, "Deployment")
+    assert set(deployments) == {f"fw-fleetwright-{c}" for c in ("worker", "controller", "webhook")}
+    assert set(by_kind(docs, "PodDisruptionBudget")) == set(deployments)
+    for component, deployment in deployments.items():
+        want = ((values.get(component.rsplit("-", 1)[1]) or {}).get("replicas")) or 2
+        assert deployment["spec"]["replicas"] == want
+        pod = deployment["spec"]["template"]["spec"]
+        (container,) = pod["containers"]
+        assert container["command"] == ["fleetwright", component.rsplit("-", 1)[1]]
+        assert container["readinessProbe"]
+        assert container["livenessProbe"]
+        assert container["resources"]["requests"]
+        assert container["securityContext"]["allowPrivilegeEscalation"] is False
+        assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+        assert pod["serviceAccountName"] == component
+    settings = json.loads(by_kind(docs, "ConfigMap")["fw-fleetwright-settings"]["data"]["settings.json"])
+    WorkerSettings.model_validate(settings)  # the processes will accept their file
+    namespace = by_kind(docs, "Namespace")["fleetwright-system"]
+    assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
+    webhook = by_kind(docs, "ValidatingWebhookConfiguration")["fw-fleetwright"]["webhooks"][0]
+    assert webhook["clientConfig"]["service"] == {
+        "namespace": "fw-system",
+        "name": "fw-fleetwright-webhook",
+        "port": 443,
+        "path": "/validate",
+    }
+
+
+def test_the_self_managed_certificate_serves_the_service_name(tmp_path: Path) -> None:
+    docs = render({}, tmp_path)
+    secret = by_kind(docs, "Secret")["fw-fleetwright-webhook-tls"]
+    cert = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["tls.crt"]))
+    names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(
+        x509.DNSName
+    )
+    assert "fw-fleetwright-webhook.fw-system.svc" in names
+    config = by_kind(docs, "ValidatingWebhookConfiguration")["fw-fleetwright"]
+    assert config["webhooks"][0]["clientConfig"]["caBundle"] == secret["data"]["ca.crt"]
+    assert not by_kind(docs, "Certificate")
+
+
+def test_cert_manager_issues_and_injects_instead(tmp_path: Path) -> None:
+    docs = render(VALUE_SETS["cert-manager"], tmp_path)
+    assert not by_kind(docs, "Secret")
+    certificate = by_kind(docs, "Certificate")["fw-fleetwright-webhook"]
+    assert certificate["spec"]["secretName"] == "fw-fleetwright-webhook-tls"
+    assert certificate["spec"]["issuerRef"] == {"name": "fw-fleetwright-selfsigned", "kind": "Issuer"}
+    assert by_kind(docs, "Issuer")
+    config = by_kind(docs, "ValidatingWebhookConfiguration")["fw-fleetwright"]
+    assert (
+        config["metadata"]["annotations"]["cert-manager.io/inject-ca-from"]
+        == "fw-system/fw-fleetwright-webhook"
+    )
+    assert "caBundle" not in config["webhooks"][0]["clientConfig"]
+    external = render(VALUE_SETS["cert-manager-issuer"], tmp_path)
+    assert not by_kind(external, "Issuer")
+
+
+def test_temporal_credentials_are_mounted_from_secrets_never_in_the_settings(tmp_path: Path) -> None:
+    docs = render(VALUE_SETS["external-temporal-tls"], tmp_path)
+    data = by_kind(docs, "ConfigMap")["fw-fleetwright-settings"]["data"]
+    assert json.loads(data["settings.json"])["temporal_address"] == "fleet.a1b2c.tmprl.cloud:7233"
+    assert json.loads(data["admission.json"]) == {
+        "require_digest": True,
+        "allowed_registries": ["ghcr.io/acme"],
+    }
+    for deployment in by_kind(docs, "Deployment").values():
+        pod = deployment["spec"]["template"]["spec"]
+        secrets = {v["secret"]["secretName"] for v in pod["volumes"] if "secret" in v}
+        assert {"temporal-mtls", "temporal-api-key"} <= secrets
+        env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+        assert env["FLEETWRIGHT_TEMPORAL_API_KEY_FILE"] == "/etc/fleetwright/temporal-api-key/token"
+        assert env["FLEETWRIGHT_TEMPORAL_TLS_SERVER_NAME"] == "fleet.a1b2c.tmprl.cloud"
+        assert all("valueFrom" not in e for e in pod["containers"][0]["env"])
+
+
+@pytest.mark.parametrize(
+    ("values", "named"),
+    [
+        ({"worker": {"replica": 3}}, "replica"),
+        ({"webhook": {"failurePolicy": "Maybe"}}, "failurePolicy"),
+        ({"settings": {"temporal_adress": "x:7233"}}, "temporal_adress"),
+        ({"settings": {"max_concurrent_activities": 0}}, "max_concurrent_activities"),
+        ({"admission": {"require_digests": True}}, "require_digests"),
+    ],
+)
+def test_bad_values_are_rejected_naming_the_field(values: dict[str, Any], named: str, tmp_path: Path) -> None:
+    path = tmp_path / "values.yaml"
+    path.write_text(yaml.safe_dump(values))
+    done = helm("template", "fw", str(CHART), "-f", str(path), check=False)
+    assert done.returncode != 0
+    assert named in done.stderr, done.stderr
+
+
+def test_probes_need_the_metrics_port(tmp_path: Path) -> None:
+    path = tmp_path / "values.yaml"
+    path.write_text(yaml.safe_dump({"settings": {"metrics_port": 0}}))
+    done = helm("template", "fw", str(CHART), "-f", str(path), check=False)
+    assert done.returncode != 0
+    assert "settings.metrics_port" in done.stderr
+
+
+def test_rbac_grants_no_wildcards_secrets_or_spec_writes(tmp_path: Path) -> None:
+    docs = render({}, tmp_path)
+    roles = [*by_kind(docs, "ClusterRole").values(), *by_kind(docs, "Role").values()]
+    assert len(roles) == 5
+    for role in roles:
+        for rule in role["rules"]:
+            assert "*" not in rule["verbs"], rule
+            assert "*" not in rule["resources"], rule
+            assert "secrets" not in rule["resources"], rule
+            assert not {"escalate", "bind", "impersonate"} & set(rule["verbs"]), rule
+            if rule["apiGroups"] == ["fleetwright.io"]:
+                # specs are the users' word: the operator never writes them
+                assert set(rule["verbs"]) <= {"list", "watch"} or rule["resources"] == ["nodeprofiles/status"]
+
+
+def test_package_chart_builds_an_archive(tmp_path: Path) -> None:
+    done = helm("package", str(CHART), "-d", str(tmp_path))
+    assert (tmp_path / "fleetwright-0.1.0.tgz").exists(), done.stdout
