@@ -1,0 +1,353 @@
+"""The Helm chart against the real kube-apiserver: its rendered manifests apply; the worker and
+controller, authenticated only as the chart's ServiceAccounts (their tokens), complete a rollout;
+and every rule of every role the chart grants is needed: removing it makes a named fleetwright.kube
+call fail with 403."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import subprocess
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from fleetwright.errors import ForbiddenError, NotFoundError
+from fleetwright.kube import events, eviction, jobs, nodes, nodestatus, pods, resources
+from fleetwright.kube.client import ApiClient, from_kubeconfig
+from fleetwright.localcluster.binaries import control_plane_binary
+from fleetwright.localcluster.temporal import LocalTemporal
+from fleetwright.worker.main import run_worker
+from fleetwright.worker.settings import WorkerSettings
+from tests.support.engine import unique
+from tests.support.providers import ClusterUnderTest
+from tests.support.stack import Rollout, RunningController, engine_settings
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+CHART = REPO / "helm" / "fleetwright"
+PACKAGES = "fleetwright-system"  # the engine's package namespace (activities.payloads)
+PROBE_LABEL = {"test.fleetwright.io/rbac-probe": "true"}
+
+
+@dataclass
+class Installed:
+    """The chart rendered and applied under a unique release; tokens per ServiceAccount."""
+
+    cluster: ClusterUnderTest
+    release: str
+    namespace: str
+    docs: list[dict[str, Any]]
+    workdir: Path
+
+    @property
+    def fullname(self) -> str:
+        return f"{self.release}-fleetwright"
+
+    def role(self, kind: str, name: str) -> dict[str, Any]:
+        return next(d for d in self.docs if d["kind"] == kind and d["metadata"]["name"] == name)
+
+    def kubeconfig(self, component: str) -> Path:
+        """A kubeconfig holding only the ServiceAccount's token and the cluster CA."""
+        account = f"{self.fullname}-{component}"
+        token = self.cluster.kubectl(
+            "create", "token", account, "-n", self.namespace, "--duration=2h"
+        ).stdout.strip()
+        admin = yaml.safe_load(self.cluster.kubeconfig.read_text())
+        cluster_entry = admin["clusters"][0]
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [cluster_entry],
+            "users": [{"name": account, "user": {"token": token}}],
+            "contexts": [{"name": account, "context": {"cluster": cluster_entry["name"], "user": account}}],
+            "current-context": account,
+        }
+        path = self.workdir / f"{component}.kubeconfig"
+        path.write_text(yaml.safe_dump(config))
+        path.chmod(0o600)
+        return path
+
+    def api(self, component: str) -> ApiClient:
+        return from_kubeconfig(self.kubeconfig(component))
+
+    def apply(self, doc: dict[str, Any], *extra: str) -> subprocess.CompletedProcess[str]:
+        return self.cluster.kubectl("apply", *extra, "-f", "-", input=json.dumps(doc))
+
+
+def render(release: str, namespace: str) -> list[dict[str, Any]]:
+    done = subprocess.run(
+        [
+            str(control_plane_binary("helm")),
+            "template",
+            release,
+            str(CHART),
+            "-n",
+            namespace,
+            "--include-crds",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    return [d for d in yaml.safe_load_all(done.stdout) if d]
+
+
+@pytest.fixture(scope="module")
+def installed(cluster: ClusterUnderTest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
+    release, namespace = unique("fwc"), unique("fwc-system")
+    docs = render(release, namespace)
+    here = Installed(cluster, release, namespace, docs, tmp_path_factory.mktemp("chart"))
+    # The operator's own namespace enforces the restricted Pod Security profile: its pods need nothing.
+    cluster.kubectl("create", "namespace", namespace)
+    cluster.kubectl("label", "namespace", namespace, "pod-security.kubernetes.io/enforce=restricted")
+    crds = [d for d in docs if d["kind"] == "CustomResourceDefinition"]
+    # A webhook whose pods never run (no scheduler here) must not gate the shared cluster's CRs:
+    # the ValidatingWebhookConfiguration is checked by a server-side dry run only.
+    webhooks = [d for d in docs if d["kind"] == "ValidatingWebhookConfiguration"]
+    rest = [d for d in docs if d not in crds and d not in webhooks]
+    try:
+        here.apply({"apiVersion": "v1", "kind": "List", "items": crds})
+        for crd in crds:
+            cluster.kubectl(
+                "wait", "--for=condition=Established", "--timeout=60s", f"crd/{crd['metadata']['name']}"
+            )
+        here.apply({"apiVersion": "v1", "kind": "List", "items": rest})
+        for webhook in webhooks:
+            here.apply(webhook, "--dry-run=server")
+        yield here
+    finally:
+        selector = f"app.kubernetes.io/instance={release}"
+        cluster.kubectl("delete", "clusterrole,clusterrolebinding", "-l", selector, check=False)
+        for ns in ("default", PACKAGES):
+            cluster.kubectl("delete", "role,rolebinding", "-n", ns, "-l", selector, check=False)
+        cluster.kubectl(
+            "delete", "configmap", "-n", PACKAGES, "-l", "test.fleetwright.io/rbac-probe", check=False
+        )
+        cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+
+
+def test_the_rendered_manifests_apply(installed: Installed, cluster: ClusterUnderTest) -> None:
+    kinds = {d["kind"] for d in installed.docs}
+    assert {"Deployment", "PodDisruptionBudget", "ClusterRole", "ValidatingWebhookConfiguration"} <= kinds
+    ns = installed.namespace
+    listed = json.loads(cluster.kubectl("get", "deploy,pdb,svc,secret,sa,cm", "-n", ns, "-o", "json").stdout)
+    names = {f"{i['kind']}/{i['metadata']['name']}" for i in listed["items"]}
+    full = installed.fullname
+    for component in ("worker", "controller", "webhook"):
+        assert f"Deployment/{full}-{component}" in names
+        assert f"PodDisruptionBudget/{full}-{component}" in names
+        assert f"ServiceAccount/{full}-{component}" in names
+    assert {f"Service/{full}-webhook", f"Secret/{full}-webhook-tls", f"ConfigMap/{full}-settings"} <= names
+    labels = json.loads(cluster.kubectl("get", "namespace", PACKAGES, "-o", "json").stdout)["metadata"][
+        "labels"
+    ]
+    assert labels["pod-security.kubernetes.io/enforce"] == "privileged"
+    # The restricted profile (enforced on the release namespace) admits the operator's own pods.
+    for component in ("worker", "controller", "webhook"):
+        template = installed.role("Deployment", f"{full}-{component}")["spec"]["template"]
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"probe-{component}", "namespace": ns}}
+        done = installed.apply({**pod, "spec": template["spec"]}, "--dry-run=server")
+        assert "violate" not in done.stderr, done.stderr
+
+
+# ----- a whole rollout as the chart's ServiceAccounts ----------------------------------------------
+
+
+@pytest.fixture
+async def as_service_accounts(
+    installed: Installed, temporal_server: LocalTemporal
+) -> AsyncIterator[WorkerSettings]:
+    queue = unique("chart")
+    base = {
+        "temporal_address": temporal_server.address,
+        "temporal_namespace": temporal_server.namespace,
+        "task_queue": queue,
+        "engine": engine_settings(),
+    }
+    worker_settings = WorkerSettings(**base, kubeconfig=installed.kubeconfig("worker"))
+    controller_settings = WorkerSettings(**base, kubeconfig=installed.kubeconfig("controller"))
+    stop = asyncio.Event()
+    worker = asyncio.create_task(run_worker(worker_settings, stop))
+    controller = RunningController(controller_settings)
+    controller.start()
+    try:
+        yield controller_settings
+    finally:
+        await controller.stop()
+        stop.set()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(worker, timeout=30)
+
+
+async def test_worker_and_controller_as_the_charts_service_accounts_complete_a_rollout(
+    installed: Installed, as_service_accounts: WorkerSettings, rollout: Rollout, crds: None
+) -> None:
+    await asyncio.to_thread(rollout.apply)
+    await asyncio.to_thread(rollout.wait_ready, 150)
+    status = await asyncio.to_thread(rollout.status)
+    assert status["phase"] == "Complete"
+    assert status["progress"] == "3/3"
+    assert await asyncio.to_thread(rollout.recorded_versions) == {"1.0.0"}
+    reasons = await asyncio.to_thread(rollout.event_reasons)
+    assert "RolloutStarted" in reasons  # the controller's Events, written with its own token
+
+
+# ----- every rule is needed ------------------------------------------------------------------------
+
+Operation = Callable[[ApiClient, str], object]
+
+
+def _get_node(api: ApiClient, node: str) -> object:
+    return nodes.get_node(api, node)
+
+
+def _set_condition(api: ApiClient, node: str) -> object:
+    wanted = nodestatus.Condition("fleetwright.io/RbacProbe", "True", "Probe", str(time.time()))
+    return nodestatus.set_condition(api, node, wanted)
+
+
+def _pods_on_node(api: ApiClient, node: str) -> object:
+    return pods.pods_on_node(api, node)
+
+
+def _delete_pod(api: ApiClient, node: str) -> object:
+    return pods.delete_pod(api, "default", f"absent-{node}", grace_period_seconds=0)
+
+
+def _evict(api: ApiClient, node: str) -> object:
+    return eviction.evict(api, "default", f"absent-{node}")
+
+
+def _ensure_namespace(api: ApiClient, node: str) -> object:
+    jobs.ensure_namespace(api, PACKAGES)
+    return None
+
+
+def _ensure_config_map(api: ApiClient, node: str) -> object:
+    name = f"rbac-probe-{node}"[:63]
+    jobs.ensure_config_map(api, PACKAGES, name, {"k": str(time.time())}, PROBE_LABEL)
+    return None
+
+
+def _read_job(api: ApiClient, node: str) -> object:
+    return jobs.read_job(api, PACKAGES, f"absent-{node}")
+
+
+def _emit(api: ApiClient, node: str) -> object:
+    return events.emit_for(
+        api,
+        api_version="v1",
+        kind="Node",
+        name=node,
+        uid="",
+        type_="Normal",
+        reason="RbacProbe",
+        note="RBAC test",
+        key=str(time.time()),
+    )
+
+
+def _list_nodes(api: ApiClient, node: str) -> object:
+    return nodes.list_nodes(api)
+
+
+def _list_profiles(api: ApiClient, node: str) -> object:
+    return resources.list_objects(api, "nodeprofiles")
+
+
+def _patch_status(api: ApiClient, node: str) -> object:
+    return resources.patch_status(api, "nodeprofiles", f"absent-{node}", {"phase": "Pending"})
+
+
+def _policy_names(api: ApiClient, node: str) -> object:
+    return resources.ApiResourceLookup(api).policy_names()
+
+
+# (role kind, role suffix, rule index, who calls, the product's call that needs the rule)
+RULES: list[tuple[str, str, int, str, Operation]] = [
+    ("ClusterRole", "worker", 0, "worker", _get_node),
+    ("ClusterRole", "worker", 1, "worker", _set_condition),
+    ("ClusterRole", "worker", 2, "worker", _pods_on_node),
+    ("ClusterRole", "worker", 3, "worker", _delete_pod),
+    ("ClusterRole", "worker", 4, "worker", _evict),
+    ("ClusterRole", "worker", 5, "worker", _ensure_namespace),
+    ("Role", "packages", 0, "worker", _ensure_config_map),
+    ("Role", "packages", 1, "worker", _read_job),
+    ("Role", "events", 0, "worker", _emit),
+    ("ClusterRole", "controller", 0, "controller", _list_nodes),
+    ("ClusterRole", "controller", 1, "controller", _list_profiles),
+    ("ClusterRole", "controller", 2, "controller", _patch_status),
+    ("ClusterRole", "webhook", 0, "webhook", _policy_names),
+]
+
+
+def test_every_rule_the_chart_grants_is_covered(installed: Installed) -> None:
+    granted = {
+        (d["kind"], d["metadata"]["name"].removeprefix(f"{installed.fullname}-"), i)
+        for d in installed.docs
+        if d["kind"] in ("ClusterRole", "Role")
+        for i in range(len(d["rules"]))
+    }
+    assert granted == {(kind, role, index) for kind, role, index, _, _ in RULES}
+
+
+def _forbidden(operation: Operation, api: ApiClient, node: str) -> bool:
+    try:
+        operation(api, node)
+    except ForbiddenError:
+        return True
+    except NotFoundError:
+        pass  # authorised; the object is just absent
+    return False
+
+
+def _eventually(predicate: Callable[[], bool], what: str, timeout: float = 20.0) -> None:
+    # RBAC changes reach the authorizer through an informer: allow it a moment.
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture(scope="module")
+def probe_node(installed: Installed, cluster: ClusterUnderTest) -> str:
+    (node,) = cluster.add_nodes(1)
+    return node
+
+
+@pytest.mark.parametrize(
+    ("kind", "role", "index", "caller", "operation"),
+    RULES,
+    ids=[f"{k}-{r}-{i}-{op.__name__.lstrip('_')}" for k, r, i, _, op in RULES],
+)
+def test_removing_a_rule_makes_its_operation_forbidden(
+    installed: Installed,
+    probe_node: str,
+    kind: str,
+    role: str,
+    index: int,
+    caller: str,
+    operation: Operation,
+) -> None:
+    api = installed.api(caller)
+    full = installed.role(kind, f"{installed.fullname}-{role}")
+    assert not _forbidden(operation, api, probe_node), f"{operation.__name__} is forbidden with the full role"
+    reduced = json.loads(json.dumps(full))
+    removed = reduced["rules"].pop(index)
+    installed.apply(reduced)
+    try:
+        _eventually(lambda: _forbidden(operation, api, probe_node), f"403 without {removed}")
+    finally:
+        installed.apply(full)
+        _eventually(lambda: not _forbidden(operation, api, probe_node), "the role restored")
