@@ -88,8 +88,10 @@ class ListWatch:
             # A connection the server never closes must not hang the thread forever.
             _request_timeout=self.window_seconds + 15,
         )
-        try:
-            with classified(f"watch {self.kind}"):
+        # 410 Gone is checked before ``classified`` sees it: it is the normal "relist now" answer
+        # (the client raises it for an expired version), not a failure to back off from.
+        with classified(f"watch {self.kind}"):
+            try:
                 for event in stream:
                     if self.stop.is_set():
                         return ""
@@ -100,12 +102,12 @@ class ListWatch:
                     version = str((raw.get("metadata") or {}).get("resourceVersion") or version)
                     if kind in ("ADDED", "MODIFIED", "DELETED"):
                         self.deliver(WatchEvent(kind, obj=raw))
-        except ApiException as error:
-            if error.status == HTTP_GONE:
-                return ""
-            raise
-        finally:
-            stream.close()
+            except ApiException as error:
+                if error.status == HTTP_GONE:
+                    return ""
+                raise
+            finally:
+                stream.close()
         return version
 
     def _list_call(self) -> tuple[Callable[..., Any], tuple[str, ...]]:

@@ -1,0 +1,124 @@
+"""The controller's list+watch loop (``kube.listwatch``) against a scripted apiserver: after a watch
+answers 410 Gone it relists at once (no error backoff), delivers the fresh snapshot and resumes
+watching from the new list's resourceVersion; other failures back off and relist too."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from kubernetes.client.exceptions import ApiException
+
+from fleetwright.kube import listwatch
+from fleetwright.kube.listwatch import ListWatch, WatchEvent
+
+pytestmark = pytest.mark.unit
+
+
+def node(name: str, version: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "resourceVersion": version}}
+
+
+@dataclass
+class ScriptedServer:
+    """Lists return the next snapshot; each watch plays the next script (events, then an error)."""
+
+    lists: list[dict[str, Any]]
+    watches: list[tuple[list[dict[str, Any]], Exception | None]]
+    stop: threading.Event
+    list_calls: int = 0
+    watched_from: list[str] = field(default_factory=list)
+
+    def list_node(self, **_: Any) -> dict[str, Any]:
+        self.list_calls += 1
+        return self.lists[min(self.list_calls, len(self.lists)) - 1]
+
+    def stream(
+        self, _func: Any, *_args: Any, resource_version: str, **_kwargs: Any
+    ) -> Iterator[dict[str, Any]]:
+        self.watched_from.append(resource_version)
+        if len(self.watched_from) > len(self.watches):
+            self.stop.set()  # the script is over: the loop ends within this window
+            return
+        events, error = self.watches[len(self.watched_from) - 1]
+        yield from events
+        if error is not None:
+            raise error
+
+
+@pytest.fixture
+def stop() -> threading.Event:
+    return threading.Event()
+
+
+def run(server: ScriptedServer, monkeypatch: pytest.MonkeyPatch) -> tuple[ListWatch, list[WatchEvent]]:
+    class FakeClient:
+        @staticmethod
+        def CoreV1Api(_api: Any) -> ScriptedServer:
+            return server
+
+    class FakeWatch:
+        def stream(self, func: Any, *args: Any, **kwargs: Any) -> Iterator[dict[str, Any]]:
+            return server.stream(func, *args, **kwargs)
+
+    class FakeWatchModule:
+        Watch = FakeWatch
+
+    monkeypatch.setattr(listwatch, "client", FakeClient)
+    monkeypatch.setattr(listwatch, "watch", FakeWatchModule)
+    delivered: list[WatchEvent] = []
+    watcher = ListWatch(api=object(), kind="nodes", deliver=delivered.append, stop=server.stop)  # type: ignore[arg-type]
+    watcher.run()
+    return watcher, delivered
+
+
+def test_a_410_gone_relists_at_once_and_resumes_from_the_new_version(
+    stop: threading.Event, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    added = {"type": "ADDED", "raw_object": node("n2", "7")}
+    modified = {"type": "MODIFIED", "raw_object": node("n3", "21")}
+    server = ScriptedServer(
+        lists=[
+            {"metadata": {"resourceVersion": "5"}, "items": [node("n1", "4")]},
+            {"metadata": {"resourceVersion": "20"}, "items": [node("n1", "4"), node("n3", "19")]},
+        ],
+        watches=[
+            ([added], ApiException(status=410, reason="Expired: too old resource version")),
+            ([modified], None),
+        ],
+        stop=stop,
+    )
+    with caplog.at_level(logging.WARNING, logger=listwatch.__name__):
+        watcher, delivered = run(server, monkeypatch)
+    assert server.list_calls == 2
+    # The first watch from the first list; after 410 a relist, then watches from ITS version on.
+    assert server.watched_from == ["5", "20", "21"]
+    assert [e.type for e in delivered] == ["SYNC", "ADDED", "SYNC", "MODIFIED"]
+    assert [o["metadata"]["name"] for o in delivered[2].items] == ["n1", "n3"]
+    assert delivered[3].obj == node("n3", "21")
+    assert caplog.records == []  # a 410 is routine, not a failure
+    assert watcher._backoff == 0.0
+
+
+def test_any_other_watch_failure_backs_off_and_relists(
+    stop: threading.Event, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    server = ScriptedServer(
+        lists=[
+            {"metadata": {"resourceVersion": "5"}, "items": []},
+            {"metadata": {"resourceVersion": "9"}, "items": []},
+        ],
+        watches=[([], ApiException(status=500, reason="boom"))],
+        stop=stop,
+    )
+    monkeypatch.setattr(ListWatch, "max_backoff_seconds", 0.01)
+    with caplog.at_level(logging.WARNING, logger=listwatch.__name__):
+        _, delivered = run(server, monkeypatch)
+    assert server.list_calls == 2
+    assert server.watched_from == ["5", "9"]
+    assert [e.type for e in delivered] == ["SYNC", "SYNC"]
+    assert "relisting" in caplog.text
