@@ -1,0 +1,104 @@
+"""Injecting one planned fault into the running stack: kill -9 and restart of a process, Temporal
+frozen (unreachable), third-party edits to nodes (cordon, label, taint), a node deleted, a
+malformed fleetwright annotation. Which node a node fault hits is chosen from the latest snapshot.
+
+Owns the mechanics of each fault and the outage windows it causes; it must not check anything.
+The third-party actor never releases what it did during the run, so a foreign cordon that turns
+schedulable can only be fleetwright's doing.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from fleetwright.chaos.invariants import Outage, disrupted_by
+from fleetwright.chaos.plan import Fault, Injection
+from fleetwright.chaos.snapshot import NodeView
+from fleetwright.chaos.stack import ChaosStack
+from fleetwright.planner.nodestate import annotation_key
+
+PROCESS = {
+    Fault.KILL_WORKER: "worker",
+    Fault.KILL_CONTROLLER: "controller",
+    Fault.KILL_TEMPORAL: "temporal",
+    Fault.KILL_APISERVER: "kube-apiserver",
+}
+FOREIGN_PREFIX = "chaos.example.com"
+MALFORMED_STATE = '{"v": 1, "profile": '
+
+
+@dataclass(frozen=True)
+class Injected:
+    fault: Fault
+    target: str
+    """The process or node hit ("" when there was no node to hit)."""
+    outage: Outage | None = None
+
+
+def choose_node(fault: Fault, nodes: Sequence[NodeView], profile: str, rng: random.Random) -> str:
+    """A node for ``fault``: a deletion prefers a node being updated, a cordon a schedulable node,
+    a malformed record a node not yet updated; "" when the group has no node left."""
+    names = [n.name for n in nodes]
+    if fault is Fault.DELETE_NODE:
+        preferred = disrupted_by(nodes, profile)
+    elif fault is Fault.FOREIGN_CORDON:
+        preferred = [n.name for n in nodes if not n.unschedulable]
+    elif fault is Fault.MALFORMED_ANNOTATION:
+        preferred = [n.name for n in nodes if annotation_key(profile) not in n.annotations]
+    else:
+        preferred = names
+    pool = preferred or names
+    return rng.choice(sorted(pool)) if pool else ""
+
+
+class Injector:
+    def __init__(self, stack: ChaosStack, profile: str, clock: Callable[[], float]) -> None:
+        self.stack, self.profile, self.clock = stack, profile, clock
+
+    def inject(self, injection: Injection, nodes: Sequence[NodeView], rng: random.Random) -> Injected:
+        fault = injection.fault
+        if fault in PROCESS:
+            return self._kill(fault, PROCESS[fault], injection.pause)
+        if fault is Fault.TEMPORAL_UNREACHABLE:
+            start = self.clock()
+            self.stack.freeze_temporal()
+            try:
+                time.sleep(injection.pause)
+            finally:
+                self.stack.thaw_temporal()
+            return Injected(fault, "temporal", (start, self.clock()))
+        node = choose_node(fault, nodes, self.profile, rng)
+        if node:
+            self._edit(fault, node)
+        return Injected(fault, node)
+
+    def _kill(self, fault: Fault, name: str, pause: float) -> Injected:
+        start = self.clock()
+        self.stack.kill(name)
+        time.sleep(pause)
+        self.stack.restart(name)
+        return Injected(fault, name, (start, self.clock()))
+
+    def _edit(self, fault: Fault, node: str) -> None:
+        kubectl = self.stack.cluster.kubectl
+        if fault is Fault.FOREIGN_CORDON:
+            kubectl("cordon", node, check=False)
+        elif fault is Fault.FOREIGN_LABEL:
+            kubectl("label", "node", node, f"{FOREIGN_PREFIX}/touched=yes", "--overwrite", check=False)
+        elif fault is Fault.FOREIGN_TAINT:
+            kubectl(
+                "taint",
+                "node",
+                node,
+                f"{FOREIGN_PREFIX}/maintenance=true:NoSchedule",
+                "--overwrite",
+                check=False,
+            )
+        elif fault is Fault.DELETE_NODE:
+            kubectl("delete", "node", node, "--wait=false", check=False)
+        elif fault is Fault.MALFORMED_ANNOTATION:
+            key = annotation_key(self.profile)
+            kubectl("annotate", "node", node, f"{key}={MALFORMED_STATE}", "--overwrite", check=False)

@@ -1,0 +1,191 @@
+"""Runs chaos iterations: for each, a fresh node group and a fresh rollout of a profile with the
+plan's policy, the plan's faults injected at their moments while the watcher records everything,
+then the invariant checks over the recorded timeline and a clean-up of the group.
+
+Owns the sequence of one iteration and the totals of a run; the faults, the watcher and the checks
+are their own modules.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from fleetwright.chaos.faults import Injected, Injector
+from fleetwright.chaos.invariants import FINAL_PHASES, Violation, check_run
+from fleetwright.chaos.plan import IterationPlan, Outcome
+from fleetwright.chaos.stack import GROUP_LABEL, ChaosStack
+from fleetwright.chaos.watcher import Watcher
+from fleetwright.kube.client import from_kubeconfig
+from fleetwright.localcluster import examples
+from fleetwright.workflows.payloads import EngineSettings
+
+OUTCOME_LABEL = "sim.fleetwright.io/outcome"
+STAGE_POD_ANNOTATIONS = {
+    "pod-complete.stage.kwok.x-k8s.io/delay": "500ms",
+    "pod-complete.stage.kwok.x-k8s.io/jitter-delay": "0s",
+    "pod-ready.stage.kwok.x-k8s.io/delay": "100ms",
+}
+IMAGE_PULL_TIMEOUT_SECONDS = 60
+SETTLE_SECONDS = 2.0
+
+
+@dataclass(frozen=True)
+class IterationResult:
+    plan: IterationPlan
+    profile: str
+    phase: str
+    seconds: float
+    injected: tuple[Injected, ...]
+    violations: tuple[Violation, ...]
+    snapshots: int
+    failed_reads: int
+
+    @property
+    def completed(self) -> bool:
+        return self.phase in ("Complete", "Degraded")
+
+    @property
+    def halted(self) -> bool:
+        return self.phase == "Failed"
+
+
+@dataclass
+class Totals:
+    iterations: int = 0
+    completed: int = 0
+    halted: int = 0
+    violations: int = 0
+    faults: Counter[str] = field(default_factory=Counter)
+    seconds: float = 0.0
+
+    def add(self, result: IterationResult) -> None:
+        self.iterations += 1
+        self.completed += result.completed
+        self.halted += result.halted
+        self.violations += len(result.violations)
+        self.faults.update(i.fault.value for i in result.injected)
+        self.seconds += result.seconds
+
+
+def engine_settings(plan: IterationPlan) -> EngineSettings:
+    labels = {} if plan.outcome is Outcome.SUCCEED else {OUTCOME_LABEL: plan.outcome.value}
+    return EngineSettings(
+        observe_interval_seconds=2,
+        stage_pod_annotations=STAGE_POD_ANNOTATIONS,
+        stage_pod_labels=labels,
+        # A failing stage Job fails ``stage_failures`` pods (its whole backoff budget) before it fails.
+        stage_backoff_limit=plan.stage_failures - 1 if plan.outcome is Outcome.FAIL else 0,
+        drain_poll_seconds=0.5,
+        reboot_timeout_seconds=120,
+        image_pull_timeout_seconds=IMAGE_PULL_TIMEOUT_SECONDS,
+    )
+
+
+def manifests(name: str, plan: IterationPlan) -> str:
+    profile = examples.profile(name, interrupt=plan.interrupt, selector={GROUP_LABEL: name}, policy=name)
+    policy = examples.policy(
+        name,
+        max_unavailable=plan.max_unavailable,
+        steps=list(plan.steps),
+        max_failed_nodes=plan.max_failed_nodes,
+    )
+    items: list[dict[str, Any]] = []
+    for model in (policy, profile):
+        body = model.model_dump(mode="json", by_alias=True, exclude_none=True)
+        body.pop("status", None)
+        body["metadata"] = {"name": name}  # the apiserver owns uid and generation
+        items.append(body)
+    return json.dumps({"apiVersion": "v1", "kind": "List", "items": items})
+
+
+class Iteration:
+    def __init__(self, stack: ChaosStack, plan: IterationPlan, deadline_seconds: float) -> None:
+        self.stack, self.plan = stack, plan
+        self.name = f"chaos-{plan.seed % 100000}-{plan.index}"
+        self.deadline = deadline_seconds + sum(i.pause for i in plan.injections)
+        self.injected: list[Injected] = []
+
+    def run(self) -> IterationResult:
+        started = time.monotonic()
+        self.stack.configure(engine_settings(self.plan))
+        self.stack.add_group(self.name, self.plan.nodes)
+        watcher = Watcher(
+            from_kubeconfig(self.stack.cluster.kubeconfig), self.name, f"{GROUP_LABEL}={self.name}"
+        )
+        try:
+            with watcher:
+                self.stack.cluster.kubectl("apply", "-f", "-", input=manifests(self.name, self.plan))
+                # On this thread: a child started from a thread that ends would die with it
+                # (the launcher's PR_SET_PDEATHSIG is per thread).
+                self._inject(watcher, watcher.now())
+                self._wait_final(watcher, started)
+            time.sleep(SETTLE_SECONDS)
+            final = watcher.final()
+            outages = [i.outage for i in self.injected if i.outage is not None]
+            violations = check_run(watcher.timeline, self.name, self.plan.max_unavailable, outages)
+        finally:
+            self._clean_up()
+        return IterationResult(
+            plan=self.plan,
+            profile=self.name,
+            phase=final.profile.phase if final.profile else "",
+            seconds=time.monotonic() - started,
+            injected=tuple(self.injected),
+            violations=tuple(violations),
+            snapshots=len(watcher.timeline),
+            failed_reads=watcher.failed_reads,
+        )
+
+    def _inject(self, watcher: Watcher, applied: float) -> None:
+        rng = random.Random(f"{self.plan.seed}/{self.plan.index}/targets")  # noqa: S311 - reproducible
+        injector = Injector(self.stack, self.name, watcher.now)
+        for injection in self.plan.injections:
+            time.sleep(max(0.0, applied + injection.at - watcher.now()))
+            nodes = watcher.timeline[-1].nodes if watcher.timeline else ()
+            self.injected.append(injector.inject(injection, nodes, rng))
+
+    def _wait_final(self, watcher: Watcher, started: float) -> None:
+        while time.monotonic() - started < self.deadline:
+            last = watcher.timeline[-1] if watcher.timeline else None
+            profile = last.profile if last else None
+            if (
+                profile
+                and profile.phase in FINAL_PHASES
+                and profile.observed_generation == profile.generation
+            ):
+                return
+            self.stack.check_alive()
+            time.sleep(0.5)
+
+    def _clean_up(self) -> None:
+        kubectl = self.stack.cluster.kubectl
+        kubectl(
+            "delete",
+            "nodeprofile,deploymentpolicy",
+            self.name,
+            "--ignore-not-found",
+            "--wait=false",
+            check=False,
+        )
+        self.stack.remove_group(self.name)
+
+
+def run(
+    stack: ChaosStack,
+    plans: list[IterationPlan],
+    *,
+    deadline_seconds: float = 240.0,
+    report: Callable[[IterationResult], None] = lambda _: None,
+) -> Totals:
+    totals = Totals()
+    for plan in plans:
+        result = Iteration(stack, plan, deadline_seconds).run()
+        totals.add(result)
+        report(result)
+    return totals
