@@ -29,6 +29,7 @@ from fleetwright.workflows.payloads import EngineSettings
 from fleetwright.workflows.search import REGISTRATION
 
 GROUP_LABEL = "chaos.fleetwright.io/group"
+ATTACHED_FIRST_NODE = 50_000
 
 
 @dataclass
@@ -38,14 +39,21 @@ class ChaosStack:
     temporal: LocalTemporal = field(init=False)
     worker: Supervised = field(init=False)
     controller: Supervised = field(init=False)
+    attached: tuple[LocalCluster, LocalTemporal] | None = None
+    """A running control plane and Temporal server to use (and leave running) instead of own ones."""
     _next_node: int = 0
     _exit: ExitStack = field(default_factory=ExitStack)
 
     def __post_init__(self) -> None:
-        self.cluster = LocalCluster(ClusterOptions(workdir=self.workdir / "cluster"))
-        self.temporal = LocalTemporal(
-            search_attributes=REGISTRATION, workdir=self.workdir / "temporal", ui=False
-        )
+        if self.attached is not None:
+            self.cluster, self.temporal = self.attached
+            # Far above the indexes the launcher gives its own nodes, so names never collide.
+            self._next_node = ATTACHED_FIRST_NODE
+        else:
+            self.cluster = LocalCluster(ClusterOptions(workdir=self.workdir / "cluster"))
+            self.temporal = LocalTemporal(
+                search_attributes=REGISTRATION, workdir=self.workdir / "temporal", ui=False
+            )
         self.settings_path = self.workdir / "settings.json"
         env = {**os.environ, "FLEETWRIGHT_SETTINGS": str(self.settings_path)}
         logs = self.workdir / "logs"
@@ -57,10 +65,11 @@ class ChaosStack:
     # ----- lifecycle -------------------------------------------------------------------------
     def __enter__(self) -> ChaosStack:
         try:
-            self.cluster.start()
-            self._exit.callback(self.cluster.stop)
-            self.temporal.start()
-            self._exit.callback(self.temporal.stop)
+            if self.attached is None:
+                self.cluster.start()
+                self._exit.callback(self.cluster.stop)
+                self.temporal.start()
+                self._exit.callback(self.temporal.stop)
             crds = "---\n".join(rendered_files().values())
             self.cluster.kubectl("apply", "-f", "-", input=crds)
             self.cluster.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")

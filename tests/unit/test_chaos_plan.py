@@ -1,0 +1,61 @@
+"""The chaos plans are reproducible from the seed, cover every fault kind and honour the flags;
+the node a node fault hits is chosen from the snapshot as documented."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+import pytest
+
+from fleetwright.chaos.faults import choose_node
+from fleetwright.chaos.plan import Fault, Outcome, draw
+from fleetwright.chaos.runner import engine_settings, manifests
+from fleetwright.chaos.snapshot import NodeView
+from fleetwright.planner.fleet import cordon_key
+from fleetwright.planner.nodestate import annotation_key
+
+pytestmark = pytest.mark.unit
+
+
+def test_the_same_seed_draws_the_same_plans_and_another_seed_differs() -> None:
+    assert [draw(42, i) for i in range(5)] == [draw(42, i) for i in range(5)]
+    assert [draw(42, i) for i in range(5)] != [draw(43, i) for i in range(5)]
+
+
+def test_a_hundred_iterations_cover_every_fault_and_outcome() -> None:
+    plans = [draw(7, i) for i in range(100)]
+    faults = Counter(inj.fault for p in plans for inj in p.injections)
+    assert set(faults) == set(Fault)
+    assert {p.outcome for p in plans} == set(Outcome)
+    for plan in plans:
+        assert 1 <= plan.max_unavailable <= plan.nodes
+        assert [i.at for i in plan.injections] == sorted(i.at for i in plan.injections)
+
+
+def test_the_outage_flag_and_the_fault_filter() -> None:
+    plans = [draw(1, i, outage_seconds=12, faults=(Fault.TEMPORAL_UNREACHABLE,)) for i in range(10)]
+    assert {(i.fault, i.pause) for p in plans for i in p.injections} == {(Fault.TEMPORAL_UNREACHABLE, 12)}
+
+
+def test_engine_settings_follow_the_outcome() -> None:
+    plan = next(draw(3, i) for i in range(100) if draw(3, i).outcome is Outcome.FAIL)
+    settings = engine_settings(plan)
+    assert settings.stage_pod_labels == {"sim.fleetwright.io/outcome": "fail"}
+    assert settings.stage_backoff_limit == plan.stage_failures - 1
+    ok = next(draw(3, i) for i in range(100) if draw(3, i).outcome is Outcome.SUCCEED)
+    assert engine_settings(ok).stage_pod_labels == {}
+    assert f'"maxUnavailable": {ok.max_unavailable}' in manifests("p", ok)
+
+
+def test_node_faults_prefer_the_documented_nodes() -> None:
+    rng = random.Random(0)
+    nodes = [
+        NodeView("busy", unschedulable=True, annotations={cordon_key("p"): "true"}),
+        NodeView("done", annotations={annotation_key("p"): "{}"}),
+        NodeView("fresh"),
+    ]
+    assert choose_node(Fault.DELETE_NODE, nodes, "p", rng) == "busy"
+    assert choose_node(Fault.FOREIGN_CORDON, nodes, "p", rng) in {"done", "fresh"}
+    assert {choose_node(Fault.MALFORMED_ANNOTATION, nodes, "p", rng) for _ in range(20)} == {"busy", "fresh"}
+    assert choose_node(Fault.FOREIGN_LABEL, [], "p", rng) == ""
