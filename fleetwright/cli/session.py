@@ -158,13 +158,19 @@ def emit(
 ) -> None:
     """Print ``data`` as JSON or YAML, or call ``table`` to render it for a human."""
     if output is Output.TABLE:
-        table(Console(soft_wrap=True))
+        table(human_console())
         return
     plain = _plain(data)
     if output is Output.JSON:
         typer.echo(json.dumps(plain, indent=2, sort_keys=False))
     else:
         typer.echo(yaml.safe_dump(plain, sort_keys=False).rstrip())
+
+
+def human_console() -> Console:
+    """A terminal keeps its width; piped output gets room for long reasons (a PDB's message)."""
+    probe = Console()
+    return Console(width=None if probe.is_terminal else 200)
 
 
 def _plain(data: Any) -> Any:

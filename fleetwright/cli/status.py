@@ -14,7 +14,6 @@ from datetime import UTC, datetime
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.live import Live
 
 from fleetwright.activities.payloads import PACKAGE_NAMESPACE
@@ -23,7 +22,7 @@ from fleetwright.api.nodeprofile import NodeProfile
 from fleetwright.cli import reading
 from fleetwright.cli.app import app
 from fleetwright.cli.plan import observe
-from fleetwright.cli.session import OUTPUT_HELP, Output, Session, check_output, emit
+from fleetwright.cli.session import OUTPUT_HELP, Output, Session, check_output, emit, human_console
 from fleetwright.cli.statusview import (
     TERMINAL_PHASES,
     RolloutView,
@@ -115,7 +114,7 @@ def _snapshot(session: Session, name: str) -> tuple[RolloutView, datetime]:
 
 
 def _watch(session: Session, name: str, fmt: Output, interval: float) -> None:
-    console = Console(soft_wrap=True)
+    console = human_console()
     if fmt is not Output.TABLE:
         while True:
             view, _ = _snapshot(session, name)

@@ -1,0 +1,193 @@
+"""The pure parts of the operator CLI: the status view (node states, ordering, counts), its tree
+rendering (blocked reasons with pod and PDB verbatim), the profile list, the history's record text,
+the logs' Job choice and ``-o`` handling."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+import typer
+import yaml
+from rich.console import Console
+
+from fleetwright.activities.status import condition_type, status_label_key
+from fleetwright.cli.history import describe_record, recorded
+from fleetwright.cli.logs import choose
+from fleetwright.cli.session import Output, check_output, emit
+from fleetwright.cli.statusview import profile_lines, render, rollout_view
+from fleetwright.kube.stagelogs import StageJob
+from fleetwright.localcluster import examples
+from fleetwright.planner.fleet import cordon_key
+from fleetwright.planner.nodestate import NodePackageState, PackageRecord, PendingChange, format_annotation
+from fleetwright.planner.stages import Stage
+from fleetwright.workflows.payloads import Progress
+
+pytestmark = pytest.mark.unit
+
+NOW = datetime(2026, 11, 29, 20, 0, tzinfo=UTC)
+PROFILE = examples.profile("gpu", version="1.0.0", selector={"pool": "a"})
+PDB_MESSAGE = (
+    "drain of n1: train/trainer-0: PodDisruptionBudget (Cannot evict pod as it would violate the pod's "
+    "disruption budget.; The disruption budget trainer-pdb needs 1 healthy pods and has 1 currently)"
+)
+
+
+def node(
+    name: str,
+    *,
+    label: str | None = None,
+    reason: str = "",
+    message: str = "",
+    version: str | None = None,
+    cordoned: bool = False,
+) -> dict[str, Any]:
+    annotations: dict[str, str] = {}
+    if version is not None:
+        key, value = format_annotation(
+            NodePackageState(profile="gpu", packages={"tuning": PackageRecord(version=version)})
+        )
+        annotations[key] = value
+    if cordoned:
+        annotations[cordon_key("gpu")] = "true"
+    conditions = [{"type": condition_type("gpu"), "status": "False", "reason": reason, "message": message}]
+    return {
+        "metadata": {
+            "name": name,
+            "labels": {status_label_key("gpu"): label} if label else {},
+            "annotations": annotations,
+        },
+        "spec": {"unschedulable": cordoned},
+        "status": {"conditions": conditions if reason else []},
+    }
+
+
+def progress(**changes: Any) -> Progress:
+    base = Progress(
+        profile="gpu",
+        phase="Progressing",
+        message="rollout: canary 0/1 done",
+        step="rollout: canary",
+        targeted=4,
+        updated=1,
+        running=1,
+        target="abc",
+        generation=1,
+        max_unavailable=2,
+    )
+    return base.model_copy(update=changes)
+
+
+def test_each_node_gets_the_rollouts_view_first_then_its_own_records() -> None:
+    nodes = [
+        node("n1", label="Blocked", reason="DrainBlocked", message=PDB_MESSAGE, cordoned=True),
+        node("n2", label="Complete", version="1.0.0"),
+        node("n3", label="Failed", reason="NodeFailedError", message="apply of tuning failed (Failed)"),
+        node("n4", label="Complete", version="0.9.0"),  # an older target: not updated
+    ]
+    view = rollout_view(
+        PROFILE,
+        progress(running_nodes=("n1",), failed_nodes=("n3",), failed=1),
+        nodes,
+        {},
+        workflow_id="nodeprofile/gpu",
+    )
+    states = [(line.node, line.state) for line in view.nodes]
+    assert states == [("n3", "Failed"), ("n1", "Blocked"), ("n4", "Pending"), ("n2", "Updated")]
+    blocked = view.nodes[1]
+    assert (blocked.stage, blocked.reason, blocked.cordoned) == ("drain", "DrainBlocked", True)
+    assert view.blocked == 1  # a drain that waits counts as blocked though its node workflow runs
+    assert view.failed == 1
+
+
+def test_a_running_stage_job_names_the_stage_and_a_planner_block_its_reason() -> None:
+    nodes = [node("n1", label="InProgress", reason="Drained"), node("n2")]
+    view = rollout_view(
+        PROFILE,
+        progress(running_nodes=("n1",), blocked_nodes=("n2",), blocked_reasons={"n2": "node is NotReady"}),
+        nodes,
+        {"n1": "interrupt tuning"},
+        workflow_id="nodeprofile/gpu",
+    )
+    by_node = {line.node: line for line in view.nodes}
+    assert (by_node["n1"].state, by_node["n1"].stage) == ("Updating", "interrupt tuning")
+    assert (by_node["n2"].state, by_node["n2"].message) == ("Blocked", "node is NotReady")
+
+
+def test_without_published_progress_the_view_says_so() -> None:
+    view = rollout_view(PROFILE, None, [node("n1")], {}, workflow_id="nodeprofile/gpu")
+    assert view.phase == "Pending"
+    assert "controller" in view.message
+    assert view.targeted == 1
+
+
+def test_the_tree_shows_step_counts_eta_and_the_blocking_pdb_and_pod_verbatim() -> None:
+    nodes = [node("n1", label="Blocked", reason="DrainBlocked", message=PDB_MESSAGE, cordoned=True)]
+    view = rollout_view(
+        PROFILE,
+        progress(running_nodes=("n1",)),
+        nodes,
+        {},
+        workflow_id="nodeprofile/gpu",
+        eta=NOW + timedelta(minutes=75),
+        eta_note="planner estimate",
+    )
+    console = Console(record=True, width=400)
+    render(view, console, NOW)
+    text = console.export_text()
+    assert "NodeProfile gpu  Progressing — rollout: canary 0/1 done" in text
+    assert "step: rollout: canary" in text
+    assert "1/4 updated, 1 running, 1 blocked, 0 failed (maxUnavailable 2)" in text
+    assert "ETA: 2026-11-29T21:15:00+00:00 (in 1h15m; planner estimate)" in text
+    assert "n1  Blocked  drain  cordoned  — DrainBlocked: " + PDB_MESSAGE in text
+
+
+def test_the_profile_list_reads_the_mirrored_status_and_the_pause_annotation() -> None:
+    objects: list[dict[str, Any]] = [
+        {
+            "metadata": {"name": "b", "annotations": {"fleetwright.io/paused": "true"}},
+            "status": {"phase": "Progressing", "progress": "1/3", "nodesBlocked": 1},
+        },
+        {"metadata": {"name": "a"}},
+    ]
+    lines = profile_lines(objects, "fleetwright.io/paused")
+    assert [(x.profile, x.phase, x.paused, x.blocked) for x in lines] == [
+        ("a", "Pending", False, 0),
+        ("b", "Progressing", True, 1),
+    ]
+
+
+def test_history_describes_records_with_pending_changes_and_failures() -> None:
+    pending = PendingChange(version="1.1.0", stages=(Stage.UPGRADE, Stage.CONFIG), done=(Stage.UPGRADE,))
+    record = PackageRecord(
+        version="1.0.0", pending=pending.model_copy(update={"failed": "config-check exited 1"})
+    )
+    assert describe_record(record) == (
+        "1.0.0; changing to 1.1.0 (stages done: upgrade); failed: config-check exited 1"
+    )
+    key, value = format_annotation(NodePackageState(profile="gpu", packages={"tuning": record}))
+    found = recorded({"metadata": {"annotations": {key: value, "fleetwright.io/state.bad": "{"}}})
+    assert [r.profile for r in found] == ["bad", "gpu"]
+    assert found[0].condition.startswith("unreadable")
+
+
+def test_logs_take_the_newest_job_or_all() -> None:
+    jobs = [
+        StageJob("ns", name, "gpu", "n1", "tuning", name, None, "Complete")
+        for name in ("apply", "config", "interrupt")
+    ]
+    assert [j.name for j in choose(jobs, False)] == ["interrupt"]
+    assert [j.name for j in choose(jobs, True)] == ["apply", "config", "interrupt"]
+
+
+def test_output_formats(capsys: pytest.CaptureFixture[str]) -> None:
+    data = progress()
+    emit(data, Output.JSON, lambda _: None)
+    assert json.loads(capsys.readouterr().out)["step"] == "rollout: canary"
+    emit([data], Output.YAML, lambda _: None)
+    assert yaml.safe_load(capsys.readouterr().out)[0]["profile"] == "gpu"
+    with pytest.raises(typer.Exit):
+        check_output("wide")
+    assert "-o/--output must be table, json or yaml, not 'wide'" in capsys.readouterr().err
