@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
+from fleetwright.api.nodeprofile import FINALIZER
 from fleetwright.errors import ForbiddenError, NotFoundError
 from fleetwright.kube import events, eviction, jobs, nodes, nodestatus, pods, resources
 from fleetwright.kube.client import ApiClient, from_kubeconfig
@@ -268,6 +269,15 @@ def _patch_status(api: ApiClient, node: str) -> object:
     return resources.patch_status(api, "nodeprofiles", f"absent-{node}", {"phase": "Pending"})
 
 
+def _remove_finalizer(api: ApiClient, node: str) -> object:
+    return resources.remove_finalizer(api, "nodeprofiles", f"absent-{node}", "", FINALIZER)
+
+
+def _add_finalizer(api: ApiClient, node: str) -> object:
+    absent = {"metadata": {"name": f"absent-{node}", "resourceVersion": "1", "finalizers": []}}
+    return resources.add_finalizer(api, "nodeprofiles", absent, FINALIZER)
+
+
 def _policy_names(api: ApiClient, node: str) -> object:
     return resources.ApiResourceLookup(api).policy_names()
 
@@ -280,12 +290,14 @@ RULES: list[tuple[str, str, int, str, Operation]] = [
     ("ClusterRole", "worker", 3, "worker", _delete_pod),
     ("ClusterRole", "worker", 4, "worker", _evict),
     ("ClusterRole", "worker", 5, "worker", _ensure_namespace),
+    ("ClusterRole", "worker", 6, "worker", _remove_finalizer),
     ("Role", "packages", 0, "worker", _ensure_config_map),
     ("Role", "packages", 1, "worker", _read_job),
     ("Role", "events", 0, "worker", _emit),
     ("ClusterRole", "controller", 0, "controller", _list_nodes),
     ("ClusterRole", "controller", 1, "controller", _list_profiles),
     ("ClusterRole", "controller", 2, "controller", _patch_status),
+    ("ClusterRole", "controller", 3, "controller", _add_finalizer),
     ("ClusterRole", "webhook", 0, "webhook", _policy_names),
 ]
 
