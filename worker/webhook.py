@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import ssl
 import threading
 from collections.abc import Collection
@@ -20,6 +21,8 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Protocol
+
+from pydantic import ValidationError
 
 from fleetwright.api.common import GROUP, VERSION
 from fleetwright.api.deploymentpolicy import PLURAL as POLICY_PLURAL
@@ -42,6 +45,29 @@ HEALTH_PATH = "/healthz"
 _MAX_BODY = 8 * 1024 * 1024
 # Kubernetes truncates long warnings; keep each one readable.
 _MAX_WARNING = 256
+# The JSON file with the operator's image rules (the chart renders its ``admission`` values there).
+ADMISSION_ENV = "FLEETWRIGHT_ADMISSION"
+
+
+class AdmissionPolicyError(ValueError):
+    """The admission policy file is unreadable or invalid; the message names the file and field."""
+
+
+def load_admission_policy(path: Path | None = None) -> AdmissionPolicy:
+    """The image rules from ``path``, else from the file named by ``FLEETWRIGHT_ADMISSION``; no
+    rules when neither is given. A bad file stops the webhook rather than silently admitting."""
+    source = path or (Path(os.environ[ADMISSION_ENV]) if os.environ.get(ADMISSION_ENV) else None)
+    if source is None:
+        return AdmissionPolicy()
+    try:
+        return AdmissionPolicy.model_validate_json(source.read_text())
+    except OSError as error:
+        raise AdmissionPolicyError(f"admission policy {source}: {error}") from error
+    except ValidationError as error:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or '<root>'}: {e['msg']}" for e in error.errors()
+        )
+        raise AdmissionPolicyError(f"admission policy {source}: {problems}") from error
 
 
 class ResourceLookup(Protocol):

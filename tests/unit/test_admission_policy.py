@@ -3,13 +3,15 @@ validator and through the webhook's AdmissionReview answer, each denial naming i
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 from pydantic import ValidationError
 
 from fleetwright.api.validation import AdmissionPolicy, Result, validate_nodeprofile
-from fleetwright.worker.webhook import review
+from fleetwright.worker.webhook import ADMISSION_ENV, AdmissionPolicyError, load_admission_policy, review
 
 pytestmark = pytest.mark.unit
 
@@ -105,3 +107,32 @@ def test_the_webhook_denies_with_the_field_path_in_message_and_causes() -> None:
 def test_the_policy_settings_reject_unknown_fields_by_name() -> None:
     with pytest.raises(ValidationError, match="allowed_registry"):
         AdmissionPolicy.model_validate({"allowed_registry": ["ghcr.io"]})
+
+
+def test_the_webhook_loads_the_charts_policy_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "admission.json"
+    path.write_text(json.dumps({"require_digest": True, "allowed_registries": ["ghcr.io/acme"]}))
+    monkeypatch.setenv(ADMISSION_ENV, str(path))
+    assert load_admission_policy() == AdmissionPolicy(
+        require_digest=True, allowed_registries=("ghcr.io/acme",)
+    )
+    monkeypatch.delenv(ADMISSION_ENV)
+    assert load_admission_policy() == AdmissionPolicy()
+
+
+@pytest.mark.parametrize(
+    ("content", "named"),
+    [
+        ('{"require_digest": "sometimes"}', "require_digest"),
+        ('{"allowed_registries": "ghcr.io"}', "allowed_registries"),
+        ("{not json", "<root>"),
+    ],
+)
+def test_a_bad_policy_file_stops_the_webhook_naming_the_field(
+    tmp_path: Path, content: str, named: str
+) -> None:
+    path = tmp_path / "admission.json"
+    path.write_text(content)
+    with pytest.raises(AdmissionPolicyError, match=named) as caught:
+        load_admission_policy(path)
+    assert str(path) in str(caught.value)
