@@ -10,6 +10,7 @@ import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -18,7 +19,7 @@ from fleetwright import certs
 from fleetwright.api import crdgen
 from fleetwright.kube.client import from_kubeconfig
 from fleetwright.kube.resources import ApiResourceLookup
-from fleetwright.worker.webhook import WebhookServer, webhook_configuration
+from fleetwright.worker.webhook import WebhookServer, load_admission_policy, webhook_configuration
 from tests.support.providers import ClusterUnderTest
 
 pytestmark = pytest.mark.integration
@@ -180,3 +181,66 @@ def test_short_names_category_and_printer_columns(
     finally:
         cluster.kubectl("delete", "np", "valid-nodewright-tuning")
         cluster.kubectl("delete", "dp", "valid-nodewright-default")
+
+
+# ----- the operator's image policy (digest pinning, registry allow-list) ---------------------------
+
+POLICY_LABEL = "test.fleetwright.io/admission-policy"
+
+
+def policy_profile(image: str, digest: str | None) -> str:
+    package: dict[str, str] = {"name": "tuning", "version": "1.0.0", "image": image}
+    if digest:
+        package["digest"] = digest
+    return json.dumps(
+        {
+            "apiVersion": "fleetwright.io/v1alpha1",
+            "kind": "NodeProfile",
+            # Only the policy webhook below selects this label: the shared cluster is unaffected.
+            "metadata": {"name": "image-policy-probe", "labels": {POLICY_LABEL: "true"}},
+            "spec": {"nodeSelector": {"matchLabels": {"pool": "gpu"}}, "packages": [package]},
+        }
+    )
+
+
+def test_the_image_policy_rejects_unpinned_and_foreign_images(
+    cluster: ClusterUnderTest, admission: WebhookServer, tmp_path: Path
+) -> None:
+    # The policy as the chart renders it (values `admission` -> FLEETWRIGHT_ADMISSION file).
+    rules = tmp_path / "admission.json"
+    rules.write_text(json.dumps({"require_digest": True, "allowed_registries": ["ghcr.io/acme"]}))
+    bundle = certs.generate_webhook_tls(now=dt.datetime.now(dt.UTC), ip_addresses=["127.0.0.1"])
+    paths = certs.write_bundle(bundle, tmp_path / "tls")
+    server = WebhookServer(
+        ApiResourceLookup(from_kubeconfig(cluster.kubeconfig)),
+        cert_file=paths["tls.crt"],
+        key_file=paths["tls.key"],
+        admission=load_admission_policy(rules),
+    ).start()
+    name = "fleetwright-image-policy-test"
+    config = webhook_configuration(ca_bundle=bundle.ca_bundle, url=server.url, name=name)
+    config["webhooks"][0]["objectSelector"] = {"matchLabels": {POLICY_LABEL: "true"}}
+    digest = "sha256:" + "c" * 64
+
+    def dry_run(image: str, pinned: str | None) -> Any:
+        return cluster.kubectl(
+            "apply", "--dry-run=server", "-f", "-", input=policy_profile(image, pinned), check=False
+        )
+
+    try:
+        cluster.kubectl("apply", "-f", "-", input=json.dumps(config))
+        deadline = time.monotonic() + 60
+        while (unpinned := dry_run("ghcr.io/acme/tuning", None)).returncode == 0:
+            assert time.monotonic() < deadline, "the image policy webhook never took effect"
+            time.sleep(0.5)
+        assert "spec.packages[0].digest" in unpinned.stderr, unpinned.stderr
+        assert "pinned by digest" in unpinned.stderr
+        foreign = dry_run("docker.io/attacker/tuning", digest)
+        assert foreign.returncode != 0
+        assert "spec.packages[0].image" in foreign.stderr, foreign.stderr
+        assert "not from an allowed registry" in foreign.stderr
+        allowed = dry_run("ghcr.io/acme/tuning", digest)
+        assert allowed.returncode == 0, allowed.stderr
+    finally:
+        cluster.kubectl("delete", "validatingwebhookconfiguration", name, "--ignore-not-found", check=False)
+        server.stop()
