@@ -1,28 +1,32 @@
 """``fleetwright node reset NODE --profile P``: forget what a profile recorded on a node, so the
 rollout re-evaluates the node from scratch (the next pass re-runs the profile's packages there).
 
-It removes the profile's state annotation (``fleetwright.io/state.<profile>``) and status label,
-marks the profile's node condition ``Unknown``/``Reset``, and nudges the rollout workflow to
-re-observe the fleet. It refuses while that profile's node workflow is running on the node (the
-workflow would write the state right back) unless ``--force``. It never touches the cordon, other
-profiles' keys, or anything on the host.
+It deletes the profile's finished stage Jobs on the node (their names are deterministic: a kept Job
+would be adopted as already done, and an interrupt would never reboot), removes the profile's state
+annotation (``fleetwright.io/state.<profile>``) and status label, marks the profile's node
+condition ``Unknown``/``Reset``, and nudges the rollout workflow to re-observe the fleet. It
+refuses while that profile's node workflow is running on the node (the workflow would write the
+state right back) unless ``--force``. It never touches the cordon, other profiles' keys, or
+anything on the host.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from pydantic import BaseModel, Field
 from temporalio.service import RPCError
 
+from fleetwright.activities.payloads import PACKAGE_NAMESPACE
 from fleetwright.activities.status import condition_type, status_label_key
 from fleetwright.cli import reading
 from fleetwright.cli.app import app
 from fleetwright.cli.session import OUTPUT_HELP, CliError, Session, check_output, emit
 from fleetwright.kube import nodestatus
+from fleetwright.kube.stagelogs import delete_job, stage_jobs
 from fleetwright.planner.nodestate import annotation_key
 from fleetwright.workflows.node import node_workflow_id
 from fleetwright.workflows.rollout import RolloutWorkflow, rollout_workflow_id
@@ -37,12 +41,12 @@ class NodeReset(BaseModel):
     node: str
     profile: str
     cleared: list[str] = Field(default_factory=list)
-    """The annotation and label keys removed."""
+    """The annotation and label keys removed and the stage Jobs deleted (``job/<name>``)."""
     rollout_nudged: bool = False
     result: str
 
 
-async def reset(session: Session, node: str, profile: str, force: bool) -> NodeReset:
+async def reset(session: Session, node: str, profile: str, *, force: bool, namespace: str) -> NodeReset:
     obj = await reading.node_object(session, node)
     client = await session.temporal()
     workflow_id = node_workflow_id(profile, node)
@@ -52,21 +56,9 @@ async def reset(session: Session, node: str, profile: str, force: bool) -> NodeR
             f"refusing: node workflow {workflow_id} is running (it would write the state right back); "
             "wait for it, abort the rollout, or pass --force"
         )
-    state_key, label_key = annotation_key(profile), status_label_key(profile)
-    meta = obj["metadata"]
-    cleared = [k for k in (state_key,) if k in (meta.get("annotations") or {})]
-    cleared += [k for k in (label_key,) if k in (meta.get("labels") or {})]
-    if cleared:
-        await asyncio.to_thread(
-            nodestatus.merge_metadata,
-            session.api,
-            node,
-            annotations={state_key: None},
-            labels={label_key: None},
-        )
-        message = "recorded state cleared by `fleetwright node reset`; the rollout re-evaluates this node"
-        condition = nodestatus.Condition(condition_type(profile), "Unknown", RESET_REASON, message)
-        await asyncio.to_thread(nodestatus.set_condition, session.api, node, condition)
+    # The Jobs go first: a pass that starts the node before they are gone would adopt them.
+    cleared = [f"job/{name}" for name in await _delete_finished_jobs(session, namespace, profile, node)]
+    cleared += await _clear_records(session, obj, profile)
     nudged = False
     with contextlib.suppress(RPCError):  # no rollout running: the next one observes the node anyway
         await client.get_workflow_handle(rollout_workflow_id(profile)).signal(RolloutWorkflow.nodes_changed)
@@ -80,6 +72,32 @@ async def reset(session: Session, node: str, profile: str, force: bool) -> NodeR
     return NodeReset(node=node, profile=profile, cleared=cleared, rollout_nudged=nudged, result=result)
 
 
+async def _delete_finished_jobs(session: Session, namespace: str, profile: str, node: str) -> list[str]:
+    """A running Job (only with --force) is left to finish."""
+    jobs = await asyncio.to_thread(stage_jobs, session.api, namespace, profile, node)
+    deleted = []
+    for job in jobs:
+        if job.finished is not None and await asyncio.to_thread(delete_job, session.api, namespace, job.name):
+            deleted.append(job.name)
+    return deleted
+
+
+async def _clear_records(session: Session, obj: dict[str, Any], profile: str) -> list[str]:
+    node = obj["metadata"]["name"]
+    state_key, label_key = annotation_key(profile), status_label_key(profile)
+    cleared = [k for k in (state_key,) if k in (obj["metadata"].get("annotations") or {})]
+    cleared += [k for k in (label_key,) if k in (obj["metadata"].get("labels") or {})]
+    if not cleared:
+        return []
+    await asyncio.to_thread(
+        nodestatus.merge_metadata, session.api, node, annotations={state_key: None}, labels={label_key: None}
+    )
+    message = "recorded state cleared by `fleetwright node reset`; the rollout re-evaluates this node"
+    condition = nodestatus.Condition(condition_type(profile), "Unknown", RESET_REASON, message)
+    await asyncio.to_thread(nodestatus.set_condition, session.api, node, condition)
+    return cleared
+
+
 @node_app.command("reset")
 def reset_command(
     ctx: typer.Context,
@@ -90,6 +108,9 @@ def reset_command(
         bool, typer.Option("--force", help="Reset even while the profile's node workflow is running.")
     ] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    namespace: Annotated[
+        str, typer.Option("--namespace", "-n", help="Namespace of the stage Jobs.")
+    ] = PACKAGE_NAMESPACE,
     output: Annotated[str, typer.Option("-o", "--output", help=OUTPUT_HELP)] = "table",
 ) -> None:
     """Forget a profile's recorded state on a node so the rollout re-runs its packages there."""
@@ -99,5 +120,5 @@ def reset_command(
         f"Reset node {node} for {profile}? The rollout will re-run the profile's packages on it.", err=True
     ):
         raise typer.Exit(1)
-    done = session.run(lambda: reset(session, node, profile, force))
+    done = session.run(lambda: reset(session, node, profile, force=force, namespace=namespace))
     emit(done, fmt, lambda console: console.print(done.result, highlight=False))

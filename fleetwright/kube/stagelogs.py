@@ -1,5 +1,6 @@
-"""Finding the stage Jobs fleetwright ran on a node and reading their pods' logs (the operator
-CLI's ``logs``).
+"""Finding the stage Jobs fleetwright ran on a node, reading their pods' logs (the operator CLI's
+``logs`` and ``history``), and deleting a node's finished ones (``node reset``: a stage Job's name
+is deterministic, so a kept Job would be adopted as already done instead of running again).
 
 It owns the label selection (``fleetwright.io/profile``, ``fleetwright.io/node`` and optionally
 ``fleetwright.io/stage`` as ``fleetwright.stagejob`` writes them) and the container order a stage
@@ -13,11 +14,13 @@ from datetime import datetime
 from typing import Any
 
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 from fleetwright.kube.errors import classified
 from fleetwright.kube.pods import JOB_NAME_LABEL
 
 LABEL_PREFIX = "fleetwright.io"
+HTTP_NOT_FOUND = 404
 
 
 @dataclass(frozen=True)
@@ -118,3 +121,15 @@ def container_log(api: client.ApiClient, namespace: str, pod: str, container: st
     with classified(f"read log of {namespace}/{pod} container {container}"):
         text: str = client.CoreV1Api(api).read_namespaced_pod_log(pod, namespace, container=container)
     return text
+
+
+def delete_job(api: client.ApiClient, namespace: str, name: str) -> bool:
+    """Delete a Job and (in the background) its pods; False when it was already gone."""
+    with classified(f"delete job {namespace}/{name}"):
+        try:
+            client.BatchV1Api(api).delete_namespaced_job(name, namespace, propagation_policy="Background")
+        except ApiException as error:
+            if error.status == HTTP_NOT_FOUND:
+                return False
+            raise
+    return True

@@ -168,6 +168,7 @@ async def _status_pause_logs_history_reset(
     # Reset: the records go, and the rollout re-runs the node (its record comes back).
     reset = await cli.json("node", "reset", node["node"], "--profile", name, "--yes")
     assert annotation_key(name) in reset["cleared"]
+    assert sum(1 for c in reset["cleared"] if c.startswith("job/fw-tuning-")) == 4
     assert reset["rollout_nudged"] is True
     await until(
         lambda: (
@@ -178,7 +179,7 @@ async def _status_pause_logs_history_reset(
         "the reset node re-updated",
     )
     jobs = [s for s in (await cli.json("history", node["node"]))["stages"] if s["profile"] == name]
-    assert len(jobs) >= 4  # the stage Jobs ran again (same names: adopted, or new ones)
+    assert [j["result"] for j in jobs] == ["Complete"] * 4  # the stages ran again, as new Jobs
 
 
 async def test_logs_of_a_stage_job_are_read_through_the_apiserver(
@@ -265,10 +266,14 @@ async def test_approve_retry_skip_and_abort_act_on_a_halted_rollout(
     # retry-node: refused for a node that did not fail, accepted for the failed one.
     assert "has not failed in this rollout" in await cli.fails("retry-node", name, others[0])
     assert "retrying " + canary["node"] in await cli.ok("retry-node", name, canary["node"])
-    await _until_async(halted, 120, "the retried canary to fail again")
-    history = await cli.json("history", canary["node"])
-    applies = [s for s in history["stages"] if s["profile"] == name and s["stage"] == "apply"]
-    assert [s["result"] for s in applies] == ["Failed", "Failed"]  # a retry runs a new Job
+
+    async def failed_twice() -> list[str] | None:
+        history = await cli.json("history", canary["node"])
+        applies = [s["result"] for s in history["stages"] if s["profile"] == name and s["stage"] == "apply"]
+        return applies if applies == ["Failed", "Failed"] else None
+
+    await _until_async(failed_twice, 120, "the retry to run a new apply Job that fails again")
+    await _until_async(halted, 120, "the rollout to halt again")
 
     # skip-node: the failed node no longer holds the rollout.
     assert "skipping " + canary["node"] in await cli.ok("skip-node", name, canary["node"])
