@@ -147,7 +147,8 @@ class Iteration:
         injector = Injector(self.stack, self.name, watcher.now)
         for injection in self.plan.injections:
             time.sleep(max(0.0, applied + injection.at - watcher.now()))
-            nodes = watcher.timeline[-1].nodes if watcher.timeline else ()
+            # The latest snapshot (read now if the watcher has none yet) says which nodes exist.
+            nodes = (watcher.timeline[-1] if watcher.timeline else watcher.final()).nodes
             self.injected.append(injector.inject(injection, nodes, rng))
 
     def _wait_final(self, watcher: Watcher, started: float) -> None:
