@@ -3,7 +3,7 @@ on a fleet: batches, each node's stages, drains and reboots, blocked nodes and w
 
 Owns reading the files and printing; the plan itself comes from ``fleetwright.planner.preview``
 (the same engine the rollout workflow runs). ``-o json`` prints the ``Plan`` model, which parses
-back with ``Plan.model_validate_json``.
+back with ``Plan.model_validate_json`` (``-o yaml`` the same data as YAML).
 """
 
 from __future__ import annotations
@@ -226,7 +226,7 @@ def plan_command(
         Path | None,
         typer.Option("--kubeconfig", help="Read the fleet from the live cluster behind this kubeconfig."),
     ] = None,
-    output: Annotated[str, typer.Option("-o", "--output", help="table or json.")] = "table",
+    output: Annotated[str, typer.Option("-o", "--output", help="table, json or yaml.")] = "table",
     now: Annotated[
         str | None, typer.Option("--now", help="Plan as of this ISO 8601 time (default: now).")
     ] = None,
@@ -235,8 +235,8 @@ def plan_command(
     """Preview a rollout: batches, stages per node, drains and reboots, blocked nodes, ETA."""
     console = Console(soft_wrap=False, width=200 if output == "table" else None)
     try:
-        if output not in ("table", "json"):
-            raise PlanInputError(f"-o must be table or json, not {output!r}")
+        if output not in ("table", "json", "yaml"):
+            raise PlanInputError(f"-o must be table, json or yaml, not {output!r}")
         if (fleet is None) == (kubeconfig is None):
             raise PlanInputError(
                 "give the fleet with either --fleet SNAPSHOT (a `kubectl get nodes -o json` file) "
@@ -255,5 +255,7 @@ def plan_command(
         raise typer.Exit(2) from err
     if output == "json":
         typer.echo(result.model_dump_json(indent=2))
+    elif output == "yaml":
+        typer.echo(yaml.safe_dump(result.model_dump(mode="json"), sort_keys=False).rstrip())
     else:
         render(result, console, max_nodes)

@@ -6,14 +6,18 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
 import typer
 import yaml
 from rich.console import Console
+from typer.testing import CliRunner
 
+import fleetwright.cli.main  # noqa: F401  (registers every command on the app)
 from fleetwright.activities.status import condition_type, status_label_key
+from fleetwright.cli.app import app
 from fleetwright.cli.history import describe_record, recorded
 from fleetwright.cli.logs import choose
 from fleetwright.cli.session import Output, check_output, emit
@@ -191,3 +195,25 @@ def test_output_formats(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(typer.Exit):
         check_output("wide")
     assert "-o/--output must be table, json or yaml, not 'wide'" in capsys.readouterr().err
+
+
+def test_plan_prints_yaml_too(tmp_path: Path) -> None:
+    profile = tmp_path / "profile.yaml"
+    profile.write_text(yaml.safe_dump(PROFILE.model_dump(mode="json", by_alias=True, exclude_none=True)))
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(
+        yaml.safe_dump(examples.policy("careful").model_dump(mode="json", by_alias=True, exclude_none=True))
+    )
+    items = [node("n1"), node("n2"), node("other")]
+    for item in items[:2]:
+        item["metadata"]["labels"] = {"pool": "a"}
+    fleet = tmp_path / "nodes.json"
+    fleet.write_text(json.dumps({"kind": "NodeList", "items": items}))
+    result = CliRunner().invoke(
+        app,
+        ["plan", str(profile), str(policy), "--fleet", str(fleet), "--now", NOW.isoformat(), "-o", "yaml"],
+    )
+    assert result.exit_code == 0, result.output
+    plan = yaml.safe_load(result.stdout)
+    assert plan["profile"] == "gpu"
+    assert plan["targeted"] == 2
