@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import re
 import sys
@@ -42,6 +43,14 @@ AUDIT_POLICY = {
     "kind": "Policy",
     "omitStages": ["RequestReceived", "ResponseStarted"],
     "rules": [
+        # fleetwright's Node patches with their bodies, to tell cordons, state records and
+        # status labels apart.
+        {
+            "level": "Request",
+            "users": ["fleetwright-admin"],
+            "verbs": ["patch"],
+            "resources": [{"group": "", "resources": ["nodes", "nodes/status"]}],
+        },
         {"level": "Metadata", "verbs": sorted(WRITE_VERBS)},
         {"level": "Metadata", "users": ["fleetwright-admin"]},
         {"level": "None"},
@@ -215,6 +224,31 @@ def audit_table(events: list[dict[str, Any]]) -> Counter[tuple[str, str, str]]:
     return Counter((actor(e), e.get("verb", ""), resource_of(e)) for e in events)
 
 
+def patch_shape(event: dict[str, Any]) -> str:
+    """What a Node patch touches: its fields and the annotation/label keys (without the profile)."""
+    body = event.get("requestObject") or {}
+    parts = []
+    metadata = body.get("metadata") or {}
+    for kind in ("annotations", "labels"):
+        keys = sorted({key.split("/")[-1].split(".")[0] for key in metadata.get(kind) or {}})
+        if keys:
+            parts.append(f"{kind}[{','.join(keys)}]")
+    for key in sorted(body.get("spec") or {}):
+        parts.append(f"spec.{key}")
+    for condition in (body.get("status") or {}).get("conditions") or []:
+        parts.append(f"condition[{condition.get('type')}]")
+    return " ".join(parts) or "?"
+
+
+def node_patches(events: list[dict[str, Any]]) -> Counter[str]:
+    """fleetwright's Node patches by what they touch."""
+    return Counter(
+        patch_shape(e)
+        for e in events
+        if actor(e).startswith("fleetwright-") and e.get("verb") == "patch" and e.get("requestObject")
+    )
+
+
 def per_node_lines(counts: Counter[Any], nodes: int, minimum: float = 0.005) -> list[str]:
     lines = []
     for key, value in sorted(counts.items(), key=lambda kv: -kv[1]):
@@ -227,5 +261,5 @@ def per_node_lines(counts: Counter[Any], nodes: int, minimum: float = 0.005) -> 
 def percentile(values: list[float], q: float) -> float:
     """Nearest-rank percentile (q in 0..100) of a non-empty list."""
     ordered = sorted(values)
-    rank = max(1, min(len(ordered), round(q / 100 * len(ordered) + 0.5)))
+    rank = max(1, min(len(ordered), math.ceil(q / 100 * len(ordered))))
     return ordered[rank - 1]

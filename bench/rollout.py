@@ -40,7 +40,15 @@ from fleetwright.workflows.rollout import rollout_workflow_id
 
 if not __package__:  # run as a file (python bench/rollout.py): the repository root holds bench/
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.harness import WRITE_VERBS, Stack, audit_table, loadavg, peak_rss_mib, per_node_lines
+from bench.harness import (
+    WRITE_VERBS,
+    Stack,
+    audit_table,
+    loadavg,
+    node_patches,
+    peak_rss_mib,
+    per_node_lines,
+)
 
 PROFILE = "bench"
 STEPS = [
@@ -217,7 +225,8 @@ async def run(args: argparse.Namespace) -> None:
         cpu_after, children_after = stack.cpu(), resource.getrusage(resource.RUSAGE_CHILDREN)
         rss = {name: peak_rss_mib(pid) for name, pid in stack.pids().items()}
         requests = stack.request_counts() - requests_before
-        audited = audit_table(stack.audited_since(audit_offset))
+        events = stack.audited_since(audit_offset)
+        audited, patches = audit_table(events), node_patches(events)
         largest, largest_id, runs = await histories(client)
     cpu = {name: cpu_after[name] - cpu_before[name] for name in cpu_after}
     cpu["kubectl (simulated kubelet) + bench children"] = (
@@ -227,6 +236,7 @@ async def run(args: argparse.Namespace) -> None:
         - children_before.ru_stime
     )
     api, api_figures = api_lines(args.nodes, requests, audited)
+    api += ["  fleetwright's Node patches per node by what they touch:", *per_node_lines(patches, args.nodes)]
     reproduce = (
         f".venv/bin/python bench/rollout.py --nodes {args.nodes} --max-unavailable {args.max_unavailable} "
         f"--stage-seconds {args.stage_seconds:g}"

@@ -1,0 +1,225 @@
+"""Benchmark: how fast fleetwright reacts to a user — a NodeProfile applied until its first node is
+cordoned, and the pause annotation until no new node work starts — p50 and p99 over trials.
+
+Reproduce from the repository root with:  .venv/bin/python bench/reaction.py   (--trials,
+--stage-seconds)
+
+The same stack as ``bench/rollout.py`` (worker and controller as their own processes, product
+defaults for the controller). Each trial applies its own profile and policy (canary 1, then one
+node at a time) to its own 4 nodes through the API and polls the nodes every 20 ms for the profile's
+cordon. Once the second node is cordoned (the batches have begun) it waits a random part of one
+node's duration, so the pause lands anywhere in the cycle of node starts, and annotates the profile
+``fleetwright.io/paused=true``. From the rollout's history: when the pause signal arrived, when
+the workflow task that applied it completed (from then on no node can start), and the last node
+start (StartChildWorkflowExecutionInitiated) after the annotation. Times run from the moment the
+bench sends the NodeProfile's create or the annotation's patch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import sys
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client as k8s
+from temporalio.api.enums.v1 import EventType
+from temporalio.api.history.v1 import HistoryEvent
+from temporalio.client import Client
+
+from fleetwright.kube.client import ApiClient
+from fleetwright.localcluster import examples
+from fleetwright.planner.fleet import cordon_key
+from fleetwright.worker.temporal import connect
+from fleetwright.workflows.payloads import EngineSettings
+from fleetwright.workflows.rollout import rollout_workflow_id
+
+if not __package__:  # run as a file (python bench/reaction.py): the repository root holds bench/
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.harness import Stack, loadavg, percentile
+
+GROUP = "bench.fleetwright.io/group"
+GROUP_API, VERSION = "fleetwright.io", "v1alpha1"
+PAUSED_ANNOTATION = "fleetwright.io/paused"
+NODES_PER_TRIAL = 4
+STEPS = [
+    {"name": "canary", "canary": {"count": 1}},
+    {"name": "rest", "batches": {"strategy": "fixed", "initial": 1}},
+]
+
+
+@dataclass(frozen=True)
+class Trial:
+    first_cordon: float
+    """kubectl apply returned -> first node cordoned by the profile."""
+    signal: float
+    """pause annotation -> the pause signal in the rollout's history."""
+    in_effect: float
+    """pause annotation -> the workflow task that handled the signal completed."""
+    last_start: float
+    """pause annotation -> the last node workflow started after it (0 when none started)."""
+    late_starts: int
+    """Node workflows started after the pause was in effect: must be 0."""
+
+
+def manifests(name: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The trial's DeploymentPolicy and NodeProfile bodies."""
+    profile = examples.profile(name, interrupt="reboot", selector={GROUP: name}, policy=name)
+    policy = examples.policy(name, max_unavailable=1, steps=STEPS)
+    bodies = []
+    for model in (policy, profile):
+        body = model.model_dump(mode="json", by_alias=True, exclude_none=True)
+        body.pop("status", None)
+        body["metadata"] = {"name": name}
+        bodies.append(body)
+    return bodies[0], bodies[1]
+
+
+def cordoned(core: k8s.CoreV1Api, name: str) -> set[str]:
+    key = cordon_key(name)
+    found = set()
+    for node in core.list_node(label_selector=f"{GROUP}={name}").items:
+        annotations = (node.metadata and node.metadata.annotations) or {}
+        if node.metadata and node.spec and node.spec.unschedulable and key in annotations:
+            found.add(str(node.metadata.name))
+    return found
+
+
+def wait_cordons(core: k8s.CoreV1Api, name: str, count: int, within: float = 120) -> float:
+    """Poll every 20 ms until ``count`` distinct nodes have been seen cordoned; the time.monotonic()."""
+    seen: set[str] = set()
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        seen |= cordoned(core, name)
+        if len(seen) >= count:
+            return time.monotonic()
+        time.sleep(0.02)
+    raise SystemExit(f"{name}: only {len(seen)} nodes cordoned within {within}s")
+
+
+def seconds(event: HistoryEvent) -> float:
+    stamp: datetime = event.event_time.ToDatetime(tzinfo=datetime.now().astimezone().tzinfo)
+    return stamp.timestamp()
+
+
+async def from_history(client: Client, name: str, paused_at: float) -> tuple[float, float, float, int]:
+    history = await client.get_workflow_handle(rollout_workflow_id(name)).fetch_history()
+    signal_at = in_effect_at = None
+    starts = []
+    for event in history.events:
+        if (
+            event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED
+            and event.workflow_execution_signaled_event_attributes.signal_name == "pause"
+        ):
+            signal_at = seconds(event)
+        elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+            if signal_at is not None and in_effect_at is None:
+                in_effect_at = seconds(event)
+        elif event.event_type == EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED:
+            starts.append(seconds(event))
+    if signal_at is None or in_effect_at is None:
+        raise SystemExit(f"{name}: no pause signal handled in the rollout's history")
+    last = max((s - paused_at for s in starts if s > paused_at), default=0.0)
+    late = sum(1 for s in starts if s > in_effect_at)
+    return signal_at - paused_at, in_effect_at - paused_at, last, late
+
+
+async def trial(
+    stack: Stack, client: Client, api: ApiClient, name: str, args: argparse.Namespace, rng: random.Random
+) -> Trial:
+    custom, core = k8s.CustomObjectsApi(api), k8s.CoreV1Api(api)
+    policy, profile = manifests(name)
+    custom.create_cluster_custom_object(GROUP_API, VERSION, "deploymentpolicies", policy)
+    applied = time.monotonic()
+    custom.create_cluster_custom_object(GROUP_API, VERSION, "nodeprofiles", profile)
+    first = await asyncio.to_thread(wait_cordons, core, name, 1)
+    second = await asyncio.to_thread(wait_cordons, core, name, 2)
+    cycle = second - first  # one node's whole duration: the gap between node starts
+    await asyncio.sleep(rng.uniform(0, cycle))
+    paused_at = time.time()
+    pause = {"metadata": {"annotations": {PAUSED_ANNOTATION: "true"}}}
+    custom.patch_cluster_custom_object(GROUP_API, VERSION, "nodeprofiles", name, pause)
+    await asyncio.sleep(max(10.0, 2 * cycle))  # long enough for any start the pause failed to stop
+    signal, in_effect, last, late = await from_history(client, name, paused_at)
+    stack.cluster.kubectl("delete", "nodeprofile,deploymentpolicy", name, "--wait=false")
+    return Trial(first - applied, signal, in_effect, last, late)
+
+
+def label_groups(stack: Stack, trials: int) -> None:
+    names = sorted(stack.cluster.kubectl("get", "nodes", "-o", "name").stdout.split())
+    for i in range(trials):
+        group = names[i * NODES_PER_TRIAL : (i + 1) * NODES_PER_TRIAL]
+        stack.cluster.kubectl("label", "--overwrite", *group, f"{GROUP}=react-{i}")
+
+
+def summary(trials: list[Trial], args: argparse.Namespace, load_start: str) -> list[str]:
+    lines = [f"trials: {len(trials)} (p99 of {len(trials)} trials is their maximum)"]
+    for label, values in (
+        ("apply -> first node cordoned", [t.first_cordon for t in trials]),
+        ("pause annotation -> pause signal recorded", [t.signal for t in trials]),
+        ("pause annotation -> pause in effect (no node can start)", [t.in_effect for t in trials]),
+        ("pause annotation -> last new node started", [t.last_start for t in trials]),
+    ):
+        lines.append(
+            f"{label:58s} p50 {percentile(values, 50):6.2f} s  p99 {percentile(values, 99):6.2f} s"
+            f"  (min {min(values):.2f}, max {max(values):.2f})"
+        )
+    started_after = sum(1 for t in trials if t.last_start > 0)
+    lines += [
+        f"trials where a node still started after the annotation: {started_after}",
+        f"node starts after the pause was in effect (must be 0): {sum(t.late_starts for t in trials)}",
+        f"load average: {load_start} at start, {loadavg()} at end (2 cores shared with other work)",
+        "reproduce: .venv/bin/python bench/reaction.py "
+        f"--trials {args.trials} --stage-seconds {args.stage_seconds:g}",
+    ]
+    return lines
+
+
+async def run(args: argparse.Namespace) -> None:
+    rundir = Path(args.workdir or f"/tmp/fleetwright-bench-reaction-{int(time.time())}")
+    engine = EngineSettings(
+        observe_interval_seconds=30,
+        stage_backoff_limit=0,
+        drain_poll_seconds=0.5,
+        stage_pod_annotations={
+            "pod-complete.stage.kwok.x-k8s.io/delay": f"{int(args.stage_seconds * 1000)}ms",
+            "pod-complete.stage.kwok.x-k8s.io/jitter-delay": "0s",
+            "pod-ready.stage.kwok.x-k8s.io/delay": "0ms",
+        },
+    )
+    rng = random.Random(args.trials)
+    with Stack(args.trials * NODES_PER_TRIAL, engine, rundir) as stack:
+        label_groups(stack, args.trials)
+        client = await connect(stack.temporal.address, stack.temporal.namespace)
+        api = stack.api()
+        load_start = loadavg()
+        results = []
+        for i in range(args.trials):
+            result = await trial(stack, client, api, f"react-{i}", args, rng)
+            print(f"  trial {i}: {result}  (load {loadavg()})", flush=True)
+            results.append(result)
+    publish(summary(results, args, load_start), args.out)
+
+
+def publish(lines: list[str], out: str) -> None:
+    print("\n".join(lines))
+    if out:
+        Path(out).write_text("\n".join(lines) + "\n")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=20)
+    parser.add_argument("--stage-seconds", type=float, default=1.0)
+    parser.add_argument("--workdir", default="")
+    parser.add_argument("--out", default="", help="also write the figures to this file")
+    asyncio.run(run(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    main()
