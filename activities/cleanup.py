@@ -3,7 +3,8 @@ rollout is complete, and then releasing the NodeProfile's finalizer.
 
 Owns the list of what fleetwright writes on a Node per profile: the package-state annotation, the
 cordon marker and the cordon it made (a foreign cordon is never lifted: ``kube.nodes.uncordon``
-only lifts a cordon no other owner holds), the status label and the node condition. Idempotent:
+only lifts a cordon no other owner holds), the status label and the node condition; the shared
+runtime-required taint comes off where no other profile still holds it. Idempotent:
 each removal reads first and touches only what is still there, so a retry after a crash finishes
 the job. It must not decide *when* to clean up; the rollout workflow does.
 """
@@ -14,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from fleetwright.activities import runtime_taint
 from fleetwright.activities.payloads import CleanupReport, CleanupRequest
 from fleetwright.activities.status import condition_type, status_label_key
 from fleetwright.api.nodeprofile import FINALIZER
@@ -70,10 +72,12 @@ def clean_up(api: ApiClient, request: CleanupRequest) -> CleanupReport:
     for node in nodes.list_nodes(api):
         name = str(node["metadata"]["name"])
         left = leftovers(node, request.profile)
-        if not left:
-            continue
-        clean_node(api, request.profile, name, left)
-        cleaned.append(name)
+        # The deleting profile no longer holds the shared taint; another incomplete one still may.
+        untainted = runtime_taint.carries_taint(node) and runtime_taint.release(api, name).removed
+        if left:
+            clean_node(api, request.profile, name, left)
+        if left or untainted:
+            cleaned.append(name)
         if left.cordon and nodes.get_node(api, name).spec.unschedulable:
             still_cordoned.append(name)
     resources.remove_finalizer(api, PROFILE_PLURAL, request.profile, request.profile_uid, FINALIZER)

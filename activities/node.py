@@ -16,7 +16,7 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from fleetwright.activities import cleanup, status
+from fleetwright.activities import cleanup, runtime_taint, status
 from fleetwright.activities.drain import Drainer
 from fleetwright.activities.errors import temporal_errors
 from fleetwright.activities.payloads import (
@@ -32,6 +32,7 @@ from fleetwright.activities.payloads import (
     ProtectedPodsRequest,
     RebootWaitRequest,
     RecordStateRequest,
+    RuntimeTaintReport,
     StageReport,
     StageRequest,
 )
@@ -138,6 +139,12 @@ class NodeActivities:
         """Remove everything the deleted profile wrote on the nodes and release its finalizer."""
         return await blocking(self.executor, cleanup.clean_up, self.api, request)
 
+    @activity.defn(name=NAMES.RELEASE_RUNTIME_TAINT)
+    @temporal_errors
+    async def release_runtime_taint(self, target: NodeTarget) -> RuntimeTaintReport:
+        """Remove the runtime-required taint once no runtime-required profile is incomplete here."""
+        return await blocking(self.executor, runtime_taint.release, self.api, target.node)
+
     async def _publish(self, target: NodeTarget, phase: NodePhase, reason: str, message: str) -> None:
         await blocking(
             self.executor,
@@ -165,4 +172,5 @@ def all_activities(api: ApiClient, *, executor: Executor | None = None) -> list[
         bound.record_state,
         bound.set_node_status,
         bound.clean_up,
+        bound.release_runtime_taint,
     ]

@@ -183,6 +183,12 @@ class CleanupReport(Frozen):
     """Nodes left unschedulable because someone else cordoned them too."""
 
 
+class RuntimeTaintReport(Frozen):
+    removed: bool = False
+    holding: tuple[str, ...] = ()
+    """Runtime-required profiles still incomplete on the node (the taint stays while any is)."""
+
+
 class NAMES:
     """Registered activity names (explicit strings, stable across refactors)."""
 
@@ -197,3 +203,4 @@ class NAMES:
     SET_NODE_STATUS = "fleetwright.node.set-status"
     OBSERVE_AND_DECIDE = "fleetwright.rollout.observe-and-decide"
     CLEAN_UP = "fleetwright.node.clean-up"
+    RELEASE_RUNTIME_TAINT = "fleetwright.node.release-runtime-taint"

@@ -4,7 +4,10 @@ status subresource (with Events on the profile for transitions a human cares abo
 
 It owns watching (through ``fleetwright.kube.listwatch``), the start/signal calls and the status
 writes. It must not write node state or decide anything about a rollout: the workflow is the one
-writer per profile, and a spec change is a signal to it, never a second writer.
+writer per profile, and a spec change is a signal to it, never a second writer. The one exception
+is the runtime-required taint on a node that just joined (``autoTaintNewNodes``): it must land
+before the scheduler places workloads, which a workflow turn cannot promise; it is idempotent, so
+two replicas adding it agree, and the node workflows remove it (``planner.runtime``).
 
 Restarts and replicas need no leader election:
 - Nothing lives only here. Desired state is in the CRs, rollout state in Temporal; the in-memory
@@ -42,16 +45,19 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
+from fleetwright.activities.runtime_taint import parse_profiles
 from fleetwright.api.common import API_VERSION
 from fleetwright.api.deploymentpolicy import BUILTIN_POLICY, BUILTIN_POLICY_NAME, DeploymentPolicy
 from fleetwright.api.deploymentpolicy import PLURAL as POLICY_PLURAL
-from fleetwright.api.nodeprofile import FINALIZER, NodeProfile, NodeProfileStatus
+from fleetwright.api.nodeprofile import FINALIZER, RUNTIME_REQUIRED_TAINT, NodeProfile, NodeProfileStatus
 from fleetwright.api.nodeprofile import PLURAL as PROFILE_PLURAL
 from fleetwright.errors import FleetwrightError
+from fleetwright.kube import nodes as kube_nodes
 from fleetwright.kube.client import ApiClient, from_kubeconfig
-from fleetwright.kube.events import emit_for
+from fleetwright.kube.events import emit, emit_for
 from fleetwright.kube.listwatch import ListWatch, WatchEvent, start_thread
 from fleetwright.kube.resources import add_finalizer, patch_status
+from fleetwright.planner.runtime import taint_on_join
 from fleetwright.worker.settings import WorkerSettings
 from fleetwright.worker.status import Inputs, derive, transitions
 from fleetwright.worker.temporal import connect
@@ -100,6 +106,7 @@ class Controller:
         self._dirty: set[str] = set()
         self._nodes_task: asyncio.Task[None] | None = None
         self._nodes_pending = False
+        self._tainting: set[asyncio.Task[None]] = set()
 
     # ----- lifecycle ----------------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> None:
@@ -169,11 +176,41 @@ class Controller:
             if event.type == "DELETED":
                 changed = self.node_labels.pop(name, None) is not None
             else:
+                if event.type == "ADDED":
+                    self._taint_if_wanted(event.obj)
                 changed = self.node_labels.get(name) != labels
                 self.node_labels[name] = labels
         self._nodes_pending = self._nodes_pending or changed
         if changed and (self._nodes_task is None or self._nodes_task.done()):
             self._nodes_task = asyncio.create_task(self._signal_nodes_changed())
+
+    def _taint_if_wanted(self, node: dict[str, Any]) -> None:
+        meta = node["metadata"]
+        profiles = parse_profiles(list(self.profiles.values()))
+        wanting = taint_on_join(meta.get("labels") or {}, meta.get("annotations") or {}, profiles)
+        if wanting:
+            task = asyncio.create_task(self._taint(meta["name"], meta.get("uid") or "", wanting))
+            self._tainting.add(task)
+            task.add_done_callback(self._tainting.discard)
+
+    async def _taint(self, node: str, uid: str, profiles: tuple[str, ...]) -> None:
+        """Taint a joined node for the runtime-required profiles that target it, with an Event."""
+        try:
+            added = await asyncio.to_thread(kube_nodes.add_runtime_taint, self.api, node)
+            if added:
+                await asyncio.to_thread(
+                    emit,
+                    self.api,
+                    node=node,
+                    node_uid=uid,
+                    kind="Normal",
+                    reason="RuntimeTaintAdded",
+                    action="Taint",
+                    note=f"tainted {RUNTIME_REQUIRED_TAINT}:NoSchedule until {', '.join(profiles)} complete",
+                    key=f"{uid}/runtime-taint",
+                )
+        except FleetwrightError as error:
+            log.warning("node %s: could not add the runtime-required taint: %s", node, error)
 
     async def _signal_nodes_changed(self) -> None:
         # Loop, so a change that arrives while the signals go out gets its own round.

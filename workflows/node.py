@@ -2,7 +2,9 @@
 
 cordon (only when an interrupt disrupts workloads) -> wait for protected pods -> drain -> each
 stage as a Job with its check -> interrupts (reboot confirmed by a new boot id) -> record the
-package state after every stage -> uncordon what we cordoned -> report to the parent.
+package state after every stage -> uncordon what we cordoned -> release the runtime-required
+taint (runtime-required profiles; it stays while another such profile is incomplete here) ->
+report to the parent.
 
 Orchestration only: every side effect is an activity. The package state recorded after each stage
 is what makes a restart resume after the last passed stage instead of re-running it.
@@ -28,6 +30,7 @@ with workflow.unsafe.imports_passed_through():
         ProtectedPodsRequest,
         RebootWaitRequest,
         RecordStateRequest,
+        RuntimeTaintReport,
         StageReport,
         StageRequest,
     )
@@ -143,6 +146,10 @@ class NodeWorkflow:
             return await self._finish_failed(str(failure), cordon)
         if cordon is not None and cordon.ours:
             await self._call(NAMES.UNCORDON, self._target, result_type=bool)
+        if node_input.runtime_required:
+            # Workloads may land once every runtime-required profile is complete here.
+            self._stage = "release-runtime-taint"
+            await self._call(NAMES.RELEASE_RUNTIME_TAINT, self._target, result_type=RuntimeTaintReport)
         await self._status(NodePhase.COMPLETE, "Complete", self._summary())
         return await self._report(RunStatus.SUCCEEDED, "complete")
 

@@ -83,6 +83,8 @@ class NodeInput(Frozen):
     node_order: int = 0
     attempt: int = 0
     """How many times a human retried this node: a retry runs new stage Jobs."""
+    runtime_required: bool = False
+    """The profile is runtime-required: once complete here, release the node's runtime taint."""
     settings: EngineSettings = EngineSettings()
 
 

@@ -52,6 +52,7 @@ with workflow.unsafe.imports_passed_through():
 ROLLOUT_WORKFLOW = "fleetwright.rollout"
 ABORTED = "Aborted"
 DELETED = "Deleted"
+SPEC_CHANGE_WAKES = "spec-change-wakes"
 
 
 def rollout_workflow_id(profile: str) -> str:
@@ -311,6 +312,7 @@ class RolloutWorkflow:
                 tolerations=tuple(self._profile.spec.additional_tolerations),
                 node_order=report.node_order.get(start.node, 0),
                 attempt=self._controls.attempts.get(start.node, 0),
+                runtime_required=self._profile.spec.runtime_required,
                 settings=self._settings,
             )
             await workflow.start_child_workflow(
@@ -347,6 +349,10 @@ class RolloutWorkflow:
         if decision.state.running or decision.blocked:
             interval = timedelta(seconds=self._settings.observe_interval_seconds)
             timeout = interval if timeout is None else min(timeout, interval)
+        # A spec change or deletion signalled while this turn's activity ran must not wait for the
+        # next timer (a finished rollout has none). Patched: older histories waited.
+        if self._new_spec is not None and workflow.patched(SPEC_CHANGE_WAKES):
+            return
         self._nudged = False
         with contextlib.suppress(TimeoutError):
             await workflow.wait_condition(lambda: bool(self._results) or self._nudged, timeout=timeout)

@@ -29,6 +29,8 @@ from fleetwright.api.status import Condition, Phase
 
 KIND = "NodeProfile"
 PLURAL = "nodeprofiles"
+RUNTIME_REQUIRED_TAINT = "fleetwright.io/runtime-required"
+"""Taint key (effect NoSchedule) of ``runtimeRequired``; stage pods tolerate it."""
 FINALIZER = "fleetwright.io/node-cleanup"
 """Held on every NodeProfile the controller serves until its packages are uninstalled (where
 ``uninstall.enabled``) and everything fleetwright wrote on its nodes is removed."""

@@ -1,4 +1,5 @@
-"""Node operations: cordon and uncordon with ownership, so a foreign cordon is never released.
+"""Node operations: cordon and uncordon with ownership, so a foreign cordon is never released;
+and the runtime-required taint (added on join, removed when no profile holds it any more).
 
 A cordon fleetwright makes is recorded per profile in ``fleetwright.io/cordon.<profile>`` (the
 planner reads the same key, ``planner.fleet.cordon_key``), one key per writer as NodeWright's
@@ -14,6 +15,7 @@ from typing import Any
 
 from kubernetes import client
 
+from fleetwright.api.nodeprofile import RUNTIME_REQUIRED_TAINT
 from fleetwright.kube.errors import classified
 from fleetwright.planner.fleet import CORDON_PREFIX, cordon_key
 
@@ -89,3 +91,42 @@ def set_annotation(api: client.ApiClient, name: str, key: str, value: str | None
     writer owns its own key and never rewrites another's."""
     with classified(f"annotate node {name}"):
         client.CoreV1Api(api).patch_node(name, {"metadata": {"annotations": {key: value}}})
+
+
+def _taint_patch(node: Any, taints: list[dict[str, Any]]) -> dict[str, Any]:
+    # The whole list with the resourceVersion it came from: a concurrent taint edit is a conflict.
+    return {
+        "metadata": {"resourceVersion": node.metadata.resource_version},
+        "spec": {"taints": taints or None},
+    }
+
+
+def _taints(node: Any) -> list[dict[str, Any]]:
+    return [
+        {k: v for k, v in {"key": t.key, "value": t.value, "effect": t.effect}.items() if v is not None}
+        for t in (node.spec.taints or [])
+    ]
+
+
+def add_runtime_taint(api: client.ApiClient, name: str) -> bool:
+    """Taint ``name`` with ``fleetwright.io/runtime-required:NoSchedule``; True when added now."""
+    node = get_node(api, name)
+    taints = _taints(node)
+    if any(t["key"] == RUNTIME_REQUIRED_TAINT for t in taints):
+        return False
+    taints.append({"key": RUNTIME_REQUIRED_TAINT, "value": "true", "effect": "NoSchedule"})
+    with classified(f"taint node {name}"):
+        client.CoreV1Api(api).patch_node(name, _taint_patch(node, taints))
+    return True
+
+
+def remove_runtime_taint(api: client.ApiClient, name: str) -> bool:
+    """Remove the runtime-required taint from ``name``; True when it was there."""
+    node = get_node(api, name)
+    taints = _taints(node)
+    kept = [t for t in taints if t["key"] != RUNTIME_REQUIRED_TAINT]
+    if len(kept) == len(taints):
+        return False
+    with classified(f"untaint node {name}"):
+        client.CoreV1Api(api).patch_node(name, _taint_patch(node, kept))
+    return True

@@ -1,0 +1,41 @@
+"""The runtime-required taint on a node: released once no runtime-required profile targeting the
+node is still incomplete there (``planner.runtime.holding_taint`` decides; this reads the node and
+the NodeProfiles and makes the one write). Idempotent: an absent taint is not removed twice.
+It must not taint nodes; the controller does that when a node joins.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+
+from fleetwright.activities.payloads import RuntimeTaintReport
+from fleetwright.api.nodeprofile import PLURAL as PROFILE_PLURAL
+from fleetwright.api.nodeprofile import RUNTIME_REQUIRED_TAINT, NodeProfile
+from fleetwright.kube import nodes, nodestatus, resources
+from fleetwright.kube.client import ApiClient
+from fleetwright.planner.runtime import holding_taint
+
+
+def parse_profiles(objects: list[dict[str, Any]]) -> list[NodeProfile]:
+    """The NodeProfiles that parse (one that does not cannot hold a taint it never targeted)."""
+    parsed = []
+    for obj in objects:
+        try:
+            parsed.append(NodeProfile.model_validate({k: v for k, v in obj.items() if k != "status"}))
+        except ValidationError:
+            continue
+    return parsed
+
+
+def carries_taint(node: dict[str, Any]) -> bool:
+    return any(t.get("key") == RUNTIME_REQUIRED_TAINT for t in (node.get("spec") or {}).get("taints") or [])
+
+
+def release(api: ApiClient, node: str) -> RuntimeTaintReport:
+    facts, _ = nodestatus.read_node(api, node)
+    profiles = parse_profiles(resources.list_objects(api, PROFILE_PLURAL))
+    holding = holding_taint(facts.labels, facts.annotations, profiles)
+    removed = not holding and nodes.remove_runtime_taint(api, node)
+    return RuntimeTaintReport(removed=removed, holding=holding)

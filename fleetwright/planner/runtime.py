@@ -1,0 +1,58 @@
+"""The runtime-required taint, decided purely: whether a joining node gets it, and which profiles
+still hold it on a node (it comes off once that list is empty).
+
+A node carries ``fleetwright.io/runtime-required:NoSchedule`` until every ``runtimeRequired``
+profile that targets it is complete there: its recorded package state needs no more work (and
+has no failure). Profiles being deleted no longer hold it. Must not do I/O: callers pass the
+node's labels and annotations and the profiles they read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from fleetwright.api.nodeprofile import NodeProfile
+from fleetwright.planner import convert
+from fleetwright.planner.nodestate import annotation_key, read_profile_state
+from fleetwright.planner.nodework import plan_node
+from fleetwright.planner.packages import PackageGraph
+
+
+def _live(profiles: Iterable[NodeProfile]) -> list[NodeProfile]:
+    return sorted(
+        (p for p in profiles if p.metadata.deletion_timestamp is None), key=lambda p: p.metadata.name
+    )
+
+
+def complete_on(profile: NodeProfile, annotations: Mapping[str, str]) -> bool:
+    """Whether the node's recorded state holds every package of ``profile``."""
+    graph = PackageGraph(tuple(convert.package(p) for p in profile.spec.packages))
+    work = plan_node(graph, read_profile_state(annotations, profile.metadata.name).packages)
+    return not work.needs_work and not work.blocked and work.failed is None
+
+
+def holding_taint(
+    labels: Mapping[str, str], annotations: Mapping[str, str], profiles: Iterable[NodeProfile]
+) -> tuple[str, ...]:
+    """The runtime-required profiles targeting the node that are not complete on it yet."""
+    return tuple(
+        p.metadata.name
+        for p in _live(profiles)
+        if p.spec.runtime_required and convert.targets(p, labels) and not complete_on(p, annotations)
+    )
+
+
+def taint_on_join(
+    labels: Mapping[str, str], annotations: Mapping[str, str], profiles: Iterable[NodeProfile]
+) -> tuple[str, ...]:
+    """The ``autoTaintNewNodes`` profiles that want a node joining with these labels tainted: they
+    target it, and have recorded nothing on it yet (a node re-registering keeps its history)."""
+    return tuple(
+        p.metadata.name
+        for p in _live(profiles)
+        if p.spec.runtime_required
+        and p.spec.auto_taint_new_nodes
+        and convert.targets(p, labels)
+        and annotation_key(p.metadata.name) not in annotations
+        and not complete_on(p, annotations)
+    )
