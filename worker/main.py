@@ -10,10 +10,10 @@ import logging
 import signal
 from collections.abc import Iterator
 
-from fleetwright.activities.node import all_activities
+from fleetwright.activities.node import DEFAULT_THREADS, all_activities
 from fleetwright.activities.rollout import RolloutActivities
 from fleetwright.kube.client import from_kubeconfig
-from fleetwright.worker import logs
+from fleetwright.worker import logs, metrics, tracing
 from fleetwright.worker.settings import WorkerSettings
 from fleetwright.worker.temporal import build_worker, connect
 
@@ -27,13 +27,21 @@ def observability(settings: WorkerSettings, process: str) -> Iterator[None]:
     log.info(
         "%s starting (temporal %s, task queue %s)", process, settings.temporal_address, settings.task_queue
     )
-    yield
+    metrics.serve(settings.metrics_port, settings.metrics_host, process)
+    provider = tracing.configure(settings, process)
+    try:
+        yield
+    finally:
+        if provider is not None:
+            provider.shutdown()  # flushes the spans still batched
 
 
 async def run_worker(settings: WorkerSettings, stop: asyncio.Event | None = None) -> None:
     api = from_kubeconfig(settings.kubeconfig)
     client = await connect(settings.temporal_address, settings.temporal_namespace)
-    activities = [*all_activities(api), RolloutActivities(api).observe_and_decide]
+    # Kubernetes calls run on threads that keep the activity's trace and log context.
+    threads = tracing.ContextThreadPool(DEFAULT_THREADS, thread_name_prefix="fleetwright-kube")
+    activities = [*all_activities(api, executor=threads), RolloutActivities(api).observe_and_decide]
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -50,11 +50,11 @@ class WorkerSettings(BaseModel):
     traces_exporter: TracesExporter = Field(
         default="none",
         description="Where OpenTelemetry spans (workflows, activities, Kubernetes calls) go: none, "
-        "console (stderr) or otlp (gRPC to traces_otlp_endpoint).",
+        "console (stdout) or otlp (OTLP/HTTP to traces_otlp_endpoint).",
     )
     traces_otlp_endpoint: str = Field(
-        default="http://127.0.0.1:4317",
-        description="OTLP/gRPC collector endpoint used when traces_exporter is otlp.",
+        default="http://127.0.0.1:4318/v1/traces",
+        description="OTLP/HTTP traces endpoint of the collector, used when traces_exporter is otlp.",
     )
     webhook_host: str = Field(
         default="0.0.0.0",  # noqa: S104 - the apiserver reaches the webhook through its Service

@@ -10,6 +10,8 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -64,22 +66,56 @@ def settings_file(
     return path
 
 
-async def test_worker_and_controller_processes_roll_out_and_stop_on_sigterm(
-    settings_file: Path, rollout: Rollout, tmp_path: Path
-) -> None:
-    env = process_env(settings_file, task_queue=unique("serve"))
-    logs = {name: tmp_path / f"{name}.log" for name in ("worker", "controller")}
-    processes = {name: start(name, env, log) for name, log in logs.items()}
+@dataclass
+class Processes:
+    """fleetwright processes started by a test; whatever is still running at teardown is killed."""
+
+    env: dict[str, str]
+    directory: Path
+    running: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+
+    def log(self, name: str) -> Path:
+        return self.directory / f"{name}.log"
+
+    def start(self, name: str) -> None:
+        self.running[name] = start(name, self.env, self.log(name))
+
+    def stop(self, name: str) -> int:
+        return terminate(self.running[name], self.log(name))
+
+    def kill_all(self) -> None:
+        for process in self.running.values():
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+
+
+@pytest.fixture
+def processes(settings_file: Path, tmp_path: Path) -> Iterator[Processes]:
+    """Request before ``rollout``: the processes outlive the rollout's deletion (a profile's
+    finalizer is released by its workflow)."""
+    started = Processes(process_env(settings_file, task_queue=unique("serve")), tmp_path)
     try:
-        await asyncio.to_thread(rollout.apply)
-        await asyncio.to_thread(rollout.wait_ready, 120)
-        status = await asyncio.to_thread(rollout.status)
-        assert status["phase"] == "Complete"
-        assert status["nodesComplete"] == 3
+        yield started
     finally:
-        codes = {name: await asyncio.to_thread(terminate, p, logs[name]) for name, p in processes.items()}
-    assert codes == {"worker": 0, "controller": 0}, {n: logs[n].read_text()[-3000:] for n in logs}
+        started.kill_all()
+
+
+async def test_worker_and_controller_processes_roll_out_and_stop_on_sigterm(
+    processes: Processes, rollout: Rollout
+) -> None:
+    for name in ("worker", "controller"):
+        processes.start(name)
+    await asyncio.to_thread(rollout.apply)
+    await asyncio.to_thread(rollout.wait_ready, 120)
+    status = await asyncio.to_thread(rollout.status)
+    assert status["phase"] == "Complete"
+    assert status["nodesComplete"] == 3
+    await asyncio.to_thread(rollout.delete)  # the workflow releases the finalizer: needs both
+    codes = {name: await asyncio.to_thread(processes.stop, name) for name in ("worker", "controller")}
+    logs = {name: processes.log(name).read_text() for name in codes}
+    assert codes == {"worker": 0, "controller": 0}, {n: text[-3000:] for n, text in logs.items()}
     # Logs are structured (JSON lines) and say the process stopped on the signal.
-    for name, log in logs.items():
-        records = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
-        assert any(r["message"] == f"{name} stopped" for r in records), log.read_text()[-3000:]
+    for name, text in logs.items():
+        records = [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+        assert any(r["message"] == f"{name} stopped" for r in records), text[-3000:]

@@ -1,0 +1,154 @@
+"""The worker's activity interceptor: what every activity attempt leaves behind for operators.
+
+It binds the log context (profile, node, stage, package) of the request an activity runs, and
+records the activity-level metrics (``worker.metrics``): stage, drain and node-update durations,
+stage Job failures, drains held by PodDisruptionBudgets (read from the drain's heartbeats, which
+name each blocker's reason). It never changes an activity's input, result or error.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from temporalio import activity
+from temporalio.worker import (
+    ActivityInboundInterceptor,
+    ActivityOutboundInterceptor,
+    ExecuteActivityInput,
+    Interceptor,
+)
+
+from fleetwright.activities.payloads import NAMES, DrainReport, NodePhase, StageReport
+from fleetwright.worker import logs, metrics
+
+# Node workflow id -> monotonic time of its first "InProgress" status in this process.
+_node_started: dict[str, float] = {}
+# (profile, node) -> the reason its drain is held by, as its last heartbeat said.
+_drain_blocked: dict[tuple[str, str], str] = {}
+
+
+def request_fields(args: Sequence[Any]) -> dict[str, str]:
+    """profile, node, stage and package of an activity request (the first argument)."""
+    if not args:
+        return {}
+    request = args[0]
+    fields: dict[str, str] = {}
+    for name in ("profile", "node"):
+        value = getattr(request, name, None)
+        if isinstance(value, str):
+            fields[name] = value
+    stage = getattr(request, "stage", None)
+    if stage is not None:
+        fields["stage"] = str(getattr(stage, "value", stage))
+    package = getattr(request, "package", None)
+    if package is not None and hasattr(package, "name"):
+        fields["package"] = f"{package.name}@{getattr(package, 'version', '')}"
+    return fields
+
+
+def blocker_reason(description: str) -> str:
+    """``ns/pod: Reason (message)`` (a drain heartbeat's blocker) -> ``Reason``."""
+    _, _, rest = description.partition(": ")
+    return rest.partition(" (")[0].strip() or "Unknown"
+
+
+def drain_heartbeat(profile: str, node: str, details: Sequence[Any]) -> None:
+    """Track which drains are held and why, from the drain activity's heartbeat details."""
+    blocked = details[0].get("blocked") if details and isinstance(details[0], Mapping) else None
+    key = (profile, node)
+    before = _drain_blocked.pop(key, None)
+    if blocked:
+        _drain_blocked[key] = blocker_reason(str(blocked[0]))
+    _publish_drains(profile, before)
+
+
+def drain_ended(profile: str, node: str) -> None:
+    _publish_drains(profile, _drain_blocked.pop((profile, node), None))
+
+
+def _publish_drains(profile: str, before: str | None) -> None:
+    reasons = {*metrics.DRAIN_REASONS, *([before] if before else [])}
+    reasons |= {r for (p, _), r in _drain_blocked.items() if p == profile}
+    for reason in reasons:
+        held = sum(1 for (p, _), r in _drain_blocked.items() if p == profile and r == reason)
+        metrics.DRAINS_BLOCKED.labels(profile, reason).set(held)
+
+
+def record_result(name: str, fields: Mapping[str, str], result: Any, seconds: float, outcome: str) -> None:
+    """The metrics of one finished activity attempt."""
+    profile = fields.get("profile", "")
+    metrics.ACTIVITY_DURATION.labels(name, outcome).observe(seconds)
+    if name == NAMES.RUN_STAGE:
+        _record_stage(fields, result, seconds, outcome)
+    elif name == NAMES.DRAIN:
+        metrics.DRAIN_DURATION.labels(profile, outcome).observe(seconds)
+        drain_ended(profile, fields.get("node", ""))
+        if isinstance(result, DrainReport):
+            metrics.DRAIN_BLOCKED_SECONDS.labels(profile).inc(result.blocked_seconds)
+
+
+def _record_stage(fields: Mapping[str, str], result: Any, seconds: float, outcome: str) -> None:
+    profile, package, stage = fields.get("profile", ""), fields.get("package", ""), fields.get("stage", "")
+    package = package.split("@", 1)[0]
+    if isinstance(result, StageReport):
+        outcome = result.outcome.value
+        if result.started_at and result.finished_at:
+            seconds = (result.finished_at - result.started_at).total_seconds()
+    for failure in metrics.STAGE_FAILURE_OUTCOMES:  # zero until the first failure, as dashboards expect
+        metrics.STAGE_JOB_FAILURES.labels(profile, package, stage, failure)
+    if outcome in metrics.STAGE_FAILURE_OUTCOMES:
+        metrics.STAGE_JOB_FAILURES.labels(profile, package, stage, outcome).inc()
+    metrics.STAGE_DURATION.labels(profile, package, stage, outcome).observe(seconds)
+
+
+def record_node_status(workflow_id: str, profile: str, phase: NodePhase) -> None:
+    """A node update's duration: from its first InProgress status to Complete or Failed (seen by
+    this process; a node that started under another worker replica is not measured)."""
+    if phase is NodePhase.IN_PROGRESS:
+        _node_started.setdefault(workflow_id, time.monotonic())
+    elif phase in (NodePhase.COMPLETE, NodePhase.FAILED):
+        started = _node_started.pop(workflow_id, None)
+        if started is not None:
+            outcome = "succeeded" if phase is NodePhase.COMPLETE else "failed"
+            metrics.NODE_UPDATE_DURATION.labels(profile, outcome).observe(time.monotonic() - started)
+
+
+class _Inbound(ActivityInboundInterceptor):
+    def init(self, outbound: ActivityOutboundInterceptor) -> None:
+        super().init(_Outbound(outbound))
+
+    async def execute_activity(self, input: ExecuteActivityInput) -> Any:
+        info = activity.info()
+        fields = request_fields(input.args)
+        if info.activity_type == NAMES.SET_NODE_STATUS and input.args:
+            phase = getattr(input.args[0], "phase", None)
+            if isinstance(phase, NodePhase):
+                record_node_status(info.workflow_id or "", fields.get("profile", ""), phase)
+        started = time.monotonic()
+        outcome, result = "failed", None
+        with logs.bind(**fields):
+            try:
+                result = await super().execute_activity(input)
+                outcome = "succeeded"
+                return result
+            finally:
+                record_result(info.activity_type, fields, result, time.monotonic() - started, outcome)
+
+
+class _Outbound(ActivityOutboundInterceptor):
+    def heartbeat(self, *details: Any) -> None:
+        info = activity.info()
+        if info.activity_type == NAMES.DRAIN:
+            parts = (info.workflow_id or "").split("/")
+            if len(parts) == 3:
+                drain_heartbeat(parts[1], parts[2], details)
+        super().heartbeat(*details)
+
+
+class ActivityObserver(Interceptor):
+    """Worker interceptor: log context and metrics for every activity attempt."""
+
+    def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
+        return _Inbound(next)
