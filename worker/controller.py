@@ -58,6 +58,7 @@ from fleetwright.kube.events import emit, emit_for
 from fleetwright.kube.listwatch import ListWatch, WatchEvent, start_thread
 from fleetwright.kube.resources import add_finalizer, patch_status
 from fleetwright.planner.runtime import taint_on_join
+from fleetwright.worker import metrics
 from fleetwright.worker.settings import WorkerSettings
 from fleetwright.worker.status import Inputs, derive, transitions
 from fleetwright.worker.temporal import connect
@@ -335,6 +336,7 @@ class Controller:
             return
         workflow_id = rollout_workflow_id(name)
         progress = await self._progress(workflow_id)
+        metrics.record_progress(name, progress)
         ref = _policy_ref(obj)
         inputs = Inputs(
             generation=obj["metadata"].get("generation") or 0,
