@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 import yaml
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
 
 from fleetwright.api.nodeprofile import FINALIZER
 from fleetwright.errors import ForbiddenError, NotFoundError
@@ -127,7 +129,13 @@ def installed(cluster: ClusterUnderTest, tmp_path_factory: pytest.TempPathFactor
         yield here
     finally:
         selector = f"app.kubernetes.io/instance={release}"
-        cluster.kubectl("delete", "clusterrole,clusterrolebinding", "-l", selector, check=False)
+        cluster.kubectl(
+            "delete",
+            "clusterrole,clusterrolebinding,validatingadmissionpolicy,validatingadmissionpolicybinding",
+            "-l",
+            selector,
+            check=False,
+        )
         for ns in ("default", PACKAGES):
             cluster.kubectl("delete", "role,rolebinding", "-n", ns, "-l", selector, check=False)
         cluster.kubectl(
@@ -363,3 +371,83 @@ def test_removing_a_rule_makes_its_operation_forbidden(
     finally:
         installed.apply(full)
         _eventually(lambda: not _forbidden(operation, api, probe_node), "the role restored")
+
+
+# ----- the spec guard and the example RBAC for people --------------------------------------------
+
+
+def test_the_operators_own_accounts_cannot_change_a_profile_spec(
+    installed: Installed, cluster: ClusterUnderTest, crds: None
+) -> None:
+    name = unique("guarded")
+    profile = {
+        "apiVersion": "fleetwright.io/v1alpha1",
+        "kind": "NodeProfile",
+        "metadata": {"name": name},
+        "spec": {
+            "nodeSelector": {"matchLabels": {"test.fleetwright.io/nothing": name}},
+            "packages": [{"name": "tuning", "version": "1.0.0", "image": "ghcr.io/example/tuning"}],
+        },
+    }
+    installed.apply(profile)
+    controller, worker = installed.api("controller"), installed.api("worker")
+    custom = k8s.CustomObjectsApi(controller)
+    attempts: list[str] = []
+    denials: list[str] = []
+
+    def spec_write_denied() -> bool:
+        # A fresh value each time: were the guard not in effect yet, a repeated change would be a
+        # no-op the guard rightly allows.
+        attempts.append(f"else-{len(attempts)}")
+        change = {"spec": {"nodeSelector": {"matchLabels": {"test.fleetwright.io/nothing": attempts[-1]}}}}
+        try:
+            custom.patch_cluster_custom_object("fleetwright.io", "v1alpha1", "nodeprofiles", name, change)
+        except ApiException as error:
+            denials.append(str(error.body))
+            return True
+        return False
+
+    try:
+        _eventually(spec_write_denied, "the spec guard to deny the controller")
+        assert "never its spec" in denials[0], denials[0]
+        obj = resources.get_object(worker, "nodeprofiles", name)
+        assert obj["spec"]["nodeSelector"]["matchLabels"]["test.fleetwright.io/nothing"] != attempts[-1]
+        # What the accounts legitimately do still works: the finalizer, both ways.
+        resources.add_finalizer(controller, "nodeprofiles", obj, FINALIZER)
+        assert resources.remove_finalizer(worker, "nodeprofiles", name, obj["metadata"]["uid"], FINALIZER)
+    finally:
+        cluster.kubectl("delete", "nodeprofile", name, "--ignore-not-found", check=False)
+
+
+EXAMPLE_RBAC = REPO / "deploy" / "rbac" / "nodeprofile-authors.yaml"
+
+
+def _can(cluster: ClusterUnderTest, verb: str, resource: str, group: str) -> bool:
+    done = cluster.kubectl(
+        "auth",
+        "can-i",
+        verb,
+        f"{resource}.fleetwright.io",
+        "--as=someone",
+        f"--as-group={group}",
+        check=False,
+    )
+    return done.stdout.strip() == "yes"
+
+
+def test_the_example_rbac_keeps_profile_authoring_to_fleet_admins(
+    cluster: ClusterUnderTest, crds: None
+) -> None:
+    cluster.kubectl("apply", "-f", str(EXAMPLE_RBAC))
+    try:
+        assert _can(cluster, "create", "nodeprofiles", "fleet-admins")
+        assert _can(cluster, "update", "nodeprofiles", "fleet-admins")
+        assert not _can(cluster, "create", "nodeprofiles", "fleet-rollout-leads")
+        assert not _can(cluster, "patch", "nodeprofiles", "fleet-rollout-leads")
+        assert _can(cluster, "create", "deploymentpolicies", "fleet-rollout-leads")
+        assert _can(cluster, "get", "nodeprofiles", "fleet-rollout-leads")
+        assert not _can(cluster, "get", "nodeprofiles", "someone-else")
+        # (The viewer role reaches "view" through the ClusterRole aggregation controller, which the
+        # local control plane does not run.)
+    finally:
+        cluster.kubectl("delete", "-f", str(EXAMPLE_RBAC), "--ignore-not-found", check=False)
