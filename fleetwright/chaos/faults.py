@@ -3,8 +3,8 @@ frozen (unreachable), third-party edits to nodes (cordon, label, taint), a node 
 malformed fleetwright annotation. Which node a node fault hits is chosen from the latest snapshot.
 
 Owns the mechanics of each fault and the outage windows it causes; it must not check anything.
-The third-party actor never releases what it did during the run, so a foreign cordon that turns
-schedulable can only be fleetwright's doing.
+The third party lifts its own cordon only after a hold (recorded, so the check knows), so a foreign
+cordon that turns schedulable earlier can only be fleetwright's doing.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from fleetwright.chaos.invariants import Outage, disrupted_by
 from fleetwright.chaos.plan import Fault, Injection
@@ -36,6 +36,8 @@ class Injected:
     target: str
     """The process or node hit ("" when there was no node to hit)."""
     outage: Outage | None = None
+    at: float = 0.0
+    """When it was injected, on the watcher's clock."""
 
 
 def choose_node(fault: Fault, nodes: Sequence[NodeView], profile: str, rng: random.Random) -> str:
@@ -59,6 +61,9 @@ class Injector:
         self.stack, self.profile, self.clock = stack, profile, clock
 
     def inject(self, injection: Injection, nodes: Sequence[NodeView], rng: random.Random) -> Injected:
+        return replace(self._inject(injection, nodes, rng), at=self.clock())
+
+    def _inject(self, injection: Injection, nodes: Sequence[NodeView], rng: random.Random) -> Injected:
         fault = injection.fault
         if fault in PROCESS:
             return self._kill(fault, PROCESS[fault], injection.pause)
@@ -74,6 +79,12 @@ class Injector:
         if node:
             self._edit(fault, node)
         return Injected(fault, node)
+
+    def release(self, node: str) -> float:
+        """The third party lifts its own cordon; returns when it began (the check's reference)."""
+        began = self.clock()
+        self.stack.cluster.kubectl("uncordon", node, check=False)
+        return began
 
     def _kill(self, fault: Fault, name: str, pause: float) -> Injected:
         start = self.clock()

@@ -11,7 +11,7 @@ product's own markers: the cordon marker ``fleetwright.io/cordon.<profile>``, th
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from fleetwright.activities.status import condition_type
@@ -62,9 +62,13 @@ def budget(timeline: Sequence[Snapshot], profile: str, max_unavailable: int) -> 
     return out
 
 
-def foreign_cordons(timeline: Sequence[Snapshot]) -> list[Violation]:
+def foreign_cordons(
+    timeline: Sequence[Snapshot], released: Mapping[str, float] | None = None
+) -> list[Violation]:
     """A node seen cordoned by someone else (unschedulable, no fleetwright cordon marker) is never
-    seen schedulable again during the run (the chaos actors never release their own cordons)."""
+    seen schedulable again, unless that someone released it (``released``: node -> when the third
+    party began its uncordon); so a foreign cordon that turns schedulable earlier was lifted by us."""
+    released = released or {}
     out: list[Violation] = []
     foreign_since: dict[str, float] = {}
     for snap in timeline:
@@ -73,13 +77,9 @@ def foreign_cordons(timeline: Sequence[Snapshot]) -> list[Violation]:
                 foreign_since.setdefault(node.name, snap.at)
             elif node.name in foreign_since and not node.unschedulable:
                 since = foreign_since.pop(node.name)
-                out.append(
-                    Violation(
-                        FOREIGN_CORDON,
-                        snap.at,
-                        f"{node.name} cordoned by someone else at {since:.1f}s is schedulable",
-                    )
-                )
+                if snap.at < released.get(node.name, float("inf")):
+                    detail = f"{node.name} cordoned by someone else at {since:.1f}s is schedulable"
+                    out.append(Violation(FOREIGN_CORDON, snap.at, detail))
     return out
 
 
@@ -200,7 +200,11 @@ def blocked_visible(
 
 
 def check_run(
-    timeline: Sequence[Snapshot], profile: str, max_unavailable: int, outages: Sequence[Outage] = ()
+    timeline: Sequence[Snapshot],
+    profile: str,
+    max_unavailable: int,
+    outages: Sequence[Outage] = (),
+    released: Mapping[str, float] | None = None,
 ) -> list[Violation]:
     """Every invariant over one rollout's timeline (the last snapshot is taken after it ended)."""
     if not timeline:
@@ -208,7 +212,7 @@ def check_run(
     final = timeline[-1]
     return [
         *budget(timeline, profile, max_unavailable),
-        *foreign_cordons(timeline),
+        *foreign_cordons(timeline, released),
         *duplicate_jobs(timeline, profile),
         *rollout_ended(final.profile, final.at),
         *left_behind(final, profile),

@@ -18,7 +18,7 @@ from typing import Any
 
 from fleetwright.chaos.faults import Injected, Injector
 from fleetwright.chaos.invariants import FINAL_PHASES, Violation, check_run
-from fleetwright.chaos.plan import IterationPlan, Outcome
+from fleetwright.chaos.plan import Fault, IterationPlan, Outcome
 from fleetwright.chaos.stack import GROUP_LABEL, ChaosStack
 from fleetwright.chaos.watcher import Watcher
 from fleetwright.kube.client import from_kubeconfig
@@ -33,6 +33,9 @@ STAGE_POD_ANNOTATIONS = {
 }
 IMAGE_PULL_TIMEOUT_SECONDS = 60
 SETTLE_SECONDS = 2.0
+# How long a third party keeps its cordon: with maxUnavailable 1 the rollout waits (Blocked, with
+# the budget as its reason) until the cordon goes, as it must.
+FOREIGN_CORDON_HOLD_SECONDS = 20.0
 
 
 @dataclass(frozen=True)
@@ -110,6 +113,7 @@ class Iteration:
         self.name = f"chaos-{plan.seed % 100000}-{plan.index}"
         self.deadline = deadline_seconds + sum(i.pause for i in plan.injections)
         self.injected: list[Injected] = []
+        self.released: dict[str, float] = {}
 
     def run(self) -> IterationResult:
         started = time.monotonic()
@@ -124,11 +128,14 @@ class Iteration:
                 # On this thread: a child started from a thread that ends would die with it
                 # (the launcher's PR_SET_PDEATHSIG is per thread).
                 self._inject(watcher, watcher.now())
+                self._release_cordons(watcher)
                 self._wait_final(watcher, started)
             time.sleep(SETTLE_SECONDS)
             final = watcher.final()
             outages = [i.outage for i in self.injected if i.outage is not None]
-            violations = check_run(watcher.timeline, self.name, self.plan.max_unavailable, outages)
+            violations = check_run(
+                watcher.timeline, self.name, self.plan.max_unavailable, outages, self.released
+            )
         finally:
             self._clean_up()
         return IterationResult(
@@ -150,6 +157,13 @@ class Iteration:
             # The latest snapshot (read now if the watcher has none yet) says which nodes exist.
             nodes = (watcher.timeline[-1] if watcher.timeline else watcher.final()).nodes
             self.injected.append(injector.inject(injection, nodes, rng))
+
+    def _release_cordons(self, watcher: Watcher) -> None:
+        injector = Injector(self.stack, self.name, watcher.now)
+        for injected in self.injected:
+            if injected.fault is Fault.FOREIGN_CORDON and injected.target:
+                time.sleep(max(0.0, injected.at + FOREIGN_CORDON_HOLD_SECONDS - watcher.now()))
+                self.released[injected.target] = injector.release(injected.target)
 
     def _wait_final(self, watcher: Watcher, started: float) -> None:
         while time.monotonic() - started < self.deadline:

@@ -129,6 +129,12 @@ def test_foreign_cordon_released_fires() -> None:
     assert found[0].at == 2
 
 
+def test_a_foreign_cordon_its_owner_released_is_fine_but_not_before_the_release() -> None:
+    timeline = [snap(0, [node("a", cordoned=True)]), snap(5, [node("a")])]
+    assert inv.foreign_cordons(timeline, released={"a": 4.0}) == []
+    assert [v.invariant for v in inv.foreign_cordons(timeline, released={"a": 6.0})] == [inv.FOREIGN_CORDON]
+
+
 # ----- duplicate jobs -----------------------------------------------------------------------------
 def test_the_same_job_seen_twice_is_one_job() -> None:
     timeline = [snap(0, [], jobs=[job("u1")]), snap(1, [], jobs=[job("u1"), job("u2", stage="config")])]
