@@ -197,9 +197,14 @@ def run(
     *,
     deadline_seconds: float = 240.0,
     report: Callable[[IterationResult], None] = lambda _: None,
+    stop_after_seconds: float | None = None,
 ) -> Totals:
+    """Run ``plans`` in order; with ``stop_after_seconds``, start no iteration after that long."""
     totals = Totals()
+    started = time.monotonic()
     for plan in plans:
+        if stop_after_seconds is not None and time.monotonic() - started > stop_after_seconds:
+            break
         result = Iteration(stack, plan, deadline_seconds).run()
         totals.add(result)
         report(result)

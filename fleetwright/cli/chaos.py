@@ -62,6 +62,10 @@ def chaos(
             help="How long Temporal stays unreachable (the issue's minute; lower only to save time)."
         ),
     ] = 60.0,
+    stop_after: Annotated[
+        float | None,
+        typer.Option(help="Start no iteration after this many seconds (the totals say how many ran)."),
+    ] = None,
     fault: Annotated[
         list[Fault] | None, typer.Option(help="Only these fault kinds (repeatable; default all).")
     ] = None,
@@ -77,6 +81,6 @@ def chaos(
         console.print(
             f"stack up in {time.monotonic() - started:.0f}s (logs in {stack.workdir})", highlight=False
         )
-        totals = run(stack, plans, report=print_result)
+        totals = run(stack, plans, report=print_result, stop_after_seconds=stop_after)
     print_totals(chosen, totals)
     raise typer.Exit(1 if totals.violations else 0)
