@@ -286,6 +286,10 @@ def _add_finalizer(api: ApiClient, node: str) -> object:
     return resources.add_finalizer(api, "nodeprofiles", absent, FINALIZER)
 
 
+def _add_runtime_taint(api: ApiClient, node: str) -> object:
+    return nodes.add_runtime_taint(api, node)
+
+
 def _policy_names(api: ApiClient, node: str) -> object:
     return resources.ApiResourceLookup(api).policy_names()
 
@@ -306,6 +310,7 @@ RULES: list[tuple[str, str, int, str, Operation]] = [
     ("ClusterRole", "controller", 1, "controller", _list_profiles),
     ("ClusterRole", "controller", 2, "controller", _patch_status),
     ("ClusterRole", "controller", 3, "controller", _add_finalizer),
+    ("ClusterRole", "controller", 4, "controller", _add_runtime_taint),
     ("ClusterRole", "webhook", 0, "webhook", _policy_names),
 ]
 
