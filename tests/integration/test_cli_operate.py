@@ -191,6 +191,7 @@ async def test_logs_of_a_stage_job_are_read_through_the_apiserver(
     await asyncio.to_thread(rollout.wait_ready, 120)
     node = rollout.nodes[0]
     error = await cli.fails("logs", rollout.name, node, "--stage", "apply")
+    print(error)  # what the apiserver answers for a kwok pod's log
     assert "cannot read the log of pod fleetwright-system/fw-tuning-apply-" in error
     assert "container tuning-init" in error  # the first container the pod ran
     assert "stage Job fw-tuning-apply-" in error
