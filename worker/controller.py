@@ -51,7 +51,7 @@ from fleetwright.api.deploymentpolicy import BUILTIN_POLICY, BUILTIN_POLICY_NAME
 from fleetwright.api.deploymentpolicy import PLURAL as POLICY_PLURAL
 from fleetwright.api.nodeprofile import FINALIZER, RUNTIME_REQUIRED_TAINT, NodeProfile, NodeProfileStatus
 from fleetwright.api.nodeprofile import PLURAL as PROFILE_PLURAL
-from fleetwright.errors import FleetwrightError
+from fleetwright.errors import FleetwrightError, RetryableError
 from fleetwright.kube import nodes as kube_nodes
 from fleetwright.kube.client import ApiClient, from_kubeconfig
 from fleetwright.kube.events import emit, emit_for
@@ -70,6 +70,7 @@ log = logging.getLogger("fleetwright.controller")
 PAUSED_ANNOTATION = "fleetwright.io/paused"
 OWN_LABEL_PREFIX = "fleetwright.io/"
 NODES = "nodes"
+TAINT_ATTEMPTS = 10
 
 
 @dataclass(frozen=True)
@@ -197,7 +198,7 @@ class Controller:
     async def _taint(self, node: str, uid: str, profiles: tuple[str, ...]) -> None:
         """Taint a joined node for the runtime-required profiles that target it, with an Event."""
         try:
-            added = await asyncio.to_thread(kube_nodes.add_runtime_taint, self.api, node)
+            added = await self._add_taint(node)
             if added:
                 await asyncio.to_thread(
                     emit,
@@ -212,6 +213,19 @@ class Controller:
                 )
         except FleetwrightError as error:
             log.warning("node %s: could not add the runtime-required taint: %s", node, error)
+
+    async def _add_taint(self, node: str) -> bool:
+        # A node that just registered is still being written (kwok or the kubelet, the node
+        # lifecycle controller's own taints): a conflict is expected, and waiting for the next
+        # resync would let workloads land first, so re-read and try again a few times.
+        for attempt in range(TAINT_ATTEMPTS):
+            try:
+                return await asyncio.to_thread(kube_nodes.add_runtime_taint, self.api, node)
+            except RetryableError:
+                if attempt == TAINT_ATTEMPTS - 1:
+                    raise
+                await asyncio.sleep(0.1 * (attempt + 1))
+        return False
 
     async def _signal_nodes_changed(self) -> None:
         # Loop, so a change that arrives while the signals go out gets its own round.
