@@ -46,7 +46,8 @@ _MAX_BODY = 8 * 1024 * 1024
 # Kubernetes truncates long warnings; keep each one readable.
 _MAX_WARNING = 256
 # The JSON file with the operator's image rules (the chart renders its ``admission`` values there).
-ADMISSION_ENV = "FLEETWRIGHT_ADMISSION"
+# Named like a WorkerSettings override (FLEETWRIGHT_<FIELD>) of a future ``admission_file`` path.
+ADMISSION_ENV = "FLEETWRIGHT_ADMISSION_FILE"
 
 
 class AdmissionPolicyError(ValueError):
@@ -54,7 +55,7 @@ class AdmissionPolicyError(ValueError):
 
 
 def load_admission_policy(path: Path | None = None) -> AdmissionPolicy:
-    """The image rules from ``path``, else from the file named by ``FLEETWRIGHT_ADMISSION``; no
+    """The image rules from ``path``, else from the file named by ``FLEETWRIGHT_ADMISSION_FILE``; no
     rules when neither is given. A bad file stops the webhook rather than silently admitting."""
     source = path or (Path(os.environ[ADMISSION_ENV]) if os.environ.get(ADMISSION_ENV) else None)
     if source is None:

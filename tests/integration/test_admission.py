@@ -206,7 +206,7 @@ def policy_profile(image: str, digest: str | None) -> str:
 def test_the_image_policy_rejects_unpinned_and_foreign_images(
     cluster: ClusterUnderTest, admission: WebhookServer, tmp_path: Path
 ) -> None:
-    # The policy as the chart renders it (values `admission` -> FLEETWRIGHT_ADMISSION file).
+    # The policy as the chart renders it (values `admission` -> FLEETWRIGHT_ADMISSION_FILE file).
     rules = tmp_path / "admission.json"
     rules.write_text(json.dumps({"require_digest": True, "allowed_registries": ["ghcr.io/acme"]}))
     bundle = certs.generate_webhook_tls(now=dt.datetime.now(dt.UTC), ip_addresses=["127.0.0.1"])

@@ -17,6 +17,7 @@ from cryptography import x509
 from fleetwright import chart
 from fleetwright.localcluster.binaries import control_plane_binary
 from fleetwright.worker.settings import WorkerSettings
+from fleetwright.worker.webhook import ADMISSION_ENV, load_admission_policy
 
 pytestmark = pytest.mark.unit
 
@@ -182,6 +183,19 @@ def test_temporal_credentials_are_mounted_from_secrets_never_in_the_settings(tmp
         assert env["FLEETWRIGHT_TEMPORAL_API_KEY_FILE"] == "/etc/fleetwright/temporal-api-key/token"
         assert env["FLEETWRIGHT_TEMPORAL_TLS_SERVER_NAME"] == "fleet.a1b2c.tmprl.cloud"
         assert all("valueFrom" not in e for e in pod["containers"][0]["env"])
+
+
+def test_the_webhook_reads_the_rendered_admission_rules(tmp_path: Path) -> None:
+    docs = render(VALUE_SETS["external-temporal-tls"], tmp_path)
+    pod = by_kind(docs, "Deployment")["fw-fleetwright-webhook"]["spec"]["template"]["spec"]
+    env = {e["name"]: e["value"] for e in pod["containers"][0]["env"]}
+    path = Path(env[ADMISSION_ENV])
+    mount = next(m for m in pod["containers"][0]["volumeMounts"] if m["name"] == "settings")
+    assert path.parent == Path(mount["mountPath"])
+    (tmp_path / path.name).write_text(
+        by_kind(docs, "ConfigMap")["fw-fleetwright-settings"]["data"][path.name]
+    )
+    assert load_admission_policy(tmp_path / path.name).require_digest is True
 
 
 @pytest.mark.parametrize(
