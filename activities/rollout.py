@@ -1,26 +1,32 @@
 """The rollout's activity: observe the fleet and run the pure planner on it.
 
 It reads every Node once, keeps those the profile targets (minus skipped ones), folds in what the
-workflow learned from its node workflows, and calls ``planner.rollout.decide`` with the
-workflow's ``now``. The decision is recorded in history, so the workflow stays deterministic
-while the fleet read stays out of it.
+workflow learned from its node workflows, marks nodes where an earlier-priority profile is not
+complete yet (``planner.priority``; it reads the NodeProfiles for that), and calls
+``planner.rollout.decide`` with the workflow's ``now``. The decision is recorded in history, so
+the workflow stays deterministic while the fleet read stays out of it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from temporalio import activity
 
 from fleetwright.activities.errors import temporal_errors
 from fleetwright.activities.payloads import NAMES, DecideReport, DecideRequest, NodeResult
+from fleetwright.activities.runtime_taint import parse_profiles
+from fleetwright.api.nodeprofile import PLURAL as PROFILE_PLURAL
+from fleetwright.api.nodeprofile import NodeProfile
 from fleetwright.kube import nodes as kube_nodes
+from fleetwright.kube import resources
 from fleetwright.kube.client import ApiClient
 from fleetwright.planner import convert
 from fleetwright.planner.fleet import observe_node
 from fleetwright.planner.nodestate import format_annotation, read_profile_state
 from fleetwright.planner.observations import NodeObservation, Observations, RunStatus
+from fleetwright.planner.priority import earlier_profiles, waiting_on
 from fleetwright.planner.rollout import decide
 from fleetwright.planner.state import RolloutState
 
@@ -39,19 +45,24 @@ def _run_status(
 
 
 def observe(
-    nodes: list[dict[str, Any]], request: DecideRequest
+    nodes: list[dict[str, Any]], request: DecideRequest, profiles: Iterable[NodeProfile] = ()
 ) -> tuple[Observations, dict[str, NodeObservation]]:
-    """Pure: the planner's observations from raw Nodes and the workflow's request."""
+    """Pure: the planner's observations from raw Nodes, the workflow's request and every
+    NodeProfile (for the priority order on shared nodes)."""
     profile = request.profile
     skipped = set(request.controls.skipped)
     results = {r.node: r for r in request.results}
+    earlier = earlier_profiles(profile, profiles)
     observed: dict[str, NodeObservation] = {}
     for node in nodes:
         meta = node.get("metadata") or {}
         name = str(meta.get("name"))
-        if name in skipped or not convert.targets(profile, meta.get("labels") or {}):
+        labels = meta.get("labels") or {}
+        if name in skipped or not convert.targets(profile, labels):
             continue
-        observed[name] = _run_status(observe_node(node, profile.metadata.name), request.state, results)
+        observation = _run_status(observe_node(node, profile.metadata.name), request.state, results)
+        waiting = waiting_on(earlier, labels, meta.get("annotations") or {}) if earlier else ()
+        observed[name] = observation.model_copy(update={"waiting_on": waiting}) if waiting else observation
     observations = Observations(
         nodes=tuple(observed[n] for n in sorted(observed)),
         approvals=request.controls.approvals,
@@ -60,9 +71,11 @@ def observe(
     return observations, observed
 
 
-def plan_turn(nodes: list[dict[str, Any]], request: DecideRequest) -> DecideReport:
+def plan_turn(
+    nodes: list[dict[str, Any]], request: DecideRequest, profiles: Iterable[NodeProfile] = ()
+) -> DecideReport:
     """Pure: one turn of the rollout from raw Nodes — observe, decide, and what new nodes need."""
-    observations, observed = observe(nodes, request)
+    observations, observed = observe(nodes, request, profiles)
     decision = decide(request.state, observations, request.now)
     first = len(request.state.updated) + len(request.state.failed) + len(request.state.running)
     return DecideReport(
@@ -81,7 +94,8 @@ class RolloutActivities:
     def observe_and_decide(self, request: DecideRequest) -> DecideReport:
         for node in request.reset_failed:
             self._clear_failure(request.profile.metadata.name, node)
-        return plan_turn(kube_nodes.list_nodes(self._api), request)
+        profiles = parse_profiles(resources.list_objects(self._api, PROFILE_PLURAL))
+        return plan_turn(kube_nodes.list_nodes(self._api), request, profiles)
 
     def _clear_failure(self, profile: str, node: str) -> None:
         annotations = kube_nodes.get_node(self._api, node).metadata.annotations or {}

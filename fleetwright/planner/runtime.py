@@ -27,7 +27,12 @@ def _live(profiles: Iterable[NodeProfile]) -> list[NodeProfile]:
 def complete_on(profile: NodeProfile, annotations: Mapping[str, str]) -> bool:
     """Whether the node's recorded state holds every package of ``profile``."""
     graph = PackageGraph(tuple(convert.package(p) for p in profile.spec.packages))
-    work = plan_node(graph, read_profile_state(annotations, profile.metadata.name).packages)
+    return complete_with(graph, profile.metadata.name, annotations)
+
+
+def complete_with(graph: PackageGraph, profile: str, annotations: Mapping[str, str]) -> bool:
+    """Whether ``profile``'s recorded state on the node needs no work towards ``graph``."""
+    work = plan_node(graph, read_profile_state(annotations, profile).packages)
     return not work.needs_work and not work.blocked and work.failed is None
 
 
