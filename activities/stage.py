@@ -21,7 +21,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from fleetwright import stagejob
-from fleetwright.activities.payloads import StageOutcome, StageReport, StageRequest
+from fleetwright.activities import status
+from fleetwright.activities.payloads import NodePhase, StageOutcome, StageReport, StageRequest
 from fleetwright.activities.waiting import Clock, blocking, heartbeat_window
 from fleetwright.api.nodeprofile import Package, PackageResources
 from fleetwright.errors import NotFoundError, PermanentError
@@ -41,6 +42,9 @@ AGENT_INTERRUPT_TYPES = {
 IMAGE_PULL_REASONS = frozenset({"ImagePullBackOff", "ErrImagePull", "InvalidImageName", "ErrImageNeverPull"})
 OUTCOME_ANNOTATION = f"{stagejob.LABEL_PREFIX}/outcome"
 MESSAGE_ANNOTATION = f"{stagejob.LABEL_PREFIX}/outcome-message"
+# The node's condition reasons while a stage's image cannot be pulled, and once it was.
+PULL_WAIT_REASON = "ImagePullWaiting"
+PULLED_REASON = "ImagePulled"
 CONFIG_VOLUME = "package-config"
 CONFIG_MOUNT_DIR = "/skyhook-package/configmaps"
 
@@ -187,6 +191,8 @@ class StageRunner:
 
     def __init__(self, api: ApiClient, executor: Executor, request: StageRequest) -> None:
         self.api, self.executor, self.request = api, executor, request
+        self.shown: str | None = None
+        """The pull wait this attempt made visible on the node, if any."""
 
     async def run(self) -> StageReport:
         rendered = manifest(self.request)
@@ -213,8 +219,11 @@ class StageRunner:
             )
             report = outcome(job, listed, datetime.now(UTC), bound)
             if report is not None:
+                if report.succeeded:
+                    await self._show_pull_wait(None, bound)
                 await self._settle(job, report)
                 return report
+            await self._show_pull_wait(_pull_wait(listed), bound)
             clock.beat(
                 job=job.name, created=created, active=job.active, ready=job.ready, waiting=_waits(listed)
             )
@@ -241,12 +250,45 @@ class StageRunner:
                 labels,
             )
 
+    async def _show_pull_wait(self, wait: str | None, bound: timedelta) -> None:
+        """A pull wait is a blocked wait: shown on the node as soon as it is seen (condition, label,
+        Warning event), not only when its bound fails the stage; lifted when the image arrives."""
+        if wait is not None and self.shown is None:
+            message = f"{wait}; the stage fails if it lasts {int(bound.total_seconds())}s"
+            await self._publish(NodePhase.BLOCKED, PULL_WAIT_REASON, message)
+            self.shown = wait
+        elif wait is None and self.shown is not None:
+            await self._publish(NodePhase.IN_PROGRESS, PULLED_REASON, "the package image was pulled")
+            self.shown = None
+
+    async def _publish(self, phase: NodePhase, reason: str, message: str) -> None:
+        await blocking(
+            self.executor,
+            status.publish,
+            self.api,
+            profile=self.request.profile,
+            node=self.request.node,
+            phase=phase,
+            reason=reason,
+            message=message,
+        )
+
     async def _settle(self, job: JobFacts, report: StageReport) -> None:
         """An image-pull verdict stops the Job's pod (no endless pulling on the node) and is written
         on the Job, so an adopting retry returns the same report."""
         if report.outcome is StageOutcome.IMAGE_PULL_FAILED and OUTCOME_ANNOTATION not in job.annotations:
             notes = {OUTCOME_ANNOTATION: report.outcome.value, MESSAGE_ANNOTATION: report.message[:1000]}
             await blocking(self.executor, jobs.suspend_with_note, self.api, job.namespace, job.name, notes)
+
+
+def _pull_wait(pods_of_job: Sequence[PodFacts]) -> str | None:
+    """What a pod of the Job waits for when it cannot pull an image (pure), else None."""
+    for pod in pods_of_job:
+        for wait in pod.waits:
+            if wait.reason in IMAGE_PULL_REASONS:
+                image = wait.image or "its image"
+                return f"pod {pod.name}: container {wait.container} cannot pull {image} ({wait.reason})"
+    return None
 
 
 def _waits(listed: Sequence[PodFacts]) -> list[str]:

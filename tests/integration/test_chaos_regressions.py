@@ -1,0 +1,85 @@
+"""Regression tests for bugs the chaos suite found (fleetwright/chaos, docs/chaos.md).
+
+Seed 4242, iteration 0 (invariant "every blocked wait is visible as a condition within 30 s"): a
+stage whose package image never pulls was a silent wait until ``image_pull_timeout_seconds``
+(default 300 s) failed it. The stage runner (activities/stage.py) heartbeated the ImagePullBackOff
+but never published the node as Blocked, unlike the drain (DrainBlocked) and protected-pods waits,
+so neither the node condition ``fleetwright.io/<profile>`` nor the NodeProfile showed it. Now the
+runner publishes it as soon as it sees it (reason ImagePullWaiting).
+
+Deterministic: runs the real run_stage activity against the real control plane with a pod that
+never pulls and a bound well beyond 30 s."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from typing import Any
+
+import pytest
+from temporalio.testing import ActivityEnvironment
+
+from fleetwright.activities import status
+from fleetwright.activities.node import NodeActivities
+from fleetwright.activities.payloads import StageRequest
+from fleetwright.api.nodeprofile import Package
+from fleetwright.kube import client as kube_client
+from fleetwright.planner.stages import Stage
+from tests.support.engine import unique
+from tests.support.providers import ClusterUnderTest
+
+pytestmark = pytest.mark.integration
+
+VISIBLE_WITHIN = 30.0
+
+
+def node_condition(cluster: ClusterUnderTest, node: str, profile: str) -> dict[str, Any] | None:
+    conditions = json.loads(cluster.kubectl("get", "node", node, "-o", "json").stdout)["status"]["conditions"]
+    return next((c for c in conditions if c["type"] == status.condition_type(profile)), None)
+
+
+async def test_an_image_that_never_pulls_is_visible_as_blocked_within_30_seconds(
+    cluster: ClusterUnderTest,
+) -> None:
+    [node] = await asyncio.to_thread(cluster.add_nodes, 1)
+    profile = unique("pull")
+    request = StageRequest(
+        profile=profile,
+        node=node,
+        profile_uid="0b1c",
+        generation=1,
+        package=Package.model_validate(
+            {
+                "name": "tuning",
+                "version": "1.0.0",
+                "image": "registry.example/tuning",
+                "stageTimeoutSeconds": 600,
+            }
+        ),
+        stage=Stage.APPLY,
+        agent_image="registry.example/fleetwright/agent:0.1.0",
+        namespace="fleetwright-system",
+        pod_labels={"sim.fleetwright.io/outcome": "image-pull-backoff"},
+        image_pull_timeout_seconds=300,
+    )
+    activities = NodeActivities(kube_client.from_kubeconfig(cluster.kubeconfig))
+    stage = asyncio.create_task(ActivityEnvironment().run(activities.run_stage, request))
+    try:
+        seen: dict[str, Any] | None = None
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + VISIBLE_WITHIN
+        while loop.time() < deadline and not stage.done():
+            seen = await asyncio.to_thread(node_condition, cluster, node, profile)
+            if seen is not None and seen["status"] == "False":
+                break
+            await asyncio.sleep(1.0)
+        assert not stage.done(), "the stage ended before the pull wait could be observed"
+        shown = f"after {VISIBLE_WITHIN:.0f}s of ImagePullBackOff the node's condition is {seen}"
+        assert seen is not None, shown
+        assert seen["status"] == "False", shown
+        assert seen["reason"] == "ImagePullWaiting", shown
+    finally:
+        stage.cancel()
+        with contextlib.suppress(BaseException):
+            await stage
