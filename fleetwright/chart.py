@@ -116,9 +116,13 @@ class Temporal(Values):
 
 
 class PackageNamespace(Values):
+    # The engine's namespace is a constant today (activities.payloads): accept only it rather than
+    # render a Role the worker would never use.
     name: str = Field(
         default=PACKAGE_NAMESPACE,
-        description="Namespace of the package stage Jobs (labelled privileged for Pod Security).",
+        pattern=f"^{PACKAGE_NAMESPACE}$",
+        description="Namespace of the package stage Jobs (labelled privileged for Pod Security); "
+        f"the engine uses {PACKAGE_NAMESPACE}.",
     )
     create: bool = Field(default=True, description="Create it (set false when it already exists).")
 

@@ -206,6 +206,7 @@ def test_the_webhook_reads_the_rendered_admission_rules(tmp_path: Path) -> None:
         ({"settings": {"temporal_adress": "x:7233"}}, "temporal_adress"),
         ({"settings": {"max_concurrent_activities": 0}}, "max_concurrent_activities"),
         ({"admission": {"require_digests": True}}, "require_digests"),
+        ({"packageNamespace": {"name": "elsewhere"}}, "packageNamespace"),
     ],
 )
 def test_bad_values_are_rejected_naming_the_field(values: dict[str, Any], named: str, tmp_path: Path) -> None:
