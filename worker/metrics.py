@@ -116,6 +116,8 @@ ACTIVITY_DURATION = Histogram(
 # The drain reasons a dashboard shows even at zero.
 DRAIN_REASONS = ("PodDisruptionBudget", "MultiplePodDisruptionBudgets", "DrainTimeout")
 STAGE_FAILURE_OUTCOMES = ("Failed", "ImagePullFailed", "DeadlineExceeded")
+# The planner's kinds of "cannot start yet" (the text before the colon), shown even at zero.
+BLOCKED_KINDS = ("Budget", "OutsideWindow", "NeverFits", "FailedEarlier")
 
 
 # ----- recording ---------------------------------------------------------------------------------
@@ -145,7 +147,7 @@ def node_counts(progress: Progress) -> dict[str, int]:
 
 def blocked_kinds(progress: Progress) -> dict[str, int]:
     """Blocked nodes by the kind of reason (the text before the first colon)."""
-    kinds: dict[str, int] = {}
+    kinds = dict.fromkeys(BLOCKED_KINDS, 0)
     for reason in progress.blocked_reasons.values():
         kind = reason.split(":", 1)[0].strip() or "Unknown"
         kinds[kind] = kinds.get(kind, 0) + 1
@@ -176,7 +178,7 @@ def record_progress(profile: str, progress: Progress | None) -> None:
 
 
 # ----- the endpoint and the Temporal SDK bridge ----------------------------------------------------
-@dataclass
+@dataclass(eq=False)  # registries key collectors by identity
 class TemporalMetricsBridge(Collector):
     """Re-exposes the Temporal SDK's Prometheus text (served by the core on ``url``) at scrape time."""
 

@@ -57,8 +57,9 @@ def configure(settings: WorkerSettings, process: str) -> TracerProvider | None:
 
 def interceptors() -> list[Interceptor]:
     """The worker's tracing interceptors: workflow, child workflow, activity and signal spans.
-    Without a configured provider the spans are no-ops."""
-    return [TracingInterceptor()]
+    Without a configured provider the spans are no-ops. Workflow spans are made even without a
+    traced starter: rollouts are started by the controller, a node by its rollout."""
+    return [TracingInterceptor(always_create_workflow_spans=True)]
 
 
 class ContextThreadPool(ThreadPoolExecutor):

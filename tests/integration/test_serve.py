@@ -77,11 +77,23 @@ class Processes:
     def log(self, name: str) -> Path:
         return self.directory / f"{name}.log"
 
-    def start(self, name: str) -> None:
-        self.running[name] = start(name, self.env, self.log(name))
+    def start(self, name: str, **overrides: str) -> None:
+        """Start ``fleetwright <name>``; ``overrides`` are more FLEETWRIGHT_* settings."""
+        env = {**self.env, **{f"FLEETWRIGHT_{k.upper()}": v for k, v in overrides.items()}}
+        self.running[name] = start(name, env, self.log(name))
 
     def stop(self, name: str) -> int:
         return terminate(self.running[name], self.log(name))
+
+    def tails(self) -> str:
+        return "\n".join(f"--- {n}:\n{self.log(n).read_text()[-3000:]}" for n in self.running)
+
+    async def wait_ready(self, rollout: Rollout) -> None:
+        """The rollout completes, or the failure shows what the processes logged."""
+        try:
+            await asyncio.to_thread(rollout.wait_ready, 120)
+        except RuntimeError as error:
+            raise AssertionError(f"{error}\n{self.tails()}") from error
 
     def kill_all(self) -> None:
         for process in self.running.values():
@@ -107,7 +119,7 @@ async def test_worker_and_controller_processes_roll_out_and_stop_on_sigterm(
     for name in ("worker", "controller"):
         processes.start(name)
     await asyncio.to_thread(rollout.apply)
-    await asyncio.to_thread(rollout.wait_ready, 120)
+    await processes.wait_ready(rollout)
     status = await asyncio.to_thread(rollout.status)
     assert status["phase"] == "Complete"
     assert status["nodesComplete"] == 3
