@@ -32,6 +32,10 @@ from fleetwright.localcluster.pki import CertPair, LocalCA, write_service_accoun
 from fleetwright.localcluster.processes import Supervised, wait_until
 
 LOOPBACK = "127.0.0.1"
+# Simulated stage pods (fleetwright's package namespace) all serve this log.
+STAGE_NAMESPACE = "fleetwright-system"
+STAGE_LOG_FILE = "kwok-stage.log"
+STAGE_LOG = ("simulated stage container (kwok): no process ran", "stage finished")
 SERVICE_CIDR = "10.96.0.0/16"
 # Controllers the product relies on (Jobs, PDB status, owner GC, namespaces and service accounts
 # for pods, node lifecycle) plus what Deployments/ReplicaSets/DaemonSets need for test workloads.
@@ -335,7 +339,16 @@ class KwokFleet:
         self._kubectl = kubectl
         self.port = free_port()
         stages = workdir / "kwok-stages.yaml"
-        stages.write_text(resources.files("fleetwright.localcluster").joinpath("stages.yaml").read_text())
+        stages.write_text(
+            resources.files("fleetwright.localcluster").joinpath("stages.yaml").read_text()
+            + _stage_logs(workdir / STAGE_LOG_FILE)
+        )
+        # kwok's server is each node's kubelet endpoint (daemonEndpoints port = its port): the
+        # apiserver proxies pods/log there over HTTPS. Its own throwaway CA: the apiserver does not
+        # verify kubelet serving certificates here (no --kubelet-certificate-authority).
+        kwok_ca = LocalCA(workdir / "kwok-pki", common_name="fleetwright-kwok-ca")
+        serving = kwok_ca.issue("kwok-serving", common_name="kwok", ip_addresses=(LOOPBACK,), server=True)
+        self._ca_file = kwok_ca.cert_path
         self.process = Supervised(
             "kwok",
             [
@@ -347,13 +360,17 @@ class KwokFleet:
                 "--cidr=10.244.0.1/16",
                 f"--node-ip={LOOPBACK}",
                 f"--server-address={LOOPBACK}:{self.port}",
+                f"--node-port={self.port}",
+                f"--tls-cert-file={serving.cert}",
+                f"--tls-private-key-file={serving.key}",
                 "--node-lease-duration-seconds=40",
             ],
             workdir / "logs" / "kwok.log",
         )
 
     def healthy(self) -> bool:
-        return _http_ok(f"http://{LOOPBACK}:{self.port}/healthz")
+        context = ssl.create_default_context(cafile=str(self._ca_file))
+        return _http_ok(f"https://{LOOPBACK}:{self.port}/healthz", context)
 
     def _nodes(self) -> list[dict[str, Any]]:
         result = self._kubectl("get", "nodes", "-o", "json", check=False)
@@ -388,6 +405,21 @@ class KwokFleet:
             for c in node.get("status", {}).get("conditions") or []
             if c["type"] == "Ready" and c["status"] == "True"
         }
+
+
+def _stage_logs(path: Path) -> str:
+    """A kwok ClusterLogs rule: every container of a stage pod serves ``path`` as its log (CRI log
+    format), so ``kubectl logs`` and ``fleetwright logs`` read a log through the apiserver."""
+    path.write_text(
+        "".join(f"2026-01-01T00:00:0{i}.000000000Z stdout F {line}\n" for i, line in enumerate(STAGE_LOG))
+    )
+    rule = {
+        "apiVersion": "kwok.x-k8s.io/v1alpha1",
+        "kind": "ClusterLogs",
+        "metadata": {"name": "fleetwright-stage-logs"},
+        "spec": {"selector": {"matchNamespaces": [STAGE_NAMESPACE]}, "logs": [{"logsFile": str(path)}]},
+    }
+    return "\n---\n" + yaml.safe_dump(rule)
 
 
 def _http_ok(url: str, context: ssl.SSLContext | None = None) -> bool:
