@@ -1,0 +1,131 @@
+"""fleetwright's metrics: profile gauges from the published progress, activity-level histograms
+and counters from the interceptor's recording functions, conventional names, and the bridge that
+folds the Temporal SDK's exposition into ours."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+import pytest
+from prometheus_client import generate_latest
+
+from fleetwright.activities.payloads import NAMES, DrainReport, NodePhase, StageOutcome, StageReport
+from fleetwright.worker import metrics, observe
+from fleetwright.workflows.payloads import Progress
+
+pytestmark = pytest.mark.unit
+
+
+def value(name: str, **labels: str) -> float | None:
+    return metrics.REGISTRY.get_sample_value(name, labels)
+
+
+def progress(**fields: object) -> Progress:
+    base: dict[str, object] = {"profile": "p", "phase": "Progressing", "message": "", "targeted": 10}
+    return Progress.model_validate(base | fields)
+
+
+def test_nodes_by_state_cover_every_targeted_node() -> None:
+    metrics.record_progress("gauges", progress(updated=4, running=2, failed=1, blocked=1, step="canary"))
+    states = {s: value("fleetwright_nodes", profile="gauges", state=s) for s in metrics.NODE_STATES}
+    assert states == {"updated": 4, "running": 2, "failed": 1, "blocked": 1, "pending": 2}
+
+
+def test_phase_and_step_follow_the_rollout() -> None:
+    metrics.record_progress("phases", progress(phase="Soaking", step="gates: watch"))
+    metrics.record_progress("phases", progress(phase="Complete", step="done", max_unavailable=3))
+    assert value("fleetwright_rollout_phase", profile="phases", phase="Soaking") == 0
+    assert value("fleetwright_rollout_phase", profile="phases", phase="Complete") == 1
+    assert value("fleetwright_rollout_step_info", profile="phases", step="gates: watch") is None
+    assert value("fleetwright_rollout_step_info", profile="phases", step="done") == 1
+    assert value("fleetwright_rollout_max_unavailable_nodes", profile="phases") == 3
+
+
+def test_blocked_nodes_by_kind_reset_when_unblocked() -> None:
+    reasons = {"n1": "Budget: maxUnavailable 2 reached", "n2": "Budget: x", "n3": "OutsideWindow: 5m"}
+    metrics.record_progress("blocked", progress(blocked=3, blocked_reasons=reasons))
+    assert value("fleetwright_rollout_blocked_nodes", profile="blocked", reason="Budget") == 2
+    assert value("fleetwright_rollout_blocked_nodes", profile="blocked", reason="OutsideWindow") == 1
+    assert value("fleetwright_rollout_blocked_nodes", profile="blocked", reason="FailedEarlier") == 0
+    metrics.record_progress("blocked", progress())
+    assert value("fleetwright_rollout_blocked_nodes", profile="blocked", reason="Budget") == 0
+
+
+def test_a_failed_stage_counts_a_job_failure_and_its_duration_comes_from_the_job() -> None:
+    fields = {"profile": "stages", "package": "tuning@1.0.0", "stage": "apply"}
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    report = StageReport(
+        job="j", outcome=StageOutcome.FAILED, started_at=start, finished_at=start + timedelta(seconds=42)
+    )
+    observe.record_result(NAMES.RUN_STAGE, fields, report, seconds=99.0, outcome="succeeded")
+    labels = {"profile": "stages", "package": "tuning", "stage": "apply"}
+    assert value("fleetwright_stage_job_failures_total", **labels, outcome="Failed") == 1
+    assert value("fleetwright_stage_job_failures_total", **labels, outcome="ImagePullFailed") == 0
+    assert value("fleetwright_stage_duration_seconds_sum", **labels, outcome="Failed") == 42
+    assert value("fleetwright_activity_duration_seconds_count", activity=NAMES.RUN_STAGE, outcome="succeeded")
+
+
+def test_held_drains_by_reason_from_heartbeats() -> None:
+    beat = {"blocked": ["ml/trainer-0: PodDisruptionBudget (Cannot evict pod as it would violate ...)"]}
+    observe.drain_heartbeat("drains", "n1", [beat])
+    observe.drain_heartbeat("drains", "n2", [beat])
+    assert value("fleetwright_drains_blocked", profile="drains", reason="PodDisruptionBudget") == 2
+    assert value("fleetwright_drains_blocked", profile="drains", reason="DrainTimeout") == 0
+    observe.drain_heartbeat("drains", "n1", [{"blocked": []}])
+    report = DrainReport(blocked_seconds=7.5)
+    observe.record_result(NAMES.DRAIN, {"profile": "drains", "node": "n2"}, report, 9.0, "succeeded")
+    assert value("fleetwright_drains_blocked", profile="drains", reason="PodDisruptionBudget") == 0
+    assert value("fleetwright_drain_blocked_seconds_total", profile="drains") == 7.5
+    assert value("fleetwright_drain_duration_seconds_count", profile="drains", outcome="succeeded") == 1
+
+
+def test_node_update_duration_from_first_status_to_the_end() -> None:
+    observe.record_node_status("node/nodes/n1", "nodes", NodePhase.IN_PROGRESS)
+    observe.record_node_status("node/nodes/n1", "nodes", NodePhase.IN_PROGRESS)  # a retry: same start
+    observe.record_node_status("node/nodes/n1", "nodes", NodePhase.COMPLETE)
+    observe.record_node_status("node/nodes/n2", "nodes", NodePhase.FAILED)  # start not seen: skipped
+    assert value("fleetwright_node_update_duration_seconds_count", profile="nodes", outcome="succeeded") == 1
+    assert value("fleetwright_node_update_duration_seconds_count", profile="nodes", outcome="failed") is None
+
+
+def test_names_follow_prometheus_conventions() -> None:
+    observe.record_result(NAMES.RUN_STAGE, {"profile": "names"}, None, 1.0, "failed")
+    observe.record_result(NAMES.DRAIN, {"profile": "names"}, DrainReport(), 1.0, "succeeded")
+    names = metrics.names_in(generate_latest(metrics.REGISTRY).decode())
+    assert all(n.startswith("fleetwright_") for n in names)
+    counters = {n for n in names if "failures" in n or "blocked_seconds" in n}
+    assert all(n.endswith("_total") for n in counters if not n.endswith("_created")), counters
+    histograms = {n.removesuffix("_bucket") for n in names if n.endswith("_bucket")}
+    assert len(histograms) >= 3
+    assert all(n.endswith("_seconds") for n in histograms), histograms
+
+
+@pytest.fixture
+def sdk_endpoint() -> Iterator[str]:
+    """Stands in for the Temporal core's Prometheus endpoint."""
+    body = b'# TYPE temporal_request counter\ntemporal_request_total{operation="PollActivityTaskQueue"} 3\n'
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/metrics"
+    server.shutdown()
+    server.server_close()
+
+
+def test_the_bridge_re_exposes_the_sdk_metrics(sdk_endpoint: str) -> None:
+    families = list(metrics.TemporalMetricsBridge(sdk_endpoint).collect())
+    assert [(s.name, s.value) for f in families for s in f.samples] == [("temporal_request_total", 3.0)]
+    assert list(metrics.TemporalMetricsBridge("http://127.0.0.1:1/metrics", 0.5).collect()) == []
