@@ -60,7 +60,8 @@ class Trial:
     signal: float
     """pause annotation -> the pause signal in the rollout's history."""
     in_effect: float
-    """pause annotation -> the workflow task that handled the signal completed."""
+    """pause annotation -> the workflow task that handled the signal completed (from then on no
+    node should start)."""
     last_start: float
     """pause annotation -> the last node workflow started after it (0 when none started)."""
     late_starts: int
@@ -162,7 +163,7 @@ def summary(trials: list[Trial], args: argparse.Namespace, load_start: str) -> l
     for label, values in (
         ("apply -> first node cordoned", [t.first_cordon for t in trials]),
         ("pause annotation -> pause signal recorded", [t.signal for t in trials]),
-        ("pause annotation -> pause in effect (no node can start)", [t.in_effect for t in trials]),
+        ("pause annotation -> pause signal handled (workflow task)", [t.in_effect for t in trials]),
         ("pause annotation -> last new node started", [t.last_start for t in trials]),
     ):
         lines.append(
@@ -172,7 +173,7 @@ def summary(trials: list[Trial], args: argparse.Namespace, load_start: str) -> l
     started_after = sum(1 for t in trials if t.last_start > 0)
     lines += [
         f"trials where a node still started after the annotation: {started_after}",
-        f"node starts after the pause was in effect (must be 0): {sum(t.late_starts for t in trials)}",
+        f"node starts after the pause was handled (should be 0): {sum(t.late_starts for t in trials)}",
         f"load average: {load_start} at start, {loadavg()} at end (2 cores shared with other work)",
         "reproduce: .venv/bin/python bench/reaction.py "
         f"--trials {args.trials} --stage-seconds {args.stage_seconds:g}",
