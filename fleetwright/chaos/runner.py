@@ -48,6 +48,8 @@ class IterationResult:
     violations: tuple[Violation, ...]
     snapshots: int
     failed_reads: int
+    revived: tuple[str, ...] = ()
+    """Processes that exited on their own and were started again (as the kubelet would)."""
 
     @property
     def completed(self) -> bool:
@@ -65,6 +67,7 @@ class Totals:
     halted: int = 0
     violations: int = 0
     faults: Counter[str] = field(default_factory=Counter)
+    revived: Counter[str] = field(default_factory=Counter)
     seconds: float = 0.0
 
     def add(self, result: IterationResult) -> None:
@@ -73,6 +76,7 @@ class Totals:
         self.halted += result.halted
         self.violations += len(result.violations)
         self.faults.update(i.fault.value for i in result.injected)
+        self.revived.update(result.revived)
         self.seconds += result.seconds
 
 
@@ -114,6 +118,7 @@ class Iteration:
         self.deadline = deadline_seconds + sum(i.pause for i in plan.injections)
         self.injected: list[Injected] = []
         self.released: dict[str, float] = {}
+        self.revived: list[str] = []
 
     def run(self) -> IterationResult:
         started = time.monotonic()
@@ -147,13 +152,14 @@ class Iteration:
             violations=tuple(violations),
             snapshots=len(watcher.timeline),
             failed_reads=watcher.failed_reads,
+            revived=tuple(self.revived),
         )
 
     def _inject(self, watcher: Watcher, applied: float) -> None:
         rng = random.Random(f"{self.plan.seed}/{self.plan.index}/targets")  # noqa: S311 - reproducible
         injector = Injector(self.stack, self.name, watcher.now)
         for injection in self.plan.injections:
-            time.sleep(max(0.0, applied + injection.at - watcher.now()))
+            self._pause(applied + injection.at - watcher.now())
             # The latest snapshot (read now if the watcher has none yet) says which nodes exist.
             nodes = (watcher.timeline[-1] if watcher.timeline else watcher.final()).nodes
             self.injected.append(injector.inject(injection, nodes, rng))
@@ -162,8 +168,18 @@ class Iteration:
         injector = Injector(self.stack, self.name, watcher.now)
         for injected in self.injected:
             if injected.fault is Fault.FOREIGN_CORDON and injected.target:
-                time.sleep(max(0.0, injected.at + FOREIGN_CORDON_HOLD_SECONDS - watcher.now()))
+                self._pause(injected.at + FOREIGN_CORDON_HOLD_SECONDS - watcher.now())
                 self.released[injected.target] = injector.release(injected.target)
+
+    def _pause(self, seconds: float) -> None:
+        """Sleep, restarting a worker or controller that exited on its own meanwhile."""
+        until = time.monotonic() + max(0.0, seconds)
+        while True:
+            self.revived += self.stack.supervise()
+            left = until - time.monotonic()
+            if left <= 0:
+                return
+            time.sleep(min(0.5, left))
 
     def _wait_final(self, watcher: Watcher, started: float) -> None:
         while time.monotonic() - started < self.deadline:
@@ -175,8 +191,7 @@ class Iteration:
                 and profile.observed_generation == profile.generation
             ):
                 return
-            self.stack.check_alive()
-            time.sleep(0.5)
+            self._pause(0.5)
 
     def _clean_up(self) -> None:
         kubectl = self.stack.cluster.kubectl

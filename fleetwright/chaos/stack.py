@@ -136,10 +136,17 @@ class ChaosStack:
         if pid is not None and self.temporal.process.running:
             os.killpg(pid, sig)
 
-    def check_alive(self) -> None:
-        """Fail naming the piece that died on its own (not by injection)."""
-        for piece in (self.worker, self.controller, self.temporal.process):
-            piece.check_alive()
+    def supervise(self) -> list[str]:
+        """What the kubelet does for the chart's pods: start the worker or the controller again
+        when it exited on its own (e.g. Temporal unreachable while it connected); returns which.
+        Temporal or the control plane dying on its own is not expected: that fails the run."""
+        revived = []
+        for piece in (self.worker, self.controller):
+            if piece.process is not None and not piece.running:
+                piece.start()
+                revived.append(piece.name)
+        self.temporal.process.check_alive()
+        return revived
 
     # ----- nodes -----------------------------------------------------------------------------
     def add_group(self, group: str, count: int) -> list[str]:

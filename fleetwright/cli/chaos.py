@@ -31,7 +31,9 @@ def describe(result: IterationResult) -> str:
     return (
         f"#{plan.index} {result.profile}: {plan.nodes} nodes, maxUnavailable {plan.max_unavailable}, "
         f"stages {plan.outcome.value}, faults [{faults}] -> {result.phase or 'no status'} "
-        f"in {result.seconds:.0f}s ({result.snapshots} snapshots): {verdict}"
+        f"in {result.seconds:.0f}s ({result.snapshots} snapshots"
+        + (f"; restarted after exiting: {', '.join(result.revived)}" if result.revived else "")
+        + f"): {verdict}"
     )
 
 
@@ -46,12 +48,13 @@ def print_totals(seed: int, totals: Totals) -> None:
     console.print(
         f"seed {seed}: {totals.iterations} iterations in {totals.seconds:.0f}s; "
         f"rollouts completed {totals.completed}, halted {totals.halted}; "
-        f"faults {sum(totals.faults.values())} ({kinds}); violations {totals.violations}"
+        f"faults {sum(totals.faults.values())} ({kinds}); violations {totals.violations}; "
+        f"processes restarted after exiting on their own: {sum(totals.revived.values())}"
     )
 
 
 @app.command("chaos")
-def chaos(
+def chaos(  # noqa: PLR0917 - typer maps each parameter to one option
     seed: Annotated[
         int | None, typer.Option(help="Seed of every random draw (random when omitted; always printed).")
     ] = None,
@@ -66,6 +69,7 @@ def chaos(
         float | None,
         typer.Option(help="Start no iteration after this many seconds (the totals say how many ran)."),
     ] = None,
+    first_iteration: Annotated[int, typer.Option(min=0, help="Resume a seed's run at this iteration.")] = 0,
     fault: Annotated[
         list[Fault] | None, typer.Option(help="Only these fault kinds (repeatable; default all).")
     ] = None,
@@ -75,7 +79,10 @@ def chaos(
     chosen = seed if seed is not None else secrets.randbelow(2**31)
     console.print(f"chaos seed {chosen} (rerun with --seed {chosen})")
     kinds = tuple(fault) if fault else tuple(Fault)
-    plans = [draw(chosen, i, outage_seconds=outage_seconds, faults=kinds) for i in range(iterations)]
+    plans = [
+        draw(chosen, i, outage_seconds=outage_seconds, faults=kinds)
+        for i in range(first_iteration, first_iteration + iterations)
+    ]
     started = time.monotonic()
     with ChaosStack() as stack:
         console.print(
