@@ -22,7 +22,7 @@ from fleetwright.api.nodeprofile import FINALIZER
 from fleetwright.api.nodeprofile import PLURAL as PROFILE_PLURAL
 from fleetwright.kube import nodes, nodestatus, resources
 from fleetwright.kube.client import ApiClient
-from fleetwright.planner.fleet import cordon_key
+from fleetwright.planner.fleet import claim_key, cordon_key
 from fleetwright.planner.nodestate import annotation_key
 
 
@@ -45,7 +45,7 @@ def leftovers(node: Mapping[str, Any], profile: str) -> Leftovers:
     annotations = meta.get("annotations") or {}
     conditions = {c.get("type") for c in (node.get("status") or {}).get("conditions") or []}
     return Leftovers(
-        annotations=tuple(k for k in (annotation_key(profile),) if k in annotations),
+        annotations=tuple(k for k in (annotation_key(profile), claim_key(profile)) if k in annotations),
         cordon=cordon_key(profile) in annotations,
         label=status_label_key(profile) in (meta.get("labels") or {}),
         condition=condition_type(profile) in conditions,

@@ -23,7 +23,7 @@ from fleetwright.kube import nodes as kube_nodes
 from fleetwright.kube import resources
 from fleetwright.kube.client import ApiClient
 from fleetwright.planner import convert
-from fleetwright.planner.fleet import observe_node
+from fleetwright.planner.fleet import claim_key, observe_node
 from fleetwright.planner.nodestate import format_annotation, read_profile_state
 from fleetwright.planner.observations import NodeObservation, Observations, RunStatus
 from fleetwright.planner.priority import earlier_profiles, waiting_on
@@ -95,7 +95,12 @@ class RolloutActivities:
         for node in request.reset_failed:
             self._clear_failure(request.profile.metadata.name, node)
         profiles = parse_profiles(resources.list_objects(self._api, PROFILE_PLURAL))
-        return plan_turn(kube_nodes.list_nodes(self._api), request, profiles)
+        report = plan_turn(kube_nodes.list_nodes(self._api), request, profiles)
+        # Claim the nodes to start before the workflow acts on the decision, so other profiles'
+        # decisions count them against their budgets at once (the node workflow drops the claim).
+        for start in report.decision.start:
+            kube_nodes.set_annotation(self._api, start.node, claim_key(request.profile.metadata.name), "true")
+        return report
 
     def _clear_failure(self, profile: str, node: str) -> None:
         annotations = kube_nodes.get_node(self._api, node).metadata.annotations or {}

@@ -15,6 +15,7 @@ import hashlib
 from fleetwright.activities.payloads import NodePhase
 from fleetwright.kube import events, nodestatus
 from fleetwright.kube.client import ApiClient
+from fleetwright.planner.fleet import claim_key
 
 PREFIX = "fleetwright.io/"
 MAX_NAME_PART = 63
@@ -26,6 +27,9 @@ CONDITION_STATUS = {
     NodePhase.FAILED: "False",
     NodePhase.BLOCKED: "False",
 }
+# Phases a node workflow ends in.
+FINAL_PHASES = frozenset({NodePhase.COMPLETE, NodePhase.FAILED})
+ABORTED_REASON = "Aborted"  # an aborted node workflow ends Blocked with this reason
 # Phases that deserve a Warning event: a human may have to act.
 WARNING_PHASES = frozenset({NodePhase.FAILED, NodePhase.BLOCKED})
 
@@ -60,8 +64,12 @@ def publish(
     label or condition is not rewritten, and the same event key records one Event."""
     facts, _ = nodestatus.read_node(api, node)
     label_key = status_label_key(profile)
-    if facts.labels.get(label_key) != phase.value:
-        nodestatus.merge_metadata(api, node, labels={label_key: phase.value})
+    # The decision's start claim ends with the node workflow (a failed node stays cordoned).
+    claim = claim_key(profile)
+    ended = phase in FINAL_PHASES or reason == ABORTED_REASON
+    drop = {claim: None} if ended and claim in facts.annotations else None
+    if facts.labels.get(label_key) != phase.value or drop:
+        nodestatus.merge_metadata(api, node, labels={label_key: phase.value}, annotations=drop)
     text = message[:MAX_MESSAGE]
     wanted = nodestatus.Condition(condition_type(profile), CONDITION_STATUS[phase], reason, text)
     nodestatus.set_condition(api, node, wanted, current=facts)

@@ -7,7 +7,11 @@ What is read from each Node:
   marker ``fleetwright.io/cordon.<profile>`` (written by the node workflow when it cordons);
 - this profile's recorded package state (``nodestate``);
 - other profiles' recorded state: a pending, unfailed change there means that profile is working
-  on the node now, which counts against the cap and blocks a start here (``disruptions``).
+  on the node now, which counts against the cap and blocks a start here (``disruptions``);
+- other profiles' start claims ``fleetwright.io/claim.<profile>``, written when a decision starts
+  the node and removed when its node workflow ends: they cover the moments between a decision and
+  the cordon or the first recorded stage, so one node disrupted by any profile counts against
+  every profile's budget.
 """
 
 from __future__ import annotations
@@ -25,10 +29,15 @@ from fleetwright.planner.nodestate import (
 from fleetwright.planner.observations import NodeObservation
 
 CORDON_PREFIX = "fleetwright.io/cordon."
+CLAIM_PREFIX = "fleetwright.io/claim."
 
 
 def cordon_key(profile: str) -> str:
     return CORDON_PREFIX + profile
+
+
+def claim_key(profile: str) -> str:
+    return CLAIM_PREFIX + profile
 
 
 def _conditions(node: Mapping[str, Any]) -> dict[str, str]:
@@ -54,6 +63,9 @@ def _parse(key: str, value: str, cache: _Cache) -> NodePackageState:
 def _other_profiles_busy(annotations: Mapping[str, str], profile: str, cache: _Cache) -> tuple[str, ...]:
     busy: list[str] = []
     for key, value in sorted(annotations.items()):
+        if key.startswith(CLAIM_PREFIX) and key != claim_key(profile):
+            busy.append(f"profile/{key.removeprefix(CLAIM_PREFIX)} starting")
+            continue
         if not key.startswith(ANNOTATION_PREFIX):
             continue
         state = _parse(key, value, cache)

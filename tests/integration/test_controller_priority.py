@@ -1,0 +1,132 @@
+"""Two profiles with different priorities on the same nodes, each under a budget of one node: on
+every node the earlier profile (lower priority) completes before the later one starts there, and
+the nodes disrupted by either profile together never exceed the shared budget."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+
+from fleetwright.localcluster import examples
+from fleetwright.planner.fleet import cordon_key
+from fleetwright.planner.nodestate import read_profile_state
+from tests.support.engine import Sampler, kubectl_json
+from tests.support.providers import ClusterUnderTest
+from tests.support.stack import GROUP_LABEL, Rollout, RunningController, until
+
+pytestmark = pytest.mark.integration
+
+BUDGET = 1
+
+
+def apply_profile(rollout: Rollout, name: str, priority: int) -> None:
+    profile = examples.profile(name, selector={GROUP_LABEL: rollout.group}, policy=name)
+    body = profile.model_dump(mode="json", by_alias=True, exclude_none=True)
+    body.pop("status", None)
+    body["metadata"] = {"name": name}
+    body["spec"]["priority"] = priority
+    steps = [
+        {"name": "canary", "canary": {"count": 1}},
+        {"name": "rest", "batches": {"strategy": "fixed", "initial": 2}},
+    ]
+    policy = examples.policy(name, max_unavailable=BUDGET, steps=steps).model_dump(
+        mode="json", by_alias=True, exclude_none=True
+    )
+    policy.pop("status", None)
+    policy["metadata"] = {"name": name}
+    items = {"apiVersion": "v1", "kind": "List", "items": [policy, body]}
+    rollout.cluster.kubectl("apply", "-f", "-", input=json.dumps(items))
+
+
+def disrupted(cluster: ClusterUnderTest, group: str, profiles: tuple[str, ...]) -> int:
+    keys = [cordon_key(p) for p in profiles]
+    nodes = kubectl_json(cluster, "nodes", "-l", f"{GROUP_LABEL}={group}")["items"]
+    return sum(
+        1
+        for n in nodes
+        if n["spec"].get("unschedulable") and any(k in (n["metadata"].get("annotations") or {}) for k in keys)
+    )
+
+
+def stage_jobs(cluster: ClusterUnderTest, profile: str) -> list[dict[str, Any]]:
+    jobs: list[dict[str, Any]] = kubectl_json(
+        cluster, "jobs", "-A", "-l", f"fleetwright.io/profile={profile}"
+    )["items"]
+    return jobs
+
+
+def rollout_started(cluster: ClusterUnderTest, name: str) -> bool:
+    return bool((kubectl_json(cluster, "nodeprofile", name).get("status") or {}).get("observedGeneration"))
+
+
+def ready(cluster: ClusterUnderTest, name: str) -> bool:
+    obj = kubectl_json(cluster, "nodeprofile", name)
+    return any(
+        c["type"] == "Ready" and c["status"] == "True"
+        for c in (obj.get("status") or {}).get("conditions", [])
+    )
+
+
+async def test_two_profiles_run_in_priority_order_per_node_under_one_shared_budget(
+    cluster: ClusterUnderTest, controller: RunningController, rollout: Rollout
+) -> None:
+    early, late = f"{rollout.name}-infra", f"{rollout.name}-tune"
+    try:
+        with Sampler(lambda: disrupted(cluster, rollout.group, (early, late)), interval=0.1) as sampler:
+            await asyncio.to_thread(apply_profile, rollout, early, 50)
+            await until(lambda: rollout_started(cluster, early), 30, f"{early} to start")
+            await asyncio.to_thread(apply_profile, rollout, late, 200)
+            await until(lambda: ready(cluster, early) and ready(cluster, late), 240, "both profiles Ready")
+        assert sampler.samples > 0
+        assert sampler.worst <= BUDGET, f"{sampler.worst} nodes disrupted at once (shared budget {BUDGET})"
+        for name in (early, late):
+            status = kubectl_json(cluster, "nodeprofile", name)["status"]
+            assert status["progress"] == "3/3"
+        # Per node: the later profile's first Job was created after the earlier one's last Job finished.
+        early_jobs, late_jobs = stage_jobs(cluster, early), stage_jobs(cluster, late)
+        for node in rollout.nodes:
+            done = max(
+                j["status"]["completionTime"]
+                for j in early_jobs
+                if j["metadata"]["labels"]["fleetwright.io/node"] == node
+            )
+            began = min(
+                j["metadata"]["creationTimestamp"]
+                for j in late_jobs
+                if j["metadata"]["labels"]["fleetwright.io/node"] == node
+            )
+            assert began >= done, f"{node}: {late} started at {began} before {early} finished at {done}"
+        nodes = kubectl_json(cluster, "nodes", "-l", f"{GROUP_LABEL}={rollout.group}")["items"]
+        for n in nodes:
+            annotations = n["metadata"]["annotations"]
+            for name in (early, late):
+                assert read_profile_state(annotations, name).packages["tuning"].version == "1.0.0"
+            assert not n["spec"].get("unschedulable")
+        # The later profile showed why it waited.
+        events = kubectl_json(cluster, "events.events.k8s.io", "-n", "default")["items"]
+        reasons = {e["reason"] for e in events if (e.get("regarding") or {}).get("name") == late}
+        assert "RolloutComplete" in reasons
+    finally:
+        cluster.kubectl(
+            "delete", "nodeprofile", early, late, "--ignore-not-found", "--wait=false", check=False
+        )
+        await until(
+            lambda: (
+                not [
+                    o
+                    for o in kubectl_json(cluster, "nodeprofiles")["items"]
+                    if o["metadata"]["name"] in (early, late)
+                ]
+            ),
+            90,
+            "both profiles deleted",
+            details=lambda: [
+                (o["metadata"]["name"], o.get("status"))
+                for o in kubectl_json(cluster, "nodeprofiles")["items"]
+                if o["metadata"]["name"] in (early, late)
+            ],
+        )
+        cluster.kubectl("delete", "deploymentpolicy", early, late, "--ignore-not-found", check=False)
