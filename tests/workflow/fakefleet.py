@@ -25,6 +25,7 @@ from fleetwright.activities.payloads import (
     ProtectedPodsRequest,
     RebootWaitRequest,
     RecordStateRequest,
+    RuntimeTaintReport,
     StageOutcome,
     StageReport,
     StageRequest,
@@ -47,6 +48,7 @@ class FakeFleet:
     max_cordoned: int = 0
     release: asyncio.Event = field(default_factory=asyncio.Event)
     cleaned_up: list[CleanupRequest] = field(default_factory=list)
+    untainted: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.nodes = {}
@@ -144,6 +146,11 @@ class FakeFleet:
             self.statuses.pop(name, None)
         return CleanupReport(nodes=tuple(cleaned))
 
+    @activity.defn(name=NAMES.RELEASE_RUNTIME_TAINT)
+    async def release_runtime_taint(self, target: NodeTarget) -> RuntimeTaintReport:
+        self.untainted.append(target.node)
+        return RuntimeTaintReport(removed=True)
+
     def activities(self) -> list[Any]:
         return [
             self.observe_and_decide,
@@ -157,4 +164,5 @@ class FakeFleet:
             self.record_state,
             self.set_node_status,
             self.clean_up,
+            self.release_runtime_taint,
         ]

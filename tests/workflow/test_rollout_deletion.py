@@ -34,11 +34,12 @@ async def client(time_skipping_env: WorkflowEnvironment) -> Client:
     return Client(**config)
 
 
-def removable_profile(*, uninstall: bool = True) -> NodeProfile:
+def removable_profile(*, uninstall: bool = True, runtime_required: bool = False) -> NodeProfile:
     base = examples.profile(name=f"tuning-{uuid.uuid4().hex[:8]}")
     body: dict[str, Any] = base.model_dump(mode="json", by_alias=True, exclude_none=True)
     body["metadata"]["uid"] = str(uuid.uuid4())
     body["spec"]["packages"][0]["uninstall"] = {"enabled": uninstall}
+    body["spec"]["runtimeRequired"] = runtime_required
     return NodeProfile.model_validate(body)
 
 
@@ -132,3 +133,22 @@ async def test_a_failed_uninstall_halts_the_deletion_and_never_cleans_up(client:
         assert described.status is not None
         assert described.status.name == "RUNNING"
         await handle.terminate("test done")
+
+
+async def test_a_runtime_required_profile_releases_the_taint_on_each_node_it_completes(
+    client: Client,
+) -> None:
+    fleet = FakeFleet(size=3)
+    fleet.failing_nodes = {"gpu-node-0002"}
+    profile = removable_profile(runtime_required=True)
+    policy = examples.policy(max_unavailable=3, max_failed_nodes=1)
+    rollout = RolloutInput(profile=profile, policy=policy, settings=SETTINGS)
+    handle, queue = await start(client, rollout)
+    async with build_worker(client, fleet.activities(), task_queue=queue):
+        await until_phase(handle, "Complete", "Halted")
+        await handle.terminate("test done")
+    # Released after each completed node's last stage; never on the node that failed.
+    assert sorted(fleet.untainted) == ["gpu-node-0000", "gpu-node-0001"]
+    for node in fleet.untainted:
+        stages = [stage for n, stage in fleet.started_stages if n == node]
+        assert stages[-1] == "post-interrupt"
