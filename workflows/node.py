@@ -239,6 +239,7 @@ class NodeWorkflow:
                 result_type=result_type,
                 start_to_close_timeout=retry.API_CALL_TIMEOUT,
                 retry_policy=retry.API_CALL,
+                summary=f"{name.rsplit('.', 1)[-1]} {self._input.node}: {self._stage}",
             )
         except ActivityError as error:
             raise NodeFailedError(f"{name}: {_cause(error)}") from error
@@ -253,6 +254,7 @@ class NodeWorkflow:
                 start_to_close_timeout=timedelta(seconds=bound_seconds + 120),
                 heartbeat_timeout=retry.HEARTBEAT,
                 retry_policy=retry.LONG_WAIT,
+                summary=f"{name.rsplit('.', 1)[-1]} {self._input.node}: {self._stage}",
             )
         except ActivityError as error:
             raise NodeFailedError(f"{name}: {_cause(error)}") from error

@@ -245,6 +245,7 @@ class RolloutWorkflow:
                 result_type=CleanupReport,
                 start_to_close_timeout=timedelta(minutes=5),
                 retry_policy=retry.API_CALL,
+                summary=f"remove {meta.name} from its nodes and release the finalizer",
             )
         except ActivityError as error:
             self._publish(
@@ -290,6 +291,7 @@ class RolloutWorkflow:
             # worker lost mid-call stalls the rollout before another attempt (chaos: it was 5 minutes).
             start_to_close_timeout=retry.API_CALL_TIMEOUT,
             retry_policy=retry.API_CALL,
+            summary=f"observe the nodes of {self._profile.metadata.name} and decide the next turn",
         )
         return report
 
