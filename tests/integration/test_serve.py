@@ -5,22 +5,27 @@ driving a real rollout from ``kubectl apply``, and exiting 0 on SIGTERM."""
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import json
 import os
 import signal
+import ssl
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
+from fleetwright import certs
+from fleetwright.localcluster.cluster import free_port
 from fleetwright.localcluster.temporal import LocalTemporal
 from fleetwright.worker.settings import WorkerSettings
 from tests.support.engine import unique
 from tests.support.providers import ClusterUnderTest
-from tests.support.stack import Rollout, engine_settings
+from tests.support.stack import Rollout, engine_settings, until
 
 pytestmark = pytest.mark.integration
 
@@ -131,3 +136,29 @@ async def test_worker_and_controller_processes_roll_out_and_stop_on_sigterm(
     for name, text in logs.items():
         records = [json.loads(line) for line in text.splitlines() if line.startswith("{")]
         assert any(r["message"] == f"{name} stopped" for r in records), text[-3000:]
+
+
+async def test_webhook_process_serves_https_and_stops_on_sigterm(
+    processes: Processes, tmp_path: Path
+) -> None:
+    bundle = certs.generate_webhook_tls(now=dt.datetime.now(dt.UTC), ip_addresses=["127.0.0.1"])
+    paths = certs.write_bundle(bundle, tmp_path / "tls")
+    port = free_port()
+    processes.start(
+        "webhook",
+        webhook_host="127.0.0.1",
+        webhook_port=str(port),
+        webhook_cert_file=str(paths["tls.crt"]),
+        webhook_key_file=str(paths["tls.key"]),
+    )
+    context = ssl.create_default_context(cafile=str(paths["ca.crt"]))
+
+    def healthy() -> bool:
+        try:
+            with urllib.request.urlopen(f"https://127.0.0.1:{port}/healthz", context=context, timeout=5) as r:
+                return bool(r.status == 200)
+        except OSError:
+            return False
+
+    await until(healthy, 60, "the webhook's /healthz", interval=0.3, details=processes.tails)
+    assert await asyncio.to_thread(processes.stop, "webhook") == 0, processes.tails()
