@@ -88,7 +88,7 @@ def spans() -> Iterator[InMemorySpanExporter]:
     exporter = InMemorySpanExporter()
     trace.set_tracer_provider(tracer_provider("test", SimpleSpanProcessor(exporter)))
     yield exporter
-    exporter.clear()
+    exporter.shutdown()  # later tests' spans are dropped, not kept in memory for the session
 
 
 @pytest.fixture
