@@ -61,7 +61,7 @@ from fleetwright.planner.runtime import taint_on_join
 from fleetwright.worker import metrics
 from fleetwright.worker.settings import WorkerSettings
 from fleetwright.worker.status import Inputs, derive, transitions
-from fleetwright.worker.temporal import connect
+from fleetwright.worker.temporal import connect_with
 from fleetwright.workflows.payloads import Controls, Deletion, Progress, RolloutInput, SpecChange
 from fleetwright.workflows.rollout import RolloutWorkflow, rollout_workflow_id
 
@@ -398,7 +398,7 @@ async def run_controller(
 ) -> None:
     """Run the controller until ``stop_event`` is set."""
     api = from_kubeconfig(settings.kubeconfig)
-    client = await connect(settings.temporal_address, settings.temporal_namespace)
+    client = await connect_with(settings)
     controller = Controller(client, api, settings, options or ControllerOptions())
     log.info("controller watching profiles for task queue %s", settings.task_queue)
     await controller.run(stop_event)

@@ -15,7 +15,7 @@ from fleetwright.activities.rollout import RolloutActivities
 from fleetwright.kube.client import from_kubeconfig
 from fleetwright.worker import logs, metrics, tracing
 from fleetwright.worker.settings import WorkerSettings
-from fleetwright.worker.temporal import build_worker, connect
+from fleetwright.worker.temporal import build_worker, connect_with
 
 log = logging.getLogger("fleetwright.worker")
 
@@ -38,7 +38,7 @@ def observability(settings: WorkerSettings, process: str) -> Iterator[None]:
 
 async def run_worker(settings: WorkerSettings, stop: asyncio.Event | None = None) -> None:
     api = from_kubeconfig(settings.kubeconfig)
-    client = await connect(settings.temporal_address, settings.temporal_namespace)
+    client = await connect_with(settings)
     # Kubernetes calls run on threads that keep the activity's trace and log context.
     threads = tracing.ContextThreadPool(DEFAULT_THREADS, thread_name_prefix="fleetwright-kube")
     activities = [*all_activities(api, executor=threads), RolloutActivities(api).observe_and_decide]

@@ -25,6 +25,18 @@ class WorkerSettings(BaseModel):
     temporal_address: str = Field(default="127.0.0.1:7233", description="Temporal frontend host:port.")
     temporal_namespace: str = Field(default="default", description="Temporal namespace.")
     task_queue: str = Field(default="fleetwright", description="Task queue of the workflows and activities.")
+    temporal_tls_dir: Path | None = Field(
+        default=None,
+        description="Directory with the Temporal client certificate (tls.crt, tls.key) and optionally "
+        "the server CA (ca.crt); mutual TLS when set.",
+    )
+    temporal_tls_server_name: str = Field(
+        default="", description="Server name to verify in Temporal's certificate (default: from the address)."
+    )
+    temporal_api_key_file: Path | None = Field(
+        default=None,
+        description="File holding a Temporal Cloud API key (sent as a bearer token); never logged.",
+    )
     kubeconfig: Path | None = Field(
         default=None, description="Kubeconfig path; in-cluster config when unset."
     )

@@ -18,7 +18,7 @@ from fleetwright.kube.resources import ApiResourceLookup
 from fleetwright.worker.controller import run_controller
 from fleetwright.worker.main import observability, serve_worker
 from fleetwright.worker.settings import WorkerSettings
-from fleetwright.worker.webhook import WebhookServer
+from fleetwright.worker.webhook import WebhookServer, load_admission_policy
 
 log = logging.getLogger("fleetwright.serve")
 
@@ -61,6 +61,7 @@ def webhook() -> None:
             lookup = ApiResourceLookup(from_kubeconfig(settings.kubeconfig))
             server = WebhookServer(
                 lookup,
+                admission=load_admission_policy(),
                 cert_file=settings.webhook_cert_file,
                 key_file=settings.webhook_key_file,
                 host=settings.webhook_host,
