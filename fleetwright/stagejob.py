@@ -18,12 +18,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from fleetwright.api.nodeprofile import RUNTIME_REQUIRED_TAINT
+
 LABEL_PREFIX = "fleetwright.io"
 ROOT_MOUNT = "/root"
 STATE_ROOT = "/var/lib/skyhook"
 LOG_ROOT = "/var/log/skyhook"
 DEFAULT_TIMEOUT_SECONDS = 3600
-DEFAULT_RUNTIME_TAINT = f"{LABEL_PREFIX}/runtime-required"
+DEFAULT_RUNTIME_TAINT = RUNTIME_REQUIRED_TAINT
 INTERRUPT_STAGES = frozenset({"interrupt", "uninstall-interrupt"})
 STAGES = frozenset({"apply", "upgrade", "config", "post-interrupt", "uninstall"}) | INTERRUPT_STAGES
 # An interrupt Job restarts in place after the reboot; that restart must never exhaust a budget.

@@ -303,6 +303,7 @@ RULES: list[tuple[str, str, int, str, Operation]] = [
     ("ClusterRole", "worker", 4, "worker", _evict),
     ("ClusterRole", "worker", 5, "worker", _ensure_namespace),
     ("ClusterRole", "worker", 6, "worker", _remove_finalizer),
+    ("ClusterRole", "worker", 7, "worker", _list_profiles),
     ("Role", "packages", 0, "worker", _ensure_config_map),
     ("Role", "packages", 1, "worker", _read_job),
     ("Role", "events", 0, "worker", _emit),
