@@ -7,7 +7,10 @@ What is read from each Node:
   marker ``fleetwright.io/cordon.<profile>`` (written by the node workflow when it cordons);
 - this profile's recorded package state (``nodestate``);
 - other profiles' recorded state: a pending, unfailed change there means that profile is working
-  on the node now, which counts against the cap and blocks a start here (``disruptions``);
+  on the node now, which counts against the cap and blocks a start here (``disruptions``); a record
+  that cannot be read counts the same (nobody can tell that profile is not mid-change there);
+- a record of this profile that cannot be read leaves the node alone (``unreadable``), rather than
+  failing the observation of the whole fleet or being mistaken for "nothing installed";
 - other profiles' start claims ``fleetwright.io/claim.<profile>``, written when a decision starts
   the node and removed when its node workflow ends: they cover the moments between a decision and
   the cordon or the first recorded stage, so one node disrupted by any profile counts against
@@ -20,6 +23,7 @@ import hashlib
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from fleetwright.errors import InvalidSpecError
 from fleetwright.planner.nodestate import (
     ANNOTATION_PREFIX,
     NodePackageState,
@@ -66,10 +70,14 @@ def _other_profiles_busy(annotations: Mapping[str, str], profile: str, cache: _C
         if key.startswith(CLAIM_PREFIX) and key != claim_key(profile):
             busy.append(f"profile/{key.removeprefix(CLAIM_PREFIX)} starting")
             continue
-        if not key.startswith(ANNOTATION_PREFIX):
+        if not key.startswith(ANNOTATION_PREFIX) or key == annotation_key(profile):
             continue
-        state = _parse(key, value, cache)
-        if state.profile == profile:
+        try:
+            state = _parse(key, value, cache)
+        except InvalidSpecError:
+            # That profile's own rollout reports the problem; here it only means the node may be
+            # mid-change for it, so it must not be disrupted by this profile as well.
+            busy.append(f"{key} unreadable")
             continue
         if any(r.pending is not None and r.pending.failed is None for r in state.packages.values()):
             busy.append(f"profile/{state.profile} in progress")
@@ -81,6 +89,7 @@ def observe_node(node: Mapping[str, Any], profile: str, cache: _Cache | None = N
     meta = node.get("metadata") or {}
     annotations: dict[str, str] = dict(meta.get("annotations") or {})
     conditions = _conditions(node)
+    own, unreadable = _own_state(annotations, profile, cache)
     unschedulable = bool((node.get("spec") or {}).get("unschedulable", False))
     return NodeObservation(
         name=str(meta["name"]),
@@ -89,15 +98,25 @@ def observe_node(node: Mapping[str, Any], profile: str, cache: _Cache | None = N
         unschedulable=unschedulable and cordon_key(profile) not in annotations,
         conditions=conditions,
         disruptions=_other_profiles_busy(annotations, profile, cache),
-        packages=_own_state(annotations, profile, cache).packages,
+        packages=own.packages,
         packages_key=_digest(annotations.get(annotation_key(profile), "")),
+        unreadable=unreadable,
     )
 
 
-def _own_state(annotations: Mapping[str, str], profile: str, cache: _Cache) -> NodePackageState:
+def _own_state(
+    annotations: Mapping[str, str], profile: str, cache: _Cache
+) -> tuple[NodePackageState, str | None]:
+    """This profile's record on the node, and why it cannot be read (then the record is empty)."""
     key = annotation_key(profile)
     value = annotations.get(key)
-    return NodePackageState(profile=profile) if value is None else _parse(key, value, cache)
+    if value is None:
+        return NodePackageState(profile=profile), None
+    try:
+        return _parse(key, value, cache), None
+    except InvalidSpecError as err:
+        # One line: the reason lands in a condition message and in the rollout's blocked list.
+        return NodePackageState(profile=profile), " ".join(str(err).split())
 
 
 def _digest(value: str) -> str:

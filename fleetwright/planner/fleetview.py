@@ -75,7 +75,10 @@ class Prepared:
         self.compartment_caps = {
             name: self._budget(name).resolve(len(members)) for name, members in self.members.items()
         }
-        self.needing = {n for n, w in self.work.items() if w.needs_work}
+        # A corrupt record must stop work on that node only: it is never started, and the rest of
+        # the fleet proceeds without it.
+        self.unreadable = {n: o.unreadable for n, o in nodes.items() if o.unreadable is not None}
+        self.needing = {n for n, w in self.work.items() if w.needs_work and n not in self.unreadable}
         self.failed_earlier = {n: w.failed for n, w in self.work.items() if w.failed is not None}
         self.seconds: dict[str, int] = {}
 

@@ -37,6 +37,10 @@ class NodeObservation(Frozen):
     """Earlier-priority profiles not yet complete on this node: it must not start here yet."""
     packages: dict[str, PackageRecord] = Field(default_factory=dict)
     """This profile's recorded package state on the node (``nodestate``)."""
+    unreadable: str | None = None
+    """Why this profile's recorded state on the node cannot be read (a corrupt annotation; names the
+    key and the problem). Such a node is left alone and listed as blocked until a human repairs or
+    resets the record; ``packages`` is then empty and means nothing."""
     packages_key: str | None = None
     """Optional identity of ``packages`` (``fleet`` uses a digest of the annotation value): nodes
     with equal keys must have equal ``packages``; the planner then plans that state once."""

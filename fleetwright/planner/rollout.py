@@ -547,6 +547,9 @@ class _Engine:
         for node, failure in self.view.prepared.failed_earlier.items():
             if node not in self.blocked and node not in self.failed and node in self.view.nodes:
                 self.blocked[node] = f"FailedEarlier: {failure} (reset the node to retry)"
+        for node, problem in self.view.prepared.unreadable.items():
+            if node not in self.blocked and node not in self.failed and node in self.view.nodes:
+                self.blocked[node] = f"UnreadableState: {problem} (repair or reset the node's record)"
 
     def decision(self, state: RolloutState, phase: Phase, message: str) -> Decision:
         self._materialize_blocked()

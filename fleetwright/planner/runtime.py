@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from fleetwright.api.nodeprofile import NodeProfile
+from fleetwright.errors import InvalidSpecError
 from fleetwright.planner import convert
 from fleetwright.planner.nodestate import annotation_key, read_profile_state
 from fleetwright.planner.nodework import plan_node
@@ -31,8 +32,14 @@ def complete_on(profile: NodeProfile, annotations: Mapping[str, str]) -> bool:
 
 
 def complete_with(graph: PackageGraph, profile: str, annotations: Mapping[str, str]) -> bool:
-    """Whether ``profile``'s recorded state on the node needs no work towards ``graph``."""
-    work = plan_node(graph, read_profile_state(annotations, profile).packages)
+    """Whether ``profile``'s recorded state on the node needs no work towards ``graph``. A record
+    that cannot be read is not complete: later profiles wait and the taint holds, while that
+    profile's own rollout reports the record as blocked."""
+    try:
+        records = read_profile_state(annotations, profile).packages
+    except InvalidSpecError:
+        return False
+    work = plan_node(graph, records)
     return not work.needs_work and not work.blocked and work.failed is None
 
 
