@@ -65,7 +65,7 @@ class Trial:
     last_start: float
     """pause annotation -> the last node workflow started after it (0 when none started)."""
     late_starts: int
-    """Node workflows started after the pause was in effect: must be 0."""
+    """Node workflows started after the pause was handled: should be 0."""
 
 
 def manifests(name: str) -> tuple[dict[str, Any], dict[str, Any]]:
