@@ -20,6 +20,7 @@ from fleetwright.activities.payloads import CleanupReport, CleanupRequest
 from fleetwright.activities.status import condition_type, status_label_key
 from fleetwright.api.nodeprofile import FINALIZER
 from fleetwright.api.nodeprofile import PLURAL as PROFILE_PLURAL
+from fleetwright.errors import NodeGoneError
 from fleetwright.kube import nodes, nodestatus, resources
 from fleetwright.kube.client import ApiClient
 from fleetwright.planner.fleet import claim_key, cordon_key
@@ -72,13 +73,17 @@ def clean_up(api: ApiClient, request: CleanupRequest) -> CleanupReport:
     for node in nodes.list_nodes(api):
         name = str(node["metadata"]["name"])
         left = leftovers(node, request.profile)
-        # The deleting profile no longer holds the shared taint; another incomplete one still may.
-        untainted = runtime_taint.carries_taint(node) and runtime_taint.release(api, name).removed
-        if left:
-            clean_node(api, request.profile, name, left)
+        try:
+            # The deleting profile no longer holds the shared taint; another incomplete one still may.
+            untainted = runtime_taint.carries_taint(node) and runtime_taint.release(api, name).removed
+            if left:
+                clean_node(api, request.profile, name, left)
+            cordoned = bool(left.cordon) and bool(nodes.get_node(api, name).spec.unschedulable)
+        except NodeGoneError:
+            continue  # deleted since the list: nothing of the profile is left on it
         if left or untainted:
             cleaned.append(name)
-        if left.cordon and nodes.get_node(api, name).spec.unschedulable:
+        if cordoned:
             still_cordoned.append(name)
     resources.remove_finalizer(api, PROFILE_PLURAL, request.profile, request.profile_uid, FINALIZER)
     return CleanupReport(nodes=tuple(cleaned), kept_foreign_cordon=tuple(still_cordoned))

@@ -1,10 +1,12 @@
 """The node lifecycle activities (every name in ``NAMES`` but the rollout's observe-and-decide).
 
 Thin, idempotent adapters over ``fleetwright.kube``: each one is safe to run again after a crash
-(cordon records its owner, a stage adopts its Job, a status write is keyed). Long ones wait for a
-*state* with watch windows and heartbeats and honour cancellation; none loops on errors: taxonomy
-errors leave as ``ApplicationError`` (``temporal_errors``) and Temporal retries. Must not decide
-what happens next on the node; the node workflow does.
+(cordon records its owner, a stage adopts its Job, a status write is keyed). A Node that no longer
+exists fails the work activities with ``NodeGone`` (the node workflow ends: the node left the
+fleet) and is done for the ones that only show or undo our work (status, uncordon, taint release).
+Long ones wait for a *state* with watch windows and heartbeats and honour cancellation; none loops
+on errors: taxonomy errors leave as ``ApplicationError`` (``temporal_errors``) and Temporal
+retries. Must not decide what happens next on the node; the node workflow does.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from fleetwright.activities.payloads import (
 from fleetwright.activities.protected import ProtectedPodsWait
 from fleetwright.activities.stage import StageRunner
 from fleetwright.activities.waiting import Clock, blocking, heartbeat_window
+from fleetwright.errors import NodeGoneError
 from fleetwright.kube import nodes, nodestatus
 from fleetwright.kube.client import ApiClient
 from fleetwright.planner.nodestate import format_annotation
@@ -65,7 +68,10 @@ class NodeActivities:
     @activity.defn(name=NAMES.UNCORDON)
     @temporal_errors
     async def uncordon(self, target: NodeTarget) -> bool:
-        return await blocking(self.executor, nodes.uncordon, self.api, target.node, target.profile)
+        try:
+            return await blocking(self.executor, nodes.uncordon, self.api, target.node, target.profile)
+        except NodeGoneError:
+            return False  # a deleted node holds no cordon: lifting it is done
 
     @activity.defn(name=NAMES.WAIT_PROTECTED_PODS)
     @temporal_errors
@@ -131,7 +137,10 @@ class NodeActivities:
     @activity.defn(name=NAMES.SET_NODE_STATUS)
     @temporal_errors
     async def set_node_status(self, request: NodeStatusRequest) -> None:
-        await self._publish(request, request.phase, request.reason, request.message)
+        try:
+            await self._publish(request, request.phase, request.reason, request.message)
+        except NodeGoneError:
+            return  # nobody can read the status of a deleted node: showing it is done
 
     @activity.defn(name=NAMES.CLEAN_UP)
     @temporal_errors
@@ -143,7 +152,10 @@ class NodeActivities:
     @temporal_errors
     async def release_runtime_taint(self, target: NodeTarget) -> RuntimeTaintReport:
         """Remove the runtime-required taint once no runtime-required profile is incomplete here."""
-        return await blocking(self.executor, runtime_taint.release, self.api, target.node)
+        try:
+            return await blocking(self.executor, runtime_taint.release, self.api, target.node)
+        except NodeGoneError:
+            return RuntimeTaintReport(removed=False)  # a deleted node carries no taint
 
     async def _publish(self, target: NodeTarget, phase: NodePhase, reason: str, message: str) -> None:
         await blocking(

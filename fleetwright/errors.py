@@ -55,3 +55,10 @@ class NotFoundError(PermanentError):
     """An object the operation needs does not exist."""
 
     reason = "NotFound"
+
+
+class NodeGoneError(NotFoundError):
+    """The Node the operation is about no longer exists: work on it ends (it left the fleet), and
+    writes that only show or undo our work on it are done already."""
+
+    reason = "NodeGone"

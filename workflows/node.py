@@ -58,6 +58,14 @@ class NodeFailedError(Exception):
     """A stage (or a bounded wait before it) failed on this node; the message says which and why."""
 
 
+class NodeDeletedError(Exception):
+    """The Node was deleted: nothing is left to update, show or undo on it."""
+
+
+NODE_GONE = "NodeGone"  # the ApplicationError type of fleetwright.errors.NodeGoneError
+NODE_GONE_PATCH = "node-gone-ends-cleanly"
+
+
 class PackageLedger:
     """The node's package state as this workflow advances it (pure bookkeeping, no I/O)."""
 
@@ -120,6 +128,16 @@ class NodeWorkflow:
 
     @workflow.run
     async def run(self, node_input: NodeInput) -> NodeResult:
+        try:
+            return await self._update(node_input)
+        except NodeDeletedError as gone:
+            # Wherever it was noticed (even while finishing a failure), a deleted node ends the
+            # workflow cleanly: the rollout counts it as having left the fleet, not as failed.
+            if node_input.settings.search_attributes:
+                workflow.upsert_search_attributes([sa.PHASE.value_set("Gone")])
+            return await self._report(RunStatus.GONE, str(gone))
+
+    async def _update(self, node_input: NodeInput) -> NodeResult:
         self._input = node_input
         self._target = NodeTarget(profile=node_input.profile, node=node_input.node)
         self._ledger = PackageLedger(node_input)
@@ -242,7 +260,7 @@ class NodeWorkflow:
                 summary=f"{name.rsplit('.', 1)[-1]} {self._input.node}: {self._stage}",
             )
         except ActivityError as error:
-            raise NodeFailedError(f"{name}: {_cause(error)}") from error
+            raise _failure(name, error) from error
         return result
 
     async def _wait(self, name: str, arg: object, result_type: type[T] | None, bound_seconds: int) -> T:
@@ -257,7 +275,7 @@ class NodeWorkflow:
                 summary=f"{name.rsplit('.', 1)[-1]} {self._input.node}: {self._stage}",
             )
         except ActivityError as error:
-            raise NodeFailedError(f"{name}: {_cause(error)}") from error
+            raise _failure(name, error) from error
         return result
 
     async def _record(self) -> None:
@@ -300,6 +318,15 @@ class NodeWorkflow:
     def _summary(self) -> str:
         stages = ", ".join(f"{s.stage.value}({'+'.join(s.packages)})" for s in self._input.work.steps)
         return f"{self._input.profile}: {stages}"
+
+
+def _failure(name: str, error: ActivityError) -> Exception:
+    """What an activity's failure means for this node: it is gone, or this step failed."""
+    cause = error.cause
+    # Older histories never saw a NodeGone failure, so the patch only marks new runs.
+    if isinstance(cause, ApplicationError) and cause.type == NODE_GONE and workflow.patched(NODE_GONE_PATCH):
+        return NodeDeletedError(f"node deleted during {name.rsplit('.', 1)[-1]}: {_cause(error)}")
+    return NodeFailedError(f"{name}: {_cause(error)}")
 
 
 def _cause(error: ActivityError) -> str:

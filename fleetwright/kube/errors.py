@@ -33,13 +33,15 @@ def api_message(error: ApiException) -> str:
     return str(body.get("message") or error.reason or "unknown error")
 
 
-def classify(error: ApiException, what: str) -> FleetwrightError:
+def classify(
+    error: ApiException, what: str, not_found: type[NotFoundError] = NotFoundError
+) -> FleetwrightError:
     status = int(error.status or 0)
     message = f"{what}: {api_message(error)} (HTTP {status})"
     if status == 403:
         return ForbiddenError(message)
     if status == 404:
-        return NotFoundError(message)
+        return not_found(message)
     if status in _RETRYABLE_STATUS or status == 0:
         return RetryableError(
             message, reason="ApiUnavailable" if status >= 500 or status == 0 else "ApiRetry"
@@ -48,11 +50,12 @@ def classify(error: ApiException, what: str) -> FleetwrightError:
 
 
 @contextmanager
-def classified(what: str) -> Iterator[None]:
-    """Translate Kubernetes client failures inside the block into the error taxonomy."""
+def classified(what: str, *, not_found: type[NotFoundError] = NotFoundError) -> Iterator[None]:
+    """Translate Kubernetes client failures inside the block into the error taxonomy. Calls about
+    one Node pass ``not_found=NodeGoneError``: their 404 means the node left the fleet."""
     try:
         yield
     except ApiException as error:
-        raise classify(error, what) from error
+        raise classify(error, what, not_found) from error
     except (Urllib3HTTPError, OSError) as error:
         raise RetryableError(f"{what}: API server unreachable: {error}", reason="ApiUnreachable") from error

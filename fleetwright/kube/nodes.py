@@ -16,6 +16,7 @@ from typing import Any
 from kubernetes import client
 
 from fleetwright.api.nodeprofile import RUNTIME_REQUIRED_TAINT
+from fleetwright.errors import NodeGoneError
 from fleetwright.kube.errors import classified
 from fleetwright.planner.fleet import CORDON_PREFIX, cordon_key
 
@@ -34,7 +35,7 @@ def _owner_keys(node: Any) -> set[str]:
 
 
 def get_node(api: client.ApiClient, name: str) -> Any:
-    with classified(f"get node {name}"):
+    with classified(f"get node {name}", not_found=NodeGoneError):
         return client.CoreV1Api(api).read_node(name)
 
 
@@ -54,7 +55,7 @@ def cordon(api: client.ApiClient, name: str, owner: str) -> CordonResult:
         },
         "spec": {"unschedulable": True},
     }
-    with classified(f"cordon node {name}"):
+    with classified(f"cordon node {name}", not_found=NodeGoneError):
         client.CoreV1Api(api).patch_node(name, patch)
     return CordonResult(name, ours=True, foreign=False)
 
@@ -73,7 +74,7 @@ def uncordon(api: client.ApiClient, name: str, owner: str) -> bool:
     }
     if not remaining:
         patch["spec"] = {"unschedulable": None}
-    with classified(f"uncordon node {name}"):
+    with classified(f"uncordon node {name}", not_found=NodeGoneError):
         client.CoreV1Api(api).patch_node(name, patch)
     return not remaining
 
@@ -89,7 +90,7 @@ def list_nodes(api: client.ApiClient) -> list[dict[str, Any]]:
 def set_annotation(api: client.ApiClient, name: str, key: str, value: str | None) -> None:
     """Set (or with None, remove) one annotation: a merge patch touching only that key, so each
     writer owns its own key and never rewrites another's."""
-    with classified(f"annotate node {name}"):
+    with classified(f"annotate node {name}", not_found=NodeGoneError):
         client.CoreV1Api(api).patch_node(name, {"metadata": {"annotations": {key: value}}})
 
 
@@ -115,7 +116,7 @@ def add_runtime_taint(api: client.ApiClient, name: str) -> bool:
     if any(t["key"] == RUNTIME_REQUIRED_TAINT for t in taints):
         return False
     taints.append({"key": RUNTIME_REQUIRED_TAINT, "value": "true", "effect": "NoSchedule"})
-    with classified(f"taint node {name}"):
+    with classified(f"taint node {name}", not_found=NodeGoneError):
         client.CoreV1Api(api).patch_node(name, _taint_patch(node, taints))
     return True
 
@@ -127,6 +128,6 @@ def remove_runtime_taint(api: client.ApiClient, name: str) -> bool:
     kept = [t for t in taints if t["key"] != RUNTIME_REQUIRED_TAINT]
     if len(kept) == len(taints):
         return False
-    with classified(f"untaint node {name}"):
+    with classified(f"untaint node {name}", not_found=NodeGoneError):
         client.CoreV1Api(api).patch_node(name, _taint_patch(node, kept))
     return True

@@ -16,7 +16,7 @@ from typing import Any
 
 from kubernetes import client
 
-from fleetwright.errors import NotFoundError
+from fleetwright.errors import NodeGoneError
 from fleetwright.kube.errors import classified
 from fleetwright.kube.watching import list_version, wait_for_change
 
@@ -66,7 +66,7 @@ def read_node(api: client.ApiClient, name: str) -> tuple[NodeFacts, str]:
     with classified(f"list node {name}"):
         listing = client.CoreV1Api(api).list_node(field_selector=f"metadata.name={name}")
     if not listing.items:
-        raise NotFoundError(f"node {name} does not exist")
+        raise NodeGoneError(f"node {name} does not exist")
     return _facts(listing.items[0]), list_version(listing)
 
 
@@ -96,7 +96,7 @@ def merge_metadata(
         metadata["annotations"] = dict(annotations)
     if not metadata:
         return
-    with classified(f"patch node {name} metadata"):
+    with classified(f"patch node {name} metadata", not_found=NodeGoneError):
         client.CoreV1Api(api).patch_node(name, {"metadata": metadata}, _content_type=MERGE_PATCH)
 
 
@@ -125,7 +125,7 @@ def set_condition(
     if previous is None or previous.status != condition.status:
         entry["lastTransitionTime"] = now
     # Strategic merge: Node conditions merge by type, so the kubelet's own conditions stay.
-    with classified(f"patch node {name} condition {condition.type}"):
+    with classified(f"patch node {name} condition {condition.type}", not_found=NodeGoneError):
         client.CoreV1Api(api).patch_node_status(
             name, {"status": {"conditions": [entry]}}, _content_type=STRATEGIC_MERGE_PATCH
         )
@@ -141,7 +141,7 @@ def remove_condition(
     if type_ not in current.conditions:
         return False
     # Strategic merge's delete directive removes the one entry keyed by type, leaving the others.
-    with classified(f"remove node {name} condition {type_}"):
+    with classified(f"remove node {name} condition {type_}", not_found=NodeGoneError):
         client.CoreV1Api(api).patch_node_status(
             name,
             {"status": {"conditions": [{"type": type_, "$patch": "delete"}]}},

@@ -20,6 +20,8 @@ class RunStatus(StrEnum):
     RUNNING = "running"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
+    GONE = "gone"
+    """The Node was deleted while its node workflow ran: it left the fleet (not a failure)."""
 
 
 class NodeObservation(Frozen):

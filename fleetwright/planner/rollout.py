@@ -123,8 +123,10 @@ def _absorb(state: RolloutState, view: FleetView) -> RolloutState:
     scopes = {s.name: s for s in (state.gates, *state.compartments)}
     for run in state.running:
         obs = view.nodes.get(run.node)
-        if obs is None:
-            continue  # the node left the fleet (deleted, or no longer targeted): nothing to wait for
+        if obs is None or obs.run is RunStatus.GONE:
+            # The node left the fleet (deleted, or no longer targeted): nothing to wait for, and no
+            # failure to count against the budgets. A node re-registered under the name is new work.
+            continue
         work = view.work[run.node]
         if obs.run is RunStatus.FAILED or work.failed is not None:
             failed.append(

@@ -7,7 +7,7 @@ import json
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from fleetwright.errors import ForbiddenError, NotFoundError, PermanentError, RetryableError
+from fleetwright.errors import ForbiddenError, NodeGoneError, NotFoundError, PermanentError, RetryableError
 from fleetwright.kube.errors import classified, classify
 
 pytestmark = pytest.mark.unit
@@ -47,3 +47,14 @@ def test_classified_translates_and_chains() -> None:
 def test_unreachable_server_is_retryable() -> None:
     with pytest.raises(RetryableError, match="unreachable"), classified("get node"):
         raise ConnectionRefusedError("connection refused")
+
+
+def test_a_404_about_the_node_itself_says_the_node_is_gone() -> None:
+    error = classify(api_error(404, 'nodes "n1" not found'), "cordon node n1", NodeGoneError)
+    assert isinstance(error, NodeGoneError)
+    assert isinstance(error, NotFoundError)  # still permanent: retrying cannot bring it back
+    assert error.reason == "NodeGone"
+    # Only the 404 changes meaning; the rest of the taxonomy is the same for node calls.
+    assert isinstance(classify(api_error(503), "cordon node n1", NodeGoneError), RetryableError)
+    with pytest.raises(NodeGoneError), classified("patch node n1 metadata", not_found=NodeGoneError):
+        raise api_error(404)

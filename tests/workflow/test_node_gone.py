@@ -1,0 +1,87 @@
+"""A Node deleted while its node workflow runs: the workflow ends cleanly with a ``gone`` result
+(it used to fail its final status write with NotFound and retry the workflow task forever), and the
+rollout treats the node as having left the fleet, not as a failure against ``maxFailedNodes: 0``."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from dataclasses import dataclass
+
+import pytest
+from temporalio import activity
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+
+from fleetwright.activities.errors import to_application_error
+from fleetwright.activities.payloads import NAMES, NodeStatusRequest, RecordStateRequest
+from fleetwright.errors import NodeGoneError
+from fleetwright.localcluster import examples
+from fleetwright.planner.observations import RunStatus
+from fleetwright.worker.temporal import build_worker
+from fleetwright.workflows.node import node_workflow_id
+from fleetwright.workflows.payloads import EngineSettings, NodeResult, Progress, RolloutInput
+from fleetwright.workflows.rollout import RolloutWorkflow
+from tests.workflow.fakefleet import FakeFleet
+
+pytestmark = pytest.mark.workflow
+
+
+@dataclass
+class DeletingFleet(FakeFleet):
+    """The fake fleet with the real activities' contract for a deleted Node: work on it fails with
+    ``NodeGone``; showing status on it is done already."""
+
+    @activity.defn(name=NAMES.RECORD_STATE)
+    async def record_state(self, request: RecordStateRequest) -> None:
+        if request.node not in self.nodes:
+            raise to_application_error(NodeGoneError(f"node {request.node} does not exist"))
+        await super().record_state(request)
+
+    @activity.defn(name=NAMES.SET_NODE_STATUS)
+    async def set_node_status(self, request: NodeStatusRequest) -> None:
+        if request.node in self.nodes:
+            await super().set_node_status(request)
+
+
+async def test_a_node_deleted_mid_update_ends_its_workflow_as_gone_and_the_rollout_completes(
+    time_skipping_env: WorkflowEnvironment,
+) -> None:
+    config = time_skipping_env.client.config()
+    config["data_converter"] = pydantic_data_converter
+    client = Client(**config)
+    name = f"tuning-{uuid.uuid4().hex[:8]}"
+    fleet = DeletingFleet(size=2, hold_stages=True)
+    rollout = RolloutInput(
+        profile=examples.profile(name=name),
+        policy=examples.policy(max_unavailable=1, max_failed_nodes=0),
+        settings=EngineSettings(observe_interval_seconds=60, search_attributes=False),
+    )
+    queue = f"tq-{uuid.uuid4()}"
+    handle = await client.start_workflow(
+        RolloutWorkflow.run, rollout, id=f"nodeprofile/{name}", task_queue=queue
+    )
+    async with build_worker(client, fleet.activities(), task_queue=queue):
+        while True:
+            if fleet.started_stages:
+                break
+            await asyncio.sleep(0.05)
+        canary = fleet.started_stages[0][0]
+        del fleet.nodes[canary]  # deleted while its first stage runs
+        fleet.hold_stages = False
+        fleet.release.set()
+        node = client.get_workflow_handle(node_workflow_id(name, canary), result_type=NodeResult)
+        gone = await node.result()
+        state: Progress | None = None
+        while state is None or state.phase not in ("Complete", "Halted"):
+            await asyncio.sleep(0.1)
+            state = await handle.query(RolloutWorkflow.progress)
+        await handle.terminate("test done")
+    assert gone.status is RunStatus.GONE
+    assert "node deleted" in gone.message
+    assert fleet.statuses[canary] == "InProgress"  # no Failed status: it left, it did not fail
+    assert state.phase == "Complete", state
+    assert state.failed == 0
+    assert state.updated == 1
+    assert [fleet.statuses[n] for n in fleet.nodes] == ["Complete"]
