@@ -80,6 +80,11 @@ class StageRequest(NodeTarget):
     attempt: int = Field(default=0, ge=0)
     """Bump to run a stage again after a failed Job (operator retry): a new Job name, while a
     retried activity with the same attempt adopts the existing Job."""
+    pass_id: str = ""
+    """One pass over the node (the node workflow's run id): part of the Job name, so a node run
+    again at attempt 0 after its records were cleared (``node reset``, drift re-applying the same
+    target) gets fresh Jobs instead of adopting the old pass's Complete ones (an old interrupt Job
+    meant no reboot, then RebootTimeout). Empty: the names from before passes were named."""
 
 
 class StageOutcome(StrEnum):
@@ -159,6 +164,9 @@ class DecideRequest(Frozen):
     controls: Controls = Controls()
     reset_failed: tuple[str, ...] = ()
     """Nodes a human retried or skipped: their recorded failure is cleared before observing."""
+    release_claims: tuple[str, ...] = ()
+    """Nodes an earlier decision claimed but the workflow did not start (a pause or abort arrived
+    while deciding): this profile's start claim is dropped before observing."""
 
 
 class DecideReport(Frozen):

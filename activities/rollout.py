@@ -66,7 +66,8 @@ def observe(
     observations = Observations(
         nodes=tuple(observed[n] for n in sorted(observed)),
         approvals=request.controls.approvals,
-        paused=request.controls.paused,
+        # An aborted rollout starts nothing more, like a paused one (its running nodes finish).
+        paused=request.controls.paused or request.controls.aborted,
     )
     return observations, observed
 
@@ -94,6 +95,8 @@ class RolloutActivities:
     def observe_and_decide(self, request: DecideRequest) -> DecideReport:
         for node in request.reset_failed:
             self._clear_failure(request.profile.metadata.name, node)
+        for node in request.release_claims:
+            kube_nodes.set_annotation(self._api, node, claim_key(request.profile.metadata.name), None)
         profiles = parse_profiles(resources.list_objects(self._api, PROFILE_PLURAL))
         report = plan_turn(kube_nodes.list_nodes(self._api), request, profiles)
         # Claim the nodes to start before the workflow acts on the decision, so other profiles'

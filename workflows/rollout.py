@@ -18,8 +18,11 @@ releases the NodeProfile's finalizer, and the workflow ends. A halted removal ke
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+from collections.abc import Coroutine
 from datetime import timedelta
+from typing import Any
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
@@ -53,6 +56,7 @@ ROLLOUT_WORKFLOW = "fleetwright.rollout"
 ABORTED = "Aborted"
 DELETED = "Deleted"
 SPEC_CHANGE_WAKES = "spec-change-wakes"
+CONTROLS_RECHECKED = "controls-rechecked"
 
 
 def rollout_workflow_id(profile: str) -> str:
@@ -274,31 +278,45 @@ class RolloutWorkflow:
             self._state = self._state.model_copy(
                 update={"failed": tuple(f for f in self._state.failed if f.node not in retried), "halt": None}
             )
-        folded, self._results = self._results, []
-        request = DecideRequest(
-            now=workflow.now(),
-            profile=self._profile,
-            state=self._state,
-            results=tuple(folded),
-            controls=self._controls,
-            reset_failed=tuple(retried),
-        )
-        report: DecideReport = await workflow.execute_activity(
-            NAMES.OBSERVE_AND_DECIDE,
-            request,
-            result_type=DecideReport,
-            # One list and a pure decision (about a second at 10,000 nodes): the bound is how long a
-            # worker lost mid-call stalls the rollout before another attempt (chaos: it was 5 minutes).
-            start_to_close_timeout=retry.API_CALL_TIMEOUT,
-            retry_policy=retry.API_CALL,
-            summary=f"observe the nodes of {self._profile.metadata.name} and decide the next turn",
-        )
-        return report
+        folded: list[NodeResult] = []
+        unclaim: tuple[str, ...] = ()
+        while True:
+            folded, self._results = folded + self._results, []
+            controls = self._controls
+            request = DecideRequest(
+                now=workflow.now(),
+                profile=self._profile,
+                state=self._state,
+                results=tuple(folded),
+                controls=controls,
+                reset_failed=tuple(retried),
+                release_claims=unclaim,
+            )
+            report: DecideReport = await workflow.execute_activity(
+                NAMES.OBSERVE_AND_DECIDE,
+                request,
+                result_type=DecideReport,
+                # One list and a pure decision (about a second at 10,000 nodes): the bound is how long a
+                # worker lost mid-call stalls the rollout before another attempt (chaos: it was 5 minutes).
+                start_to_close_timeout=retry.API_CALL_TIMEOUT,
+                retry_policy=retry.API_CALL,
+                summary=f"observe the nodes of {self._profile.metadata.name} and decide the next turn",
+            )
+            # A pause or abort that arrived while the activity ran: the decision was taken without
+            # it, so its starts must not happen (a node started after a handled pause). Decide again
+            # from the same state under the new controls, dropping the claims this decision wrote.
+            # Patched: older histories started the decision's nodes.
+            if not (report.decision.start and _stopped_since(controls, self._controls)):
+                return report
+            if not workflow.patched(CONTROLS_RECHECKED):
+                return report
+            unclaim = tuple(s.node for s in report.decision.start)
 
     async def _start_nodes(self, starts: tuple[NodeStart, ...], report: DecideReport) -> None:
         assert self._state is not None
         spec = self._state.spec
         meta = self._profile.metadata
+        starting: list[Coroutine[Any, Any, object]] = []
         for start in starts:
             node_input = NodeInput(
                 profile=spec.profile,
@@ -319,13 +337,25 @@ class RolloutWorkflow:
                 runtime_required=self._profile.spec.runtime_required,
                 settings=self._settings,
             )
-            await workflow.start_child_workflow(
-                NodeWorkflow.run,
-                node_input,
-                id=node_workflow_id(spec.profile, start.node),
-                parent_close_policy=ParentClosePolicy.ABANDON,
-                static_summary=f"{start.node}: {', '.join(s.stage.value for s in start.work.steps)}",
+            starting.append(
+                workflow.start_child_workflow(
+                    NodeWorkflow.run,
+                    node_input,
+                    id=node_workflow_id(spec.profile, start.node),
+                    parent_close_policy=ParentClosePolicy.ABANDON,
+                    static_summary=f"{start.node}: {', '.join(s.stage.value for s in start.work.steps)}",
+                )
             )
+        if not starting:
+            return
+        # Every start of one decision is commanded in the same workflow task, so a pause or abort
+        # cannot be handled between two of them and still see later ones start. Patched: older
+        # histories started the nodes one after another.
+        if workflow.patched(CONTROLS_RECHECKED):
+            await asyncio.gather(*starting)
+            return
+        for pending in starting:
+            await pending
 
     async def _abort_children(self) -> None:
         assert self._state is not None
@@ -423,6 +453,11 @@ class RolloutWorkflow:
         workflow.upsert_memo({"progress": progress.model_dump(mode="json")})
         workflow.set_current_details(_details(progress, decision))
         return progress
+
+
+def _stopped_since(before: Controls, now: Controls) -> bool:
+    """A pause or an abort was received after ``before`` was sent to the planner."""
+    return (now.paused and not before.paused) or (now.aborted and not before.aborted)
 
 
 def _removed(decision: Decision) -> bool:

@@ -5,14 +5,18 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 import pytest
+from temporalio import activity
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 
+from fleetwright.activities.payloads import NAMES, DecideReport, DecideRequest
 from fleetwright.localcluster import examples
 from fleetwright.planner.nodestate import read_profile_state
 from fleetwright.worker.temporal import build_worker
@@ -174,6 +178,70 @@ async def test_pause_mid_batch_starts_no_new_node_until_resume(client: Client) -
             lambda: list(fleet.statuses.values()).count("Complete") == 6, "the rest after resume"
         )
         await handle.terminate("test done")
+
+
+@dataclass
+class HeldDecideFleet(FakeFleet):
+    """The first observe-and-decide call plans its turn, then waits for ``decided`` to be released,
+    so a test can deliver a signal while the activity is in flight."""
+
+    deciding: asyncio.Event = field(default_factory=asyncio.Event)
+    decided: asyncio.Event = field(default_factory=asyncio.Event)
+    requests: list[DecideRequest] = field(default_factory=list)
+
+    @activity.defn(name=NAMES.OBSERVE_AND_DECIDE)
+    async def observe_and_decide(self, request: DecideRequest) -> DecideReport:
+        self.requests.append(request)
+        report = await super().observe_and_decide(request)
+        if len(self.requests) == 1:
+            self.deciding.set()
+            await self.decided.wait()
+        return report
+
+
+async def children_started(handle: WorkflowHandle[RolloutWorkflow, Progress]) -> int:
+    history = await handle.fetch_history()
+    return sum(
+        1
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED
+    )
+
+
+@pytest.mark.parametrize("control", ["pause", "abort"])
+async def test_a_pause_or_abort_received_while_deciding_starts_none_of_that_decisions_nodes(
+    client: Client, control: str
+) -> None:
+    fleet = HeldDecideFleet(size=4)
+    steps = [{"name": "rest", "batches": {"strategy": "fixed", "initial": 2}}]
+    rollout = RolloutInput(
+        profile=examples.profile(name=unique(), interrupt=None),
+        policy=examples.policy(max_unavailable=2, steps=steps),
+        settings=SETTINGS,
+    )
+    handle, queue = await start(client, fleet, rollout)
+    async with build_worker(client, fleet.activities(), task_queue=queue):
+        await fleet.deciding.wait()
+        await handle.signal(control)  # recorded in history before the activity completes
+        fleet.decided.set()
+        # The turn ends by publishing its progress, after any start it made.
+        wanted = ABORTED if control == "abort" else "Paused"
+        for _ in range(300):
+            state = await query_progress(handle)
+            if state is not None and state.phase == wanted:
+                break
+            await asyncio.sleep(0.1)
+        else:
+            raise AssertionError(f"the rollout never reported {wanted}")
+        # The held decision would have started two nodes; the one taken under the control none.
+        assert not fleet.requests[0].controls.paused
+        assert not fleet.requests[0].controls.aborted
+        assert await children_started(handle) == 0
+        assert fleet.started_nodes() == []
+        if control == "pause":
+            await handle.signal(RolloutWorkflow.resume)
+            await eventually(lambda: list(fleet.statuses.values()).count("Complete") == 4, "all after resume")
+            await handle.terminate("test done")
 
 
 async def test_abort_lets_in_flight_nodes_finish_their_stage_and_uncordons_them(client: Client) -> None:
