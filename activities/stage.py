@@ -105,11 +105,12 @@ def job_spec(request: StageRequest) -> stagejob.StageJobSpec:
     )
 
 
-def job_name(spec: stagejob.StageJobSpec, attempt: int) -> str:
-    """Attempt 0 keeps stagejob's name; a later attempt hashes a distinct stage tag into a new one."""
+def job_name(spec: stagejob.StageJobSpec, attempt: int, pass_id: str = "") -> str:
+    """Attempt 0 keeps stagejob's name for the pass; a later attempt hashes a distinct stage tag
+    into a new one. Both stay the same for every activity retry of one request (adoption)."""
     if attempt == 0:
-        return stagejob.job_name(spec)
-    return stagejob.job_name(replace(spec, stage=f"{spec.stage}-r{attempt}"))
+        return stagejob.job_name(spec, pass_id)
+    return stagejob.job_name(replace(spec, stage=f"{spec.stage}-r{attempt}"), pass_id)
 
 
 def _mount_config(manifest: dict[str, Any], config_map: str, keys: Sequence[str]) -> None:
@@ -131,7 +132,7 @@ def manifest(request: StageRequest) -> dict[str, Any]:
         rendered = copy.deepcopy(stagejob.render(spec))
     except stagejob.StageJobError as error:
         raise PermanentError(str(error), reason="InvalidStageJob") from error
-    rendered["metadata"]["name"] = job_name(spec, request.attempt)
+    rendered["metadata"]["name"] = job_name(spec, request.attempt, request.pass_id)
     template = rendered["spec"]["template"]
     if request.pod_annotations:
         template["metadata"].setdefault("annotations", {}).update(request.pod_annotations)

@@ -98,9 +98,20 @@ def _label_value(value: str) -> str:
     return _dns_label(value)
 
 
-def job_name(spec: StageJobSpec) -> str:
-    """Deterministic: the same (profile, node, package, version, stage, generation) gives one name."""
-    digest = _short_hash(spec.profile, spec.node, spec.package, spec.version, spec.stage, spec.generation)
+def job_name(spec: StageJobSpec, pass_id: str = "") -> str:
+    """Deterministic: the same (profile, node, package, version, stage, generation) and pass gives
+    one name. ``pass_id`` names one pass over the node (the engine uses its node workflow run), so a
+    node run again from scratch gets fresh Jobs instead of adopting an earlier pass's finished ones;
+    empty keeps the names Jobs had before passes were named."""
+    parts: tuple[object, ...] = (
+        spec.profile,
+        spec.node,
+        spec.package,
+        spec.version,
+        spec.stage,
+        spec.generation,
+    )
+    digest = _short_hash(*parts, pass_id) if pass_id else _short_hash(*parts)
     head = _dns_label(f"fw-{spec.package}-{spec.stage}", 63 - 11)
     return f"{head[: 63 - 11].rstrip('-')}-{digest}"
 

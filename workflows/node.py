@@ -64,6 +64,7 @@ class NodeDeletedError(Exception):
 
 NODE_GONE = "NodeGone"  # the ApplicationError type of fleetwright.errors.NodeGoneError
 NODE_GONE_PATCH = "node-gone-ends-cleanly"
+JOBS_PER_RUN_PATCH = "stage-job-per-pass"
 
 
 class PackageLedger:
@@ -241,12 +242,19 @@ class NodeWorkflow:
             backoff_limit=self._input.settings.stage_backoff_limit,
             image_pull_timeout_seconds=self._input.settings.image_pull_timeout_seconds,
             attempt=self._input.attempt,
+            pass_id=self._pass_id(),
         )
         # The Job's own deadline bounds each attempt; allow its retries plus scheduling slack.
         bound = package.stage_timeout_seconds * 4 + 600
         if step.stage.is_interrupt:
             bound += self._input.settings.reboot_timeout_seconds
         return await self._wait(NAMES.RUN_STAGE, request, StageReport, bound)
+
+    def _pass_id(self) -> str:
+        # This run is one pass over the node: its retried activities adopt its own Jobs, a later
+        # pass gets its own. A run that began before passes were named keeps the old names, so it
+        # adopts the Job it already started.
+        return workflow.info().run_id if workflow.patched(JOBS_PER_RUN_PATCH) else ""
 
     # ----- activity plumbing ----------------------------------------------------------------
     async def _call(self, name: str, arg: object, *, result_type: type[T]) -> T:

@@ -250,6 +250,19 @@ def test_a_later_attempt_gets_a_new_valid_name_and_attempt_zero_keeps_stagejobs(
     assert all(len(n) <= 63 for n in names)
 
 
+def test_each_pass_over_a_node_gets_its_own_jobs_and_a_retry_within_a_pass_adopts_its_own() -> None:
+    # A node run again at attempt 0 after its records were cleared must not adopt the earlier
+    # pass's Complete Jobs (an old interrupt Job meant no reboot, then RebootTimeout).
+    spec = job_spec(request())
+    first, second = job_name(spec, 0, "run-1"), job_name(spec, 0, "run-2")
+    assert first != second
+    assert first != job_name(spec, 0)
+    assert job_name(spec, 0, "run-1") == first  # an activity retry of the same pass adopts its Job
+    assert job_name(spec, 1, "run-1") not in {first, second}
+    assert manifest(request(pass_id="run-1"))["metadata"]["name"] == first
+    assert all(len(n) <= 63 for n in (first, second))
+
+
 def test_an_invalid_stage_job_is_a_permanent_error() -> None:
     bad = request(profile="has_underscore")
     with pytest.raises(PermanentError) as failure:
