@@ -24,6 +24,12 @@ Restarts and replicas need no leader election:
 Status comes from ``describe()`` (memo ``progress``), never from a query, so it keeps flowing while
 no worker polls.
 
+Abort is durable for the profile's generation: a rollout whose last run ended ``Aborted`` at the
+profile's current generation is not started again (``USE_EXISTING`` only finds a *running*
+workflow, so a restarted controller re-listing the profiles would otherwise silently undo the
+abort). A new generation (a spec edit), an explicit resume seen by this controller (the
+``fleetwright.io/paused`` annotation cleared) or a deletion starts it again.
+
 Deletion: the controller adds the ``fleetwright.io/node-cleanup`` finalizer before it starts a
 profile's workflow; when the profile gets a deletionTimestamp it signals ``delete`` (starting the
 workflow first if it ended), and the workflow uninstalls, cleans the nodes and releases the
@@ -41,7 +47,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import ValidationError
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -63,7 +69,7 @@ from fleetwright.worker.settings import WorkerSettings
 from fleetwright.worker.status import Inputs, derive, transitions
 from fleetwright.worker.temporal import connect_with
 from fleetwright.workflows.payloads import Controls, Deletion, Progress, RolloutInput, SpecChange
-from fleetwright.workflows.rollout import RolloutWorkflow, rollout_workflow_id
+from fleetwright.workflows.rollout import ABORTED, RolloutWorkflow, rollout_workflow_id
 
 log = logging.getLogger("fleetwright.controller")
 
@@ -259,6 +265,13 @@ class Controller:
         if before == want:
             return
         try:
+            resumed = before is not None and before.paused and not want.paused
+            if not deleting and not resumed and await self._aborted_at(name) == want.spec[0]:
+                log.info(
+                    "profile %s: its rollout was aborted at generation %d; not restarted", name, want.spec[0]
+                )
+                self._signalled[name] = want
+                return
             if not deleting:
                 obj = await self._hold_finalizer(name, obj)
             profile = NodeProfile.model_validate(_without_status(obj))
@@ -383,14 +396,25 @@ class Controller:
             )
 
     async def _progress(self, workflow_id: str) -> Progress | None:
+        return (await self._last_run(workflow_id))[1]
+
+    async def _last_run(self, workflow_id: str) -> tuple[WorkflowExecutionStatus | None, Progress | None]:
+        """The status and published progress of the workflow's latest run (None, None if none)."""
         try:
             description = await self.client.get_workflow_handle(workflow_id).describe()
         except RPCError as error:
             if error.status == RPCStatusCode.NOT_FOUND:
-                return None
+                return None, None
             raise
         progress: Progress | None = await description.memo_value("progress", None, type_hint=Progress)
-        return progress
+        return description.status, progress
+
+    async def _aborted_at(self, name: str) -> int | None:
+        """The profile generation at which its rollout's last run ended Aborted, if it did."""
+        status, progress = await self._last_run(rollout_workflow_id(name))
+        if status in (None, WorkflowExecutionStatus.RUNNING) or progress is None or progress.phase != ABORTED:
+            return None
+        return progress.generation
 
 
 async def run_controller(
