@@ -26,7 +26,7 @@ from fleetwright.activities.payloads import NodePhase, StageOutcome, StageReport
 from fleetwright.activities.waiting import Clock, blocking, heartbeat_window
 from fleetwright.api.nodeprofile import Package, PackageResources
 from fleetwright.errors import NotFoundError, PermanentError
-from fleetwright.kube import jobs, pods
+from fleetwright.kube import jobs, nodestatus, pods
 from fleetwright.kube.client import ApiClient
 from fleetwright.kube.jobs import JobFacts
 from fleetwright.kube.pods import PodFacts
@@ -218,6 +218,10 @@ class StageRunner:
                 if needs_pods
                 else []
             )
+            if job.finished is None and job.ready == 0:
+                # A deleted Node never runs the pod: end with NodeGone now (the node left the fleet)
+                # rather than wait out the Job's deadline and report a stage failure.
+                await blocking(self.executor, nodestatus.read_node, self.api, self.request.node)
             report = outcome(job, listed, datetime.now(UTC), bound)
             if report is not None:
                 if report.succeeded:
