@@ -635,3 +635,28 @@ async def test_set_status_writes_label_condition_and_one_event(
         c for c in get_json(cluster, "node", node)["status"]["conditions"] if c["type"] == "Ready"
     ]
     assert [c["status"] for c in kubelet_ready] == ["True"], "the kubelet's conditions stay"
+
+
+async def test_a_deleted_node_is_gone_for_work_and_done_for_status_and_undo(
+    activities: NodeActivities,
+) -> None:
+    # The real 404s: work on a missing Node says NodeGone (the node workflow ends: it left the
+    # fleet); showing status, uncordoning and releasing the taint on it are done already.
+    env = ActivityEnvironment()
+    target = NodeTarget(profile="act-gone", node="no-such-node")
+    await env.run(
+        activities.set_node_status,
+        NodeStatusRequest(profile="act-gone", node="no-such-node", phase=NodePhase.FAILED, reason="X"),
+    )
+    assert await env.run(activities.uncordon, target) is False
+    assert (await env.run(activities.release_runtime_taint, target)).removed is False
+    state = NodePackageState(profile="act-gone")
+    for call, arg in (
+        (activities.cordon, target),
+        (activities.read_boot_id, target),
+        (activities.record_state, RecordStateRequest(profile="act-gone", node="no-such-node", state=state)),
+    ):
+        with pytest.raises(ApplicationError) as gone:
+            await env.run(call, arg)
+        assert gone.value.type == "NodeGone"
+        assert gone.value.non_retryable
