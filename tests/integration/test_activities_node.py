@@ -8,7 +8,7 @@ import asyncio
 import base64
 import functools
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
@@ -651,12 +651,14 @@ async def test_a_deleted_node_is_gone_for_work_and_done_for_status_and_undo(
     assert await env.run(activities.uncordon, target) is False
     assert (await env.run(activities.release_runtime_taint, target)).removed is False
     state = NodePackageState(profile="act-gone")
-    for call, arg in (
-        (activities.cordon, target),
-        (activities.read_boot_id, target),
-        (activities.record_state, RecordStateRequest(profile="act-gone", node="no-such-node", state=state)),
-    ):
+    record = RecordStateRequest(profile="act-gone", node="no-such-node", state=state)
+    work: list[Callable[[], Awaitable[object]]] = [
+        lambda: env.run(activities.cordon, target),
+        lambda: env.run(activities.read_boot_id, target),
+        lambda: env.run(activities.record_state, record),
+    ]
+    for call in work:
         with pytest.raises(ApplicationError) as gone:
-            await env.run(call, arg)
+            await call()
         assert gone.value.type == "NodeGone"
         assert gone.value.non_retryable
