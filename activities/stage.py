@@ -25,8 +25,8 @@ from fleetwright.activities import status
 from fleetwright.activities.payloads import NodePhase, StageOutcome, StageReport, StageRequest
 from fleetwright.activities.waiting import Clock, blocking, heartbeat_window
 from fleetwright.api.nodeprofile import Package, PackageResources
-from fleetwright.errors import NotFoundError, PermanentError
-from fleetwright.kube import jobs, nodestatus, pods
+from fleetwright.errors import NotFoundError, PermanentError, RetryableError
+from fleetwright.kube import jobs, nodestatus, pods, stagelogs
 from fleetwright.kube.client import ApiClient
 from fleetwright.kube.jobs import JobFacts
 from fleetwright.kube.pods import PodFacts
@@ -198,6 +198,8 @@ class StageRunner:
     async def run(self) -> StageReport:
         rendered = manifest(self.request)
         await self._prerequisites()
+        if self.request.pass_id:
+            await self._earlier_pass_done(rendered)
         job, created = await blocking(self.executor, jobs.create_or_adopt, self.api, rendered)
         clock = Clock()
         window = heartbeat_window()
@@ -234,6 +236,35 @@ class StageRunner:
             )
             await blocking(
                 self.executor, jobs.wait_for_job, self.api, job.namespace, job.name, version, window
+            )
+
+    async def _earlier_pass_done(self, rendered: dict[str, Any]) -> None:
+        """Each pass names its own Jobs, so an earlier pass's Job of this stage may still run on the
+        node (its workflow was terminated, or the node reset with --force): two executors must never
+        share the host paths, so this stage waits (Temporal retries) until that Job has finished."""
+        labels = rendered["metadata"]["labels"]
+        prefix = stagejob.LABEL_PREFIX
+        listed = await blocking(
+            self.executor,
+            stagelogs.stage_jobs,
+            self.api,
+            self.request.namespace,
+            labels[f"{prefix}/profile"],
+            labels[f"{prefix}/node"],
+            labels[f"{prefix}/stage"],
+        )
+        running = [
+            j.name
+            for j in listed
+            if j.package == labels[f"{prefix}/package"]
+            and j.name != rendered["metadata"]["name"]
+            and j.finished is None
+            and j.active > 0
+        ]
+        if running:
+            raise RetryableError(
+                f"stage Job {', '.join(running)} of an earlier pass still runs on {self.request.node}",
+                reason="EarlierPassRunning",
             )
 
     async def _prerequisites(self) -> None:
