@@ -19,7 +19,7 @@ from fleetwright.planner.interrupts import Interrupt
 from fleetwright.planner.nodestate import NodePackageState, PackageRecord
 from fleetwright.planner.observations import RunStatus
 from fleetwright.planner.stages import Stage
-from fleetwright.planner.state import Decision, RolloutState
+from fleetwright.planner.state import BlockedNode, Decision, RolloutState
 
 PACKAGE_NAMESPACE = "fleetwright-system"
 
@@ -174,6 +174,10 @@ class DecideReport(Frozen):
     records: dict[str, dict[str, PackageRecord]] = Field(default_factory=dict)
     """The recorded package state of each node to start (the node workflow resumes from it)."""
     node_order: dict[str, int] = Field(default_factory=dict)
+    held: tuple[BlockedNode, ...] = ()
+    """Running nodes whose node workflow waits on something a human may have to clear (a drain
+    held by a PodDisruptionBudget, protected pods, an image that does not pull), with the reason
+    their node condition shows. They still count as running (they hold budget) and also as blocked."""
 
 
 class CleanupRequest(Frozen):

@@ -14,9 +14,11 @@ from typing import Any
 
 from temporalio import activity
 
+from fleetwright.activities import drain, protected, stage
 from fleetwright.activities.errors import temporal_errors
 from fleetwright.activities.payloads import NAMES, DecideReport, DecideRequest, NodeResult
 from fleetwright.activities.runtime_taint import parse_profiles
+from fleetwright.activities.status import condition_type
 from fleetwright.api.nodeprofile import PLURAL as PROFILE_PLURAL
 from fleetwright.api.nodeprofile import NodeProfile
 from fleetwright.kube import nodes as kube_nodes
@@ -28,7 +30,7 @@ from fleetwright.planner.nodestate import format_annotation, read_profile_state
 from fleetwright.planner.observations import NodeObservation, Observations, RunStatus
 from fleetwright.planner.priority import earlier_profiles, waiting_on
 from fleetwright.planner.rollout import decide
-from fleetwright.planner.state import RolloutState
+from fleetwright.planner.state import BlockedNode, RolloutState
 
 
 def _run_status(
@@ -72,6 +74,37 @@ def observe(
     return observations, observed
 
 
+# This profile's node-condition reasons for a node workflow held in a wait (status False): the node
+# runs, yet the rollout is blocked on it until the wait clears, so progress counts it as blocked.
+HELD_WAIT_REASONS = frozenset(
+    {drain.BLOCKED_REASON, drain.TIMEOUT_REASON, protected.HELD_REASON, stage.PULL_WAIT_REASON}
+)
+
+
+def held_waits(
+    nodes: Iterable[Mapping[str, Any]], profile: str, running: Iterable[str]
+) -> tuple[BlockedNode, ...]:
+    """Pure: the running nodes whose node condition for this profile shows a held wait, with
+    ``<reason>: <message>`` (the drain's message names the pod and the PodDisruptionBudget)."""
+    busy = set(running)
+    wanted = condition_type(profile)
+    held: list[BlockedNode] = []
+    for node in nodes:
+        name = str((node.get("metadata") or {}).get("name"))
+        if name not in busy:
+            continue
+        for condition in (node.get("status") or {}).get("conditions") or []:
+            if (
+                condition.get("type") == wanted
+                and condition.get("status") == "False"
+                and condition.get("reason") in HELD_WAIT_REASONS
+            ):
+                held.append(
+                    BlockedNode(node=name, reason=f"{condition['reason']}: {condition.get('message', '')}")
+                )
+    return tuple(sorted(held, key=lambda b: b.node))
+
+
 def plan_turn(
     nodes: list[dict[str, Any]], request: DecideRequest, profiles: Iterable[NodeProfile] = ()
 ) -> DecideReport:
@@ -83,6 +116,7 @@ def plan_turn(
         decision=decision,
         records={s.node: dict(observed[s.node].packages) for s in decision.start},
         node_order={s.node: first + i for i, s in enumerate(decision.start)},
+        held=held_waits(nodes, request.profile.metadata.name, (r.node for r in decision.state.running)),
     )
 
 

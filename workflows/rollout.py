@@ -36,7 +36,7 @@ with workflow.unsafe.imports_passed_through():
     from fleetwright.planner.policy import GATES_SCOPE, ApprovalStep
     from fleetwright.planner.rollout import begin, retarget
     from fleetwright.planner.spec import RolloutSpec
-    from fleetwright.planner.state import Decision, NodeStart, Phase, RolloutState
+    from fleetwright.planner.state import BlockedNode, Decision, NodeStart, Phase, RolloutState
     from fleetwright.workflows import retry
     from fleetwright.workflows import search as sa
     from fleetwright.workflows.node import NODE_FINISHED_SIGNAL, NodeWorkflow, node_workflow_id
@@ -76,6 +76,7 @@ class RolloutWorkflow:
         self._retry: list[str] = []
         self._abort_sent: set[str] = set()
         self._fresh_pass = False
+        self._held: tuple[BlockedNode, ...] = ()
 
     # ----- signals, updates, queries --------------------------------------------------------
     @workflow.signal(name=NODE_FINISHED_SIGNAL)
@@ -194,6 +195,7 @@ class RolloutWorkflow:
             self._apply_spec_change()
             report = await self._observe_and_decide()
             decision = report.decision
+            self._held = report.held
             self._state = decision.state
             if self._controls.aborted and not self._state.running:
                 return self._publish(decision, phase=ABORTED)
@@ -413,6 +415,11 @@ class RolloutWorkflow:
     # ----- visibility ----------------------------------------------------------------------
     def _publish(self, decision: Decision, phase: str | None = None) -> Progress:
         state = decision.state
+        # Running nodes held in a wait (a PDB-blocked drain, ...) are blocked too, and listed first:
+        # they are the ones a human can unblock.
+        running = {r.node for r in state.running}
+        held = tuple(b for b in self._held if b.node in running)
+        blocked = (held + tuple(b for b in decision.blocked if b.node not in running))[:20]
         shown_phase = phase or (
             Phase.PAUSED.value
             if self._controls.paused and decision.phase is not Phase.HALTED
@@ -428,12 +435,12 @@ class RolloutWorkflow:
             updated=decision.counts.targeted - decision.counts.needs_work,
             running=decision.counts.running,
             failed=decision.counts.failed,
-            blocked=decision.counts.blocked,
+            blocked=decision.counts.blocked + len(held),
             max_unavailable=decision.counts.max_unavailable,
             running_nodes=tuple(r.node for r in state.running),
             failed_nodes=tuple(f.node for f in state.failed),
-            blocked_nodes=tuple(b.node for b in decision.blocked[:20]),
-            blocked_reasons={b.node: b.reason for b in decision.blocked[:20]},
+            blocked_nodes=tuple(b.node for b in blocked),
+            blocked_reasons={b.node: b.reason for b in blocked},
             paused=self._controls.paused,
             generation=self._profile.metadata.generation or 0,
             target=state.spec.target,
@@ -492,6 +499,8 @@ def _details(progress: Progress, decision: Decision) -> str:
         rows += ["", "Running: " + ", ".join(progress.running_nodes[:20])]
     if decision.state.failed:
         rows += ["", "Failed:"] + [f"- {f.node}: {f.message}" for f in decision.state.failed[:10]]
-    if decision.blocked:
-        rows += ["", "Blocked:"] + [f"- {b.node}: {b.reason}" for b in decision.blocked[:10]]
+    if progress.blocked_nodes:
+        rows += ["", "Blocked:"] + [
+            f"- {n}: {progress.blocked_reasons.get(n, 'blocked')}" for n in progress.blocked_nodes[:10]
+        ]
     return "\n".join(rows)

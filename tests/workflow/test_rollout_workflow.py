@@ -16,7 +16,8 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 
-from fleetwright.activities.payloads import NAMES, DecideReport, DecideRequest
+from fleetwright.activities.payloads import NAMES, DecideReport, DecideRequest, DrainReport, DrainRequest
+from fleetwright.activities.status import condition_type
 from fleetwright.localcluster import examples
 from fleetwright.planner.nodestate import read_profile_state
 from fleetwright.worker.temporal import build_worker
@@ -242,6 +243,58 @@ async def test_a_pause_or_abort_received_while_deciding_starts_none_of_that_deci
             await handle.signal(RolloutWorkflow.resume)
             await eventually(lambda: list(fleet.statuses.values()).count("Complete") == 4, "all after resume")
             await handle.terminate("test done")
+
+
+@dataclass
+class PdbHeldFleet(FakeFleet):
+    """The drain of every node is held by a PodDisruptionBudget until ``release`` is set: it shows
+    that on the node's condition for the profile, as the real drain activity does."""
+
+    draining: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @activity.defn(name=NAMES.DRAIN)
+    async def drain(self, request: DrainRequest) -> DrainReport:
+        conditions = self.nodes[request.node]["status"]["conditions"]
+        held = {
+            "type": condition_type(request.profile),
+            "status": "False",
+            "reason": "DrainBlocked",
+            "message": f"drain of {request.node}: default/trainer-0: PodDisruptionBudget trainer-pdb",
+        }
+        conditions.append(held)
+        self.draining.set()
+        await self.release.wait()
+        conditions.remove(held)
+        return DrainReport()
+
+
+async def test_a_node_whose_drain_a_pdb_holds_counts_as_blocked_while_it_runs(client: Client) -> None:
+    fleet = PdbHeldFleet(size=3)
+    rollout = RolloutInput(
+        profile=examples.profile(name=unique(), interrupt="reboot"),
+        policy=examples.policy(max_unavailable=1),
+        settings=SETTINGS,
+    )
+    handle, queue = await start(client, fleet, rollout)
+    async with build_worker(client, fleet.activities(), task_queue=queue):
+        await fleet.draining.wait()
+        await handle.signal(RolloutWorkflow.nodes_changed)  # what the controller sends; a turn observes
+        for _ in range(300):
+            state = await progress(handle)
+            if state.blocked:
+                break
+            await asyncio.sleep(0.1)
+        else:
+            raise AssertionError("the held drain never counted as blocked")
+        (canary,) = state.running_nodes
+        assert state.blocked_nodes == (canary,)
+        assert state.blocked == 1
+        assert "DrainBlocked" in state.blocked_reasons[canary]
+        assert "trainer-pdb" in state.blocked_reasons[canary]
+        assert "default/trainer-0" in state.blocked_reasons[canary]
+        fleet.release.set()
+        await eventually(lambda: list(fleet.statuses.values()).count("Complete") == 3, "all nodes")
+        await handle.terminate("test done")
 
 
 async def test_abort_lets_in_flight_nodes_finish_their_stage_and_uncordons_them(client: Client) -> None:
