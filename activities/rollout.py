@@ -9,6 +9,7 @@ the workflow stays deterministic while the fleet read stays out of it.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -21,6 +22,7 @@ from fleetwright.activities.runtime_taint import parse_profiles
 from fleetwright.activities.status import condition_type
 from fleetwright.api.nodeprofile import PLURAL as PROFILE_PLURAL
 from fleetwright.api.nodeprofile import NodeProfile
+from fleetwright.errors import NotFoundError
 from fleetwright.kube import nodes as kube_nodes
 from fleetwright.kube import resources
 from fleetwright.kube.client import ApiClient
@@ -130,7 +132,9 @@ class RolloutActivities:
         for node in request.reset_failed:
             self._clear_failure(request.profile.metadata.name, node)
         for node in request.release_claims:
-            kube_nodes.set_annotation(self._api, node, claim_key(request.profile.metadata.name), None)
+            # A node deleted since the last turn carries no claim left to drop.
+            with contextlib.suppress(NotFoundError):
+                kube_nodes.set_annotation(self._api, node, claim_key(request.profile.metadata.name), None)
         profiles = parse_profiles(resources.list_objects(self._api, PROFILE_PLURAL))
         report = plan_turn(kube_nodes.list_nodes(self._api), request, profiles)
         # Claim the nodes to start before the workflow acts on the decision, so other profiles'
