@@ -414,6 +414,15 @@ class RolloutWorkflow:
 
     # ----- visibility ----------------------------------------------------------------------
     def _publish(self, decision: Decision, phase: str | None = None) -> Progress:
+        if self._controls.aborted and phase is None and decision.phase is Phase.PAUSED:
+            # The planner decides an aborted rollout like a paused one (nothing starts), but it is
+            # not paused: its running nodes finish their current stage, then it ends Aborted.
+            decision = decision.model_copy(
+                update={
+                    "phase": Phase.PROGRESSING,
+                    "message": f"aborting: waiting for {len(decision.state.running)} running node(s)",
+                }
+            )
         state = decision.state
         # Running nodes held in a wait (a PDB-blocked drain, ...) are blocked too, and listed first:
         # they are the ones a human can unblock.

@@ -311,7 +311,17 @@ async def test_abort_lets_in_flight_nodes_finish_their_stage_and_uncordons_them(
         in_flight = set(fleet.started_nodes())
         assert fleet.cordoned() == in_flight
         await handle.signal(RolloutWorkflow.abort)
-        await asyncio.sleep(0.5)
+        # While its nodes finish, the aborting rollout starts nothing yet is not shown as paused.
+        await handle.signal(RolloutWorkflow.nodes_changed)  # a turn after the abort
+        for _ in range(300):
+            aborting = await progress(handle)
+            if aborting.message.startswith("aborting"):
+                break
+            await asyncio.sleep(0.1)
+        else:
+            raise AssertionError("the rollout never reported aborting")
+        assert aborting.phase == "Progressing"
+        assert not aborting.paused
         fleet.release.set()
         result = await handle.result()
     assert result.phase == ABORTED
