@@ -29,7 +29,6 @@ from fleetwright.errors import InvalidSpecError
 from fleetwright.kube.stagelogs import stage_jobs
 from fleetwright.planner.nodestate import ANNOTATION_PREFIX, PackageRecord, parse_annotation
 from fleetwright.workflows import search as sa
-from fleetwright.workflows.node import NodeWorkflow
 from fleetwright.workflows.payloads import NodeResult
 
 MAX_RUNS = 100
@@ -109,8 +108,8 @@ def recorded(node: Mapping[str, Any]) -> list[Recorded]:
 async def _result(client: Client, execution: WorkflowExecution) -> str:
     if execution.status is not WorkflowExecutionStatus.COMPLETED:
         return ""
-    handle = client.get_workflow_handle_for(NodeWorkflow.run, execution.id, run_id=execution.run_id)
-    result: NodeResult = await handle.result()
+    handle = client.get_workflow_handle(execution.id, run_id=execution.run_id, result_type=NodeResult)
+    result = await handle.result()
     return f"{result.status.value}: {result.message}"
 
 
