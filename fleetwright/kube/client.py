@@ -14,6 +14,8 @@ from opentelemetry import trace
 from fleetwright.errors import PermanentError
 
 _tracer = trace.get_tracer("fleetwright.kube")
+# Matches the worker's default activity slots (WorkerSettings.max_concurrent_activities).
+CONNECTION_POOL_SIZE = 200
 # The route template of the request being built (``/api/v1/nodes/{name}``): the generated client
 # serializes the parameters, then sends, on the same thread.
 _route: contextvars.ContextVar[str] = contextvars.ContextVar("fleetwright_kube_route", default="")
@@ -45,25 +47,34 @@ def traced(api: client.ApiClient) -> client.ApiClient:
 
 def from_kubeconfig(path: Path | str | None = None, *, context: str | None = None) -> client.ApiClient:
     """An API client for ``path`` (default: $KUBECONFIG or ~/.kube/config), or in-cluster config."""
+    configuration = _pooled()
     if path is None:
         try:
-            config.load_incluster_config()  # type: ignore[no-untyped-call]
-            return traced(client.ApiClient())
+            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+            return traced(client.ApiClient(configuration))
         except config.ConfigException:
             pass
     try:
-        api: client.ApiClient = config.new_client_from_config(  # type: ignore[no-untyped-call]
-            config_file=str(path) if path else None, context=context
+        config.load_kube_config(  # type: ignore[no-untyped-call]
+            config_file=str(path) if path else None, context=context, client_configuration=configuration
         )
     except (config.ConfigException, OSError) as error:
         source = path or "(default)"
         raise PermanentError(f"kubeconfig {source}: {error}", reason="InvalidKubeconfig") from error
-    return traced(api)
+    return traced(client.ApiClient(configuration))
+
+
+def _pooled() -> client.Configuration:
+    """A configuration whose connection pool fits the worker's activity threads: the client's
+    default (5 per CPU) makes every busy thread beyond it open a fresh TLS connection."""
+    configuration = client.Configuration()
+    configuration.connection_pool_maxsize = CONNECTION_POOL_SIZE
+    return configuration
 
 
 def from_token(server: str, token: str, *, ca_cert: Path | str) -> client.ApiClient:
     """An API client authenticating with a bearer token (e.g. a ServiceAccount token)."""
-    configuration = client.Configuration()
+    configuration = _pooled()
     configuration.host = server
     configuration.api_key = {"authorization": f"Bearer {token}"}
     configuration.ssl_ca_cert = str(ca_cert)

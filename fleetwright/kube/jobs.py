@@ -2,13 +2,19 @@
 adopting the one a previous attempt created, reading its state and waking up when it changes.
 
 It owns idempotence at the API level (409 AlreadyExists means adopt; a ConfigMap is replaced only
-when its data differs). It must not render Job manifests (``fleetwright.stagejob`` does) nor
-decide what a Job's state means for the rollout (the activities do). It never deletes a Job:
-failed Jobs stay for their logs.
+when its data differs), and saves the writes a fleet would repeat: a namespace or ConfigMap this
+client ensured recently is not written again (every stage of every node needs the same ones).
+It must not render Job manifests (``fleetwright.stagejob`` does) nor decide what a Job's state
+means for the rollout (the activities do). It never deletes a Job: failed Jobs stay for their logs.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import threading
+import time
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -22,6 +28,35 @@ from fleetwright.kube.errors import classified
 from fleetwright.kube.watching import list_version, wait_for_change
 
 HTTP_CONFLICT = 409
+# How long an ensured namespace or ConfigMap is trusted without a write. Short enough that one
+# deleted by hand is recreated within a few minutes (the stage pod waits for its volume meanwhile).
+ENSURED_SECONDS = 300.0
+
+
+class _Ensured:
+    """What one API client ensured, and when (per client, so separate identities never share)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._at: dict[tuple[str, ...], float] = {}
+
+    def fresh(self, key: tuple[str, ...]) -> bool:
+        with self._lock:
+            at = self._at.get(key)
+        return at is not None and time.monotonic() - at < ENSURED_SECONDS
+
+    def mark(self, key: tuple[str, ...]) -> None:
+        with self._lock:
+            self._at[key] = time.monotonic()
+
+
+_ensured: weakref.WeakKeyDictionary[client.ApiClient, _Ensured] = weakref.WeakKeyDictionary()
+_ensured_lock = threading.Lock()
+
+
+def _ensured_by(api: client.ApiClient) -> _Ensured:
+    with _ensured_lock:
+        return _ensured.setdefault(api, _Ensured())
 
 
 @dataclass(frozen=True)
@@ -62,6 +97,9 @@ def _facts(job: Any) -> JobFacts:
 
 
 def ensure_namespace(api: client.ApiClient, name: str) -> None:
+    ensured, key = _ensured_by(api), ("namespace", name)
+    if ensured.fresh(key):
+        return
     body = client.V1Namespace(metadata=client.V1ObjectMeta(name=name))
     with classified(f"create namespace {name}"):
         try:
@@ -69,6 +107,7 @@ def ensure_namespace(api: client.ApiClient, name: str) -> None:
         except ApiException as error:
             if error.status != HTTP_CONFLICT:
                 raise
+    ensured.mark(key)
 
 
 def ensure_config_map(
@@ -76,7 +115,17 @@ def ensure_config_map(
 ) -> None:
     """Create the ConfigMap, or bring an existing one's data up to ``data`` (a config change keeps
     the name ``<cr>-<pkg>-<version>``); no write when it already matches."""
-    core = client.CoreV1Api(api)
+    digest = hashlib.sha256(json.dumps(dict(data), sort_keys=True).encode()).hexdigest()
+    ensured, key = _ensured_by(api), ("configmap", namespace, name, digest)
+    if ensured.fresh(key):
+        return
+    _write_config_map(client.CoreV1Api(api), namespace, name, data, labels)
+    ensured.mark(key)
+
+
+def _write_config_map(
+    core: client.CoreV1Api, namespace: str, name: str, data: Mapping[str, str], labels: Mapping[str, str]
+) -> None:
     metadata = client.V1ObjectMeta(name=name, namespace=namespace, labels=dict(labels))
     body = client.V1ConfigMap(metadata=metadata, data=dict(data))
     with classified(f"create configmap {namespace}/{name}"):

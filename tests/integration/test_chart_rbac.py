@@ -237,7 +237,8 @@ def _evict(api: ApiClient, node: str) -> object:
 
 
 def _ensure_namespace(api: ApiClient, node: str) -> object:
-    jobs.ensure_namespace(api, PACKAGES)
+    # A client of its own each time: the adapter skips a namespace this client already ensured.
+    jobs.ensure_namespace(ApiClient(api.configuration), PACKAGES)
     return None
 
 
