@@ -116,6 +116,17 @@ async def _status_pause_logs_history_reset(
     assert "DrainBlocked" in branch
     assert f"budget {pdb} " in branch  # the PDB
     assert f"{namespace}/trainer-" in branch  # and the pod, namespaced
+    # The NodeProfile shows the held drain too (not only the CLI reading the node's condition):
+    # Blocked, nodesBlocked and the node issue name the PDB and the pod.
+    held = await until(
+        lambda: (c := rollout.condition("Blocked")) and c["status"] == "True" and pdb in c["message"] and c,
+        60,
+        "the NodeProfile's Blocked condition naming the PDB",
+    )
+    assert f"{namespace}/trainer-" in held["message"]
+    profile_status = await asyncio.to_thread(rollout.status)
+    assert profile_status["nodesBlocked"] >= 1
+    assert any(pdb in issue["message"] for issue in profile_status["nodeIssues"])
     assert f"NodeProfile {name}" in table
     assert "ETA" in table
     parsed = yaml.safe_load(await cli.ok("status", name, "-o", "yaml"))
