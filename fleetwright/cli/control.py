@@ -185,9 +185,12 @@ def abort_command(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
     output: OutputOpt = "table",
 ) -> None:
-    """Abort the rollout for good (the workflow ends Aborted); asks first unless --yes."""
+    """Abort the rollout: nothing new starts, running nodes finish, the workflow ends Aborted and
+    stays so for this generation (a spec edit or an explicit resume starts it again); asks first
+    unless --yes."""
     session = Session.of(ctx)
     check_output(output)
-    if not yes and not typer.confirm(f"Abort the rollout of {profile}? It cannot be resumed.", err=True):
+    question = f"Abort the rollout of {profile}? Only a spec edit or a resume starts it again."
+    if not yes and not typer.confirm(question, err=True):
         raise typer.Exit(1)
     _print(session.run(lambda: _abort(session, profile)), output)

@@ -1,8 +1,9 @@
 """``fleetwright node reset NODE --profile P``: forget what a profile recorded on a node, so the
 rollout re-evaluates the node from scratch (the next pass re-runs the profile's packages there).
 
-It deletes the profile's finished stage Jobs on the node (their names are deterministic: a kept Job
-would be adopted as already done, and an interrupt would never reboot), removes the profile's state
+It deletes the profile's finished stage Jobs on the node (Jobs are named per pass now, but a
+workflow started before that keeps fixed names and would adopt a kept Job as already done, so an
+interrupt would never reboot), removes the profile's state
 annotation (``fleetwright.io/state.<profile>``) and status label, marks the profile's node
 condition ``Unknown``/``Reset``, and nudges the rollout workflow to re-observe the fleet. It
 refuses while that profile's node workflow is running on the node (the workflow would write the

@@ -39,7 +39,8 @@ from tests.support.engine import (
 )
 from tests.support.providers import ClusterUnderTest
 
-pytestmark = pytest.mark.integration
+# observe-and-decide lists NodeProfiles (priority across profiles), so the CRDs must exist.
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("crds")]
 
 GROUP_LABEL = "test.fleetwright.io/group"
 
