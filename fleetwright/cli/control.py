@@ -24,14 +24,13 @@ from temporalio.service import RPCError, RPCStatusCode
 from fleetwright.api.nodeprofile import PLURAL as PROFILE_PLURAL
 from fleetwright.cli import reading
 from fleetwright.cli.app import app
-from fleetwright.cli.session import OUTPUT_HELP, CliError, Session, check_output, emit
+from fleetwright.cli.session import CliError, OutputOpt, Session, check_output, emit
 from fleetwright.kube.annotations import annotate
 from fleetwright.worker.controller import PAUSED_ANNOTATION
 from fleetwright.workflows.payloads import Progress
 from fleetwright.workflows.rollout import RolloutWorkflow, rollout_workflow_id
 
 ProfileArg = Annotated[str, typer.Argument(help="The NodeProfile.")]
-OutputOpt = Annotated[str, typer.Option("-o", "--output", help=OUTPUT_HELP)]
 TimeoutOpt = Annotated[
     float, typer.Option("--timeout", min=1.0, help="Seconds to wait for the rollout workflow to answer.")
 ]

@@ -24,7 +24,7 @@ from fleetwright.activities.payloads import PACKAGE_NAMESPACE
 from fleetwright.activities.status import condition_type
 from fleetwright.cli import reading
 from fleetwright.cli.app import app
-from fleetwright.cli.session import OUTPUT_HELP, Session, check_output, emit
+from fleetwright.cli.session import NamespaceOpt, OutputOpt, Session, check_output, emit
 from fleetwright.errors import InvalidSpecError
 from fleetwright.kube.stagelogs import stage_jobs
 from fleetwright.planner.nodestate import ANNOTATION_PREFIX, PackageRecord, parse_annotation
@@ -201,10 +201,8 @@ def render(history: NodeHistory, console: Console) -> None:
 def history_command(
     ctx: typer.Context,
     node: Annotated[str, typer.Argument(help="The node.")],
-    namespace: Annotated[
-        str, typer.Option("--namespace", "-n", help="Namespace of the stage Jobs.")
-    ] = PACKAGE_NAMESPACE,
-    output: Annotated[str, typer.Option("-o", "--output", help=OUTPUT_HELP)] = "table",
+    namespace: NamespaceOpt = PACKAGE_NAMESPACE,
+    output: OutputOpt = "table",
 ) -> None:
     """What ran on a node, when, with what result: node workflows, stage Jobs, recorded state."""
     session = Session.of(ctx)

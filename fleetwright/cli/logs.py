@@ -19,7 +19,15 @@ from rich.markup import escape
 
 from fleetwright.activities.payloads import PACKAGE_NAMESPACE
 from fleetwright.cli.app import app
-from fleetwright.cli.session import OUTPUT_HELP, CliError, Output, Session, check_output, emit
+from fleetwright.cli.session import (
+    CliError,
+    NamespaceOpt,
+    Output,
+    OutputOpt,
+    Session,
+    check_output,
+    emit,
+)
 from fleetwright.errors import FleetwrightError
 from fleetwright.kube.stagelogs import StageJob, container_log, job_pods, stage_jobs
 
@@ -97,10 +105,8 @@ def logs_command(
         typer.Option("--stage", help="apply, config, interrupt, post-interrupt, upgrade, uninstall."),
     ] = None,
     every: Annotated[bool, typer.Option("--all", help="Every stage Job on the node, oldest first.")] = False,
-    namespace: Annotated[
-        str, typer.Option("--namespace", "-n", help="Namespace of the stage Jobs.")
-    ] = PACKAGE_NAMESPACE,
-    output: Annotated[str, typer.Option("-o", "--output", help=OUTPUT_HELP)] = "table",
+    namespace: NamespaceOpt = PACKAGE_NAMESPACE,
+    output: OutputOpt = "table",
 ) -> None:
     """The logs of the newest stage Job on a node (every container, in run order), also after failure."""
     session = Session.of(ctx)

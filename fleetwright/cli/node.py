@@ -25,7 +25,14 @@ from fleetwright.activities.payloads import PACKAGE_NAMESPACE
 from fleetwright.activities.status import condition_type, status_label_key
 from fleetwright.cli import reading
 from fleetwright.cli.app import app
-from fleetwright.cli.session import OUTPUT_HELP, CliError, Session, check_output, emit
+from fleetwright.cli.session import (
+    CliError,
+    NamespaceOpt,
+    OutputOpt,
+    Session,
+    check_output,
+    emit,
+)
 from fleetwright.kube import nodestatus
 from fleetwright.kube.stagelogs import delete_job, stage_jobs
 from fleetwright.planner.nodestate import annotation_key
@@ -109,10 +116,8 @@ def reset_command(
         bool, typer.Option("--force", help="Reset even while the profile's node workflow is running.")
     ] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
-    namespace: Annotated[
-        str, typer.Option("--namespace", "-n", help="Namespace of the stage Jobs.")
-    ] = PACKAGE_NAMESPACE,
-    output: Annotated[str, typer.Option("-o", "--output", help=OUTPUT_HELP)] = "table",
+    namespace: NamespaceOpt = PACKAGE_NAMESPACE,
+    output: OutputOpt = "table",
 ) -> None:
     """Forget a profile's recorded state on a node so the rollout re-runs its packages there."""
     session = Session.of(ctx)

@@ -22,6 +22,7 @@ from rich.table import Table
 from fleetwright.api.deploymentpolicy import BUILTIN_POLICY, DeploymentPolicy
 from fleetwright.api.nodeprofile import NodeProfile
 from fleetwright.cli.app import app
+from fleetwright.cli.session import OutputOpt
 from fleetwright.errors import FleetwrightError, InvalidSpecError
 from fleetwright.kube.client import from_kubeconfig
 from fleetwright.kube.nodes import list_nodes
@@ -226,7 +227,7 @@ def plan_command(
         Path | None,
         typer.Option("--kubeconfig", help="Read the fleet from the live cluster behind this kubeconfig."),
     ] = None,
-    output: Annotated[str, typer.Option("-o", "--output", help="table, json or yaml.")] = "table",
+    output: OutputOpt = "table",
     now: Annotated[
         str | None, typer.Option("--now", help="Plan as of this ISO 8601 time (default: now).")
     ] = None,

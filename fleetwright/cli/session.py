@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
 import yaml
@@ -184,3 +184,6 @@ def _plain(data: Any) -> Any:
 
 
 OUTPUT_HELP = "Output format: table, json or yaml."
+# The options every command shares, declared once so their flags and help agree.
+OutputOpt = Annotated[str, typer.Option("-o", "--output", help=OUTPUT_HELP)]
+NamespaceOpt = Annotated[str, typer.Option("--namespace", "-n", help="Namespace of the stage Jobs.")]

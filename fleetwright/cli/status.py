@@ -22,7 +22,7 @@ from fleetwright.api.nodeprofile import NodeProfile
 from fleetwright.cli import reading
 from fleetwright.cli.app import app
 from fleetwright.cli.plan import observe
-from fleetwright.cli.session import OUTPUT_HELP, Output, Session, check_output, emit, human_console
+from fleetwright.cli.session import Output, OutputOpt, Session, check_output, emit, human_console
 from fleetwright.cli.statusview import (
     TERMINAL_PHASES,
     RolloutView,
@@ -86,7 +86,7 @@ def _no_eta(progress: Progress | None) -> str:
 def status_command(
     ctx: typer.Context,
     profile: Annotated[str | None, typer.Argument(help="A NodeProfile; all profiles when omitted.")] = None,
-    output: Annotated[str, typer.Option("-o", "--output", help=OUTPUT_HELP)] = "table",
+    output: OutputOpt = "table",
     watch: Annotated[
         bool, typer.Option("--watch", "-w", help="Refresh until the rollout completes, halts or is aborted.")
     ] = False,
