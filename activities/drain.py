@@ -27,7 +27,7 @@ from fleetwright.activities import status
 from fleetwright.activities.payloads import DrainReport, DrainRequest, NodePhase
 from fleetwright.activities.waiting import Clock, blocking, heartbeat_window
 from fleetwright.api.nodeprofile import DrainSpec
-from fleetwright.kube import nodestatus, pods
+from fleetwright.kube import pods
 from fleetwright.kube.client import ApiClient
 from fleetwright.kube.eviction import EvictionResult, evict
 from fleetwright.kube.pods import PodFacts
@@ -205,9 +205,8 @@ class Drainer:
         if timed_out:
             message = f"drain timed out after {self.request.drain.timeout_seconds}s; {message}"
         if (reason, message) != self.shown:
-            await blocking(
+            await status.show(
                 self.executor,
-                status.publish,
                 self.api,
                 profile=self.request.profile,
                 node=self.request.node,
@@ -229,19 +228,15 @@ class Drainer:
 
     async def _clear(self) -> None:
         """A drain that ends lifts the waiting state it may have shown (this or an earlier attempt)."""
-        facts, _ = await blocking(self.executor, nodestatus.read_node, self.api, self.request.node)
-        current = facts.conditions.get(status.condition_type(self.request.profile))
-        if current is not None and current.reason in DRAIN_WAIT_REASONS:
-            await blocking(
-                self.executor,
-                status.publish,
-                self.api,
-                profile=self.request.profile,
-                node=self.request.node,
-                phase=NodePhase.IN_PROGRESS,
-                reason=DRAINED_REASON,
-                message=f"drain of {self.request.node} finished",
-            )
+        await status.lift(
+            self.executor,
+            self.api,
+            profile=self.request.profile,
+            node=self.request.node,
+            held=DRAIN_WAIT_REASONS,
+            reason=DRAINED_REASON,
+            message=f"drain of {self.request.node} finished",
+        )
 
     def _report(self, listed: list[PodFacts], outcome: Pass) -> DrainReport:
         present = {p.key: p.uid for p in listed}

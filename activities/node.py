@@ -158,9 +158,8 @@ class NodeActivities:
             return RuntimeTaintReport(removed=False)  # a deleted node carries no taint
 
     async def _publish(self, target: NodeTarget, phase: NodePhase, reason: str, message: str) -> None:
-        await blocking(
+        await status.show(
             self.executor,
-            status.publish,
             self.api,
             profile=target.profile,
             node=target.node,

@@ -16,7 +16,7 @@ from temporalio.exceptions import ApplicationError
 from fleetwright.activities import status
 from fleetwright.activities.payloads import NodePhase, ProtectedPodsRequest
 from fleetwright.activities.waiting import Clock, blocking, heartbeat_window
-from fleetwright.kube import nodestatus, pods
+from fleetwright.kube import pods
 from fleetwright.kube.client import ApiClient
 
 HELD_REASON = "NonInterruptPodsRunning"
@@ -84,15 +84,19 @@ class ProtectedPodsWait:
 
     async def _release(self) -> None:
         """Lift the held state this (or an earlier) attempt showed; say nothing if none was shown."""
-        facts, _ = await blocking(self.executor, nodestatus.read_node, self.api, self.request.node)
-        current = facts.conditions.get(status.condition_type(self.request.profile))
-        if current is not None and current.reason == HELD_REASON:
-            await self._publish(NodePhase.IN_PROGRESS, RELEASED_REASON, "protected pods are gone")
+        await status.lift(
+            self.executor,
+            self.api,
+            profile=self.request.profile,
+            node=self.request.node,
+            held=(HELD_REASON,),
+            reason=RELEASED_REASON,
+            message="protected pods are gone",
+        )
 
     async def _publish(self, phase: NodePhase, reason: str, message: str) -> None:
-        await blocking(
+        await status.show(
             self.executor,
-            status.publish,
             self.api,
             profile=self.request.profile,
             node=self.request.node,

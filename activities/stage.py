@@ -298,9 +298,8 @@ class StageRunner:
             self.shown = None
 
     async def _publish(self, phase: NodePhase, reason: str, message: str) -> None:
-        await blocking(
+        await status.show(
             self.executor,
-            status.publish,
             self.api,
             profile=self.request.profile,
             node=self.request.node,

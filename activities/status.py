@@ -11,8 +11,11 @@ workflow and the waits do.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Collection
+from concurrent.futures import Executor
 
 from fleetwright.activities.payloads import NodePhase
+from fleetwright.activities.waiting import blocking
 from fleetwright.kube import events, nodestatus
 from fleetwright.kube.client import ApiClient
 from fleetwright.planner.fleet import claim_key
@@ -84,3 +87,39 @@ def publish(
             note=f"{profile}: {message}",
             key=event_key or "\x00".join((profile, phase.value, reason, message)),
         )
+
+
+async def show(
+    executor: Executor,
+    api: ApiClient,
+    *,
+    profile: str,
+    node: str,
+    phase: NodePhase,
+    reason: str,
+    message: str,
+) -> None:
+    """``publish`` from an activity: on its Kubernetes thread pool (the activities' one way to show
+    a node's state while they wait)."""
+    await blocking(
+        executor, publish, api, profile=profile, node=node, phase=phase, reason=reason, message=message
+    )
+
+
+async def lift(
+    executor: Executor,
+    api: ApiClient,
+    *,
+    profile: str,
+    node: str,
+    held: Collection[str],
+    reason: str,
+    message: str,
+) -> None:
+    """Lift a waiting state this or an earlier attempt showed (the profile's node condition has a
+    reason in ``held``) back to in-progress; say nothing when none shows."""
+    facts, _ = await blocking(executor, nodestatus.read_node, api, node)
+    current = facts.conditions.get(condition_type(profile))
+    if current is not None and current.reason in held:
+        phase = NodePhase.IN_PROGRESS
+        await show(executor, api, profile=profile, node=node, phase=phase, reason=reason, message=message)
