@@ -15,19 +15,18 @@ from typing import Any
 
 from temporalio import activity
 
-from fleetwright.activities import drain, protected, stage
+from fleetwright.activities import drain, protected, stage, status
 from fleetwright.activities.errors import temporal_errors
 from fleetwright.activities.payloads import NAMES, DecideReport, DecideRequest, NodeResult
 from fleetwright.activities.runtime_taint import parse_profiles
-from fleetwright.activities.status import condition_type
 from fleetwright.api.nodeprofile import PLURAL as PROFILE_PLURAL
 from fleetwright.api.nodeprofile import NodeProfile
-from fleetwright.errors import NotFoundError
+from fleetwright.errors import NotFoundError, RetryableError
 from fleetwright.kube import nodes as kube_nodes
 from fleetwright.kube import resources
 from fleetwright.kube.client import ApiClient
 from fleetwright.planner import convert
-from fleetwright.planner.fleet import claim_key, observe_node
+from fleetwright.planner.fleet import CLAIM_PREFIX, claim_key, observe_node
 from fleetwright.planner.nodestate import format_annotation, read_profile_state
 from fleetwright.planner.observations import NodeObservation, Observations, RunStatus
 from fleetwright.planner.priority import earlier_profiles, waiting_on
@@ -89,7 +88,7 @@ def held_waits(
     """Pure: the running nodes whose node condition for this profile shows a held wait, with
     ``<reason>: <message>`` (the drain's message names the pod and the PodDisruptionBudget)."""
     busy = set(running)
-    wanted = condition_type(profile)
+    wanted = status.condition_type(profile)
     held: list[BlockedNode] = []
     for node in nodes:
         name = str((node.get("metadata") or {}).get("name"))
@@ -122,6 +121,25 @@ def plan_turn(
     )
 
 
+def raced_claims(
+    before: list[dict[str, Any]], after: list[dict[str, Any]], profile: NodeProfile
+) -> tuple[str, ...]:
+    """Pure: ``node (claim key)`` for each start claim of another profile that appeared between two
+    reads on a node this profile targets."""
+    own = claim_key(profile.metadata.name)
+
+    def claims(nodes: list[dict[str, Any]]) -> set[tuple[str, str]]:
+        return {
+            (str(meta.get("name")), key)
+            for meta in (n.get("metadata") or {} for n in nodes)
+            if convert.targets(profile, meta.get("labels") or {})
+            for key in meta.get("annotations") or {}
+            if key.startswith(CLAIM_PREFIX) and key != own
+        }
+
+    return tuple(f"{node} ({key})" for node, key in sorted(claims(after) - claims(before)))
+
+
 class RolloutActivities:
     def __init__(self, api: ApiClient) -> None:
         self._api = api
@@ -129,19 +147,42 @@ class RolloutActivities:
     @activity.defn(name=NAMES.OBSERVE_AND_DECIDE)
     @temporal_errors
     def observe_and_decide(self, request: DecideRequest) -> DecideReport:
+        name = request.profile.metadata.name
         for node in request.reset_failed:
-            self._clear_failure(request.profile.metadata.name, node)
-        for node in request.release_claims:
-            # A node deleted since the last turn carries no claim left to drop.
-            with contextlib.suppress(NotFoundError):
-                kube_nodes.set_annotation(self._api, node, claim_key(request.profile.metadata.name), None)
+            self._clear_failure(name, node)
+        self._release(name, request.release_claims)
         profiles = parse_profiles(resources.list_objects(self._api, PROFILE_PLURAL))
-        report = plan_turn(kube_nodes.list_nodes(self._api), request, profiles)
+        nodes = kube_nodes.list_nodes(self._api)
+        report = plan_turn(nodes, request, profiles)
+        starts = [s.node for s in report.decision.start]
         # Claim the nodes to start before the workflow acts on the decision, so other profiles'
         # decisions count them against their budgets at once (the node workflow drops the claim).
-        for start in report.decision.start:
-            kube_nodes.set_annotation(self._api, start.node, claim_key(request.profile.metadata.name), "true")
+        for node in starts:
+            status.claim(self._api, profile=name, node=node)
+        if starts and any(p.metadata.name != name for p in profiles):
+            self._verify_claims(request.profile, nodes, starts)
         return report
+
+    def _verify_claims(self, profile: NodeProfile, before: list[dict[str, Any]], starts: list[str]) -> None:
+        """Read the fleet again after claiming: another profile that claimed nodes between this
+        decision's read and its claims decided without seeing them (and this one without seeing
+        theirs), so together they could exceed a shared budget. Of two such decisions at least one
+        sees the other's claim here (each reads after its own claims); it withdraws and decides
+        again, so the two never both go ahead."""
+        raced = raced_claims(before, kube_nodes.list_nodes(self._api), profile)
+        if raced:
+            self._release(profile.metadata.name, starts)
+            raise RetryableError(
+                f"other profiles started nodes while {profile.metadata.name} decided "
+                f"({', '.join(raced)}); deciding again",
+                reason="DecisionRaced",
+            )
+
+    def _release(self, profile: str, nodes: Iterable[str]) -> None:
+        for node in nodes:
+            # A node deleted since the claim carries no claim left to drop.
+            with contextlib.suppress(NotFoundError):
+                status.release(self._api, profile=profile, node=node)
 
     def _clear_failure(self, profile: str, node: str) -> None:
         annotations = kube_nodes.get_node(self._api, node).metadata.annotations or {}

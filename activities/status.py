@@ -89,6 +89,26 @@ def publish(
         )
 
 
+def claim(api: ApiClient, *, profile: str, node: str) -> None:
+    """The decision's start claim, in the same patch as the in-progress label: other profiles count
+    the claim against their budgets, and the node workflow's first ``publish`` then finds the label
+    already set (one Node write per started node instead of two)."""
+    nodestatus.merge_metadata(
+        api,
+        node,
+        labels={status_label_key(profile): NodePhase.IN_PROGRESS.value},
+        annotations={claim_key(profile): "true"},
+    )
+
+
+def release(api: ApiClient, *, profile: str, node: str) -> None:
+    """Undo ``claim`` for a node the workflow did not start (a pause or abort arrived while it
+    decided). No node workflow ran there since the claim, so the label is the claim's own."""
+    nodestatus.merge_metadata(
+        api, node, labels={status_label_key(profile): None}, annotations={claim_key(profile): None}
+    )
+
+
 async def show(
     executor: Executor,
     api: ApiClient,
