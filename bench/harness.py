@@ -66,26 +66,10 @@ _API_VERB = {"post": "create", "put": "update"}
 KUBELET_POLL_SECONDS = 1.0
 
 
-# One kwok process stands in for every node's kubelet. With its defaults (4 lease workers) on a
-# 2-core machine shared with other work, 1,000 leases are not renewed within 40 s and the node
-# lifecycle controller marks hundreds of nodes NotReady mid-rollout (seen in the first 1,000-node
-# run), which fleetwright then rightly refuses to touch. Real nodes each renew their own lease.
-KWOK_CONFIGURATION = {
-    "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
-    "kind": "KwokConfiguration",
-    "options": {"nodeLeaseParallelism": 32, "nodePlayStageParallelism": 16, "podPlayStageParallelism": 16},
-}
+# kwok's workers are sized by the cluster from the node count; the controller manager's grace
+# period is stretched so a loaded 2-core machine renewing thousands of simulated leases does not
+# turn nodes NotReady mid-rollout (which fleetwright then rightly refuses to touch).
 NODE_MONITOR_GRACE = "--node-monitor-grace-period=300s"
-
-
-class BenchCluster(LocalCluster):
-    """The local control plane with the simulated kubelets sized for a whole fleet on 2 cores."""
-
-    def _define_components(self) -> None:
-        super()._define_components()
-        stages = self.workdir / "kwok-stages.yaml"
-        stages.write_text(stages.read_text() + "\n---\n" + yaml.safe_dump(KWOK_CONFIGURATION))
-        self.components["kube-controller-manager"].argv.append(NODE_MONITOR_GRACE)
 
 
 def loadavg() -> str:
@@ -147,9 +131,10 @@ class Stack:
                 "--audit-log-format=json",
                 "--audit-log-maxsize=0",
             ),
+            controller_manager_args=(NODE_MONITOR_GRACE,),
             startup_timeout=600,
         )
-        self.cluster = self._exit.enter_context(BenchCluster(options))
+        self.cluster = self._exit.enter_context(LocalCluster(options))
         self.temporal = self._exit.enter_context(
             LocalTemporal(search_attributes=REGISTRATION, workdir=self.rundir / "temporal", ui=False)
         )

