@@ -158,7 +158,9 @@ class RolloutActivities:
         # Claim the nodes to start before the workflow acts on the decision, so other profiles'
         # decisions count them against their budgets at once (the node workflow drops the claim).
         for node in starts:
-            status.claim(self._api, profile=name, node=node)
+            # A node deleted since the read needs no claim: its node workflow ends as gone.
+            with contextlib.suppress(NotFoundError):
+                status.claim(self._api, profile=name, node=node)
         if starts and any(p.metadata.name != name for p in profiles):
             self._verify_claims(request.profile, nodes, starts)
         return report
