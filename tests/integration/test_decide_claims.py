@@ -53,7 +53,7 @@ def request(profile: NodeProfile) -> DecideRequest:
     return DecideRequest(now=now, profile=profile, state=begin(spec, now))
 
 
-def after_first_read(monkeypatch: pytest.MonkeyPatch, act: Callable[[list[dict[str, Any]]], None]) -> None:
+def after_first_read(monkeypatch: pytest.MonkeyPatch, act: Callable[[list[dict[str, Any]]], object]) -> None:
     """Run ``act`` once, right after the decision's first read of the fleet."""
     real = kube_nodes.list_nodes
     calls = 0
