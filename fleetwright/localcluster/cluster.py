@@ -40,6 +40,7 @@ STAGE_LOG = ("simulated stage container (kwok): no process ran", "stage finished
 SERVICE_CIDR = "10.96.0.0/16"
 # kwok renews node leases with this many nodes per worker (at least its default 4 workers).
 NODES_PER_LEASE_WORKER = 32
+KWOK_DEFAULT_WORKERS = 4
 # Controllers the product relies on (Jobs, PDB status, owner GC, namespaces and service accounts
 # for pods, node lifecycle) plus what Deployments/ReplicaSets/DaemonSets need for test workloads.
 CONTROLLERS = (
@@ -347,17 +348,29 @@ def run_kubectl(
 KubectlRunner = Callable[..., subprocess.CompletedProcess[str]]
 
 
-def kwok_configuration(nodes: int) -> dict[str, Any]:
-    """kwok's worker pools sized for the fleet it starts with. One kwok process stands in for every
-    node's kubelet; with its defaults (4 lease workers) on 2 loaded cores, 1,000 leases are not
-    renewed within the grace period and the node lifecycle controller marks hundreds of nodes
-    NotReady mid-rollout (seen in the first 1,000-node benchmark). Real nodes each renew their own."""
-    leases = max(4, math.ceil(nodes / NODES_PER_LEASE_WORKER))
-    stages = max(4, leases // 2)
+def kwok_configuration(nodes: int) -> dict[str, Any] | None:
+    """kwok's worker pools sized for the fleet it starts with, or None where its defaults do. One
+    kwok process stands in for every node's kubelet; with its defaults (4 lease workers) on 2
+    loaded cores, 1,000 leases are not renewed within the grace period and the node lifecycle
+    controller marks hundreds of nodes NotReady mid-rollout (seen in the first 1,000-node
+    benchmark). Real nodes each renew their own."""
+    leases = max(KWOK_DEFAULT_WORKERS, math.ceil(nodes / NODES_PER_LEASE_WORKER))
+    if leases == KWOK_DEFAULT_WORKERS:
+        return None
+    stages = max(KWOK_DEFAULT_WORKERS, leases // 2)
     return {
         "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
         "kind": "KwokConfiguration",
+        # kwok v0.8.0 does not default a KwokConfiguration read from a file (only the one it makes
+        # when there is none), so every option its flags do not set is spelled out with kwok's
+        # default: without enableDebuggingHandlers the kubelet endpoint answers pods/log with 405.
         "options": {
+            "enableDebuggingHandlers": True,
+            "enableProfilingHandler": True,
+            "enableContentionProfiling": False,
+            "podsOnNodeSyncParallelism": 1,
+            "enablePodsOnNodeSyncListPager": True,
+            "enablePodsOnNodeSyncStreamWatch": False,
             "nodeLeaseParallelism": leases,
             "nodePlayStageParallelism": stages,
             "podPlayStageParallelism": stages,
@@ -386,8 +399,7 @@ class KwokFleet:
         stages.write_text(
             resources.files("fleetwright.localcluster").joinpath("stages.yaml").read_text()
             + _stage_logs(workdir / STAGE_LOG_FILE)
-            + "\n---\n"
-            + yaml.safe_dump(kwok_configuration(nodes))
+            + _sized(kwok_configuration(nodes))
         )
         # kwok's server is each node's kubelet endpoint (daemonEndpoints port = its port): the
         # apiserver proxies pods/log there over HTTPS. Its own throwaway CA: the apiserver does not
@@ -451,6 +463,10 @@ class KwokFleet:
             for c in node.get("status", {}).get("conditions") or []
             if c["type"] == "Ready" and c["status"] == "True"
         }
+
+
+def _sized(configuration: dict[str, Any] | None) -> str:
+    return "" if configuration is None else "\n---\n" + yaml.safe_dump(configuration)
 
 
 def _stage_logs(path: Path) -> str:

@@ -27,14 +27,21 @@ def test_node_manifests_are_deterministic_and_labelled() -> None:
     assert all(n["metadata"]["annotations"][nodes.KWOK_ANNOTATION] == "fake" for n in first)
 
 
-def test_kwok_workers_keep_kwok_defaults_for_small_fleets_and_grow_with_large_ones() -> None:
-    small = kwok_configuration(24)["options"]
-    assert small == {"nodeLeaseParallelism": 4, "nodePlayStageParallelism": 4, "podPlayStageParallelism": 4}
-    fleet = kwok_configuration(1000)["options"]
+def test_kwok_keeps_its_defaults_for_small_fleets_and_grows_its_workers_with_large_ones() -> None:
+    assert kwok_configuration(24) is None
+    assert kwok_configuration(128) is None
+    fleet = kwok_configuration(1000)
+    assert fleet is not None
+    options = fleet["options"]
     # 32 lease workers renew 1,000 leases inside the grace period on 2 loaded cores (benchmarked).
-    assert fleet["nodeLeaseParallelism"] == 32
-    assert fleet["nodePlayStageParallelism"] == fleet["podPlayStageParallelism"] == 16
-    assert kwok_configuration(10_000)["options"]["nodeLeaseParallelism"] == 313
+    assert options["nodeLeaseParallelism"] == 32
+    assert options["nodePlayStageParallelism"] == options["podPlayStageParallelism"] == 16
+    # kwok does not default a file's configuration: the kubelet endpoint must keep serving logs.
+    assert options["enableDebuggingHandlers"] is True
+    assert options["podsOnNodeSyncParallelism"] == 1
+    large = kwok_configuration(10_000)
+    assert large is not None
+    assert large["options"]["nodeLeaseParallelism"] == 313
 
 
 def test_boot_ids_differ_per_node_and_generation() -> None:
