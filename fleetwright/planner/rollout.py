@@ -183,7 +183,7 @@ class _Engine:
         self.failed = {f.node: f for f in state.failed}
         busy = self.running | set(state.carried) | view.reported_running
         self.tracker = BudgetTracker(
-            view.foreign_unavailable | busy, view.compartment_of, view.cap, view.compartment_caps
+            view.foreign_unavailable | busy, view.compartment_of, view.cap, view.compartment_caps, ours=busy
         )
         self.pending = (
             view.prepared.needing

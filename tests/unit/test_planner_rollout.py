@@ -186,6 +186,23 @@ def test_a_foreign_cordon_is_worked_under_at_no_extra_cost() -> None:
     assert started(decision) == ["n02"]  # the only start that does not add an unavailable node
 
 
+def test_a_node_cordoned_by_someone_else_mid_rollout_waits_for_our_own_node() -> None:
+    # Chaos seed 4242, iterations 6 and 52: maxUnavailable 1, our node mid-update, then someone
+    # cordons a pending node. It still runs its pods: working under that cordon (draining it) while
+    # our node is disrupted would disrupt two nodes for this profile.
+    fleet = Fleet(3, policy(batches(initial=3), cap=1))
+    ours = started(fleet.decide())
+    assert len(ours) == 1
+    cordoned = next(n for n in fleet.nodes if n not in ours)
+    fleet.set(cordoned, unschedulable=True)
+    decision = fleet.decide()
+    assert started(decision) == []
+    assert any(b.node == cordoned and b.reason.startswith("Budget") for b in decision.blocked)
+    fleet.finish_running()
+    # Once ours is done, the cordoned node is the one start that adds no unavailable node.
+    assert started(fleet.decide()) == [cordoned]
+
+
 def test_config_change_with_reboot_interrupt_on_50_nodes_respects_a_budget_of_1() -> None:
     # NodeWright's suspected bypass: config changes marked every node in progress at once.
     old = config_digests({"grub.cfg": "quiet"})
