@@ -24,6 +24,7 @@ from typing import Any
 import yaml
 
 from fleetwright.api.crdgen import rendered_files
+from fleetwright.kube import inventory, nodestatus
 from fleetwright.kube.client import ApiClient, from_kubeconfig
 from fleetwright.localcluster.cluster import ClusterOptions, LocalCluster
 from fleetwright.localcluster.kubelet import SimulatedKubelet
@@ -36,7 +37,7 @@ from fleetwright.workflows.search import REGISTRATION
 BENCH = Path(__file__).resolve().parent
 WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
 # Writes from everyone, and every request of the admin identity (fleetwright's processes, the
-# simulated kubelet's kubectl, the bench): reads by kwok and the controller manager are counted
+# bench): reads by kwok and the controller manager are counted
 # by the metrics only, which keeps the log small at 10,000 nodes.
 AUDIT_POLICY = {
     "apiVersion": "audit.k8s.io/v1",
@@ -61,9 +62,10 @@ _LABEL = re.compile(r'(\w+)="([^"]*)"')
 _TICK = os.sysconf("SC_CLK_TCK")
 # apiserver_request_total counts HTTP verbs; the audit log uses the API's verbs.
 _API_VERB = {"post": "create", "put": "update"}
-# The simulated kubelet lists interrupt pods with a kubectl process per poll: once a second keeps
-# its CPU small next to the fleet's while a reboot still lands well inside a stage.
+# The simulated kubelet lists the running interrupt pods once a second: a reboot still lands well
+# inside a stage, and the polls stay small next to the fleet's requests.
 KUBELET_POLL_SECONDS = 1.0
+KUBELET_AGENT = "simulated-kubelet"
 
 
 # kwok's workers are sized by the cluster from the node count. Simulated leases last 4 minutes
@@ -89,6 +91,20 @@ def peak_rss_mib(pid: int) -> float:
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) / 1024
     return 0.0
+
+
+@dataclass(frozen=True)
+class ClientKubeletApi:
+    """The simulated kubelet's calls on one long-lived client (no process per poll)."""
+
+    api: ApiClient
+
+    def interrupt_pods(self, namespace: str, selector: str) -> list[dict[str, Any]]:
+        # Finished pods too: an interrupt pod may finish between two polls, and its reboot is due.
+        return inventory.list_items(self.api, "pods", namespace=namespace, label_selector=selector)
+
+    def annotate_node(self, node: str, key: str, value: str) -> None:
+        nodestatus.merge_metadata(self.api, node, annotations={key: value})
 
 
 @dataclass
@@ -159,7 +175,13 @@ class Stack:
             process.start()
             self._exit.callback(process.stop)
             self.processes[role] = process
-        self._exit.enter_context(SimulatedKubelet(self.cluster.kubectl, interval=KUBELET_POLL_SECONDS))
+        kubelet_api = from_kubeconfig(self.cluster.kubeconfig)
+        kubelet_api.user_agent = KUBELET_AGENT
+        self._exit.enter_context(
+            SimulatedKubelet(
+                self.cluster.kubectl, interval=KUBELET_POLL_SECONDS, api=ClientKubeletApi(kubelet_api)
+            )
+        )
 
     def api(self) -> ApiClient:
         """The bench's own client, with a User-Agent that keeps it apart from fleetwright's."""
@@ -210,6 +232,8 @@ def actor(event: dict[str, Any]) -> str:
     simulation's components by identity."""
     agent = str(event.get("userAgent", ""))
     user = str(event.get("user", {}).get("username", ""))
+    if agent.startswith(KUBELET_AGENT):
+        return "simulated kubelet (reboots)"
     if agent.startswith("fleetwright-"):
         return agent.split(" ", maxsplit=1)[0]
     if user == "kwok-controller":
@@ -217,7 +241,7 @@ def actor(event: dict[str, Any]) -> str:
     if "kube-controller-manager" in user or "kube-controller-manager" in agent:
         return "kube-controller-manager (Job controller, GC)"
     if agent.startswith("kubectl"):
-        return "kubectl (simulated kubelet's reboots, bench apply)"
+        return "kubectl (bench apply)"
     return user or agent or "unknown"
 
 

@@ -209,7 +209,9 @@ class RolloutWorkflow:
             if self._should_continue_as_new():
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 if self._should_continue_as_new():  # a handler may have queued a request meanwhile
-                    workflow.continue_as_new(self._carry())
+                    # The server does not carry an upserted memo into the next run: hand the
+                    # progress over, so readers (CLI, controller, bench) never see an empty one.
+                    workflow.continue_as_new(self._carry(), memo=self._memo())
             if self._another_pass(decision):
                 continue
             await self._sleep(decision)
@@ -401,6 +403,9 @@ class RolloutWorkflow:
         info = workflow.info()
         return info.get_current_history_length() >= self._settings.history_events_before_continue
 
+    def _memo(self) -> dict[str, Any]:
+        return {"progress": self._progress.model_dump(mode="json")} if self._progress is not None else {}
+
     def _carry(self) -> RolloutInput:
         assert self._state is not None
         return RolloutInput(
@@ -466,7 +471,7 @@ class RolloutWorkflow:
                     sa.NODES_BLOCKED.value_set(progress.blocked),
                 ]
             )
-        workflow.upsert_memo({"progress": progress.model_dump(mode="json")})
+        workflow.upsert_memo(self._memo())
         workflow.set_current_details(_details(progress, decision))
         return progress
 

@@ -4,6 +4,8 @@ traces its API calls: one OpenTelemetry client span per request (a no-op without
 from __future__ import annotations
 
 import contextvars
+import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -79,6 +81,16 @@ def from_token(server: str, token: str, *, ca_cert: Path | str) -> client.ApiCli
     configuration.api_key = {"authorization": f"Bearer {token}"}
     configuration.ssl_ca_cert = str(ca_cert)
     return traced(client.ApiClient(configuration))
+
+
+def fetch_json(call: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
+    """Call a generated client method and return the apiserver's JSON as plain dicts, skipping the
+    client's model classes: building them costs about 2 ms of CPU per Node (a 1,000-node list took
+    1.7-2.7 CPU s that way, 0.25-0.34 s as JSON), and every caller here wants dicts anyway. A
+    non-2xx answer still raises ``ApiException``."""
+    response = call(*args, _preload_content=False, **kwargs)
+    data: dict[str, Any] = json.loads(response.data)
+    return data
 
 
 # For type annotations outside the adapter, which must not import ``kubernetes`` itself.

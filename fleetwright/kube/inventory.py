@@ -11,6 +11,7 @@ from typing import Any, Literal, cast
 from kubernetes import client
 
 from fleetwright.api.common import GROUP, VERSION
+from fleetwright.kube.client import fetch_json
 from fleetwright.kube.errors import classified
 
 Kind = Literal["nodes", "jobs", "pods"]
@@ -26,15 +27,13 @@ def list_items(
 ) -> list[dict[str, Any]]:
     """Every object of ``kind`` (namespaced kinds in ``namespace``) matching ``label_selector``."""
     options: dict[str, Any] = {"label_selector": label_selector, "_request_timeout": timeout_seconds}
-    listing: Any
     with classified(f"list {kind}"):
         if kind == "nodes":
-            listing = client.CoreV1Api(api).list_node(**options)
+            data = fetch_json(client.CoreV1Api(api).list_node, **options)
         elif kind == "jobs":
-            listing = client.BatchV1Api(api).list_namespaced_job(namespace, **options)
+            data = fetch_json(client.BatchV1Api(api).list_namespaced_job, namespace, **options)
         else:
-            listing = client.CoreV1Api(api).list_namespaced_pod(namespace, **options)
-    data = cast(dict[str, Any], api.sanitize_for_serialization(listing))  # type: ignore[no-untyped-call]
+            data = fetch_json(client.CoreV1Api(api).list_namespaced_pod, namespace, **options)
     return list(data.get("items") or [])
 
 

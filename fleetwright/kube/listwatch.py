@@ -19,6 +19,7 @@ from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
 from fleetwright.api.common import GROUP, VERSION
+from fleetwright.kube.client import fetch_json
 from fleetwright.kube.errors import classified
 from fleetwright.kube.watching import HTTP_GONE
 
@@ -68,7 +69,7 @@ class ListWatch:
     def _list(self) -> str:
         with classified(f"list {self.kind}"):
             func, args = self._list_call()
-            listing = self._to_dict(func(*args))
+            listing = fetch_json(func, *args)
         metadata = listing.get("metadata") or {}
         items = tuple(cast(list[dict[str, Any]], listing.get("items") or []))
         if not self.stop.is_set():

@@ -17,6 +17,7 @@ from kubernetes import client
 
 from fleetwright.api.nodeprofile import RUNTIME_REQUIRED_TAINT
 from fleetwright.errors import NodeGoneError
+from fleetwright.kube.client import fetch_json
 from fleetwright.kube.errors import classified
 from fleetwright.planner.fleet import CORDON_PREFIX, cordon_key
 
@@ -82,9 +83,8 @@ def uncordon(api: client.ApiClient, name: str, owner: str) -> bool:
 def list_nodes(api: client.ApiClient) -> list[dict[str, Any]]:
     """Every Node as a plain dict (camelCase, as ``kubectl get -o json``), for pure readers."""
     with classified("list nodes"):
-        listing = client.CoreV1Api(api).list_node()
-    items: list[dict[str, Any]] = api.sanitize_for_serialization(listing)["items"]  # type: ignore[no-untyped-call]
-    return items
+        listing = fetch_json(client.CoreV1Api(api).list_node)
+    return list(listing.get("items") or [])
 
 
 def set_annotation(api: client.ApiClient, name: str, key: str, value: str | None) -> None:

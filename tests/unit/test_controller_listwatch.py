@@ -4,10 +4,12 @@ watching from the new list's resourceVersion; other failures back off and relist
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -33,9 +35,12 @@ class ScriptedServer:
     list_calls: int = 0
     watched_from: list[str] = field(default_factory=list)
 
-    def list_node(self, **_: Any) -> dict[str, Any]:
+    def list_node(self, **_: Any) -> SimpleNamespace:
+        """The raw response the loop reads (it asks for JSON, not the client's models)."""
         self.list_calls += 1
-        return self.lists[min(self.list_calls, len(self.lists)) - 1]
+        return SimpleNamespace(
+            data=json.dumps(self.lists[min(self.list_calls, len(self.lists)) - 1]).encode()
+        )
 
     def stream(
         self, _func: Any, *_args: Any, resource_version: str, **_kwargs: Any

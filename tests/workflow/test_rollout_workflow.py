@@ -443,6 +443,10 @@ async def test_continue_as_new_keeps_history_bounded_and_loses_no_node(client: C
     assert description.run_id != first_run
     # The threshold plus one turn of slack: a run never grows far past it.
     assert len(history.events) < 200
+    # The new run starts with the progress the last one published (the server carries no upserted
+    # memo), so readers never see an empty rollout between runs.
+    started = history.events[0].workflow_execution_started_event_attributes
+    assert "progress" in started.memo.fields
 
 
 async def test_a_node_that_joins_after_completion_gets_its_packages(client: Client) -> None:
