@@ -204,6 +204,7 @@ class StageRunner:
         clock = Clock()
         window = heartbeat_window()
         bound = timedelta(seconds=self.request.image_pull_timeout_seconds)
+        quiet = False  # the last wait window passed with no change to the Job
         while True:
             try:
                 job, version = await blocking(self.executor, jobs.read_job, self.api, job.namespace, job.name)
@@ -213,14 +214,17 @@ class StageRunner:
                     outcome=StageOutcome.FAILED,
                     message="the stage Job was deleted while running",
                 )
-            # A running (ready) pod cannot be stuck pulling; only look at pods when that matters.
-            needs_pods = job.finished == "Failed" or (job.finished is None and job.ready == 0)
+            # A pod stuck pulling, or one whose Node was deleted, leaves the Job unchanged: look at
+            # the pods and the Node once a window passed quietly, not on each of the Job's own
+            # changes (most wake-ups; two reads fewer each). A running pod is never stuck pulling.
+            stuck = job.finished is None and job.ready == 0 and quiet
+            looked = job.finished == "Failed" or stuck
             listed = (
                 await blocking(self.executor, pods.job_pods, self.api, job.namespace, job.name)
-                if needs_pods
+                if looked
                 else []
             )
-            if job.finished is None and job.ready == 0:
+            if stuck:
                 # A deleted Node never runs the pod: end with NodeGone now (the node left the fleet)
                 # rather than wait out the Job's deadline and report a stage failure.
                 await blocking(self.executor, nodestatus.read_node, self.api, self.request.node)
@@ -230,11 +234,12 @@ class StageRunner:
                     await self._show_pull_wait(None, bound)
                 await self._settle(job, report)
                 return report
-            await self._show_pull_wait(_pull_wait(listed), bound)
+            if looked or job.ready > 0:
+                await self._show_pull_wait(_pull_wait(listed), bound)
             clock.beat(
                 job=job.name, created=created, active=job.active, ready=job.ready, waiting=_waits(listed)
             )
-            await blocking(
+            quiet = not await blocking(
                 self.executor, jobs.wait_for_job, self.api, job.namespace, job.name, version, window
             )
 

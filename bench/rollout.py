@@ -1,7 +1,8 @@
 """Benchmark: a real rollout on the local control plane versus the planner's ideal schedule.
 
 Reproduce from the repository root with:  .venv/bin/python bench/rollout.py   (--nodes 1000 by
-default; --nodes 5000 / 10000, --max-unavailable, --stage-seconds)
+default; --nodes 5000 / 10000, --max-unavailable, --stage-seconds, --interrupt none for a package
+that runs apply and config beside the workloads: no cordon, drain or reboot)
 
 Real etcd, kube-apiserver, kube-controller-manager and kwok nodes; the Temporal dev server; the
 worker and the controller as their own processes (``bench/serve.py``); the NodeProfile and
@@ -208,7 +209,7 @@ async def run(args: argparse.Namespace) -> None:
     bench_started = time.monotonic()
     rundir = Path(args.workdir or f"/tmp/fleetwright-bench-rollout-{args.nodes}-{int(time.time())}")
     rollout = RolloutInput(
-        profile=examples.profile(PROFILE, interrupt="reboot"),
+        profile=examples.profile(PROFILE, interrupt=None if args.interrupt == "none" else args.interrupt),
         policy=examples.policy(max_unavailable=args.max_unavailable, steps=STEPS),
         settings=engine(args.stage_seconds),
     )
@@ -249,10 +250,11 @@ async def run(args: argparse.Namespace) -> None:
         api.insert(0, f"INCOMPLETE: per-node figures are per node started ({measured}), partly done")
     reproduce = (
         f".venv/bin/python bench/rollout.py --nodes {args.nodes} --max-unavailable {args.max_unavailable} "
-        f"--stage-seconds {args.stage_seconds:g}"
+        f"--stage-seconds {args.stage_seconds:g} --interrupt {args.interrupt}"
     )
     figures = {
         "nodes": args.nodes,
+        "interrupt": args.interrupt,
         "phase": final.get("phase"),
         "updated": final.get("updated"),
         "wall_seconds": wall,
@@ -270,7 +272,7 @@ async def run(args: argparse.Namespace) -> None:
     }
     lines = [
         f"nodes:            {args.nodes}, maxUnavailable {args.max_unavailable}, "
-        f"{args.stage_seconds:g} s per stage",
+        f"{args.stage_seconds:g} s per stage, interrupt {args.interrupt}",
         f"phase:            {final.get('phase')} ({final.get('updated')}/{final.get('targeted')} nodes)",
         f"wall time:        {wall:.1f} s (kubectl apply -> rollout Complete)",
         f"ideal schedule:   {ideal:.1f} s (planner preview, {args.stage_seconds:g} s per stage, no overhead)",
@@ -295,6 +297,12 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--max-unavailable", type=int, default=100)
     parser.add_argument("--stage-seconds", type=float, default=10.0)
+    parser.add_argument(
+        "--interrupt",
+        choices=("reboot", "none"),
+        default="reboot",
+        help="the package's interrupt: reboot (cordon, drain, 4 stages) or none (2 stages, no cordon)",
+    )
     parser.add_argument("--timeout", type=float, default=0.0, help="seconds; default 4x the ideal + 15 min")
     parser.add_argument("--workdir", default="", help="keeps logs, audit log and stores (default under /tmp)")
     parser.add_argument("--out", default="", help="write the figures to OUT.txt and OUT.json")

@@ -30,6 +30,9 @@ class EngineSettings(Frozen):
     reboot_timeout_seconds: int = Field(default=1800, ge=1)
     protected_pods_timeout_seconds: int = Field(default=6 * 3600, ge=1)
     history_events_before_continue: int = Field(default=2000, ge=100)
+    history_bytes_before_continue: int = Field(default=4 * 1024 * 1024, ge=64 * 1024)
+    """Also continue as new past this history size: at thousands of nodes every turn carries the
+    rollout's node lists, so bytes reach the server's 50 MB limit before events reach theirs."""
     stage_pod_labels: dict[str, str] = Field(default_factory=dict)
     """Extra labels on every stage pod (cost attribution; the simulated fleet reads outcomes here)."""
     stage_pod_annotations: dict[str, str] = Field(default_factory=dict)

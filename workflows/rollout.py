@@ -56,6 +56,7 @@ ROLLOUT_WORKFLOW = "fleetwright.rollout"
 ABORTED = "Aborted"
 DELETED = "Deleted"
 SPEC_CHANGE_WAKES = "spec-change-wakes"
+HISTORY_BYTES_CONTINUE = "history-bytes-continue"
 CONTROLS_RECHECKED = "controls-rechecked"
 
 
@@ -401,7 +402,12 @@ class RolloutWorkflow:
         if self._new_spec is not None or self._retry:
             return False
         info = workflow.info()
-        return info.get_current_history_length() >= self._settings.history_events_before_continue
+        if info.get_current_history_length() >= self._settings.history_events_before_continue:
+            return True
+        # Patched: runs recorded before the byte bound continued on events alone.
+        return info.get_current_history_size() >= self._settings.history_bytes_before_continue and (
+            workflow.patched(HISTORY_BYTES_CONTINUE)
+        )
 
     def _memo(self) -> dict[str, Any]:
         return {"progress": self._progress.model_dump(mode="json")} if self._progress is not None else {}

@@ -1,5 +1,5 @@
-"""A stage whose Node was deleted ends with NodeGone as soon as the runner sees the Job's pod not
-running, instead of waiting out the Job's deadline (the pod of a deleted node never runs) and
+"""A stage whose Node was deleted ends with NodeGone once a wait window passes with the Job's pod
+not running, instead of waiting out the Job's deadline (the pod of a deleted node never runs) and
 reporting a stage failure; a node that exists keeps the stage waiting."""
 
 from __future__ import annotations
@@ -50,6 +50,8 @@ def pending_job(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(jobs, "create_or_adopt", lambda api, manifest: (PENDING, False))
     monkeypatch.setattr(jobs, "read_job", lambda api, namespace, name: (PENDING, "1"))
     monkeypatch.setattr(pods, "job_pods", lambda api, namespace, name: [])
+    # Every window passes quietly: a pending pod on a deleted node changes nothing on the Job.
+    monkeypatch.setattr(jobs, "wait_for_job", lambda api, namespace, name, version, seconds: False)
 
 
 def run(monkeypatch: pytest.MonkeyPatch, read_node: Any) -> None:
@@ -57,8 +59,12 @@ def run(monkeypatch: pytest.MonkeyPatch, read_node: Any) -> None:
     monkeypatch.setattr(StageRunner, "_show_pull_wait", lambda self, wait, bound: _noop())
     env = ActivityEnvironment()
 
+    beats: list[Any] = []
+
     def heartbeat(*details: Any) -> None:
-        raise Stopped
+        beats.append(details)
+        if len(beats) > 1:  # a second window: the runner went on waiting after a quiet one
+            raise Stopped
 
     env.on_heartbeat = heartbeat
     with ThreadPoolExecutor(2) as executor:

@@ -449,6 +449,35 @@ async def test_continue_as_new_keeps_history_bounded_and_loses_no_node(client: C
     assert "progress" in started.memo.fields
 
 
+async def test_a_history_past_its_byte_bound_continues_as_new(client: Client) -> None:
+    """At thousands of nodes bytes, not events, near the server's limit first: a rollout whose
+    history passes ``history_bytes_before_continue`` continues as new long before its event bound."""
+    fleet = FakeFleet(size=16)
+    settings = SETTINGS.model_copy(
+        update={"history_events_before_continue": 100_000, "history_bytes_before_continue": 64 * 1024}
+    )
+    rollout = RolloutInput(
+        profile=examples.profile(name=unique(), interrupt=None),
+        policy=examples.policy(max_unavailable=2),
+        settings=settings,
+    )
+    handle, queue = await start(client, fleet, rollout)
+    first_run = (await handle.describe()).run_id
+    latest: WorkflowHandle[RolloutWorkflow, Progress] = client.get_workflow_handle_for(
+        RolloutWorkflow.run, handle.id
+    )
+    async with build_worker(client, fleet.activities(), task_queue=queue):
+        await eventually(lambda: list(fleet.statuses.values()).count("Complete") == 16, "every node")
+        await asyncio.sleep(1.0)
+        description = await latest.describe()
+        first = await client.get_workflow_handle(handle.id, run_id=first_run).fetch_history()
+        await latest.terminate("test done")
+    assert description.run_id != first_run
+    # Well before the event bound (100,000): about 64 KiB of history (sixteen nodes take ~130 KiB).
+    assert len(first.events) < 400
+    assert first.events[-1].workflow_execution_continued_as_new_event_attributes.new_execution_run_id
+
+
 async def test_a_node_that_joins_after_completion_gets_its_packages(client: Client) -> None:
     fleet = FakeFleet(size=3)
     rollout = RolloutInput(
