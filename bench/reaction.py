@@ -34,6 +34,7 @@ from temporalio.client import Client
 
 from fleetwright.kube.client import ApiClient
 from fleetwright.localcluster import examples
+from fleetwright.localcluster.nodes import stage_pod_timing
 from fleetwright.planner.fleet import cordon_key
 from fleetwright.worker.temporal import connect
 from fleetwright.workflows.payloads import EngineSettings
@@ -187,11 +188,7 @@ async def run(args: argparse.Namespace) -> None:
         observe_interval_seconds=30,
         stage_backoff_limit=0,
         drain_poll_seconds=0.5,
-        stage_pod_annotations={
-            "pod-complete.stage.kwok.x-k8s.io/delay": f"{int(args.stage_seconds * 1000)}ms",
-            "pod-complete.stage.kwok.x-k8s.io/jitter-delay": "0s",
-            "pod-ready.stage.kwok.x-k8s.io/delay": "0ms",
-        },
+        stage_pod_annotations=stage_pod_timing(args.stage_seconds),
     )
     rng = random.Random(args.trials)
     with Stack(args.trials * NODES_PER_TRIAL, engine, rundir) as stack:

@@ -30,6 +30,7 @@ from typing import Any
 from temporalio.client import Client, WorkflowExecutionStatus
 
 from fleetwright.localcluster import examples
+from fleetwright.localcluster.nodes import stage_pod_timing
 from fleetwright.planner import convert
 from fleetwright.planner.durations import StageDurations
 from fleetwright.planner.fleet import observe_fleet
@@ -106,11 +107,7 @@ def engine(stage_seconds: float) -> EngineSettings:
         observe_interval_seconds=5,
         stage_backoff_limit=0,
         drain_poll_seconds=0.5,
-        stage_pod_annotations={
-            "pod-complete.stage.kwok.x-k8s.io/delay": f"{int(stage_seconds * 1000)}ms",
-            "pod-complete.stage.kwok.x-k8s.io/jitter-delay": "0s",
-            "pod-ready.stage.kwok.x-k8s.io/delay": "0ms",
-        },
+        stage_pod_annotations=stage_pod_timing(stage_seconds),
     )
 
 

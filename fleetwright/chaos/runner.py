@@ -23,14 +23,11 @@ from fleetwright.chaos.stack import GROUP_LABEL, ChaosStack
 from fleetwright.chaos.watcher import Watcher
 from fleetwright.kube.client import from_kubeconfig
 from fleetwright.localcluster import examples
+from fleetwright.localcluster.nodes import stage_pod_timing
 from fleetwright.workflows.payloads import EngineSettings
 
 OUTCOME_LABEL = "sim.fleetwright.io/outcome"
-STAGE_POD_ANNOTATIONS = {
-    "pod-complete.stage.kwok.x-k8s.io/delay": "500ms",
-    "pod-complete.stage.kwok.x-k8s.io/jitter-delay": "0s",
-    "pod-ready.stage.kwok.x-k8s.io/delay": "100ms",
-}
+STAGE_POD_ANNOTATIONS = stage_pod_timing(0.5, ready_seconds=0.1)
 IMAGE_PULL_TIMEOUT_SECONDS = 60
 SETTLE_SECONDS = 2.0
 # How long a third party keeps its cordon: with maxUnavailable 1 the rollout waits (Blocked, with

@@ -27,6 +27,7 @@ from fleetwright.cli.app import app
 from fleetwright.localcluster import examples
 from fleetwright.localcluster.cluster import ClusterOptions, LocalCluster
 from fleetwright.localcluster.kubelet import SimulatedKubelet
+from fleetwright.localcluster.nodes import stage_pod_timing
 from fleetwright.localcluster.temporal import LocalTemporal
 from fleetwright.worker.controller import ControllerOptions, run_controller
 from fleetwright.worker.main import run_worker
@@ -37,12 +38,8 @@ from fleetwright.workflows.search import REGISTRATION
 console = Console()
 PROFILE = "demo-tuning"
 POLICY = "demo-careful"
-STAGE_POD_ANNOTATIONS = {
-    # Each simulated package stage takes about two seconds on a kwok node.
-    "pod-complete.stage.kwok.x-k8s.io/delay": "2s",
-    "pod-complete.stage.kwok.x-k8s.io/jitter-delay": "500ms",
-    "pod-ready.stage.kwok.x-k8s.io/delay": "200ms",
-}
+# Each simulated package stage takes a second on a kwok node.
+STAGE_POD_ANNOTATIONS = stage_pod_timing(1.0, ready_seconds=0.2)
 FINAL_PHASES = ("Complete", "Failed")
 
 

@@ -15,10 +15,26 @@ BOOT_ID_ANNOTATION = "sim.fleetwright.io/boot-id"
 # removes the annotation (see stages.yaml).
 REBOOT_ANNOTATION = "sim.fleetwright.io/reboot"
 RACK_LABEL = "fleetwright.io/rack"
+POD_COMPLETE_DELAY = "pod-complete.stage.kwok.x-k8s.io/delay"
+POD_COMPLETE_JITTER = "pod-complete.stage.kwok.x-k8s.io/jitter-delay"
+POD_READY_DELAY = "pod-ready.stage.kwok.x-k8s.io/delay"
 
 GPU_PRODUCTS = ("NVIDIA-H100-80GB-HBM3", "NVIDIA-A100-SXM4-80GB", "NVIDIA-GB200")
 ZONES = ("zone-a", "zone-b", "zone-c")
 NODES_PER_RACK = 8
+
+
+def stage_pod_timing(complete_seconds: float, ready_seconds: float = 0.0) -> dict[str, str]:
+    """Pod annotations under which a simulated stage pod is Ready after ``ready_seconds`` and
+    completes ``complete_seconds`` after it started. The jitter bound is the delay itself: kwok
+    draws a delay between the two, and one at or below the delay REPLACES it (kwok v0.8.0
+    ``Stage.Delay``), so the old ``jitter-delay: 0s`` made every stage complete at once."""
+    complete = f"{round(complete_seconds * 1000)}ms"
+    return {
+        POD_COMPLETE_DELAY: complete,
+        POD_COMPLETE_JITTER: complete,
+        POD_READY_DELAY: f"{round(ready_seconds * 1000)}ms",
+    }
 
 
 def node_name(index: int) -> str:

@@ -33,6 +33,7 @@ from fleetwright.api.common import LabelSelector
 from fleetwright.api.nodeprofile import DrainSpec, Package
 from fleetwright.kube import client as kube_client
 from fleetwright.localcluster import nodes as fleet_nodes
+from fleetwright.localcluster.nodes import stage_pod_timing
 from fleetwright.planner.interrupts import REBOOT
 from fleetwright.planner.nodestate import NodePackageState, PackageRecord, annotation_key, parse_annotation
 from fleetwright.planner.stages import Stage
@@ -41,10 +42,7 @@ from tests.support.providers import ClusterUnderTest
 
 pytestmark = pytest.mark.integration
 
-FAST_POD = {
-    "pod-complete.stage.kwok.x-k8s.io/delay": "300ms",
-    "pod-complete.stage.kwok.x-k8s.io/jitter-delay": "0s",
-}
+FAST_POD = stage_pod_timing(0.3)
 AGENT = "registry.example/fleetwright/agent:0.1.0"
 
 

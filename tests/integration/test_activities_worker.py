@@ -28,6 +28,7 @@ from fleetwright.activities.payloads import (
 )
 from fleetwright.api.nodeprofile import Package
 from fleetwright.kube import client as kube_client
+from fleetwright.localcluster.nodes import stage_pod_timing
 from fleetwright.localcluster.temporal import LocalTemporal
 from fleetwright.planner.stages import Stage
 from tests.support.providers import ClusterUnderTest
@@ -143,10 +144,7 @@ async def test_activities_run_on_a_real_worker(cluster: ClusterUnderTest, client
             stage=Stage.APPLY,
             agent_image="registry.example/agent:1",
             namespace=namespace,
-            pod_annotations={
-                "pod-complete.stage.kwok.x-k8s.io/delay": "300ms",
-                "pod-complete.stage.kwok.x-k8s.io/jitter-delay": "0s",
-            },
+            pod_annotations=stage_pod_timing(0.3),
         )
         try:
             reports = await client.execute_workflow(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ from fleetwright.kube import nodes as kube_nodes
 from fleetwright.kube.eviction import EvictionResult, evict
 from fleetwright.localcluster import nodes as fleet_nodes
 from fleetwright.localcluster.cluster import LocalCluster
+from fleetwright.localcluster.nodes import stage_pod_timing
 from fleetwright.planner.fleet import cordon_key
 from tests.support.engine import wait_for as wait_briefly
 from tests.support.providers import ClusterUnderTest
@@ -76,7 +78,7 @@ def test_fifty_kwok_nodes_become_ready_with_their_labels(cluster: ClusterUnderTe
     assert zones == set(fleet_nodes.ZONES)
 
 
-def job_manifest(name: str, node: str, *, outcome: str | None = None) -> dict[str, Any]:
+def job_manifest(name: str, node: str, *, outcome: str | None = None, seconds: float = 0.5) -> dict[str, Any]:
     labels = {"app": name}
     if outcome:
         labels["sim.fleetwright.io/outcome"] = outcome
@@ -89,10 +91,7 @@ def job_manifest(name: str, node: str, *, outcome: str | None = None) -> dict[st
             "template": {
                 "metadata": {
                     "labels": labels,
-                    "annotations": {
-                        "pod-complete.stage.kwok.x-k8s.io/delay": "500ms",
-                        "pod-complete.stage.kwok.x-k8s.io/jitter-delay": "0s",
-                    },
+                    "annotations": stage_pod_timing(seconds),
                 },
                 "spec": {
                     "nodeName": node,
@@ -132,6 +131,20 @@ def test_job_pinned_to_a_cordoned_node_completes(
         assert pods[0]["status"]["phase"] == "Succeeded"
     finally:
         cluster.kubectl("uncordon", node)
+
+
+def test_a_stage_pod_runs_for_its_simulated_duration(
+    cluster: ClusterUnderTest, fleet: list[str], namespace: str
+) -> None:
+    """Benchmarks rest on this: a stage pod completes after the time it is given, not at once (a
+    jitter bound below the delay used to replace it, and every stage finished immediately)."""
+    manifest = job_manifest("timed", fleet[2], seconds=4.0)
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(manifest))
+    assert wait_for(lambda: job_condition(cluster, namespace, "timed"), what="job to finish") == "Complete"
+    status = get_json(cluster, "job", "timed", "-n", namespace)["status"]
+    started, completed = (datetime.fromisoformat(status[k]) for k in ("startTime", "completionTime"))
+    # Whole seconds on both ends; the pod is created and started within the Job's first second.
+    assert timedelta(seconds=3) <= completed - started <= timedelta(seconds=15)
 
 
 def test_job_marked_to_fail_fails(cluster: ClusterUnderTest, fleet: list[str], namespace: str) -> None:

@@ -11,15 +11,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from fleetwright.localcluster.nodes import stage_pod_timing
 from fleetwright.localcluster.ticker import Ticker
 from fleetwright.planner.fleet import cordon_key
 from tests.support.providers import ClusterUnderTest
 
-FAST_PODS = {
-    "pod-complete.stage.kwok.x-k8s.io/delay": "300ms",
-    "pod-complete.stage.kwok.x-k8s.io/jitter-delay": "0s",
-    "pod-ready.stage.kwok.x-k8s.io/delay": "100ms",
-}
+FAST_PODS = stage_pod_timing(0.3, ready_seconds=0.1)
 
 
 def unique(prefix: str) -> str:

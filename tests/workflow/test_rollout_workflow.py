@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 from temporalio import activity
@@ -476,6 +477,44 @@ async def test_a_history_past_its_byte_bound_continues_as_new(client: Client) ->
     # Well before the event bound (100,000): about 64 KiB of history (sixteen nodes take ~130 KiB).
     assert len(first.events) < 400
     assert first.events[-1].workflow_execution_continued_as_new_event_attributes.new_execution_run_id
+
+
+@dataclass
+class SlowDecideFleet(FakeFleet):
+    """Every observe-and-decide takes a real half second, as reading a large fleet does."""
+
+    @activity.defn(name=NAMES.OBSERVE_AND_DECIDE)
+    async def observe_and_decide(self, request: DecideRequest) -> DecideReport:
+        await asyncio.sleep(0.5)
+        return await super().observe_and_decide(request)
+
+
+async def test_turns_woken_by_node_reports_are_spaced_by_the_last_turns_duration(client: Client) -> None:
+    fleet = SlowDecideFleet(size=6)
+    rollout = RolloutInput(
+        profile=examples.profile(name=unique(), interrupt=None),
+        policy=examples.policy(max_unavailable=2),
+        settings=SETTINGS,
+    )
+    handle, queue = await start(client, fleet, rollout)
+    async with build_worker(client, fleet.activities(), task_queue=queue):
+        await eventually(lambda: list(fleet.statuses.values()).count("Complete") == 6, "every node")
+        history = await handle.fetch_history()
+        await handle.terminate("test done")
+    asked_at: dict[int, datetime] = {}
+    turns: list[tuple[datetime, datetime]] = []
+    for event in history.events:
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            attributes = event.activity_task_scheduled_event_attributes
+            if attributes.activity_type.name == NAMES.OBSERVE_AND_DECIDE:
+                asked_at[event.event_id] = event.event_time.ToDatetime()
+        elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+            scheduled = event.activity_task_completed_event_attributes.scheduled_event_id
+            if scheduled in asked_at:
+                turns.append((asked_at[scheduled], event.event_time.ToDatetime()))
+    assert len(turns) >= 4
+    for (asked, answered), (next_asked, _) in itertools.pairwise(turns):
+        assert next_asked - answered >= answered - asked, "a turn followed the last one too soon"
 
 
 async def test_a_node_that_joins_after_completion_gets_its_packages(client: Client) -> None:
