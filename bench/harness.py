@@ -62,7 +62,7 @@ _LABEL = re.compile(r'(\w+)="([^"]*)"')
 _TICK = os.sysconf("SC_CLK_TCK")
 # apiserver_request_total counts HTTP verbs; the audit log uses the API's verbs.
 _API_VERB = {"post": "create", "put": "update"}
-# The simulated kubelet lists the running interrupt pods once a second: a reboot still lands well
+# The simulated kubelet lists the interrupt pods once a second: a reboot still lands well
 # inside a stage, and the polls stay small next to the fleet's requests.
 KUBELET_POLL_SECONDS = 1.0
 KUBELET_AGENT = "simulated-kubelet"

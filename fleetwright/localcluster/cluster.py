@@ -431,7 +431,7 @@ class KwokFleet:
         return _http_ok(f"https://{LOOPBACK}:{self.port}/healthz", context)
 
     def _nodes(self) -> list[dict[str, Any]]:
-        result = self._kubectl("get", "nodes", "-o", "json", check=False)
+        result = self._kubectl("get", "nodes", "-o", "json", check=False, timeout=600)
         return list(json.loads(result.stdout)["items"]) if result.returncode == 0 else []
 
     def add_nodes(self, count: int, *, wait: bool = True) -> list[str]:
@@ -443,8 +443,14 @@ class KwokFleet:
         manifests = fleet_nodes.fleet(count, start=start)
         for chunk_start in range(0, len(manifests), 500):
             chunk = manifests[chunk_start : chunk_start + 500]
+            # kubectl's default 120 s is not enough for 500 Nodes on an apiserver that is already
+            # serving thousands of them on a loaded machine (a 10,000-node benchmark stopped there).
             self._kubectl(
-                "create", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": chunk})
+                "create",
+                "-f",
+                "-",
+                input=json.dumps({"apiVersion": "v1", "kind": "List", "items": chunk}),
+                timeout=600,
             )
         names = [m["metadata"]["name"] for m in manifests]
         if wait:
