@@ -23,10 +23,10 @@ from typing import Any
 
 import yaml
 
-from fleetwright.api.crdgen import rendered_files
+from fleetwright.api.crdgen import CRDS, rendered_files
 from fleetwright.kube import inventory, nodestatus
 from fleetwright.kube.client import ApiClient, from_kubeconfig
-from fleetwright.localcluster.cluster import ClusterOptions, LocalCluster
+from fleetwright.localcluster.cluster import ClusterOptions, LocalCluster, wait_established
 from fleetwright.localcluster.kubelet import SimulatedKubelet
 from fleetwright.localcluster.processes import Supervised
 from fleetwright.localcluster.temporal import LocalTemporal
@@ -159,7 +159,7 @@ class Stack:
         )
         crds = list(rendered_files().values())
         self.cluster.kubectl("apply", "-f", "-", input="---\n".join(crds))
-        self.cluster.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
+        wait_established(self.cluster.kubectl, [spec.name for spec in CRDS])
         settings = WorkerSettings(
             temporal_address=self.temporal.address,
             temporal_namespace=self.temporal.namespace,

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
-from fleetwright.api.crdgen import rendered_files
+from fleetwright.api.crdgen import CRDS, rendered_files
 from fleetwright.localcluster import nodes as fleet_nodes
-from fleetwright.localcluster.cluster import ClusterOptions, LocalCluster
+from fleetwright.localcluster.cluster import ClusterOptions, LocalCluster, wait_established
 from fleetwright.localcluster.kubelet import SimulatedKubelet
 from fleetwright.localcluster.processes import Supervised, wait_until
 from fleetwright.localcluster.temporal import LocalTemporal
@@ -72,7 +72,7 @@ class ChaosStack:
                 self._exit.callback(self.temporal.stop)
             crds = "---\n".join(rendered_files().values())
             self.cluster.kubectl("apply", "-f", "-", input=crds)
-            self.cluster.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
+            wait_established(self.cluster.kubectl, [spec.name for spec in CRDS])
             self._exit.enter_context(SimulatedKubelet(self.cluster.kubectl))
             self.configure(EngineSettings())
             self.worker.start()

@@ -22,10 +22,10 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from fleetwright.api.crdgen import rendered_files
+from fleetwright.api.crdgen import CRDS, rendered_files
 from fleetwright.cli.app import app
 from fleetwright.localcluster import examples
-from fleetwright.localcluster.cluster import ClusterOptions, LocalCluster
+from fleetwright.localcluster.cluster import ClusterOptions, LocalCluster, wait_established
 from fleetwright.localcluster.kubelet import SimulatedKubelet
 from fleetwright.localcluster.nodes import stage_pod_timing
 from fleetwright.localcluster.temporal import LocalTemporal
@@ -117,7 +117,7 @@ async def _run(nodes: int, fail_canary: bool, keep_running: bool, within: float)
         console.print(f"[green]Temporal[/] {temporal.address}   Web UI: [bold]{temporal.ui_url}[/]")
         crds = list(rendered_files().values())
         cluster.kubectl("apply", "-f", "-", input="---\n".join(crds))
-        cluster.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
+        wait_established(cluster.kubectl, [spec.name for spec in CRDS])
         engine = EngineSettings(
             observe_interval_seconds=3,
             drain_poll_seconds=1.0,

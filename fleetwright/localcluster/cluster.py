@@ -18,7 +18,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -346,6 +346,19 @@ def run_kubectl(
 
 
 KubectlRunner = Callable[..., subprocess.CompletedProcess[str]]
+ESTABLISHED = 'jsonpath={.status.conditions[?(@.type=="Established")].status}'
+
+
+def wait_established(kubectl: KubectlRunner, crds: Iterable[str], *, timeout: float = 60.0) -> None:
+    """Wait until every named CustomResourceDefinition is Established. ``kubectl wait`` does not
+    wait on a CRD the apiserver has not given conditions yet: it fails at once ("<nil> is of the
+    type <nil>"), which a loaded machine made CI hit."""
+    for name in crds:
+
+        def established(name: str = name) -> bool:
+            return kubectl("get", "crd", name, "-o", ESTABLISHED, check=False).stdout == "True"
+
+        wait_until(established, timeout=timeout, what=f"crd/{name} to be Established")
 
 
 def kwok_configuration(nodes: int) -> dict[str, Any] | None:

@@ -19,6 +19,7 @@ from fleetwright import certs
 from fleetwright.api import crdgen
 from fleetwright.kube.client import from_kubeconfig
 from fleetwright.kube.resources import ApiResourceLookup
+from fleetwright.localcluster.cluster import wait_established
 from fleetwright.worker.webhook import WebhookServer, load_admission_policy, webhook_configuration
 from tests.support.providers import ClusterUnderTest
 
@@ -52,8 +53,7 @@ def wait_for_webhook(cluster: ClusterUnderTest, timeout: float = 60.0) -> None:
 def admission(cluster: ClusterUnderTest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebhookServer]:
     """CRDs from crds/ plus the webhook, serving from this process; all removed afterwards."""
     cluster.kubectl("apply", "-f", str(REPO / "crds"))
-    for spec in crdgen.CRDS:
-        cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", f"crd/{spec.name}")
+    wait_established(cluster.kubectl, [spec.name for spec in crdgen.CRDS])
     bundle = certs.generate_webhook_tls(now=dt.datetime.now(dt.UTC), ip_addresses=["127.0.0.1"])
     paths = certs.write_bundle(bundle, tmp_path_factory.mktemp("webhook-tls"))
     lookup = ApiResourceLookup(from_kubeconfig(cluster.kubeconfig))

@@ -25,6 +25,7 @@ from fleetwright.errors import ForbiddenError, NotFoundError
 from fleetwright.kube import events, eviction, jobs, nodes, nodestatus, pods, resources
 from fleetwright.kube.client import ApiClient, from_kubeconfig
 from fleetwright.localcluster.binaries import control_plane_binary
+from fleetwright.localcluster.cluster import wait_established
 from fleetwright.localcluster.temporal import LocalTemporal
 from fleetwright.worker.main import run_worker
 from fleetwright.worker.settings import WorkerSettings
@@ -119,10 +120,7 @@ def installed(cluster: ClusterUnderTest, tmp_path_factory: pytest.TempPathFactor
     rest = [d for d in docs if d not in crds and d not in webhooks]
     try:
         here.apply({"apiVersion": "v1", "kind": "List", "items": crds})
-        for crd in crds:
-            cluster.kubectl(
-                "wait", "--for=condition=Established", "--timeout=60s", f"crd/{crd['metadata']['name']}"
-            )
+        wait_established(cluster.kubectl, [crd["metadata"]["name"] for crd in crds])
         here.apply({"apiVersion": "v1", "kind": "List", "items": rest})
         for webhook in webhooks:
             here.apply(webhook, "--dry-run=server")

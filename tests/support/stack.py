@@ -14,8 +14,10 @@ from typing import Any
 
 from kubernetes import client as k8s
 
+from fleetwright.api.crdgen import CRDS
 from fleetwright.kube.client import from_kubeconfig
 from fleetwright.localcluster import examples
+from fleetwright.localcluster.cluster import wait_established
 from fleetwright.planner.fleet import cordon_key
 from fleetwright.planner.nodestate import read_profile_state
 from fleetwright.worker.controller import ControllerOptions, run_controller
@@ -32,13 +34,7 @@ OPTIONS = ControllerOptions(status_interval_seconds=1.0, watch_window_seconds=5,
 def install_crds(cluster: ClusterUnderTest) -> None:
     """Idempotent; the CRDs are left in place for later tests."""
     cluster.kubectl("apply", "-f", str(REPO / "crds"))
-    cluster.kubectl(
-        "wait",
-        "--for=condition=Established",
-        "crd/nodeprofiles.fleetwright.io",
-        "crd/deploymentpolicies.fleetwright.io",
-        "--timeout=60s",
-    )
+    wait_established(cluster.kubectl, [spec.name for spec in CRDS])
 
 
 def engine_settings() -> EngineSettings:
