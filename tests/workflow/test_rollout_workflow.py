@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 import pytest
 from temporalio import activity
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.client import Client, WorkflowHandle, WorkflowHistory, WorkflowUpdateFailedError
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
@@ -417,12 +417,23 @@ async def test_skipping_a_failed_canary_leaves_it_alone_and_the_rollout_goes_on(
     assert progress_now.targeted == 2
 
 
-async def test_continue_as_new_keeps_history_bounded_and_loses_no_node(client: Client) -> None:
-    fleet = FakeFleet(size=12)
+@dataclass
+class ContinuedRollout:
+    """A rollout run to completion across continue-as-new: its fleet, first and latest runs."""
+
+    fleet: FakeFleet
+    first_run: str
+    latest_run: str
+    first_history: WorkflowHistory
+    latest_history: WorkflowHistory
+
+
+async def run_across_runs(client: Client, size: int, settings: EngineSettings) -> ContinuedRollout:
+    fleet = FakeFleet(size=size)
     rollout = RolloutInput(
         profile=examples.profile(name=unique(), interrupt=None),
         policy=examples.policy(max_unavailable=2),
-        settings=SETTINGS.model_copy(update={"history_events_before_continue": 100}),
+        settings=settings,
     )
     handle, queue = await start(client, fleet, rollout)
     first_run = (await handle.describe()).run_id
@@ -431,52 +442,45 @@ async def test_continue_as_new_keeps_history_bounded_and_loses_no_node(client: C
         RolloutWorkflow.run, handle.id
     )
     async with build_worker(client, fleet.activities(), task_queue=queue):
-        await eventually(lambda: list(fleet.statuses.values()).count("Complete") == 12, "every node")
+        await eventually(lambda: list(fleet.statuses.values()).count("Complete") == size, "every node")
         # No query here: one sent while a run hands over to the next can wait out the test
-        # server's deadline. The fleet and the histories say what this test needs.
+        # server's deadline. The fleet and the histories say what these tests need.
         await asyncio.sleep(1.0)
         description = await latest.describe()
-        history = await latest.fetch_history()
+        latest_history = await latest.fetch_history()
+        first_history = await client.get_workflow_handle(handle.id, run_id=first_run).fetch_history()
         await latest.terminate("test done")
     for node in fleet.nodes:
         record = read_profile_state(fleet.annotations(node), rollout.profile.metadata.name).packages["tuning"]
         assert (record.version, record.pending) == ("1.0.0", None)
-    assert description.run_id != first_run
+    return ContinuedRollout(fleet, first_run, description.run_id, first_history, latest_history)
+
+
+async def test_continue_as_new_keeps_history_bounded_and_loses_no_node(client: Client) -> None:
+    done = await run_across_runs(
+        client, 12, SETTINGS.model_copy(update={"history_events_before_continue": 100})
+    )
+    assert done.latest_run != done.first_run
     # The threshold plus one turn of slack: a run never grows far past it.
-    assert len(history.events) < 200
+    assert len(done.latest_history.events) < 200
     # The new run starts with the progress the last one published (the server carries no upserted
     # memo), so readers never see an empty rollout between runs.
-    started = history.events[0].workflow_execution_started_event_attributes
+    started = done.latest_history.events[0].workflow_execution_started_event_attributes
     assert "progress" in started.memo.fields
 
 
 async def test_a_history_past_its_byte_bound_continues_as_new(client: Client) -> None:
     """At thousands of nodes bytes, not events, near the server's limit first: a rollout whose
     history passes ``history_bytes_before_continue`` continues as new long before its event bound."""
-    fleet = FakeFleet(size=16)
     settings = SETTINGS.model_copy(
         update={"history_events_before_continue": 100_000, "history_bytes_before_continue": 64 * 1024}
     )
-    rollout = RolloutInput(
-        profile=examples.profile(name=unique(), interrupt=None),
-        policy=examples.policy(max_unavailable=2),
-        settings=settings,
-    )
-    handle, queue = await start(client, fleet, rollout)
-    first_run = (await handle.describe()).run_id
-    latest: WorkflowHandle[RolloutWorkflow, Progress] = client.get_workflow_handle_for(
-        RolloutWorkflow.run, handle.id
-    )
-    async with build_worker(client, fleet.activities(), task_queue=queue):
-        await eventually(lambda: list(fleet.statuses.values()).count("Complete") == 16, "every node")
-        await asyncio.sleep(1.0)
-        description = await latest.describe()
-        first = await client.get_workflow_handle(handle.id, run_id=first_run).fetch_history()
-        await latest.terminate("test done")
-    assert description.run_id != first_run
+    done = await run_across_runs(client, 16, settings)
+    assert done.latest_run != done.first_run
     # Well before the event bound (100,000): about 64 KiB of history (sixteen nodes take ~130 KiB).
-    assert len(first.events) < 400
-    assert first.events[-1].workflow_execution_continued_as_new_event_attributes.new_execution_run_id
+    assert len(done.first_history.events) < 400
+    last = done.first_history.events[-1]
+    assert last.workflow_execution_continued_as_new_event_attributes.new_execution_run_id
 
 
 @dataclass
