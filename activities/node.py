@@ -44,6 +44,7 @@ from fleetwright.activities.waiting import Clock, blocking, heartbeat_window
 from fleetwright.errors import NodeGoneError
 from fleetwright.kube import nodes, nodestatus
 from fleetwright.kube.client import ApiClient
+from fleetwright.kube.jobwatch import JobWatches
 from fleetwright.planner.nodestate import format_annotation
 
 REBOOT_TIMEOUT = "RebootTimeout"
@@ -55,9 +56,12 @@ DEFAULT_THREADS = 64
 class NodeActivities:
     """The activities, bound to one API client. Register ``all_activities(api)`` on a worker."""
 
-    def __init__(self, api: ApiClient, *, executor: Executor | None = None) -> None:
+    def __init__(
+        self, api: ApiClient, *, executor: Executor | None = None, job_watches: JobWatches | None = None
+    ) -> None:
         self.api = api
         self.executor = executor or ThreadPoolExecutor(DEFAULT_THREADS, thread_name_prefix="fleetwright-kube")
+        self.job_watches = job_watches
 
     @activity.defn(name=NAMES.CORDON)
     @temporal_errors
@@ -87,7 +91,8 @@ class NodeActivities:
     @activity.defn(name=NAMES.RUN_STAGE)
     @temporal_errors
     async def run_stage(self, request: StageRequest) -> StageReport:
-        return await StageRunner(self.api, self.executor, request).run()
+        watch = self.job_watches.of(request.namespace) if self.job_watches is not None else None
+        return await StageRunner(self.api, self.executor, request, watch).run()
 
     @activity.defn(name=NAMES.READ_BOOT_ID)
     @temporal_errors
@@ -169,9 +174,12 @@ class NodeActivities:
         )
 
 
-def all_activities(api: ApiClient, *, executor: Executor | None = None) -> list[Callable[..., Any]]:
-    """Every node activity, bound to ``api``, ready for ``Worker(activities=...)``."""
-    bound = NodeActivities(api, executor=executor)
+def all_activities(
+    api: ApiClient, *, executor: Executor | None = None, job_watches: JobWatches | None = None
+) -> list[Callable[..., Any]]:
+    """Every node activity, bound to ``api``, ready for ``Worker(activities=...)``; stage waits share
+    ``job_watches`` when given (the worker's), else each reads the API itself."""
+    bound = NodeActivities(api, executor=executor, job_watches=job_watches)
     return [
         bound.cordon,
         bound.uncordon,

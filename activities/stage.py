@@ -29,6 +29,7 @@ from fleetwright.errors import NotFoundError, PermanentError, RetryableError
 from fleetwright.kube import jobs, nodestatus, pods, stagelogs
 from fleetwright.kube.client import ApiClient
 from fleetwright.kube.jobs import JobFacts
+from fleetwright.kube.jobwatch import JobWatch
 from fleetwright.kube.pods import PodFacts
 from fleetwright.planner.interrupts import Interrupt, InterruptKind
 
@@ -190,8 +191,12 @@ def outcome(
 class StageRunner:
     """Runs one StageRequest to its report."""
 
-    def __init__(self, api: ApiClient, executor: Executor, request: StageRequest) -> None:
+    def __init__(
+        self, api: ApiClient, executor: Executor, request: StageRequest, watch: JobWatch | None = None
+    ) -> None:
         self.api, self.executor, self.request = api, executor, request
+        self.watch = watch
+        """The worker's shared watch of the namespace's Jobs; without it each wait reads the API."""
         self.shown: str | None = None
         """The pull wait this attempt made visible on the node, if any."""
 
@@ -207,7 +212,7 @@ class StageRunner:
         quiet = False  # the last wait window passed with no change to the Job
         while True:
             try:
-                job, version = await blocking(self.executor, jobs.read_job, self.api, job.namespace, job.name)
+                job, version = await self._read(job)
             except NotFoundError:
                 return StageReport(
                     job=job.name,
@@ -239,9 +244,24 @@ class StageRunner:
             clock.beat(
                 job=job.name, created=created, active=job.active, ready=job.ready, waiting=_waits(listed)
             )
-            quiet = not await blocking(
-                self.executor, jobs.wait_for_job, self.api, job.namespace, job.name, version, window
-            )
+            quiet = not await self._wait(job, version, window)
+
+    async def _read(self, job: JobFacts) -> tuple[JobFacts, str]:
+        """The Job from the shared watch when it has seen it, else from the API (just created, or
+        the watch is relisting): the facts and the version a wait for its next change starts at."""
+        seen = self.watch.get(job.name) if self.watch is not None else None
+        if seen is not None:
+            return seen, seen.version
+        return await blocking(self.executor, jobs.read_job, self.api, job.namespace, job.name)
+
+    async def _wait(self, job: JobFacts, version: str, window: float) -> bool:
+        """Until the Job changes or ``window`` passes: on the shared watch (no request, no thread)
+        when it is listed, else with a watch request of this wait's own."""
+        if self.watch is not None and self.watch.synced:
+            return await self.watch.wait(job.name, job.version, window)
+        return await blocking(
+            self.executor, jobs.wait_for_job, self.api, job.namespace, job.name, version, window
+        )
 
     async def _earlier_pass_done(self, rendered: dict[str, Any]) -> None:
         """Each pass names its own Jobs, so an earlier pass's Job of this stage may still run on the

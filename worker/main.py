@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from fleetwright.activities.node import DEFAULT_THREADS, all_activities
 from fleetwright.activities.rollout import RolloutActivities
 from fleetwright.kube.client import from_kubeconfig
+from fleetwright.kube.jobwatch import JobWatches
 from fleetwright.worker import logs, metrics, tracing
 from fleetwright.worker.settings import WorkerSettings
 from fleetwright.worker.temporal import build_worker, connect_with
@@ -41,7 +42,12 @@ async def run_worker(settings: WorkerSettings, stop: asyncio.Event | None = None
     client = await connect_with(settings)
     # Kubernetes calls run on threads that keep the activity's trace and log context.
     threads = tracing.ContextThreadPool(DEFAULT_THREADS, thread_name_prefix="fleetwright-kube")
-    activities = [*all_activities(api, executor=threads), RolloutActivities(api).observe_and_decide]
+    # One watch of the stage Jobs serves every stage wait of this worker.
+    job_watches = JobWatches(api)
+    activities = [
+        *all_activities(api, executor=threads, job_watches=job_watches),
+        RolloutActivities(api).observe_and_decide,
+    ]
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -52,9 +58,11 @@ async def run_worker(settings: WorkerSettings, stop: asyncio.Event | None = None
         task_queue=settings.task_queue,
         max_concurrent_activities=settings.max_concurrent_activities,
     )
-    async with worker:
-        log.info("worker polling %s on %s", settings.task_queue, settings.temporal_address)
-        await stop.wait()
+    # The watches stop after the worker: activities still finishing keep theirs.
+    with job_watches:
+        async with worker:
+            log.info("worker polling %s on %s", settings.task_queue, settings.temporal_address)
+            await stop.wait()
     log.info("worker stopped")
 
 

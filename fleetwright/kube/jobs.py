@@ -24,8 +24,9 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from fleetwright.errors import NotFoundError
+from fleetwright.kube.client import fetch_json
 from fleetwright.kube.errors import classified
-from fleetwright.kube.watching import list_version, wait_for_change
+from fleetwright.kube.watching import wait_for_change
 
 HTTP_CONFLICT = 409
 # How long an ensured namespace or ConfigMap is trusted without a write. Short enough that one
@@ -73,26 +74,39 @@ class JobFacts:
     ready: int = 0
     suspended: bool = False
     annotations: Mapping[str, str] = field(default_factory=dict)
+    version: str = ""
+    """The Job's own resourceVersion: a shared watch's copy differs from it once the Job changed."""
 
 
-def _facts(job: Any) -> JobFacts:
-    status = job.status
+def _time(value: Any) -> datetime | None:
+    return datetime.fromisoformat(value) if isinstance(value, str) and value else None
+
+
+def job_facts(job: Mapping[str, Any]) -> JobFacts:
+    """The facts of a Job as the API sends it (JSON dicts; pure)."""
+    meta, status = job.get("metadata") or {}, job.get("status") or {}
     terminal = next(
-        (c for c in (status.conditions or []) if c.type in ("Complete", "Failed") and c.status == "True"),
+        (
+            c
+            for c in status.get("conditions") or []
+            if c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
+        ),
         None,
     )
     return JobFacts(
-        namespace=job.metadata.namespace,
-        name=job.metadata.name,
-        finished=terminal.type if terminal else None,
-        reason=(terminal.reason or "") if terminal else "",
-        message=(terminal.message or "") if terminal else "",
-        started=status.start_time,
-        finished_at=status.completion_time or (terminal.last_transition_time if terminal else None),
-        active=status.active or 0,
-        ready=status.ready or 0,
-        suspended=bool(job.spec.suspend),
-        annotations=dict(job.metadata.annotations or {}),
+        namespace=str(meta.get("namespace") or ""),
+        name=str(meta.get("name") or ""),
+        finished=terminal["type"] if terminal else None,
+        reason=(terminal.get("reason") or "") if terminal else "",
+        message=(terminal.get("message") or "") if terminal else "",
+        started=_time(status.get("startTime")),
+        finished_at=_time(status.get("completionTime"))
+        or (_time(terminal.get("lastTransitionTime")) if terminal else None),
+        active=int(status.get("active") or 0),
+        ready=int(status.get("ready") or 0),
+        suspended=bool((job.get("spec") or {}).get("suspend")),
+        annotations=dict(meta.get("annotations") or {}),
+        version=str(meta.get("resourceVersion") or ""),
     )
 
 
@@ -150,10 +164,9 @@ def create_or_adopt(api: client.ApiClient, manifest: Mapping[str, Any]) -> tuple
     namespace, name = manifest["metadata"]["namespace"], manifest["metadata"]["name"]
     with classified(f"create job {namespace}/{name}"):
         try:
-            body = client.V1Job.from_dict(dict(manifest))
-            assert body is not None  # from_dict returns None only for None
-            job = client.BatchV1Api(api).create_namespaced_job(namespace, body)
-            return _facts(job), True
+            # The manifest goes as it is: the apiserver validates it, and client models cost CPU.
+            created = fetch_json(client.BatchV1Api(api).create_namespaced_job, namespace, dict(manifest))
+            return job_facts(created), True
         except ApiException as error:
             if error.status != HTTP_CONFLICT:
                 raise
@@ -164,12 +177,13 @@ def create_or_adopt(api: client.ApiClient, manifest: Mapping[str, Any]) -> tuple
 def read_job(api: client.ApiClient, namespace: str, name: str) -> tuple[JobFacts, str]:
     """The Job's facts and the resourceVersion to watch it from."""
     with classified(f"list job {namespace}/{name}"):
-        listing = client.BatchV1Api(api).list_namespaced_job(
-            namespace, field_selector=f"metadata.name={name}"
+        listing = fetch_json(
+            client.BatchV1Api(api).list_namespaced_job, namespace, field_selector=f"metadata.name={name}"
         )
-    if not listing.items:
+    items = listing.get("items") or []
+    if not items:
         raise NotFoundError(f"job {namespace}/{name} does not exist")
-    return _facts(listing.items[0]), list_version(listing)
+    return job_facts(items[0]), str((listing.get("metadata") or {}).get("resourceVersion") or "")
 
 
 def wait_for_job(

@@ -1,4 +1,5 @@
-"""Long-running list + watch loops (informers without a cache) for the controller's watchers.
+"""Long-running list + watch loops (informers without a cache) for the controller's watchers and
+the worker's shared stage-Job watch.
 
 Owns the mechanics: a full list that yields a snapshot and a resourceVersion, watches resumed from
 the last version seen, a relist after 410 Gone (or any watch ERROR event), capped exponential
@@ -45,9 +46,14 @@ class ListWatch:
     """List then watch one resource kind until ``stop`` is set (run ``run`` on a thread)."""
 
     api: client.ApiClient
-    kind: Literal["nodeprofiles", "deploymentpolicies", "nodes"]
+    kind: Literal["nodeprofiles", "deploymentpolicies", "nodes", "jobs"]
     deliver: Deliver
     stop: threading.Event
+    namespace: str = ""
+    """Where a namespaced kind (jobs) is listed."""
+    label_selector: str = ""
+    lost: Callable[[], None] | None = None
+    """Called on the watcher's thread when a list or watch failed (what was delivered may be stale)."""
     window_seconds: int = 30
     """A watch request's server-side timeout: also the bound on how long stopping takes."""
     max_backoff_seconds: float = 30.0
@@ -61,15 +67,19 @@ class ListWatch:
                 while not self.stop.is_set() and version:
                     version = self._watch(version)
             except Exception as error:  # the loop must outlive any API trouble; say so and back off
+                if self.stop.is_set():
+                    return  # stopping: a watch cut short by the shutdown is no failure
                 self._backoff = min(self.max_backoff_seconds, max(0.5, self._backoff * 2))
                 log.warning("watch %s failed (%s); relisting in %.1fs", self.kind, error, self._backoff)
+                if self.lost is not None:
+                    self.lost()
                 self.stop.wait(self._backoff)
 
     # ----- the two halves ---------------------------------------------------------------------
     def _list(self) -> str:
         with classified(f"list {self.kind}"):
             func, args = self._list_call()
-            listing = fetch_json(func, *args)
+            listing = fetch_json(func, *args, **self._selectors())
         metadata = listing.get("metadata") or {}
         items = tuple(cast(list[dict[str, Any]], listing.get("items") or []))
         if not self.stop.is_set():
@@ -88,6 +98,7 @@ class ListWatch:
             allow_watch_bookmarks=True,
             # A connection the server never closes must not hang the thread forever.
             _request_timeout=self.window_seconds + 15,
+            **self._selectors(),
         )
         # 410 Gone is checked before ``classified`` sees it: it is the normal "relist now" answer
         # (the client raises it for an expired version), not a failure to back off from.
@@ -114,7 +125,12 @@ class ListWatch:
     def _list_call(self) -> tuple[Callable[..., Any], tuple[str, ...]]:
         if self.kind == "nodes":
             return client.CoreV1Api(self.api).list_node, ()
+        if self.kind == "jobs":
+            return client.BatchV1Api(self.api).list_namespaced_job, (self.namespace,)
         return client.CustomObjectsApi(self.api).list_cluster_custom_object, (GROUP, VERSION, self.kind)
+
+    def _selectors(self) -> dict[str, str]:
+        return {"label_selector": self.label_selector} if self.label_selector else {}
 
     def _to_dict(self, obj: Any) -> dict[str, Any]:
         if isinstance(obj, dict):

@@ -12,6 +12,7 @@ from temporalio.client import Client
 from fleetwright.activities.node import all_activities
 from fleetwright.activities.rollout import RolloutActivities
 from fleetwright.kube.client import from_kubeconfig
+from fleetwright.kube.jobwatch import JobWatches
 from fleetwright.localcluster.kubelet import SimulatedKubelet
 from fleetwright.localcluster.temporal import LocalTemporal
 from fleetwright.worker.settings import WorkerSettings
@@ -29,12 +30,17 @@ def crds(cluster: ClusterUnderTest) -> None:
 
 @pytest.fixture
 async def worker(cluster: ClusterUnderTest, temporal_client: Client) -> AsyncIterator[str]:
-    """An in-process worker with the real activities on its own task queue; yields the queue."""
+    """An in-process worker with the real activities (stage waits on the shared Job watch, as in the
+    worker process) on its own task queue; yields the queue."""
     api = from_kubeconfig(cluster.kubeconfig)
     queue = unique("ctl")
-    activities = [*all_activities(api), RolloutActivities(api).observe_and_decide]
-    async with build_worker(temporal_client, activities, task_queue=queue):
-        yield queue
+    with JobWatches(api) as job_watches:
+        activities = [
+            *all_activities(api, job_watches=job_watches),
+            RolloutActivities(api).observe_and_decide,
+        ]
+        async with build_worker(temporal_client, activities, task_queue=queue):
+            yield queue
 
 
 @pytest.fixture

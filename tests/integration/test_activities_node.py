@@ -32,6 +32,8 @@ from fleetwright.activities.payloads import (
 from fleetwright.api.common import LabelSelector
 from fleetwright.api.nodeprofile import DrainSpec, Package
 from fleetwright.kube import client as kube_client
+from fleetwright.kube import jobs as kube_jobs
+from fleetwright.kube.jobwatch import JobWatches
 from fleetwright.localcluster import nodes as fleet_nodes
 from fleetwright.localcluster.nodes import stage_pod_timing
 from fleetwright.planner.interrupts import REBOOT
@@ -447,7 +449,7 @@ def stage_request(node: str, namespace: str, pkg: Package, **extra: Any) -> Stag
         stage=extra.pop("stage", Stage.APPLY),
         agent_image=AGENT,
         namespace=namespace,
-        pod_annotations=FAST_POD,
+        pod_annotations=extra.pop("pod_annotations", FAST_POD),
         **extra,
     )
 
@@ -534,6 +536,53 @@ async def test_an_image_that_never_pulls_fails_the_stage_after_the_bound(
     again = await asyncio.wait_for(env.run(activities.run_stage, request), 10)
     assert again.outcome is StageOutcome.IMAGE_PULL_FAILED
     assert len(jobs_in(cluster, namespace)) == 1
+
+
+async def test_stages_wait_on_the_shared_job_watch(
+    cluster: ClusterUnderTest, spare_nodes: Iterator[str], namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As in the worker process: once the watch has listed, a stage reads its Job from the API at
+    most once (just created) and never watches it itself; a Job deleted mid-stage ends the stage."""
+    calls: list[str] = []
+    for name in ("read_job", "wait_for_job"):
+        real = getattr(kube_jobs, name)
+        monkeypatch.setattr(kube_jobs, name, functools.partial(_counted, real, name, calls))
+    with JobWatches(kube_client.from_kubeconfig(cluster.kubeconfig)) as watches:
+        watched = NodeActivities(kube_client.from_kubeconfig(cluster.kubeconfig), job_watches=watches)
+        env = ActivityEnvironment()
+        first = stage_request(next(spare_nodes), namespace, package())
+        assert (await asyncio.wait_for(env.run(watched.run_stage, first), 60)).succeeded
+        await async_wait_for(lambda: watches.of(namespace).synced, what="the watch to list")
+        calls.clear()
+        second = stage_request(next(spare_nodes), namespace, package(name="kdump"))
+        report = await asyncio.wait_for(env.run(watched.run_stage, second), 60)
+        assert report.succeeded
+        assert calls.count("wait_for_job") == 0
+        assert calls.count("read_job") <= 1
+        assert watches.of(namespace).get(report.job) is not None
+
+        slow = stage_request(
+            next(spare_nodes), namespace, package(name="slow"), pod_annotations=stage_pod_timing(60)
+        )
+        running = asyncio.ensure_future(env.run(watched.run_stage, slow))
+        [job] = await async_wait_for(
+            lambda: [
+                j
+                for j in jobs_in(cluster, namespace)
+                if j["metadata"]["labels"].get("fleetwright.io/package") == "slow"
+                and j.get("status", {}).get("active")
+            ],
+            what="the slow stage to run",
+        )
+        cluster.kubectl("delete", "job", job["metadata"]["name"], "-n", namespace, "--wait=false")
+        deleted = await asyncio.wait_for(running, 30)
+        assert deleted.outcome is StageOutcome.FAILED
+        assert "deleted" in deleted.message
+
+
+def _counted(real: Callable[..., Any], name: str, calls: list[str], *args: Any) -> Any:
+    calls.append(name)
+    return real(*args)
 
 
 # ----- reboot --------------------------------------------------------------------------------

@@ -1,0 +1,166 @@
+"""One list + watch of a namespace's stage Jobs, shared by every stage wait of a worker.
+
+Without it each running stage listed its Job after every change and held a watch of its own:
+at 1,000 nodes that was 38 of the worker's 63 API requests per node, each field-selected list
+scanned every Job of the namespace, and each wait held a thread for its whole window. With it a
+wait is an asyncio event set by the watch thread: no request, no thread.
+
+It owns the cache (each Job's facts and resourceVersion), tombstones for deleted Jobs, and waking
+the waits of the Job that changed. It must not decide what a Job's state means (the stage activity
+does). A cache that has not (re)listed yet answers nothing, so callers read the API instead: a
+broken watch costs requests, never a wrong answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+from fleetwright.kube.client import ApiClient
+from fleetwright.kube.jobs import JobFacts, job_facts
+from fleetwright.kube.listwatch import ListWatch, WatchEvent, start_thread
+
+# Every stage Job carries it (``fleetwright.stagejob``); nothing else of the namespace is cached.
+STAGE_JOBS = "app.kubernetes.io/managed-by=fleetwright"
+
+
+class JobWatch:
+    """The stage Jobs of one namespace, kept current by one watch thread; waits run on ``loop``."""
+
+    def __init__(self, api: ApiClient, namespace: str, loop: asyncio.AbstractEventLoop) -> None:
+        self.namespace, self._loop = namespace, loop
+        self._lock = threading.Lock()
+        self._jobs: dict[str, JobFacts] = {}
+        self._gone: set[str] = set()
+        self._synced = False
+        # Each wait with the number of the last change it had seen when it began: a wake-up the
+        # loop runs late does not wake waits that began after the change (they read it already).
+        self._waiters: dict[str, dict[asyncio.Event, int]] = {}  # touched on the loop only
+        self._changes = 0
+        self._stop = threading.Event()
+        self._watch = ListWatch(
+            api,
+            "jobs",
+            self.deliver,
+            self._stop,
+            namespace=namespace,
+            label_selector=STAGE_JOBS,
+            lost=self.lost,
+        )
+
+    def start(self) -> None:
+        start_thread(self._watch)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    @property
+    def synced(self) -> bool:
+        with self._lock:
+            return self._synced
+
+    def get(self, name: str) -> JobFacts | None:
+        """The Job as last seen; None before the first list, or when the watch has not seen it."""
+        with self._lock:
+            return self._jobs.get(name) if self._synced else None
+
+    def gone(self, name: str) -> bool:
+        """True when the watch saw the Job deleted."""
+        with self._lock:
+            return name in self._gone
+
+    async def wait(self, name: str, version: str, seconds: float) -> bool:
+        """Block until the Job is no longer at ``version`` (changed or deleted), the watch relisted or
+        failed, or ``seconds`` pass. True when the caller should read the Job again, False when the
+        window passed quietly."""
+        moved, seen = self._moved(name, version)
+        if moved:
+            return True
+        event = asyncio.Event()
+        self._waiters.setdefault(name, {})[event] = seen
+        try:
+            await asyncio.wait_for(event.wait(), seconds)
+            return True
+        except TimeoutError:
+            return self._moved(name, version)[0]
+        finally:
+            waiting = self._waiters.get(name)
+            if waiting is not None:
+                waiting.pop(event, None)
+                if not waiting:
+                    del self._waiters[name]
+
+    def deliver(self, event: WatchEvent) -> None:
+        """The watch thread's callback: update the cache, then wake the waits it concerns."""
+        if event.type == "SYNC":
+            fresh = {facts.name: facts for facts in map(job_facts, event.items)}
+            with self._lock:
+                self._gone = (self._gone | set(self._jobs)) - set(fresh)
+                self._jobs, self._synced = fresh, True
+                change = self._count()
+            self._wake(None, change)
+            return
+        facts = job_facts(event.obj or {})
+        with self._lock:
+            if event.type == "DELETED":
+                self._jobs.pop(facts.name, None)
+                self._gone.add(facts.name)
+            else:
+                self._jobs[facts.name] = facts
+                self._gone.discard(facts.name)
+            change = self._count()
+        self._wake(facts.name, change)
+
+    def lost(self) -> None:
+        """The watch failed: answer nothing until it has listed again (callers read the API)."""
+        with self._lock:
+            self._synced = False
+            change = self._count()
+        self._wake(None, change)
+
+    def _moved(self, name: str, version: str) -> tuple[bool, int]:
+        """Whether the Job is no longer at ``version``, and the number of the last change seen."""
+        with self._lock:
+            seen = self._jobs.get(name)
+            moved = name in self._gone or (seen is not None and seen.version != version)
+            return moved, self._changes
+
+    def _count(self) -> int:
+        self._changes += 1  # under the lock
+        return self._changes
+
+    def _wake(self, name: str | None, change: int) -> None:
+        """Wake ``name``'s waits (every wait after a relist or a failure) on the loop's thread."""
+        if not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._set, name, change)
+
+    def _set(self, name: str | None, change: int) -> None:
+        groups = list(self._waiters.values()) if name is None else [self._waiters.get(name, {})]
+        for event in [e for group in groups for e, seen in group.items() if seen < change]:
+            event.set()
+
+
+class JobWatches:
+    """A worker's shared Job watches, one per namespace, started on first use and stopped together."""
+
+    def __init__(self, api: ApiClient) -> None:
+        self._api = api
+        self._watches: dict[str, JobWatch] = {}
+
+    def of(self, namespace: str) -> JobWatch:
+        """The namespace's watch (call on the worker's event loop)."""
+        watch = self._watches.get(namespace)
+        if watch is None:
+            watch = self._watches[namespace] = JobWatch(self._api, namespace, asyncio.get_running_loop())
+            watch.start()
+        return watch
+
+    def stop(self) -> None:
+        for watch in self._watches.values():
+            watch.stop()
+
+    def __enter__(self) -> JobWatches:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,158 @@
+"""The shared stage-Job watch: its cache answers nothing before a list or after a failure; a wait
+wakes on its own Job's change (delivered from another thread) and on deletion, not on another
+Job's; a lost watch sends every wait back to the API; a quiet window returns False. The facts come
+from the API's JSON."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from datetime import UTC, datetime
+from typing import Any, cast
+
+import pytest
+
+from fleetwright.kube.client import ApiClient
+from fleetwright.kube.jobs import job_facts
+from fleetwright.kube.jobwatch import JobWatch
+from fleetwright.kube.listwatch import WatchEvent
+
+pytestmark = pytest.mark.unit
+
+
+def job(name: str, version: str, **status: Any) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "namespace": "ns", "resourceVersion": version},
+        "spec": {},
+        "status": status,
+    }
+
+
+def watch() -> JobWatch:
+    return JobWatch(cast(ApiClient, None), "ns", asyncio.get_running_loop())
+
+
+def from_thread(target: JobWatch, event: WatchEvent, delay: float = 0.05) -> threading.Thread:
+    """Deliver ``event`` the way the watch thread does: from another thread, a little later."""
+
+    def deliver() -> None:
+        threading.Event().wait(delay)
+        target.deliver(event)
+
+    thread = threading.Thread(target=deliver)
+    thread.start()
+    return thread
+
+
+def test_job_facts_read_the_api_json() -> None:
+    complete = job(
+        "a",
+        "7",
+        startTime="2026-11-30T04:00:00Z",
+        completionTime="2026-11-30T04:00:10Z",
+        succeeded=1,
+        conditions=[{"type": "Complete", "status": "True", "lastTransitionTime": "2026-11-30T04:00:10Z"}],
+    )
+    facts = job_facts(complete)
+    assert (facts.name, facts.namespace, facts.version, facts.finished) == ("a", "ns", "7", "Complete")
+    assert facts.started == datetime(2026, 11, 30, 4, 0, tzinfo=UTC)
+    assert facts.finished_at == datetime(2026, 11, 30, 4, 0, 10, tzinfo=UTC)
+    failed = job(
+        "b",
+        "8",
+        active=0,
+        conditions=[
+            {"type": "FailureTarget", "status": "True"},
+            {
+                "type": "Failed",
+                "status": "True",
+                "reason": "DeadlineExceeded",
+                "message": "too slow",
+                "lastTransitionTime": "2026-11-30T04:01:00Z",
+            },
+        ],
+    )
+    facts = job_facts(failed)
+    assert (facts.finished, facts.reason, facts.message) == ("Failed", "DeadlineExceeded", "too slow")
+    assert facts.finished_at == datetime(2026, 11, 30, 4, 1, tzinfo=UTC)
+    running = job_facts(job("c", "9", active=1, ready=1))
+    assert (running.finished, running.active, running.ready, running.started) == (None, 1, 1, None)
+
+
+async def test_the_cache_answers_only_after_a_list() -> None:
+    jobs = watch()
+    jobs.deliver(WatchEvent("ADDED", obj=job("a", "1")))
+    assert jobs.get("a") is None
+    assert not jobs.synced
+    jobs.deliver(WatchEvent("SYNC", items=(job("a", "2", active=1),)))
+    seen = jobs.get("a")
+    assert seen is not None
+    assert seen.version == "2"
+    assert seen.active == 1
+    assert jobs.get("b") is None
+
+
+async def test_a_wait_wakes_on_its_own_jobs_change_only() -> None:
+    jobs = watch()
+    jobs.deliver(WatchEvent("SYNC", items=(job("a", "1"), job("b", "1"))))
+    other = from_thread(jobs, WatchEvent("MODIFIED", obj=job("b", "2")))
+    assert await jobs.wait("a", "1", 0.3) is False  # b changed, a did not: a quiet window
+    other.join()
+    mine = from_thread(jobs, WatchEvent("MODIFIED", obj=job("a", "2", ready=1)))
+    assert await jobs.wait("a", "1", 5) is True
+    mine.join()
+    seen = jobs.get("a")
+    assert seen is not None
+    assert seen.ready == 1
+
+
+async def test_a_wait_returns_at_once_when_the_job_already_moved() -> None:
+    jobs = watch()
+    jobs.deliver(WatchEvent("SYNC", items=(job("a", "3"),)))
+    assert await jobs.wait("a", "2", 5) is True  # read at 2 from the API; the watch has 3
+
+
+async def test_a_job_the_watch_has_not_seen_yet_is_waited_for() -> None:
+    jobs = watch()
+    jobs.deliver(WatchEvent("SYNC", items=()))
+    assert await jobs.wait("new", "5", 0.1) is False
+    jobs.deliver(WatchEvent("ADDED", obj=job("new", "5")))  # created at 5: not a change
+    assert await jobs.wait("new", "5", 0.1) is False
+    later = from_thread(jobs, WatchEvent("MODIFIED", obj=job("new", "6")))
+    assert await jobs.wait("new", "5", 5) is True
+    later.join()
+
+
+async def test_a_deleted_job_wakes_its_wait_and_is_gone() -> None:
+    jobs = watch()
+    jobs.deliver(WatchEvent("SYNC", items=(job("a", "1"),)))
+    deleted = from_thread(jobs, WatchEvent("DELETED", obj=job("a", "2")))
+    assert await jobs.wait("a", "1", 5) is True
+    deleted.join()
+    assert jobs.get("a") is None
+    assert jobs.gone("a")
+    jobs.deliver(WatchEvent("SYNC", items=(job("b", "1"),)))
+    assert jobs.gone("a")  # still gone after a relist
+    jobs.deliver(WatchEvent("ADDED", obj=job("a", "9")))  # created again
+    assert not jobs.gone("a")
+
+
+async def test_a_relist_drops_what_was_deleted_while_the_watch_was_away() -> None:
+    jobs = watch()
+    jobs.deliver(WatchEvent("SYNC", items=(job("a", "1"), job("b", "1"))))
+    jobs.deliver(WatchEvent("SYNC", items=(job("b", "1"),)))
+    assert jobs.get("a") is None
+    assert jobs.gone("a")
+
+
+async def test_a_lost_watch_answers_nothing_and_sends_every_wait_to_the_api() -> None:
+    jobs = watch()
+    jobs.deliver(WatchEvent("SYNC", items=(job("a", "1"),)))
+    waiting = asyncio.create_task(jobs.wait("a", "1", 5))
+    await asyncio.sleep(0.05)
+    lose = threading.Thread(target=jobs.lost)
+    lose.start()
+    assert await asyncio.wait_for(waiting, 2) is True  # woken at once: read the Job from the API
+    lose.join()
+    assert not jobs.synced
+    assert jobs.get("a") is None

@@ -1,0 +1,84 @@
+"""A stage with the worker's shared Job watch reads and waits on the watch, not the API, once the
+watch has seen its Job; before the watch has listed, it reads and watches the API itself."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, cast
+
+import pytest
+from temporalio.testing import ActivityEnvironment
+
+from fleetwright.activities.payloads import StageOutcome, StageReport
+from fleetwright.activities.stage import StageRunner
+from fleetwright.kube import jobs
+from fleetwright.kube.client import ApiClient
+from fleetwright.kube.jobs import JobFacts, job_facts
+from fleetwright.kube.jobwatch import JobWatch
+from fleetwright.kube.listwatch import WatchEvent
+from tests.unit.test_stage_node_gone import request
+
+pytestmark = pytest.mark.unit
+
+NAME = "fw-tuning-apply-x"
+
+
+def job(version: str, **status: Any) -> dict[str, Any]:
+    meta = {"name": NAME, "namespace": "fleetwright-system", "resourceVersion": version}
+    return {"metadata": meta, "spec": {}, "status": status}
+
+
+COMPLETE = {"conditions": [{"type": "Complete", "status": "True"}], "succeeded": 1}
+
+
+@pytest.fixture
+def api_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The API reads and watches the runner makes (each answered with the Job complete)."""
+    calls: list[str] = []
+    monkeypatch.setattr(jobs, "ensure_namespace", lambda api, name: None)
+    monkeypatch.setattr(jobs, "create_or_adopt", lambda api, manifest: (job_facts(job("1", active=1)), True))
+
+    def read_job(api: Any, namespace: str, name: str) -> tuple[JobFacts, str]:
+        calls.append("read")
+        return job_facts(job("2", **COMPLETE)), "100"
+
+    def wait_for_job(api: Any, namespace: str, name: str, version: str, seconds: float) -> bool:
+        calls.append("watch")
+        return True
+
+    monkeypatch.setattr(jobs, "read_job", read_job)
+    monkeypatch.setattr(jobs, "wait_for_job", wait_for_job)
+    return calls
+
+
+def test_a_stage_waits_on_the_shared_watch(api_calls: list[str]) -> None:
+    async def stage() -> StageReport:
+        watch = JobWatch(cast(ApiClient, None), "fleetwright-system", asyncio.get_running_loop())
+        watch.deliver(WatchEvent("SYNC", items=(job("1", active=1),)))
+
+        def complete_later() -> None:
+            threading.Event().wait(0.2)
+            watch.deliver(WatchEvent("MODIFIED", obj=job("2", active=1, ready=1)))
+            threading.Event().wait(0.2)
+            watch.deliver(WatchEvent("MODIFIED", obj=job("3", **COMPLETE)))
+
+        threading.Thread(target=complete_later).start()
+        with ThreadPoolExecutor(2) as executor:
+            return await StageRunner(cast(ApiClient, None), executor, request(), watch).run()
+
+    report = asyncio.run(ActivityEnvironment().run(stage))
+    assert report.outcome is StageOutcome.SUCCEEDED
+    assert api_calls == []  # created, then everything from the watch
+
+
+def test_a_stage_reads_the_api_while_the_watch_has_not_listed(api_calls: list[str]) -> None:
+    async def stage() -> StageReport:
+        watch = JobWatch(cast(ApiClient, None), "fleetwright-system", asyncio.get_running_loop())
+        with ThreadPoolExecutor(2) as executor:
+            return await StageRunner(cast(ApiClient, None), executor, request(), watch).run()
+
+    report = asyncio.run(ActivityEnvironment().run(stage))
+    assert report.outcome is StageOutcome.SUCCEEDED
+    assert api_calls == ["read"]
