@@ -26,7 +26,7 @@ from fleetwright.activities.payloads import NodePhase, StageOutcome, StageReport
 from fleetwright.activities.waiting import Clock, blocking, heartbeat_window
 from fleetwright.api.nodeprofile import Package, PackageResources
 from fleetwright.errors import NotFoundError, PermanentError, RetryableError
-from fleetwright.kube import jobs, nodestatus, pods, stagelogs
+from fleetwright.kube import jobs, nodestatus, pods
 from fleetwright.kube.client import ApiClient
 from fleetwright.kube.jobs import JobFacts
 from fleetwright.kube.jobwatch import JobWatch
@@ -269,28 +269,27 @@ class StageRunner:
         share the host paths, so this stage waits (Temporal retries) until that Job has finished."""
         labels = rendered["metadata"]["labels"]
         prefix = stagejob.LABEL_PREFIX
-        listed = await blocking(
-            self.executor,
-            stagelogs.stage_jobs,
-            self.api,
-            self.request.namespace,
-            labels[f"{prefix}/profile"],
-            labels[f"{prefix}/node"],
-            labels[f"{prefix}/stage"],
-        )
+        same = {
+            f"{prefix}/{key}": labels[f"{prefix}/{key}"] for key in ("profile", "node", "stage", "package")
+        }
         running = [
-            j.name
-            for j in listed
-            if j.package == labels[f"{prefix}/package"]
-            and j.name != rendered["metadata"]["name"]
-            and j.finished is None
-            and j.active > 0
+            job.name
+            for job in await self._labelled(same)
+            if job.name != rendered["metadata"]["name"] and job.finished is None and job.active > 0
         ]
         if running:
             raise RetryableError(
                 f"stage Job {', '.join(running)} of an earlier pass still runs on {self.request.node}",
                 reason="EarlierPassRunning",
             )
+
+    async def _labelled(self, labels: dict[str, str]) -> list[JobFacts]:
+        """The namespace's stage Jobs carrying ``labels``: from the shared watch once it listed
+        (a label-selected list scans every Job of the namespace), else from the API."""
+        seen = self.watch.labelled(labels) if self.watch is not None else None
+        if seen is not None:
+            return seen
+        return await blocking(self.executor, jobs.labelled_jobs, self.api, self.request.namespace, labels)
 
     async def _prerequisites(self) -> None:
         request = self.request

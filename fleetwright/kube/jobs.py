@@ -74,6 +74,7 @@ class JobFacts:
     ready: int = 0
     suspended: bool = False
     annotations: Mapping[str, str] = field(default_factory=dict)
+    labels: Mapping[str, str] = field(default_factory=dict)
     version: str = ""
     """The Job's own resourceVersion: a shared watch's copy differs from it once the Job changed."""
 
@@ -106,6 +107,7 @@ def job_facts(job: Mapping[str, Any]) -> JobFacts:
         ready=int(status.get("ready") or 0),
         suspended=bool((job.get("spec") or {}).get("suspend")),
         annotations=dict(meta.get("annotations") or {}),
+        labels=dict(meta.get("labels") or {}),
         version=str(meta.get("resourceVersion") or ""),
     )
 
@@ -184,6 +186,14 @@ def read_job(api: client.ApiClient, namespace: str, name: str) -> tuple[JobFacts
     if not items:
         raise NotFoundError(f"job {namespace}/{name} does not exist")
     return job_facts(items[0]), str((listing.get("metadata") or {}).get("resourceVersion") or "")
+
+
+def labelled_jobs(api: client.ApiClient, namespace: str, labels: Mapping[str, str]) -> list[JobFacts]:
+    """The namespace's Jobs carrying every one of ``labels``."""
+    selector = ",".join(f"{key}={value}" for key, value in sorted(labels.items()))
+    with classified(f"list jobs {namespace} {selector}"):
+        listing = fetch_json(client.BatchV1Api(api).list_namespaced_job, namespace, label_selector=selector)
+    return [job_facts(item) for item in listing.get("items") or []]
 
 
 def wait_for_job(

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Mapping
 
 from fleetwright.kube.client import ApiClient
 from fleetwright.kube.jobs import JobFacts, job_facts
@@ -63,6 +64,14 @@ class JobWatch:
         """The Job as last seen; None before the first list, or when the watch has not seen it."""
         with self._lock:
             return self._jobs.get(name) if self._synced else None
+
+    def labelled(self, labels: Mapping[str, str]) -> list[JobFacts] | None:
+        """The Jobs carrying every one of ``labels``; None before the first list."""
+        with self._lock:
+            if not self._synced:
+                return None
+            wanted = labels.items()
+            return [job for job in self._jobs.values() if wanted <= job.labels.items()]
 
     def gone(self, name: str) -> bool:
         """True when the watch saw the Job deleted."""
