@@ -124,6 +124,8 @@ class Stack:
     nodes: int
     engine: EngineSettings
     rundir: Path
+    activity_slots: int = 200
+    """The worker's ``max_concurrent_activities``: a rollout wider than it queues its stages."""
     cluster: LocalCluster = field(init=False)
     temporal: LocalTemporal = field(init=False)
     processes: dict[str, Supervised] = field(init=False, default_factory=dict)
@@ -175,6 +177,7 @@ class Stack:
             temporal_namespace=self.temporal.namespace,
             kubeconfig=self.cluster.kubeconfig,
             engine=self.engine,
+            max_concurrent_activities=self.activity_slots,
         )
         settings_path = self.rundir / "settings.json"
         settings_path.write_text(settings.model_dump_json())

@@ -210,7 +210,10 @@ async def run(args: argparse.Namespace) -> None:
         policy=examples.policy(max_unavailable=args.max_unavailable, steps=STEPS),
         settings=engine(args.stage_seconds),
     )
-    with Stack(args.nodes, rollout.settings, rundir) as stack:
+    # Every node in progress holds one activity slot (a stage wait holds no thread), plus headroom
+    # for the rollout's own activities.
+    slots = max(200, args.max_unavailable + 100)
+    with Stack(args.nodes, rollout.settings, rundir, activity_slots=slots) as stack:
         up = time.monotonic() - bench_started
         print(
             f"stack with {args.nodes} nodes up in {up:.1f}s (load {loadavg()}); work dir {rundir}", flush=True
@@ -269,7 +272,7 @@ async def run(args: argparse.Namespace) -> None:
     }
     lines = [
         f"nodes:            {args.nodes}, maxUnavailable {args.max_unavailable}, "
-        f"{args.stage_seconds:g} s per stage, interrupt {args.interrupt}",
+        f"{args.stage_seconds:g} s per stage, interrupt {args.interrupt}, {slots} worker activity slots",
         f"phase:            {final.get('phase')} ({final.get('updated')}/{final.get('targeted')} nodes)",
         f"wall time:        {wall:.1f} s (kubectl apply -> rollout Complete)",
         f"ideal schedule:   {ideal:.1f} s (planner preview, {args.stage_seconds:g} s per stage, no overhead)",
