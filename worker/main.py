@@ -41,7 +41,12 @@ async def run_worker(settings: WorkerSettings, stop: asyncio.Event | None = None
     api = from_kubeconfig(settings.kubeconfig)
     client = await connect_with(settings)
     # Kubernetes calls run on threads that keep the activity's trace and log context.
-    threads = tracing.ContextThreadPool(DEFAULT_THREADS, thread_name_prefix="fleetwright-kube")
+    # One thread per activity slot: an activity makes one blocking call at a time, so no call ever
+    # queues for a thread. With 64 threads, a 128-wide rollout's drain and stage waits starved each
+    # other past the 30 s heartbeat timeout and the stages were retried over and over.
+    threads = tracing.ContextThreadPool(
+        max(DEFAULT_THREADS, settings.max_concurrent_activities), thread_name_prefix="fleetwright-kube"
+    )
     # One watch of the stage Jobs serves every stage wait of this worker.
     job_watches = JobWatches(api)
     activities = [
