@@ -1,7 +1,7 @@
 """Read-only listings of Nodes, Jobs, Pods and fleetwright's custom objects as plain dicts (the
 apiserver's JSON shape, as ``kubectl get -o json``), for observers such as the chaos suite's
-watcher. Every call is bounded by a request timeout so an observer never hangs on a dead apiserver.
-It must not write anything.
+watcher, and the Node list every fleet reader shares (``kube.nodes.list_nodes``). An observer's call
+is bounded by a request timeout so it never hangs on a dead apiserver. It must not write anything.
 """
 
 from __future__ import annotations
@@ -23,10 +23,13 @@ def list_items(
     *,
     namespace: str = "",
     label_selector: str = "",
-    timeout_seconds: float = 10.0,
+    timeout_seconds: float | None = 10.0,
 ) -> list[dict[str, Any]]:
-    """Every object of ``kind`` (namespaced kinds in ``namespace``) matching ``label_selector``."""
-    options: dict[str, Any] = {"label_selector": label_selector, "_request_timeout": timeout_seconds}
+    """Every object of ``kind`` (namespaced kinds in ``namespace``) matching ``label_selector``;
+    ``timeout_seconds=None`` waits as long as the list takes (10,000 Nodes can take over 10 s)."""
+    options: dict[str, Any] = {"label_selector": label_selector}
+    if timeout_seconds is not None:
+        options["_request_timeout"] = timeout_seconds
     with classified(f"list {kind}"):
         if kind == "nodes":
             data = fetch_json(client.CoreV1Api(api).list_node, **options)

@@ -17,7 +17,7 @@ from kubernetes import client
 
 from fleetwright.api.nodeprofile import RUNTIME_REQUIRED_TAINT
 from fleetwright.errors import NodeGoneError
-from fleetwright.kube.client import fetch_json
+from fleetwright.kube import inventory
 from fleetwright.kube.errors import classified
 from fleetwright.planner.fleet import CORDON_PREFIX, cordon_key
 
@@ -82,9 +82,7 @@ def uncordon(api: client.ApiClient, name: str, owner: str) -> bool:
 
 def list_nodes(api: client.ApiClient) -> list[dict[str, Any]]:
     """Every Node as a plain dict (camelCase, as ``kubectl get -o json``), for pure readers."""
-    with classified("list nodes"):
-        listing = fetch_json(client.CoreV1Api(api).list_node)
-    return list(listing.get("items") or [])
+    return inventory.list_items(api, "nodes", timeout_seconds=None)
 
 
 def set_annotation(api: client.ApiClient, name: str, key: str, value: str | None) -> None:
