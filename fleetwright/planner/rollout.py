@@ -55,6 +55,11 @@ from fleetwright.planner.state import (
 )
 from fleetwright.planner.windows import ensure_aware, longest_remaining, next_fit
 
+# At most this many nodes start per decision (see ``_Engine._within_cap``), and the next decision
+# comes this long after a capped one.
+MAX_STARTS_PER_DECISION = 200
+CAPPED_RETRY = timedelta(seconds=1)
+
 
 def begin(spec: RolloutSpec, now: datetime, previous: RolloutState | None = None) -> RolloutState:
     """A fresh rollout of ``spec``. Nodes still running for ``previous`` are carried: they keep
@@ -91,16 +96,18 @@ def decide(
     observations: Observations,
     now: datetime,
     prepared: Prepared | None = None,
+    max_starts: int = MAX_STARTS_PER_DECISION,
 ) -> Decision:
     """The next decision. ``prepared`` (``Prepared(spec, observations)``) may be reused across calls
     while the nodes' names, labels and recorded package state are unchanged; it must have been built
-    for ``state.spec``."""
+    for ``state.spec``. At most ``max_starts`` nodes start per decision; a batch wider than that
+    fills over the next decisions, the first a second later (``wake_at``)."""
     ensure_aware(now)
     if prepared is not None and prepared.spec.target != state.spec.target:
         raise ValueError("prepared was built for another spec target")
     view = FleetView(state.spec, observations, prepared)
     state = _absorb(state, view)
-    engine = _Engine(state, view, observations, now)
+    engine = _Engine(state, view, observations, now, max_starts)
     if state.halt is None:
         state = engine.check_failures(state)
     if state.halt is not None:
@@ -172,8 +179,16 @@ def _count_finished(scopes: dict[str, ScopeState], compartment: str, run: NodeRu
 
 class _Engine:
     def __init__(
-        self, state: RolloutState, view: FleetView, observations: Observations, now: datetime
+        self,
+        state: RolloutState,
+        view: FleetView,
+        observations: Observations,
+        now: datetime,
+        max_starts: int = MAX_STARTS_PER_DECISION,
     ) -> None:
+        if max_starts < 1:
+            raise ValueError("max_starts must be at least 1")
+        self.max_starts = max_starts
         self.view = view
         self.observations = observations
         self.now = now
@@ -415,16 +430,17 @@ class _Engine:
         return scope, False
 
     def _fill(self, scope: ScopeState, members: list[str]) -> ScopeState:
-        want = scope.current_size - len(scope.current)
-        if want <= 0:
-            return scope
+        wanted = scope.current_size - len(scope.current)
+        want = min(wanted, self.max_starts - len(self.starts))
         started: list[str] = []
         number = scope.batch.batches + 1
         for index, node in enumerate(members):
-            if len(started) >= want:
-                break
             if node not in self.pending:
                 continue
+            if len(started) >= want:
+                if want < wanted:
+                    self._capped()  # a pending member is left for the next decision
+                break
             if self._try_start(node, scope.name, number):
                 started.append(node)
             elif self.blocked[node].startswith("Budget"):
@@ -436,6 +452,14 @@ class _Engine:
         if not started:
             return scope
         return scope.model_copy(update={"current": scope.current + tuple(started)})
+
+    def _capped(self) -> None:
+        """A batch wider than the room left in this decision fills on the next one, a second
+        later: a decision with hundreds of starts is a payload of hundreds of KB (the SDK warns at
+        512 KiB and fails at 2 MiB), and as many child workflow starts in one workflow task."""
+        if self.now + CAPPED_RETRY not in self.waits:
+            self.waits.append(self.now + CAPPED_RETRY)
+            self.notes.append(f"more starts next decision (at most {self.max_starts} per decision)")
 
     def _start_free(self, members: list[str], want: int, scope: str, batch: int) -> list[str]:
         free = self.pending & self.tracker.unavailable

@@ -1,6 +1,6 @@
 """Property tests of the rollout engine under arbitrary sequences of observations: the cap is never
 exceeded by a start, canaries finish before anything else starts, a halt is absorbing, windows are
-respected, and the same inputs always give the same decision."""
+respected, no decision starts more than its cap, and the same inputs always give the same decision."""
 
 from __future__ import annotations
 
@@ -209,18 +209,20 @@ def _in(world: World, node: str, compartment: Compartment) -> bool:
     count=st.integers(1, 20),
     current=st.lists(st.booleans(), min_size=20, max_size=20),
     rounds=st.lists(events, min_size=1, max_size=25),
+    max_starts=st.integers(1, 25),
 )
 def test_rollout_invariants_hold_under_any_sequence_of_observations(
-    rollout: RolloutPolicy, count: int, current: list[bool], rounds: list[dict[str, object]]
+    rollout: RolloutPolicy, count: int, current: list[bool], rounds: list[dict[str, object]], max_starts: int
 ) -> None:
     spec = RolloutSpec(profile="p", packages=PACKAGES, policy=rollout)
     world = World(spec=spec, nodes={f"n{i:02d}": node(i, current[i]) for i in range(count)})
     state = begin(spec, world.now)
     for round_ in rounds:
         observations = world.observations()
-        decision = decide(state, observations, world.now)
+        decision = decide(state, observations, world.now, max_starts=max_starts)
         # Same inputs, same decision (and the state survives a JSON round trip unchanged).
-        assert decide(state, observations, world.now) == decision
+        assert decide(state, observations, world.now, max_starts=max_starts) == decision
+        assert len(decision.start) <= max_starts
         assert RolloutState.model_validate_json(decision.state.model_dump_json()) == decision.state
         check_invariants(world, state, decision)
         for start in decision.start:

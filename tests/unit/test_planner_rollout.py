@@ -68,9 +68,9 @@ class Fleet:
     def set(self, name: str, **update: object) -> None:
         self.nodes[name] = self.nodes[name].model_copy(update=update)
 
-    def decide(self) -> Decision:
+    def decide(self, **options: Any) -> Decision:
         obs = Observations(nodes=tuple(self.nodes.values()), approvals=self.approvals, paused=self.paused)
-        decision = decide(self.state, obs, self.now)
+        decision = decide(self.state, obs, self.now, **options)
         self.state = decision.state
         for start in decision.start:
             self.set(start.node, run=RunStatus.RUNNING)
@@ -102,6 +102,24 @@ def test_canary_completes_before_anything_else_and_a_failed_canary_halts() -> No
     assert "canary failed" in halted.message
     assert "boom" in halted.message
     assert halted.start == ()
+
+
+def test_a_batch_wider_than_a_decisions_starts_fills_over_the_next_decisions() -> None:
+    fleet = Fleet(10, policy(batches(initial=10), cap=10))
+    sizes, waits, messages = [], [], []
+    for _ in range(4):
+        decision = fleet.decide(max_starts=3)
+        sizes.append(len(decision.start))
+        waits.append(decision.wake_at)
+        messages.append(decision.message)
+        assert {s.batch for s in decision.start} == {1}  # one batch, started over four decisions
+        fleet.now += timedelta(seconds=1)
+    assert sizes == [3, 3, 3, 1]
+    assert waits[:3] == [T0 + timedelta(seconds=s) for s in (1, 2, 3)]  # the next decision a second on
+    assert "at most 3 per decision" in messages[0]
+    assert "per decision" not in messages[3]
+    assert waits[3] is None  # everything started: nothing more to fill
+    assert len(fleet.state.running) == 10
 
 
 def test_successful_canary_then_batches_grow() -> None:
