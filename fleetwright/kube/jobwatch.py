@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Mapping
+from typing import Any
 
 from fleetwright.kube.client import ApiClient
 from fleetwright.kube.jobs import JobFacts, job_facts
@@ -23,6 +24,16 @@ from fleetwright.kube.listwatch import ListWatch, WatchEvent, start_thread
 
 # Every stage Job carries it (``fleetwright.stagejob``); nothing else of the namespace is cached.
 STAGE_JOBS = "app.kubernetes.io/managed-by=fleetwright"
+
+
+def slim_job(job: dict[str, Any]) -> dict[str, Any]:
+    """What ``job_facts`` reads of a Job: its metadata, status and suspension (not its template)."""
+    meta = job.get("metadata") or {}
+    return {
+        "metadata": {k: v for k, v in meta.items() if k != "managedFields"},
+        "spec": {"suspend": (job.get("spec") or {}).get("suspend")},
+        "status": job.get("status") or {},
+    }
 
 
 class JobWatch:
@@ -46,6 +57,7 @@ class JobWatch:
             self._stop,
             namespace=namespace,
             label_selector=STAGE_JOBS,
+            slim=slim_job,
             lost=self.lost,
         )
 

@@ -26,6 +26,10 @@ from fleetwright.kube.watching import HTTP_GONE
 
 log = logging.getLogger(__name__)
 
+# Objects per list request: a relist of 10,000 Nodes or tens of thousands of stage Jobs is many
+# modest responses, not one of hundreds of MB.
+LIST_PAGE = 500
+
 EventType = Literal["SYNC", "ADDED", "MODIFIED", "DELETED"]
 
 
@@ -52,6 +56,9 @@ class ListWatch:
     namespace: str = ""
     """Where a namespaced kind (jobs) is listed."""
     label_selector: str = ""
+    slim: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    """Applied to every object as it arrives, before it is kept: drops what the caller never reads
+    (a stage Job's pod template), so a relist of tens of thousands of objects stays small."""
     lost: Callable[[], None] | None = None
     """Called on the watcher's thread when a list or watch failed (what was delivered may be stale)."""
     window_seconds: int = 30
@@ -77,13 +84,22 @@ class ListWatch:
 
     # ----- the two halves ---------------------------------------------------------------------
     def _list(self) -> str:
-        with classified(f"list {self.kind}"):
-            func, args = self._list_call()
-            listing = fetch_json(func, *args, **self._selectors())
-        metadata = listing.get("metadata") or {}
-        items = tuple(cast(list[dict[str, Any]], listing.get("items") or []))
+        """One consistent snapshot, read in pages (every page is of the first page's version)."""
+        func, args = self._list_call()
+        items: list[dict[str, Any]] = []
+        token = ""
+        while True:
+            paging: dict[str, Any] = {"limit": LIST_PAGE, **({"_continue": token} if token else {})}
+            with classified(f"list {self.kind}"):
+                listing = fetch_json(func, *args, **paging, **self._selectors())
+            page = cast(list[dict[str, Any]], listing.get("items") or [])
+            items += map(self.slim, page) if self.slim is not None else page
+            metadata = listing.get("metadata") or {}
+            token = str(metadata.get("continue") or "")
+            if not token or self.stop.is_set():
+                break
         if not self.stop.is_set():
-            self.deliver(WatchEvent("SYNC", items=items))
+            self.deliver(WatchEvent("SYNC", items=tuple(items)))
         return str(metadata.get("resourceVersion") or "")
 
     def _watch(self, version: str) -> str:
@@ -113,7 +129,7 @@ class ListWatch:
                     raw = event.get("raw_object") or self._to_dict(event.get("object"))
                     version = str((raw.get("metadata") or {}).get("resourceVersion") or version)
                     if kind in ("ADDED", "MODIFIED", "DELETED"):
-                        self.deliver(WatchEvent(kind, obj=raw))
+                        self.deliver(WatchEvent(kind, obj=self.slim(raw) if self.slim else raw))
             except ApiException as error:
                 if error.status == HTTP_GONE:
                     return ""

@@ -33,11 +33,13 @@ class ScriptedServer:
     watches: list[tuple[list[dict[str, Any]], Exception | None]]
     stop: threading.Event
     list_calls: int = 0
+    list_options: list[dict[str, Any]] = field(default_factory=list)
     watched_from: list[str] = field(default_factory=list)
 
-    def list_node(self, **_: Any) -> SimpleNamespace:
+    def list_node(self, **options: Any) -> SimpleNamespace:
         """The raw response the loop reads (it asks for JSON, not the client's models)."""
         self.list_calls += 1
+        self.list_options.append(options)
         return SimpleNamespace(
             data=json.dumps(self.lists[min(self.list_calls, len(self.lists)) - 1]).encode()
         )
@@ -60,7 +62,9 @@ def stop() -> threading.Event:
     return threading.Event()
 
 
-def run(server: ScriptedServer, monkeypatch: pytest.MonkeyPatch) -> tuple[ListWatch, list[WatchEvent]]:
+def run(
+    server: ScriptedServer, monkeypatch: pytest.MonkeyPatch, **options: Any
+) -> tuple[ListWatch, list[WatchEvent]]:
     class FakeClient:
         @staticmethod
         def CoreV1Api(_api: Any) -> ScriptedServer:
@@ -76,7 +80,7 @@ def run(server: ScriptedServer, monkeypatch: pytest.MonkeyPatch) -> tuple[ListWa
     monkeypatch.setattr(listwatch, "client", FakeClient)
     monkeypatch.setattr(listwatch, "watch", FakeWatchModule)
     delivered: list[WatchEvent] = []
-    watcher = ListWatch(api=object(), kind="nodes", deliver=delivered.append, stop=server.stop)  # type: ignore[arg-type]
+    watcher = ListWatch(api=object(), kind="nodes", deliver=delivered.append, stop=server.stop, **options)  # type: ignore[arg-type]
     watcher.run()
     return watcher, delivered
 
@@ -127,3 +131,25 @@ def test_any_other_watch_failure_backs_off_and_relists(
     assert server.watched_from == ["5", "9"]
     assert [e.type for e in delivered] == ["SYNC", "SYNC"]
     assert "relisting" in caplog.text
+
+
+def test_a_list_is_read_in_pages_and_delivered_as_one_slimmed_snapshot(
+    stop: threading.Event, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fat = {"metadata": {"name": "n1", "resourceVersion": "4"}, "spec": {"big": "x" * 100}}
+    added = {"type": "ADDED", "raw_object": {**node("n3", "31"), "spec": {"big": "y"}}}
+    server = ScriptedServer(
+        lists=[
+            {"metadata": {"resourceVersion": "30", "continue": "page-2"}, "items": [fat]},
+            {"metadata": {"resourceVersion": "30"}, "items": [node("n2", "29")]},
+        ],
+        watches=[([added], None)],
+        stop=stop,
+    )
+    _, delivered = run(server, monkeypatch, slim=lambda obj: {"metadata": obj["metadata"]})
+    assert [o.get("_continue") for o in server.list_options] == [None, "page-2"]
+    assert {o["limit"] for o in server.list_options} == {listwatch.LIST_PAGE}
+    assert server.watched_from[0] == "30"
+    assert [e.type for e in delivered] == ["SYNC", "ADDED"]
+    assert delivered[0].items == (node("n1", "4"), node("n2", "29"))  # both pages, slimmed
+    assert delivered[1].obj == node("n3", "31")

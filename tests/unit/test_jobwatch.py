@@ -14,7 +14,7 @@ import pytest
 
 from fleetwright.kube.client import ApiClient
 from fleetwright.kube.jobs import job_facts
-from fleetwright.kube.jobwatch import JobWatch
+from fleetwright.kube.jobwatch import JobWatch, slim_job
 from fleetwright.kube.listwatch import WatchEvent
 
 pytestmark = pytest.mark.unit
@@ -75,6 +75,12 @@ def test_job_facts_read_the_api_json() -> None:
     facts = job_facts(failed)
     assert (facts.finished, facts.reason, facts.message) == ("Failed", "DeadlineExceeded", "too slow")
     assert facts.finished_at == datetime(2026, 11, 30, 4, 1, tzinfo=UTC)
+    suspended = {**failed, "spec": {"suspend": True, "template": {"spec": {"containers": []}}}}
+    suspended["metadata"] = {**failed["metadata"], "managedFields": [{"manager": "kube-controller-manager"}]}
+    assert job_facts(slim_job(suspended)) == job_facts(suspended)  # the watch keeps what facts read
+    assert job_facts(suspended).suspended
+    assert "template" not in slim_job(suspended)["spec"]
+    assert "managedFields" not in slim_job(suspended)["metadata"]
     running = job_facts(job("c", "9", active=1, ready=1))
     assert (running.finished, running.active, running.ready, running.started) == (None, 1, 1, None)
 
