@@ -14,6 +14,7 @@ broken watch costs requests, never a wrong answer.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import Mapping
 from typing import Any
@@ -24,6 +25,9 @@ from fleetwright.kube.listwatch import ListWatch, WatchEvent, start_thread
 
 # Every stage Job carries it (``fleetwright.stagejob``); nothing else of the namespace is cached.
 STAGE_JOBS = "app.kubernetes.io/managed-by=fleetwright"
+# The Jobs are indexed by their node: a stage's lookups are per node, and a scan of every Job of a
+# 10,000-node fleet per stage was 3 % of the worker's CPU.
+NODE_LABEL = "fleetwright.io/node"
 
 
 def slim_job(job: dict[str, Any]) -> dict[str, Any]:
@@ -43,6 +47,7 @@ class JobWatch:
         self.namespace, self._loop = namespace, loop
         self._lock = threading.Lock()
         self._jobs: dict[str, JobFacts] = {}
+        self._by_node: dict[str, set[str]] = {}
         self._gone: set[str] = set()
         self._synced = False
         # Each wait with the number of the last change it had seen when it began: a wake-up the
@@ -83,7 +88,10 @@ class JobWatch:
             if not self._synced:
                 return None
             wanted = labels.items()
-            return [job for job in self._jobs.values() if wanted <= job.labels.items()]
+            node = labels.get(NODE_LABEL)
+            names = self._by_node.get(node, set()) if node is not None else self._jobs.keys()
+            candidates = (self._jobs[name] for name in names)
+            return [job for job in candidates if wanted <= job.labels.items()]
 
     def gone(self, name: str) -> bool:
         """True when the watch saw the Job deleted."""
@@ -115,19 +123,25 @@ class JobWatch:
         """The watch thread's callback: update the cache, then wake the waits it concerns."""
         if event.type == "SYNC":
             fresh = {facts.name: facts for facts in map(job_facts, event.items)}
+            by_node: dict[str, set[str]] = {}
+            for facts in fresh.values():
+                by_node.setdefault(facts.labels.get(NODE_LABEL, ""), set()).add(facts.name)
             with self._lock:
                 self._gone = (self._gone | set(self._jobs)) - set(fresh)
-                self._jobs, self._synced = fresh, True
+                self._jobs, self._by_node, self._synced = fresh, by_node, True
                 change = self._count()
             self._wake(None, change)
             return
         facts = job_facts(event.obj or {})
         with self._lock:
+            node = facts.labels.get(NODE_LABEL, "")
             if event.type == "DELETED":
                 self._jobs.pop(facts.name, None)
+                self._by_node.get(node, set()).discard(facts.name)
                 self._gone.add(facts.name)
             else:
                 self._jobs[facts.name] = facts
+                self._by_node.setdefault(node, set()).add(facts.name)
                 self._gone.discard(facts.name)
             change = self._count()
         self._wake(facts.name, change)
@@ -152,7 +166,8 @@ class JobWatch:
 
     def _wake(self, name: str | None, change: int) -> None:
         """Wake ``name``'s waits (every wait after a relist or a failure) on the loop's thread."""
-        if not self._loop.is_closed():
+        # A worker shutting down closes its loop; the watch thread's last events wake nobody.
+        with contextlib.suppress(RuntimeError):
             self._loop.call_soon_threadsafe(self._set, name, change)
 
     def _set(self, name: str | None, change: int) -> None:

@@ -162,3 +162,30 @@ async def test_a_lost_watch_answers_nothing_and_sends_every_wait_to_the_api() ->
     lose.join()
     assert not jobs.synced
     assert jobs.get("a") is None
+
+
+def labelled_job(name: str, node: str, stage: str) -> dict[str, Any]:
+    raw = job(name, "1")
+    raw["metadata"]["labels"] = {"fleetwright.io/node": node, "fleetwright.io/stage": stage}
+    return raw
+
+
+async def test_labelled_jobs_are_found_by_node_and_every_label() -> None:
+    jobs = watch()
+    assert jobs.labelled({"fleetwright.io/node": "n1"}) is None  # not listed yet
+    jobs.deliver(
+        WatchEvent("SYNC", items=(labelled_job("a", "n1", "apply"), labelled_job("b", "n2", "apply")))
+    )
+    jobs.deliver(WatchEvent("ADDED", obj=labelled_job("c", "n1", "config")))
+
+    def names(**labels: str) -> list[str]:
+        found = jobs.labelled({f"fleetwright.io/{k}": v for k, v in labels.items()})
+        assert found is not None
+        return sorted(j.name for j in found)
+
+    assert names(node="n1") == ["a", "c"]
+    assert names(node="n1", stage="apply") == ["a"]
+    assert names(stage="apply") == ["a", "b"]  # without a node: every Job
+    assert names(node="n3") == []
+    jobs.deliver(WatchEvent("DELETED", obj=labelled_job("a", "n1", "apply")))
+    assert names(node="n1") == ["c"]
