@@ -107,7 +107,9 @@ class NodeActivities:
         returns the new boot id. Bounded by timeout_seconds ("RebootTimeout")."""
         clock, window = Clock(), heartbeat_window()
         while True:
-            facts, version = await blocking(self.executor, nodestatus.read_node, self.api, request.node)
+            facts, version = await blocking(
+                self.executor, nodestatus.read_node_to_watch, self.api, request.node
+            )
             rebooted = bool(facts.boot_id) and facts.boot_id != request.previous_boot_id
             if rebooted and facts.ready:
                 return facts.boot_id
