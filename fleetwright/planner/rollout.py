@@ -337,8 +337,12 @@ class _Engine:
             return scope, False
         outstanding = [n for n in canary if n in self.view.nodes and self._unfinished(n)]
         for node in outstanding:
-            if node in self.pending:
-                self._try_start(node, scope.name, 0)
+            if node not in self.pending:
+                continue
+            if len(self.starts) >= self.max_starts:
+                self._capped()  # a canary wider than a decision starts over several
+                break
+            self._try_start(node, scope.name, 0)
         if outstanding:
             self.notes.append(f"{scope.name}: canary {len(canary) - len(outstanding)}/{len(canary)} done")
         return scope, not outstanding

@@ -122,6 +122,18 @@ def test_a_batch_wider_than_a_decisions_starts_fills_over_the_next_decisions() -
     assert len(fleet.state.running) == 10
 
 
+def test_a_canary_wider_than_a_decisions_starts_starts_over_several() -> None:
+    fleet = Fleet(4, policy(CanaryStep(count=2), batches(initial=2), cap=4))
+    first = fleet.decide(max_starts=1)
+    assert [s.batch for s in first.start] == [0]
+    assert first.wake_at == T0 + timedelta(seconds=1)
+    fleet.now += timedelta(seconds=1)
+    second = fleet.decide(max_starts=1)
+    assert [s.batch for s in second.start] == [0]  # the second canary; nothing else yet
+    assert second.wake_at is None
+    assert fleet.decide(max_starts=1).start == ()
+
+
 def test_successful_canary_then_batches_grow() -> None:
     fleet = Fleet(8, policy(CanaryStep(count=1), batches(StrategyKind.EXPONENTIAL), cap=8))
     fleet.decide()
