@@ -55,7 +55,7 @@ from fleetwright.planner.state import (
 )
 from fleetwright.planner.windows import ensure_aware, longest_remaining, next_fit
 
-# At most this many nodes start per decision (see ``_Engine._within_cap``), and the next decision
+# At most this many nodes start per decision (see ``_Engine._capped``), and the next decision
 # comes this long after a capped one.
 MAX_STARTS_PER_DECISION = 200
 CAPPED_RETRY = timedelta(seconds=1)
