@@ -247,11 +247,16 @@ class StageRunner:
             quiet = not await self._wait(job, version, window)
 
     async def _read(self, job: JobFacts) -> tuple[JobFacts, str]:
-        """The Job from the shared watch when it has seen it, else from the API (just created, or
-        the watch is relisting): the facts and the version a wait for its next change starts at."""
-        seen = self.watch.get(job.name) if self.watch is not None else None
-        if seen is not None:
-            return seen, seen.version
+        """The Job from the shared watch: as it last saw it, or, just created and not seen yet, as
+        the create returned it (the watch wakes the wait when it sees it change). From the API only
+        while the watch is relisting, or once it saw the Job deleted: the facts and the version a
+        wait for its next change starts at."""
+        if self.watch is not None and self.watch.synced:
+            seen = self.watch.get(job.name)
+            if seen is not None:
+                return seen, seen.version
+            if job.version and not self.watch.gone(job.name):
+                return job, job.version
         return await blocking(self.executor, jobs.read_job, self.api, job.namespace, job.name)
 
     async def _wait(self, job: JobFacts, version: str, window: float) -> bool:

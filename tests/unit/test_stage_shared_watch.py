@@ -1,5 +1,6 @@
 """A stage with the worker's shared Job watch reads and waits on the watch, not the API, once the
-watch has seen its Job; before the watch has listed, it reads and watches the API itself."""
+watch has listed (a Job it has not seen yet stands as its create returned it); before the watch
+has listed, it reads and watches the API itself."""
 
 from __future__ import annotations
 
@@ -71,6 +72,28 @@ def test_a_stage_waits_on_the_shared_watch(api_calls: list[str]) -> None:
     report = asyncio.run(ActivityEnvironment().run(stage))
     assert report.outcome is StageOutcome.SUCCEEDED
     assert api_calls == []  # created, then everything from the watch
+
+
+def test_a_job_the_watch_has_not_seen_yet_is_not_read_from_the_api(api_calls: list[str]) -> None:
+    """Created a moment ago: the create's answer stands until the watch sees the Job change."""
+
+    async def stage() -> StageReport:
+        watch = JobWatch(cast(ApiClient, None), "fleetwright-system", asyncio.get_running_loop())
+        watch.deliver(WatchEvent("SYNC", items=()))
+
+        def seen_later() -> None:
+            threading.Event().wait(0.2)
+            watch.deliver(WatchEvent("ADDED", obj=job("1", active=1)))
+            threading.Event().wait(0.2)
+            watch.deliver(WatchEvent("MODIFIED", obj=job("2", **COMPLETE)))
+
+        threading.Thread(target=seen_later).start()
+        with ThreadPoolExecutor(2) as executor:
+            return await StageRunner(cast(ApiClient, None), executor, request(), watch).run()
+
+    report = asyncio.run(ActivityEnvironment().run(stage))
+    assert report.outcome is StageOutcome.SUCCEEDED
+    assert api_calls == []
 
 
 def test_a_stage_reads_the_api_while_the_watch_has_not_listed(api_calls: list[str]) -> None:
