@@ -54,54 +54,44 @@ def api_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return calls
 
 
-def test_a_stage_waits_on_the_shared_watch(api_calls: list[str]) -> None:
+def run_stage(listed: WatchEvent | None, later: list[WatchEvent]) -> StageReport:
+    """Run a stage with a shared watch that has ``listed`` (None: not yet), then sees ``later``
+    changes, each 0.2 s after the last, from the watch's own thread."""
+
     async def stage() -> StageReport:
         watch = JobWatch(cast(ApiClient, None), "fleetwright-system", asyncio.get_running_loop())
-        watch.deliver(WatchEvent("SYNC", items=(job("1", active=1),)))
+        if listed is not None:
+            watch.deliver(listed)
 
-        def complete_later() -> None:
-            threading.Event().wait(0.2)
-            watch.deliver(WatchEvent("MODIFIED", obj=job("2", active=1, ready=1)))
-            threading.Event().wait(0.2)
-            watch.deliver(WatchEvent("MODIFIED", obj=job("3", **COMPLETE)))
+        def deliver_later() -> None:
+            for event in later:
+                threading.Event().wait(0.2)
+                watch.deliver(event)
 
-        threading.Thread(target=complete_later).start()
+        threading.Thread(target=deliver_later).start()
         with ThreadPoolExecutor(2) as executor:
             return await StageRunner(cast(ApiClient, None), executor, request(), watch).run()
 
-    report = asyncio.run(ActivityEnvironment().run(stage))
-    assert report.outcome is StageOutcome.SUCCEEDED
+    return asyncio.run(ActivityEnvironment().run(stage))
+
+
+def test_a_stage_waits_on_the_shared_watch(api_calls: list[str]) -> None:
+    listed = WatchEvent("SYNC", items=(job("1", active=1),))
+    later = [
+        WatchEvent("MODIFIED", obj=job("2", active=1, ready=1)),
+        WatchEvent("MODIFIED", obj=job("3", **COMPLETE)),
+    ]
+    assert run_stage(listed, later).outcome is StageOutcome.SUCCEEDED
     assert api_calls == []  # created, then everything from the watch
 
 
 def test_a_job_the_watch_has_not_seen_yet_is_not_read_from_the_api(api_calls: list[str]) -> None:
     """Created a moment ago: the create's answer stands until the watch sees the Job change."""
-
-    async def stage() -> StageReport:
-        watch = JobWatch(cast(ApiClient, None), "fleetwright-system", asyncio.get_running_loop())
-        watch.deliver(WatchEvent("SYNC", items=()))
-
-        def seen_later() -> None:
-            threading.Event().wait(0.2)
-            watch.deliver(WatchEvent("ADDED", obj=job("1", active=1)))
-            threading.Event().wait(0.2)
-            watch.deliver(WatchEvent("MODIFIED", obj=job("2", **COMPLETE)))
-
-        threading.Thread(target=seen_later).start()
-        with ThreadPoolExecutor(2) as executor:
-            return await StageRunner(cast(ApiClient, None), executor, request(), watch).run()
-
-    report = asyncio.run(ActivityEnvironment().run(stage))
-    assert report.outcome is StageOutcome.SUCCEEDED
+    later = [WatchEvent("ADDED", obj=job("1", active=1)), WatchEvent("MODIFIED", obj=job("2", **COMPLETE))]
+    assert run_stage(WatchEvent("SYNC", items=()), later).outcome is StageOutcome.SUCCEEDED
     assert api_calls == []
 
 
 def test_a_stage_reads_the_api_while_the_watch_has_not_listed(api_calls: list[str]) -> None:
-    async def stage() -> StageReport:
-        watch = JobWatch(cast(ApiClient, None), "fleetwright-system", asyncio.get_running_loop())
-        with ThreadPoolExecutor(2) as executor:
-            return await StageRunner(cast(ApiClient, None), executor, request(), watch).run()
-
-    report = asyncio.run(ActivityEnvironment().run(stage))
-    assert report.outcome is StageOutcome.SUCCEEDED
+    assert run_stage(None, []).outcome is StageOutcome.SUCCEEDED
     assert api_calls == ["read"]
