@@ -24,6 +24,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from fleetwright.errors import NotFoundError
+from fleetwright.kube import inventory
 from fleetwright.kube.client import fetch_json
 from fleetwright.kube.errors import classified
 from fleetwright.kube.watching import wait_for_change
@@ -191,9 +192,10 @@ def read_job(api: client.ApiClient, namespace: str, name: str) -> tuple[JobFacts
 def labelled_jobs(api: client.ApiClient, namespace: str, labels: Mapping[str, str]) -> list[JobFacts]:
     """The namespace's Jobs carrying every one of ``labels``."""
     selector = ",".join(f"{key}={value}" for key, value in sorted(labels.items()))
-    with classified(f"list jobs {namespace} {selector}"):
-        listing = fetch_json(client.BatchV1Api(api).list_namespaced_job, namespace, label_selector=selector)
-    return [job_facts(item) for item in listing.get("items") or []]
+    items = inventory.list_items(
+        api, "jobs", namespace=namespace, label_selector=selector, timeout_seconds=None
+    )
+    return [job_facts(item) for item in items]
 
 
 def wait_for_job(
