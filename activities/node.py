@@ -45,7 +45,7 @@ from fleetwright.errors import NodeGoneError
 from fleetwright.kube import nodes, nodestatus
 from fleetwright.kube.client import ApiClient
 from fleetwright.kube.jobwatch import JobWatches
-from fleetwright.planner.nodestate import format_annotation
+from fleetwright.planner.nodestate import NodePackageState, format_annotation
 
 REBOOT_TIMEOUT = "RebootTimeout"
 # Threads for blocking API calls: one per concurrent wait window plus headroom, so a window of
@@ -92,7 +92,11 @@ class NodeActivities:
     @temporal_errors
     async def run_stage(self, request: StageRequest) -> StageReport:
         watch = self.job_watches.of(request.namespace) if self.job_watches is not None else None
-        return await StageRunner(self.api, self.executor, request, watch).run()
+        report = await StageRunner(self.api, self.executor, request, watch).run()
+        if report.succeeded and request.record is not None:
+            # A crash before this write: the retry adopts the finished Job and writes it then.
+            await self._record(request, request.record)
+        return report
 
     @activity.defn(name=NAMES.READ_BOOT_ID)
     @temporal_errors
@@ -112,6 +116,8 @@ class NodeActivities:
             )
             rebooted = bool(facts.boot_id) and facts.boot_id != request.previous_boot_id
             if rebooted and facts.ready:
+                if request.record is not None:
+                    await self._record(request, request.record)
                 return facts.boot_id
             if clock.elapsed() >= request.timeout_seconds:
                 state = (
@@ -129,16 +135,19 @@ class NodeActivities:
     @activity.defn(name=NAMES.RECORD_STATE)
     @temporal_errors
     async def record_state(self, request: RecordStateRequest) -> None:
+        await self._record(request, request.state)
+
+    async def _record(self, target: NodeTarget, state: NodePackageState) -> None:
         """Merge-patch the profile's one package-state annotation (one writer per key)."""
-        if request.state.profile != request.profile:
+        if state.profile != target.profile:
             raise ApplicationError(
-                f"state of profile {request.state.profile!r} sent for {request.profile!r}",
+                f"state of profile {state.profile!r} sent for {target.profile!r}",
                 type="InvalidState",
                 non_retryable=True,
             )
-        key, value = format_annotation(request.state)
+        key, value = format_annotation(state)
         await blocking(
-            self.executor, nodestatus.merge_metadata, self.api, request.node, annotations={key: value}
+            self.executor, nodestatus.merge_metadata, self.api, target.node, annotations={key: value}
         )
 
     @activity.defn(name=NAMES.SET_NODE_STATUS)

@@ -85,6 +85,9 @@ class StageRequest(NodeTarget):
     again at attempt 0 after its records were cleared (``node reset``, drift re-applying the same
     target) gets fresh Jobs instead of adopting the old pass's Complete ones (an old interrupt Job
     meant no reboot, then RebootTimeout). Empty: the names from before passes were named."""
+    record: NodePackageState | None = None
+    """The node's package state to record once the stage succeeded, by this activity (one
+    activity per stage instead of two); None: the workflow records it itself."""
 
 
 class StageOutcome(StrEnum):
@@ -109,6 +112,8 @@ class StageReport(Frozen):
 class RebootWaitRequest(NodeTarget):
     previous_boot_id: str
     timeout_seconds: int
+    record: NodePackageState | None = None
+    """The node's package state to record once the node is back, as ``StageRequest.record``."""
 
 
 class RecordStateRequest(NodeTarget):

@@ -65,6 +65,7 @@ class NodeDeletedError(Exception):
 NODE_GONE = "NodeGone"  # the ApplicationError type of fleetwright.errors.NodeGoneError
 NODE_GONE_PATCH = "node-gone-ends-cleanly"
 JOBS_PER_RUN_PATCH = "stage-job-per-pass"
+STATE_WITH_STAGE_PATCH = "state-recorded-by-stage"
 
 
 class PackageLedger:
@@ -105,6 +106,14 @@ class PackageLedger:
         if work.action is Action.UNINSTALL:
             return PackageRecord()
         return PackageRecord(version=pending.version, config=pending.config)
+
+    def state_after(self, packages: tuple[str, ...], stage: Stage) -> NodePackageState:
+        """The state once ``stage`` of ``packages`` is done, without recording that it is."""
+        kept = dict(self.records)
+        for package in packages:
+            self.stage_done(package, stage)
+        after, self.records = self.state(), kept
+        return after
 
     def failed(self, package: str, message: str) -> None:
         pending = self._pending(package).model_copy(update={"failed": message[:500]})
@@ -204,7 +213,11 @@ class NodeWorkflow:
         boot_id = ""
         if reboot:
             boot_id = await self._call(NAMES.READ_BOOT_ID, self._target, result_type=str)
-        report = await self._stage_job(step, package)
+        # The stage's own activity (the reboot wait's, after a reboot) records the state once it
+        # succeeded: one activity per stage, not two. Patched: older histories recorded it apart.
+        folded = workflow.patched(STATE_WITH_STAGE_PATCH)
+        record = self._ledger.state_after(step.packages, step.stage) if folded else None
+        report = await self._stage_job(step, package, None if reboot else record)
         if not report.succeeded:
             for name in step.packages:
                 self._ledger.failed(name, f"{step.stage.value}: {report.message}")
@@ -219,13 +232,17 @@ class NodeWorkflow:
                 node=self._input.node,
                 previous_boot_id=boot_id,
                 timeout_seconds=self._input.settings.reboot_timeout_seconds,
+                record=record,
             )
             await self._wait(NAMES.WAIT_REBOOT, wait, str, wait.timeout_seconds)
         for name in step.packages:
             self._ledger.stage_done(name, step.stage)
-        await self._record()
+        if not folded:
+            await self._record()
 
-    async def _stage_job(self, step: NodeStep, package: Package) -> StageReport:
+    async def _stage_job(
+        self, step: NodeStep, package: Package, record: NodePackageState | None
+    ) -> StageReport:
         request = StageRequest(
             profile=self._input.profile,
             node=self._input.node,
@@ -243,6 +260,7 @@ class NodeWorkflow:
             image_pull_timeout_seconds=self._input.settings.image_pull_timeout_seconds,
             attempt=self._input.attempt,
             pass_id=self._pass_id(),
+            record=record,
         )
         # The Job's own deadline bounds each attempt; allow its retries plus scheduling slack.
         bound = package.stage_timeout_seconds * 4 + 600

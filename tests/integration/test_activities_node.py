@@ -458,15 +458,31 @@ def jobs_in(cluster: ClusterUnderTest, namespace: str) -> list[dict[str, Any]]:
     return list(get_json(cluster, "jobs", "-n", namespace)["items"])
 
 
+def applied(profile: str) -> NodePackageState:
+    """A package state for a stage or a reboot wait to record once it succeeded."""
+    return NodePackageState(profile=profile, packages={"tuning": PackageRecord(version="1.0.0")})
+
+
+def recorded(cluster: ClusterUnderTest, node: str, profile: str) -> NodePackageState | None:
+    value = get_json(cluster, "node", node)["metadata"]["annotations"].get(annotation_key(profile))
+    return None if value is None else parse_annotation(annotation_key(profile), value)
+
+
 async def test_a_stage_job_completes_and_a_rerun_adopts_it(
     cluster: ClusterUnderTest, activities: NodeActivities, spare_nodes: Iterator[str], namespace: str
 ) -> None:
     node = next(spare_nodes)
-    request = stage_request(node, namespace, package(configMap={"sysctl.conf": "vm.swappiness=10\n"}))
+    request = stage_request(
+        node,
+        namespace,
+        package(configMap={"sysctl.conf": "vm.swappiness=10\n"}),
+        record=applied("act-stage"),
+    )
     env = ActivityEnvironment()
     first, second = await asyncio.wait_for(
         asyncio.gather(env.run(activities.run_stage, request), env.run(activities.run_stage, request)), 60
     )
+    assert recorded(cluster, node, "act-stage") == applied("act-stage"), "the stage recorded its state"
     again = await env.run(activities.run_stage, request)
     assert first.outcome is StageOutcome.SUCCEEDED
     assert first.job == second.job == again.job
@@ -505,10 +521,16 @@ async def test_a_failing_stage_is_a_report_and_its_job_is_kept(
 ) -> None:
     node = next(spare_nodes)
     request = stage_request(
-        node, namespace, package(), pod_labels={"sim.fleetwright.io/outcome": "fail"}, backoff_limit=0
+        node,
+        namespace,
+        package(),
+        pod_labels={"sim.fleetwright.io/outcome": "fail"},
+        backoff_limit=0,
+        record=applied("act-stage"),
     )
     report = await asyncio.wait_for(ActivityEnvironment().run(activities.run_stage, request), 60)
     assert report.outcome is StageOutcome.FAILED
+    assert recorded(cluster, node, "act-stage") is None, "a failed stage records nothing"
     assert "BackoffLimitExceeded" in report.message
     assert "exited 1" in report.message
     [job] = jobs_in(cluster, namespace)
@@ -596,20 +618,33 @@ async def test_reboot_wait_sees_the_new_boot_id_and_is_bounded(
     before = await env.run(activities.read_boot_id, NodeTarget(profile="act-reboot", node=node))
     assert before == fleet_nodes.boot_id(node)
     after = fleet_nodes.boot_id(node, generation=1)
-    wait = RebootWaitRequest(profile="act-reboot", node=node, previous_boot_id=before, timeout_seconds=30)
+    wait = RebootWaitRequest(
+        profile="act-reboot",
+        node=node,
+        previous_boot_id=before,
+        timeout_seconds=30,
+        record=applied("act-reboot"),
+    )
     task = asyncio.create_task(env.run(activities.wait_reboot, wait))
     await asyncio.sleep(1)
     assert not task.done()
+    assert recorded(cluster, node, "act-reboot") is None
     cluster.kubectl("annotate", "node", node, f"{fleet_nodes.REBOOT_ANNOTATION}={after}")
     assert await asyncio.wait_for(task, 30) == after
+    assert recorded(cluster, node, "act-reboot") == applied("act-reboot"), "recorded once back"
 
     stuck = RebootWaitRequest(
-        profile="act-reboot", node=quiet, previous_boot_id=fleet_nodes.boot_id(quiet), timeout_seconds=2
+        profile="act-reboot",
+        node=quiet,
+        previous_boot_id=fleet_nodes.boot_id(quiet),
+        timeout_seconds=2,
+        record=applied("act-reboot"),
     )
     with pytest.raises(ApplicationError) as failure:
         await env.run(activities.wait_reboot, stuck)
     assert failure.value.type == "RebootTimeout"
     assert failure.value.non_retryable
+    assert recorded(cluster, quiet, "act-reboot") is None
 
 
 async def test_a_cancelled_wait_stops(activities: NodeActivities, spare_nodes: Iterator[str]) -> None:

@@ -49,6 +49,8 @@ class FakeFleet:
     release: asyncio.Event = field(default_factory=asyncio.Event)
     cleaned_up: list[CleanupRequest] = field(default_factory=list)
     untainted: list[str] = field(default_factory=list)
+    recorded_by: list[tuple[str, str]] = field(default_factory=list)
+    """(node, the activity type that wrote a package state record), in order."""
 
     def __post_init__(self) -> None:
         self.nodes = {}
@@ -111,6 +113,10 @@ class FakeFleet:
             await self.release.wait()
         if request.node in self.failing_nodes:
             return StageReport(job=f"job-{request.node}", outcome=StageOutcome.FAILED, message="exit code 1")
+        if request.record is not None:
+            await self.record_state(
+                RecordStateRequest(profile=request.profile, node=request.node, state=request.record)
+            )
         return StageReport(job=f"job-{request.node}", outcome=StageOutcome.SUCCEEDED)
 
     @activity.defn(name=NAMES.READ_BOOT_ID)
@@ -121,10 +127,15 @@ class FakeFleet:
     async def wait_reboot(self, request: RebootWaitRequest) -> str:
         new = fleet_nodes.boot_id(request.node, generation=1)
         self.nodes[request.node]["status"]["nodeInfo"]["bootID"] = new
+        if request.record is not None:
+            await self.record_state(
+                RecordStateRequest(profile=request.profile, node=request.node, state=request.record)
+            )
         return new
 
     @activity.defn(name=NAMES.RECORD_STATE)
     async def record_state(self, request: RecordStateRequest) -> None:
+        self.recorded_by.append((request.node, activity.info().activity_type))
         key, value = format_annotation(request.state)
         self.annotations(request.node)[key] = value
 

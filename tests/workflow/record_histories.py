@@ -1,6 +1,7 @@
 """Records the histories the replay test checks: run with
 ``.venv/bin/python -m tests.workflow.record_histories`` after a deliberate workflow change, and
-commit the JSON files (a change that breaks replay of old histories needs ``workflow.patched``)."""
+commit the JSON files (a change that breaks replay of old histories needs ``workflow.patched``;
+keep the history it replaced under a name of its own, so the old path stays covered)."""
 
 from __future__ import annotations
 

@@ -349,6 +349,7 @@ async def test_a_failed_canary_halts_before_any_other_node_is_touched(client: Cl
         assert halted.failed == 1
         assert len(fleet.started_nodes()) == 1
         failed = fleet.started_nodes()[0]
+        assert fleet.recorded_by == [(failed, NAMES.RECORD_STATE)], "a failure is recorded on its own"
         healthy = canary if failed != canary else "gpu-node-0004"
         with pytest.raises(WorkflowUpdateFailedError) as refused:
             await handle.execute_update(RolloutWorkflow.retry_node, healthy)
@@ -374,6 +375,13 @@ async def test_the_node_records_every_passed_stage_and_completes_the_package(cli
     assert record.version == "1.0.0"
     assert record.pending is None
     assert [stage for _, stage in fleet.started_stages] == ["apply", "config", "interrupt", "post-interrupt"]
+    # Each stage's own activity records it (the reboot's once the node is back): no extra activity.
+    assert [by for _, by in fleet.recorded_by] == [
+        NAMES.RUN_STAGE,
+        NAMES.RUN_STAGE,
+        NAMES.WAIT_REBOOT,
+        NAMES.RUN_STAGE,
+    ]
 
 
 async def test_retrying_a_failed_canary_reruns_it_and_the_rollout_goes_on(client: Client) -> None:
