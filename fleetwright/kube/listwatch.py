@@ -50,11 +50,11 @@ class ListWatch:
     """List then watch one resource kind until ``stop`` is set (run ``run`` on a thread)."""
 
     api: client.ApiClient
-    kind: Literal["nodeprofiles", "deploymentpolicies", "nodes", "jobs"]
+    kind: Literal["nodeprofiles", "deploymentpolicies", "nodes", "jobs", "pods"]
     deliver: Deliver
     stop: threading.Event
     namespace: str = ""
-    """Where a namespaced kind (jobs) is listed."""
+    """Where a namespaced kind (jobs, pods) is listed."""
     label_selector: str = ""
     slim: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     """Applied to every object as it arrives, before it is kept: drops what the caller never reads
@@ -143,6 +143,8 @@ class ListWatch:
             return client.CoreV1Api(self.api).list_node, ()
         if self.kind == "jobs":
             return client.BatchV1Api(self.api).list_namespaced_job, (self.namespace,)
+        if self.kind == "pods":
+            return client.CoreV1Api(self.api).list_namespaced_pod, (self.namespace,)
         return client.CustomObjectsApi(self.api).list_cluster_custom_object, (GROUP, VERSION, self.kind)
 
     def _selectors(self) -> dict[str, str]:
