@@ -29,7 +29,7 @@ from fleetwright.errors import NotFoundError, PermanentError, RetryableError
 from fleetwright.kube import jobs, nodestatus, pods
 from fleetwright.kube.client import ApiClient
 from fleetwright.kube.jobs import JobFacts
-from fleetwright.kube.jobwatch import JobWatch
+from fleetwright.kube.jobwatch import JobWatch, PodSucceeded
 from fleetwright.kube.pods import PodFacts
 from fleetwright.planner.interrupts import Interrupt, InterruptKind
 
@@ -169,15 +169,22 @@ def _failure_details(pods_of_job: Sequence[PodFacts]) -> str:
 
 
 def outcome(
-    job: JobFacts, pods_of_job: Sequence[PodFacts], now: datetime, pull_bound: timedelta
+    job: JobFacts,
+    pods_of_job: Sequence[PodFacts],
+    now: datetime,
+    pull_bound: timedelta,
+    pod_success: PodSucceeded | None = None,
 ) -> StageReport | None:
-    """The stage's report once the Job has an outcome, else None (pure)."""
+    """The stage's report once the Job has an outcome, else None (pure). The Job's pod exiting 0 is
+    its success, before the Job controller's next sync marks the Job Complete."""
     base: dict[str, Any] = {"job": job.name, "started_at": job.started}
     if job.annotations.get(OUTCOME_ANNOTATION) == StageOutcome.IMAGE_PULL_FAILED.value:
         message = job.annotations.get(MESSAGE_ANNOTATION, "image pull failed")
         return StageReport(**base, outcome=StageOutcome.IMAGE_PULL_FAILED, message=message)
     if job.finished == "Complete":
         return StageReport(**base, outcome=StageOutcome.SUCCEEDED, finished_at=job.finished_at)
+    if job.finished is None and pod_success is not None and pod_success.job_uid == job.uid:
+        return StageReport(**base, outcome=StageOutcome.SUCCEEDED, finished_at=pod_success.at)
     if job.finished == "Failed":
         kind = StageOutcome.DEADLINE_EXCEEDED if job.reason == "DeadlineExceeded" else StageOutcome.FAILED
         message = "; ".join(m for m in (f"{job.reason}: {job.message}", _failure_details(pods_of_job)) if m)
@@ -233,7 +240,8 @@ class StageRunner:
                 # A deleted Node never runs the pod: end with NodeGone now (the node left the fleet)
                 # rather than wait out the Job's deadline and report a stage failure.
                 await blocking(self.executor, nodestatus.read_node, self.api, self.request.node)
-            report = outcome(job, listed, datetime.now(UTC), bound)
+            success = self.watch.succeeded(job) if self.watch is not None else None
+            report = outcome(job, listed, datetime.now(UTC), bound, success)
             if report is not None:
                 if report.succeeded:
                     await self._show_pull_wait(None, bound)
@@ -263,7 +271,7 @@ class StageRunner:
         """Until the Job changes or ``window`` passes: on the shared watch (no request, no thread)
         when it is listed, else with a watch request of this wait's own."""
         if self.watch is not None and self.watch.synced:
-            return await self.watch.wait(job.name, job.version, window)
+            return await self.watch.wait(job.name, job.version, window, job.uid)
         return await blocking(
             self.executor, jobs.wait_for_job, self.api, job.namespace, job.name, version, window
         )

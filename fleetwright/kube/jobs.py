@@ -78,6 +78,7 @@ class JobFacts:
     labels: Mapping[str, str] = field(default_factory=dict)
     version: str = ""
     """The Job's own resourceVersion: a shared watch's copy differs from it once the Job changed."""
+    uid: str = ""
 
 
 def _time(value: Any) -> datetime | None:
@@ -110,6 +111,7 @@ def job_facts(job: Mapping[str, Any]) -> JobFacts:
         annotations=dict(meta.get("annotations") or {}),
         labels=dict(meta.get("labels") or {}),
         version=str(meta.get("resourceVersion") or ""),
+        uid=str(meta.get("uid") or ""),
     )
 
 

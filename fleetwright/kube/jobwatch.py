@@ -9,6 +9,11 @@ It owns the cache (each Job's facts and resourceVersion), tombstones for deleted
 the waits of the Job that changed. It must not decide what a Job's state means (the stage activity
 does). A cache that has not (re)listed yet answers nothing, so callers read the API instead: a
 broken watch costs requests, never a wrong answer.
+
+A second watch, of the stage pods, tells when a Job's pod has succeeded: the Job controller marks
+the Job Complete only at its next batched sync, about a second later (four seconds per node with
+four stages). What it keeps is only ever a positive fact (this Job's pod exited 0); not knowing it
+means waiting for the Job as before.
 """
 
 from __future__ import annotations
@@ -17,11 +22,14 @@ import asyncio
 import contextlib
 import threading
 from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from fleetwright.kube.client import ApiClient
 from fleetwright.kube.jobs import JobFacts, job_facts
 from fleetwright.kube.listwatch import ListWatch, WatchEvent, start_thread
+from fleetwright.kube.pods import JOB_NAME_LABEL
 
 # Every stage Job carries it (``fleetwright.stagejob``); nothing else of the namespace is cached.
 STAGE_JOBS = "app.kubernetes.io/managed-by=fleetwright"
@@ -40,6 +48,57 @@ def slim_job(job: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True)
+class PodSucceeded:
+    """A stage Job's pod exited 0 (the Job controller has not necessarily said so yet)."""
+
+    job: str
+    job_uid: str
+    at: datetime | None = None
+    """When its last container finished."""
+
+
+def pod_succeeded(pod: Mapping[str, Any]) -> PodSucceeded | None:
+    """The success a stage pod's JSON shows, if it shows one (pure)."""
+    meta, status = pod.get("metadata") or {}, pod.get("status") or {}
+    owner = next((o for o in meta.get("ownerReferences") or [] if o.get("kind") == "Job"), None)
+    job = (meta.get("labels") or {}).get(JOB_NAME_LABEL)
+    if status.get("phase") != "Succeeded" or owner is None or not job:
+        return None
+    ends = [str(end) for end in map(_finished_at, status.get("containerStatuses") or []) if end]
+    return PodSucceeded(job=str(job), job_uid=str(owner.get("uid") or ""), at=_time(max(ends, default="")))
+
+
+def slim_pod(pod: dict[str, Any]) -> dict[str, Any]:
+    """What ``pod_succeeded`` reads of a stage pod (a relist of every kept pod stays small)."""
+    meta, status = pod.get("metadata") or {}, pod.get("status") or {}
+    labels = meta.get("labels") or {}
+    return {
+        "metadata": {
+            "name": meta.get("name"),
+            "labels": {JOB_NAME_LABEL: labels[JOB_NAME_LABEL]} if JOB_NAME_LABEL in labels else {},
+            "ownerReferences": [
+                {"kind": o.get("kind"), "uid": o.get("uid")} for o in meta.get("ownerReferences") or []
+            ],
+        },
+        "status": {
+            "phase": status.get("phase"),
+            "containerStatuses": [
+                {"state": {"terminated": {"finishedAt": _finished_at(c)}}}
+                for c in status.get("containerStatuses") or []
+            ],
+        },
+    }
+
+
+def _finished_at(container: Mapping[str, Any]) -> Any:
+    return ((container.get("state") or {}).get("terminated") or {}).get("finishedAt")
+
+
+def _time(value: str) -> datetime | None:
+    return datetime.fromisoformat(value) if value else None
+
+
 class JobWatch:
     """The stage Jobs of one namespace, kept current by one watch thread; waits run on ``loop``."""
 
@@ -49,6 +108,7 @@ class JobWatch:
         self._jobs: dict[str, JobFacts] = {}
         self._by_node: dict[str, set[str]] = {}
         self._gone: set[str] = set()
+        self._succeeded: dict[str, PodSucceeded] = {}  # by Job name
         self._synced = False
         # Each wait with the number of the last change it had seen when it began: a wake-up the
         # loop runs late does not wake waits that began after the change (they read it already).
@@ -65,9 +125,20 @@ class JobWatch:
             slim=slim_job,
             lost=self.lost,
         )
+        # The stage pods carry their Job's labels, the managed-by one included.
+        self._pods = ListWatch(
+            api,
+            "pods",
+            self.deliver_pod,
+            self._stop,
+            namespace=namespace,
+            label_selector=STAGE_JOBS,
+            slim=slim_pod,
+        )
 
     def start(self) -> None:
         start_thread(self._watch)
+        start_thread(self._pods)
 
     def stop(self) -> None:
         self._stop.set()
@@ -93,16 +164,22 @@ class JobWatch:
             candidates = (self._jobs[name] for name in names)
             return [job for job in candidates if wanted <= job.labels.items()]
 
+    def succeeded(self, job: JobFacts) -> PodSucceeded | None:
+        """This very Job's pod has succeeded (seen on the pod watch), else None."""
+        with self._lock:
+            seen = self._succeeded.get(job.name)
+        return seen if seen is not None and seen.job_uid == job.uid else None
+
     def gone(self, name: str) -> bool:
         """True when the watch saw the Job deleted."""
         with self._lock:
             return name in self._gone
 
-    async def wait(self, name: str, version: str, seconds: float) -> bool:
-        """Block until the Job is no longer at ``version`` (changed or deleted), the watch relisted or
-        failed, or ``seconds`` pass. True when the caller should read the Job again, False when the
-        window passed quietly."""
-        moved, seen = self._moved(name, version)
+    async def wait(self, name: str, version: str, seconds: float, uid: str = "") -> bool:
+        """Block until the Job is no longer at ``version`` (changed or deleted) or its pod succeeded,
+        the watch relisted or failed, or ``seconds`` pass. True when the caller should read the Job
+        again, False when the window passed quietly. ``uid``: the Job's, whose pod's success counts."""
+        moved, seen = self._moved(name, version, uid)
         if moved:
             return True
         event = asyncio.Event()
@@ -111,7 +188,7 @@ class JobWatch:
             await asyncio.wait_for(event.wait(), seconds)
             return True
         except TimeoutError:
-            return self._moved(name, version)[0]
+            return self._moved(name, version, uid)[0]
         finally:
             waiting = self._waiters.get(name)
             if waiting is not None:
@@ -146,6 +223,23 @@ class JobWatch:
             change = self._count()
         self._wake(facts.name, change)
 
+    def deliver_pod(self, event: WatchEvent) -> None:
+        """The pod watch thread's callback: note a success, then wake its Job's waits."""
+        if event.type == "SYNC":
+            found = (pod_succeeded(pod) for pod in event.items)
+            with self._lock:
+                self._succeeded = {s.job: s for s in found if s is not None}
+                change = self._count()
+            self._wake(None, change)
+            return
+        success = pod_succeeded(event.obj or {}) if event.type != "DELETED" else None
+        if success is None:
+            return  # a pod starting, running or failing: the Job says what that means
+        with self._lock:
+            self._succeeded[success.job] = success
+            change = self._count()
+        self._wake(success.job, change)
+
     def lost(self) -> None:
         """The watch failed: answer nothing until it has listed again (callers read the API)."""
         with self._lock:
@@ -153,11 +247,14 @@ class JobWatch:
             change = self._count()
         self._wake(None, change)
 
-    def _moved(self, name: str, version: str) -> tuple[bool, int]:
+    def _moved(self, name: str, version: str, uid: str) -> tuple[bool, int]:
         """Whether the Job is no longer at ``version``, and the number of the last change seen."""
         with self._lock:
             seen = self._jobs.get(name)
             moved = name in self._gone or (seen is not None and seen.version != version)
+            # A caller that waits has not seen the success (it would have returned).
+            success = self._succeeded.get(name)
+            moved = moved or (success is not None and bool(uid) and success.job_uid == uid)
             return moved, self._changes
 
     def _count(self) -> int:

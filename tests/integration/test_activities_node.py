@@ -564,7 +564,8 @@ async def test_stages_wait_on_the_shared_job_watch(
     cluster: ClusterUnderTest, spare_nodes: Iterator[str], namespace: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """As in the worker process: once the watch has listed, a stage reads its Job from the API at
-    most once (just created) and never watches it itself; a Job deleted mid-stage ends the stage."""
+    most once (just created) and never watches it itself; the pod watch sees its pod succeed; a Job
+    deleted mid-stage ends the stage."""
     calls: list[str] = []
     for name in ("read_job", "wait_for_job"):
         real = getattr(kube_jobs, name)
@@ -581,7 +582,11 @@ async def test_stages_wait_on_the_shared_job_watch(
         assert report.succeeded
         assert calls.count("wait_for_job") == 0
         assert calls.count("read_job") <= 1
-        assert watches.of(namespace).get(report.job) is not None
+        seen = watches.of(namespace).get(report.job)
+        assert seen is not None
+        success = watches.of(namespace).succeeded(seen)
+        assert success is not None, "the pod watch saw the stage's pod succeed"
+        assert success.at is not None
 
         slow = stage_request(
             next(spare_nodes), namespace, package(name="slow"), pod_annotations=stage_pod_timing(60)

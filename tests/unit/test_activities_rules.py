@@ -39,6 +39,7 @@ from fleetwright.errors import NotFoundError, PermanentError, RetryableError
 from fleetwright.kube import pods as kube_pods
 from fleetwright.kube.eviction import EvictionOutcome, EvictionResult
 from fleetwright.kube.jobs import JobFacts
+from fleetwright.kube.jobwatch import PodSucceeded
 from fleetwright.kube.pods import ContainerFailure, ContainerWait, PodFacts, selector_string
 from fleetwright.planner.interrupts import NO_INTERRUPT, REBOOT, Interrupt, InterruptKind, service_restart
 from fleetwright.planner.nodestate import annotation_key
@@ -292,6 +293,19 @@ def test_job_outcomes() -> None:
         == "BackoffLimitExceeded: limit; pod job-x: container tuning-configcheck exited 1 (Error: )"
     )
     assert outcome(JobFacts("ns", "job", active=1, ready=1), [], NOW, BOUND) is None
+
+
+def test_a_jobs_pod_that_succeeded_is_the_stages_success_before_the_job_is_marked() -> None:
+    running = JobFacts("ns", "job", active=1, uid="u1")
+    report = outcome(running, [], NOW, BOUND, PodSucceeded(job="job", job_uid="u1", at=NOW))
+    assert report is not None
+    assert (report.outcome, report.finished_at) == (StageOutcome.SUCCEEDED, NOW)
+    earlier = PodSucceeded(job="job", job_uid="u0", at=NOW)  # a Job of the same name, deleted since
+    assert outcome(running, [], NOW, BOUND, earlier) is None
+    failed = JobFacts("ns", "job", finished="Failed", reason="DeadlineExceeded", message="m", uid="u1")
+    late = outcome(failed, [], NOW, BOUND, PodSucceeded(job="job", job_uid="u1", at=NOW))
+    assert late is not None
+    assert late.outcome is StageOutcome.DEADLINE_EXCEEDED  # the Job's own verdict stands
 
 
 def test_an_image_pull_is_given_its_bound_then_fails_the_stage() -> None:

@@ -1,7 +1,7 @@
 """The shared stage-Job watch: its cache answers nothing before a list or after a failure; a wait
-wakes on its own Job's change (delivered from another thread) and on deletion, not on another
-Job's; a lost watch sends every wait back to the API; a quiet window returns False. The facts come
-from the API's JSON."""
+wakes on its own Job's change (delivered from another thread), on deletion and on its pod's
+success, not on another Job's; a lost watch sends every wait back to the API; a quiet window
+returns False. The facts come from the API's JSON."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 
 from fleetwright.kube.client import ApiClient
 from fleetwright.kube.jobs import job_facts
-from fleetwright.kube.jobwatch import JobWatch, slim_job
+from fleetwright.kube.jobwatch import JobWatch, PodSucceeded, pod_succeeded, slim_job, slim_pod
 from fleetwright.kube.listwatch import WatchEvent
 
 pytestmark = pytest.mark.unit
@@ -189,3 +189,78 @@ async def test_labelled_jobs_are_found_by_node_and_every_label() -> None:
     assert names(node="n3") == []
     jobs.deliver(WatchEvent("DELETED", obj=labelled_job("a", "n1", "apply")))
     assert names(node="n1") == ["c"]
+
+
+def stage_pod(job_name: str, job_uid: str, phase: str, finished: str = "") -> dict[str, Any]:
+    """A stage pod as the API sends it (what the Job controller and the kubelet put on it)."""
+    terminated = {"exitCode": 0, "finishedAt": finished} if finished else None
+    return {
+        "metadata": {
+            "name": f"{job_name}-x7k2p",
+            "namespace": "ns",
+            "labels": {
+                "batch.kubernetes.io/job-name": job_name,
+                "app.kubernetes.io/managed-by": "fleetwright",
+            },
+            "ownerReferences": [{"kind": "Job", "name": job_name, "uid": job_uid, "controller": True}],
+            "managedFields": [{"manager": "kube-controller-manager"}],
+        },
+        "spec": {"nodeName": "n1", "containers": [{"name": "main", "image": "x"}]},
+        "status": {
+            "phase": phase,
+            "containerStatuses": [
+                {"name": "main", "state": {"terminated": terminated} if terminated else {}}
+            ],
+        },
+    }
+
+
+def uid_job(name: str, version: str, uid: str) -> dict[str, Any]:
+    raw = job(name, version, active=1)
+    raw["metadata"]["uid"] = uid
+    return raw
+
+
+def test_a_succeeded_stage_pod_names_its_job_and_when_it_ended() -> None:
+    done = stage_pod("a", "uid-a", "Succeeded", "2026-11-30T04:00:10Z")
+    success = pod_succeeded(done)
+    assert success == PodSucceeded(job="a", job_uid="uid-a", at=datetime(2026, 11, 30, 4, 0, 10, tzinfo=UTC))
+    assert pod_succeeded(slim_pod(done)) == success  # the watch keeps what it reads
+    assert "spec" not in slim_pod(done)
+    assert pod_succeeded(stage_pod("a", "uid-a", "Running")) is None
+    assert pod_succeeded(stage_pod("a", "uid-a", "Failed", "2026-11-30T04:00:10Z")) is None
+    orphan = stage_pod("a", "uid-a", "Succeeded")
+    orphan["metadata"]["ownerReferences"] = []
+    assert pod_succeeded(orphan) is None  # not a Job's pod
+
+
+async def test_a_wait_wakes_when_its_jobs_pod_succeeds_before_the_job_says_so() -> None:
+    jobs = watch()
+    jobs.deliver(WatchEvent("SYNC", items=(uid_job("a", "1", "uid-a"),)))
+    jobs.deliver_pod(WatchEvent("SYNC", items=()))
+    facts = jobs.get("a")
+    assert facts is not None
+    running = from_thread(jobs, WatchEvent("MODIFIED", obj=stage_pod("a", "uid-a", "Running")), delay=0.0)
+    assert await jobs.wait("a", "1", 0.3, "uid-a") is False  # a running pod is no news
+    running.join()
+    done = stage_pod("a", "uid-a", "Succeeded", "2026-11-30T04:00:10Z")
+    ended = threading.Thread(target=jobs.deliver_pod, args=(WatchEvent("MODIFIED", obj=done),))
+    waiting = asyncio.create_task(jobs.wait("a", "1", 5, "uid-a"))
+    await asyncio.sleep(0.05)
+    ended.start()
+    assert await asyncio.wait_for(waiting, 2) is True
+    ended.join()
+    assert jobs.succeeded(facts) == pod_succeeded(done)
+    assert await jobs.wait("a", "1", 5, "uid-a") is True  # a wait begun after it returns at once
+
+
+async def test_a_pod_of_an_earlier_job_of_the_same_name_is_not_its_success() -> None:
+    jobs = watch()
+    jobs.deliver(WatchEvent("SYNC", items=(uid_job("a", "1", "uid-new"),)))
+    jobs.deliver_pod(
+        WatchEvent("SYNC", items=(stage_pod("a", "uid-old", "Succeeded", "2026-11-30T04:00:10Z"),))
+    )
+    facts = jobs.get("a")
+    assert facts is not None
+    assert jobs.succeeded(facts) is None
+    assert await jobs.wait("a", "1", 0.1, "uid-new") is False

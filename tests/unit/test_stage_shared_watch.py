@@ -1,12 +1,16 @@
 """A stage with the worker's shared Job watch reads and waits on the watch, not the API, once the
-watch has listed (a Job it has not seen yet stands as its create returned it); before the watch
-has listed, it reads and watches the API itself."""
+watch has listed (a Job it has not seen yet stands as its create returned it), and ends when the
+watch sees its Job's pod succeed; before the watch has listed, it reads and watches the API
+itself."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, cast
 
 import pytest
@@ -19,15 +23,24 @@ from fleetwright.kube.client import ApiClient
 from fleetwright.kube.jobs import JobFacts, job_facts
 from fleetwright.kube.jobwatch import JobWatch
 from fleetwright.kube.listwatch import WatchEvent
+from tests.unit.test_jobwatch import stage_pod
 from tests.unit.test_stage_node_gone import request
 
 pytestmark = pytest.mark.unit
 
 NAME = "fw-tuning-apply-x"
+UID = "0c5e"
+
+
+@dataclass(frozen=True)
+class PodEvent:
+    """A change the pod watch sees (the rest of ``later`` are the Job watch's)."""
+
+    event: WatchEvent
 
 
 def job(version: str, **status: Any) -> dict[str, Any]:
-    meta = {"name": NAME, "namespace": "fleetwright-system", "resourceVersion": version}
+    meta = {"name": NAME, "namespace": "fleetwright-system", "resourceVersion": version, "uid": UID}
     return {"metadata": meta, "spec": {}, "status": status}
 
 
@@ -54,7 +67,7 @@ def api_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return calls
 
 
-def run_stage(listed: WatchEvent | None, later: list[WatchEvent]) -> StageReport:
+def run_stage(listed: WatchEvent | None, later: Sequence[WatchEvent | PodEvent]) -> StageReport:
     """Run a stage with a shared watch that has ``listed`` (None: not yet), then sees ``later``
     changes, each 0.2 s after the last, from the watch's own thread."""
 
@@ -66,7 +79,10 @@ def run_stage(listed: WatchEvent | None, later: list[WatchEvent]) -> StageReport
         def deliver_later() -> None:
             for event in later:
                 threading.Event().wait(0.2)
-                watch.deliver(event)
+                if isinstance(event, PodEvent):
+                    watch.deliver_pod(event.event)
+                else:
+                    watch.deliver(event)
 
         threading.Thread(target=deliver_later).start()
         with ThreadPoolExecutor(2) as executor:
@@ -95,3 +111,20 @@ def test_a_job_the_watch_has_not_seen_yet_is_not_read_from_the_api(api_calls: li
 def test_a_stage_reads_the_api_while_the_watch_has_not_listed(api_calls: list[str]) -> None:
     assert run_stage(None, []).outcome is StageOutcome.SUCCEEDED
     assert api_calls == ["read"]
+
+
+def test_a_stage_ends_when_its_pod_succeeds_not_a_sync_later_when_the_job_says_so(
+    api_calls: list[str],
+) -> None:
+    listed = WatchEvent("SYNC", items=(job("1", active=1),))
+    pod = stage_pod(NAME, UID, "Succeeded", "2026-11-30T04:00:10Z")
+    later: list[WatchEvent | PodEvent] = [
+        PodEvent(
+            WatchEvent("MODIFIED", obj=stage_pod(NAME, "an-earlier-job", "Succeeded", "2026-11-30T03:00:00Z"))
+        ),
+        PodEvent(WatchEvent("MODIFIED", obj=pod)),
+    ]  # the Job itself is never marked Complete here
+    report = run_stage(listed, later)
+    assert report.outcome is StageOutcome.SUCCEEDED
+    assert report.finished_at == datetime(2026, 11, 30, 4, 0, 10, tzinfo=UTC)  # the pod's, not the Job's
+    assert api_calls == []
