@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
+from typing import Any
 
 from pydantic import Field
 
@@ -206,6 +207,23 @@ class RuntimeTaintReport(Frozen):
     """Runtime-required profiles still incomplete on the node (the taint stays while any is)."""
 
 
+class WorkflowStart(Frozen):
+    id: str
+    input: dict[str, Any]
+    """The workflow's argument as JSON: forwarded untouched (the workflow validates it)."""
+    summary: str = ""
+
+
+class StartNodesRequest(Frozen):
+    """The node workflows one rollout decision starts."""
+
+    workflow: str
+    task_queue: str
+    decided_at: datetime
+    """The workflow's time when it asked: a retried attempt leaves alone a run started since."""
+    starts: tuple[WorkflowStart, ...]
+
+
 class NAMES:
     """Registered activity names (explicit strings, stable across refactors)."""
 
@@ -219,5 +237,6 @@ class NAMES:
     RECORD_STATE = "fleetwright.node.record-state"
     SET_NODE_STATUS = "fleetwright.node.set-status"
     OBSERVE_AND_DECIDE = "fleetwright.rollout.observe-and-decide"
+    START_NODES = "fleetwright.rollout.start-nodes"
     CLEAN_UP = "fleetwright.node.clean-up"
     RELEASE_RUNTIME_TAINT = "fleetwright.node.release-runtime-taint"

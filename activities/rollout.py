@@ -10,15 +10,17 @@ the workflow stays deterministic while the fleet read stays out of it.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from temporalio import activity
+from temporalio.client import Interceptor
 
 from fleetwright.activities import drain, protected, stage, status
 from fleetwright.activities.errors import temporal_errors
 from fleetwright.activities.payloads import NAMES, DecideReport, DecideRequest, NodeResult
 from fleetwright.activities.runtime_taint import parse_profiles
+from fleetwright.activities.starts import NodeStarter
 from fleetwright.api.nodeprofile import PLURAL as PROFILE_PLURAL
 from fleetwright.api.nodeprofile import NodeProfile
 from fleetwright.errors import NotFoundError, RetryableError
@@ -190,6 +192,12 @@ class RolloutActivities:
         annotations = kube_nodes.get_node(self._api, node).metadata.annotations or {}
         key, value = cleared_failure(annotations, profile)
         kube_nodes.set_annotation(self._api, node, key, value)
+
+
+def rollout_activities(api: ApiClient, interceptors: Sequence[Interceptor] = ()) -> list[Callable[..., Any]]:
+    """The rollout workflow's activities, ready for ``Worker(activities=...)``: observe-and-decide on
+    ``api``, and the node starts on the worker's client plus ``interceptors``."""
+    return [RolloutActivities(api).observe_and_decide, NodeStarter(interceptors).start_nodes]
 
 
 def cleared_failure(annotations: Mapping[str, str], profile: str) -> tuple[str, str]:

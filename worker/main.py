@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from fleetwright.activities.node import DEFAULT_THREADS, all_activities
-from fleetwright.activities.rollout import RolloutActivities
+from fleetwright.activities.rollout import rollout_activities
 from fleetwright.kube.client import from_kubeconfig
 from fleetwright.kube.jobwatch import JobWatches
 from fleetwright.worker import logs, metrics, tracing
@@ -71,7 +71,7 @@ async def run_worker(settings: WorkerSettings, stop: asyncio.Event | None = None
     job_watches = JobWatches(api)
     activities = [
         *all_activities(api, executor=threads, job_watches=job_watches),
-        RolloutActivities(api).observe_and_decide,
+        *rollout_activities(api, tracing.client_interceptors()),
     ]
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -19,6 +19,7 @@ from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
+from temporalio.client import Interceptor as ClientInterceptor
 from temporalio.contrib.opentelemetry import TracingInterceptor
 from temporalio.worker import Interceptor
 
@@ -58,7 +59,13 @@ def configure(settings: WorkerSettings, process: str) -> TracerProvider | None:
 def interceptors() -> list[Interceptor]:
     """The worker's tracing interceptors: workflow, child workflow, activity and signal spans.
     Without a configured provider the spans are no-ops. Workflow spans are made even without a
-    traced starter: rollouts are started by the controller, a node by its rollout."""
+    traced starter: rollouts are started by the controller."""
+    return [TracingInterceptor(always_create_workflow_spans=True)]
+
+
+def client_interceptors() -> list[ClientInterceptor]:
+    """The same spans for workflows a worker's activity starts (a rollout's node workflows), so a
+    node's spans hang under the start that began it."""
     return [TracingInterceptor(always_create_workflow_spans=True)]
 
 

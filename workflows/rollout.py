@@ -6,8 +6,9 @@ attributes, memo, current details), and sleeps until a node reports, a human act
 changes, the decision's wake-up time comes or the observe interval passes. It continues as new
 when its history grows, carrying the planner state, the controls and unfolded node results.
 
-Node workflows are started with ``ParentClosePolicy.ABANDON`` and report back by signal, so they
-keep running across this workflow's continue-as-new.
+Node workflows are started by one activity per decision (``activities.starts``; older histories
+started them as abandoned children) and report back by signal, so they keep running across this
+workflow's continue-as-new.
 
 Deletion is the same loop towards another target: the ``delete`` signal switches the spec to the
 removal target (``convert.removal_packages``: every ``uninstall.enabled`` package uninstalled),
@@ -29,7 +30,13 @@ from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
-    from fleetwright.activities.payloads import NAMES, CleanupReport, CleanupRequest
+    from fleetwright.activities.payloads import (
+        NAMES,
+        CleanupReport,
+        CleanupRequest,
+        StartNodesRequest,
+        WorkflowStart,
+    )
     from fleetwright.api.deploymentpolicy import DeploymentPolicy
     from fleetwright.api.nodeprofile import NodeProfile
     from fleetwright.planner import convert
@@ -39,7 +46,7 @@ with workflow.unsafe.imports_passed_through():
     from fleetwright.planner.state import BlockedNode, Decision, NodeStart, Phase, RolloutState
     from fleetwright.workflows import retry
     from fleetwright.workflows import search as sa
-    from fleetwright.workflows.node import NODE_FINISHED_SIGNAL, NodeWorkflow, node_workflow_id
+    from fleetwright.workflows.node import NODE_FINISHED_SIGNAL, NODE_WORKFLOW, NodeWorkflow, node_workflow_id
     from fleetwright.workflows.payloads import (
         Controls,
         DecideReport,
@@ -59,6 +66,10 @@ SPEC_CHANGE_WAKES = "spec-change-wakes"
 HISTORY_BYTES_CONTINUE = "history-bytes-continue"
 PACED_TURNS = "paced-turns"
 CONTROLS_RECHECKED = "controls-rechecked"
+NODES_STARTED_BY_ACTIVITY = "nodes-started-by-activity"
+# A decision starts at most 200 nodes (planner.rollout.MAX_STARTS_PER_DECISION), a few a second on
+# a loaded dev server: the bound is for a worker lost mid-start, whose retry skips what it began.
+START_NODES_TIMEOUT = timedelta(minutes=10)
 
 
 def rollout_workflow_id(profile: str) -> str:
@@ -323,41 +334,46 @@ class RolloutWorkflow:
             unclaim = tuple(s.node for s in report.decision.start)
 
     async def _start_nodes(self, starts: tuple[NodeStart, ...], report: DecideReport) -> None:
+        if not starts:
+            return
         assert self._state is not None
         spec = self._state.spec
-        meta = self._profile.metadata
-        starting: list[Coroutine[Any, Any, object]] = []
-        for start in starts:
-            node_input = NodeInput(
-                profile=spec.profile,
-                profile_uid=meta.uid or "",
-                generation=meta.generation or 0,
-                target=spec.target,
-                node=start.node,
-                parent_workflow_id=workflow.info().workflow_id,
-                work=start.work,
-                records=report.records.get(start.node, {}),
-                desired=spec.packages,
-                packages=tuple(self._profile.spec.packages),
-                drain=self._profile.spec.drain,
-                protected_pods=self._profile.spec.pod_non_interrupt_labels,
-                tolerations=tuple(self._profile.spec.additional_tolerations),
-                node_order=report.node_order.get(start.node, 0),
-                attempt=self._controls.attempts.get(start.node, 0),
-                runtime_required=self._profile.spec.runtime_required,
-                settings=self._settings,
+        inputs = [
+            (node_workflow_id(spec.profile, start.node), self._node_input(start, report), _summary(start))
+            for start in starts
+        ]
+        # One activity starts the decision's node workflows: no history events or workflow tasks per
+        # node here. Patched: older histories started them as children.
+        if workflow.patched(NODES_STARTED_BY_ACTIVITY):
+            request = StartNodesRequest(
+                workflow=NODE_WORKFLOW,
+                task_queue=workflow.info().task_queue,
+                decided_at=workflow.now(),
+                starts=tuple(
+                    WorkflowStart(id=id_, input=node_input.model_dump(mode="json"), summary=summary)
+                    for id_, node_input, summary in inputs
+                ),
             )
-            starting.append(
-                workflow.start_child_workflow(
-                    NodeWorkflow.run,
-                    node_input,
-                    id=node_workflow_id(spec.profile, start.node),
-                    parent_close_policy=ParentClosePolicy.ABANDON,
-                    static_summary=f"{start.node}: {', '.join(s.stage.value for s in start.work.steps)}",
-                )
+            await workflow.execute_activity(
+                NAMES.START_NODES,
+                request,
+                result_type=int,
+                start_to_close_timeout=START_NODES_TIMEOUT,
+                heartbeat_timeout=retry.HEARTBEAT,
+                retry_policy=retry.API_CALL,
+                summary=f"start {len(starts)} node workflow(s) of {spec.profile}",
             )
-        if not starting:
             return
+        starting: list[Coroutine[Any, Any, object]] = [
+            workflow.start_child_workflow(
+                NodeWorkflow.run,
+                node_input,
+                id=id_,
+                parent_close_policy=ParentClosePolicy.ABANDON,
+                static_summary=summary,
+            )
+            for id_, node_input, summary in inputs
+        ]
         # Every start of one decision is commanded in the same workflow task, so a pause or abort
         # cannot be handled between two of them and still see later ones start. Patched: older
         # histories started the nodes one after another.
@@ -366,6 +382,30 @@ class RolloutWorkflow:
             return
         for pending in starting:
             await pending
+
+    def _node_input(self, start: NodeStart, report: DecideReport) -> NodeInput:
+        assert self._state is not None
+        spec = self._state.spec
+        meta = self._profile.metadata
+        return NodeInput(
+            profile=spec.profile,
+            profile_uid=meta.uid or "",
+            generation=meta.generation or 0,
+            target=spec.target,
+            node=start.node,
+            parent_workflow_id=workflow.info().workflow_id,
+            work=start.work,
+            records=report.records.get(start.node, {}),
+            desired=spec.packages,
+            packages=tuple(self._profile.spec.packages),
+            drain=self._profile.spec.drain,
+            protected_pods=self._profile.spec.pod_non_interrupt_labels,
+            tolerations=tuple(self._profile.spec.additional_tolerations),
+            node_order=report.node_order.get(start.node, 0),
+            attempt=self._controls.attempts.get(start.node, 0),
+            runtime_required=self._profile.spec.runtime_required,
+            settings=self._settings,
+        )
 
     async def _abort_children(self) -> None:
         assert self._state is not None
@@ -502,6 +542,10 @@ class RolloutWorkflow:
         workflow.upsert_memo(self._memo())
         workflow.set_current_details(_details(progress, decision))
         return progress
+
+
+def _summary(start: NodeStart) -> str:
+    return f"{start.node}: {', '.join(s.stage.value for s in start.work.steps)}"
 
 
 def _stopped_since(before: Controls, now: Controls) -> bool:

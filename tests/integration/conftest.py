@@ -10,7 +10,7 @@ import pytest
 from temporalio.client import Client
 
 from fleetwright.activities.node import all_activities
-from fleetwright.activities.rollout import RolloutActivities
+from fleetwright.activities.rollout import rollout_activities
 from fleetwright.kube.client import from_kubeconfig
 from fleetwright.kube.jobwatch import JobWatches
 from fleetwright.localcluster.kubelet import SimulatedKubelet
@@ -37,7 +37,7 @@ async def worker(cluster: ClusterUnderTest, temporal_client: Client) -> AsyncIte
     with JobWatches(api) as job_watches:
         activities = [
             *all_activities(api, job_watches=job_watches),
-            RolloutActivities(api).observe_and_decide,
+            *rollout_activities(api),
         ]
         async with build_worker(temporal_client, activities, task_queue=queue):
             yield queue

@@ -21,14 +21,14 @@ from temporalio.client import Client
 
 from fleetwright.activities.node import all_activities
 from fleetwright.activities.payloads import NAMES
-from fleetwright.activities.rollout import RolloutActivities
+from fleetwright.activities.rollout import rollout_activities
 from fleetwright.kube.client import from_kubeconfig
 from fleetwright.localcluster.cluster import free_port
 from fleetwright.localcluster.temporal import LocalTemporal
 from fleetwright.worker.metrics import names_in
 from fleetwright.worker.settings import WorkerSettings
 from fleetwright.worker.temporal import build_worker
-from fleetwright.worker.tracing import ContextThreadPool, tracer_provider
+from fleetwright.worker.tracing import ContextThreadPool, client_interceptors, tracer_provider
 from fleetwright.workflows.node import node_workflow_id
 from tests.integration.test_serve import Processes, processes, settings_file
 from tests.support.engine import unique
@@ -104,7 +104,7 @@ async def traced_stack(
     api = from_kubeconfig(cluster.kubeconfig)
     queue = unique("trace")
     threads = ContextThreadPool(16)
-    activities = [*all_activities(api, executor=threads), RolloutActivities(api).observe_and_decide]
+    activities = [*all_activities(api, executor=threads), *rollout_activities(api, client_interceptors())]
     settings = WorkerSettings(
         temporal_address=temporal_server.address,
         temporal_namespace=temporal_server.namespace,
@@ -150,11 +150,14 @@ async def test_one_node_update_is_a_span_tree_from_workflow_to_kubernetes_calls(
     ]
     assert runs, [(s.name, dict(s.attributes or {})) for s in finished if "/" not in s.name]
     # Temporal's interceptor hangs a workflow's spans (its run, each activity start, signals) under
-    # the span that started it: for a node, the rollout's StartChildWorkflow.
+    # the span that started it: for a node, the StartWorkflow of the rollout's start activity.
     parent = runs[0].parent
     assert parent is not None
     root = next(s for s in finished if s.context is not None and s.context.span_id == parent.span_id)
-    assert root.name == "StartChildWorkflow:fleetwright.node"
+    assert root.name == "StartWorkflow:fleetwright.node"
+    assert root.parent is not None
+    starter = next(s for s in finished if s.context is not None and s.context.span_id == root.parent.span_id)
+    assert starter.name == f"RunActivity:{NAMES.START_NODES}"
     shape = tree(finished, root)
     print(json.dumps(shape, indent=1))
     assert "RunWorkflow:fleetwright.node" in shape

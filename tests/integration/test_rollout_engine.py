@@ -17,7 +17,7 @@ import pytest
 from temporalio.client import Client, WorkflowHandle
 
 from fleetwright.activities.node import all_activities
-from fleetwright.activities.rollout import RolloutActivities
+from fleetwright.activities.rollout import rollout_activities
 from fleetwright.activities.status import status_label_key
 from fleetwright.api.nodeprofile import NodeProfile
 from fleetwright.kube.client import from_kubeconfig
@@ -61,9 +61,7 @@ async def engine(cluster: ClusterUnderTest, temporal_client: Client) -> AsyncIte
     """An in-process worker on its own task queue; yields the queue name."""
     api = from_kubeconfig(cluster.kubeconfig)
     queue = unique("engine")
-    worker = build_worker(
-        temporal_client, [*all_activities(api), RolloutActivities(api).observe_and_decide], task_queue=queue
-    )
+    worker = build_worker(temporal_client, [*all_activities(api), *rollout_activities(api)], task_queue=queue)
     async with worker:
         yield queue
 

@@ -31,6 +31,7 @@ from fleetwright.activities.payloads import (
     StageRequest,
 )
 from fleetwright.activities.rollout import cleared_failure, plan_turn
+from fleetwright.activities.starts import NodeStarter
 from fleetwright.localcluster import nodes as fleet_nodes
 from fleetwright.planner.fleet import cordon_key
 from fleetwright.planner.nodestate import annotation_key, format_annotation
@@ -176,4 +177,5 @@ class FakeFleet:
             self.set_node_status,
             self.clean_up,
             self.release_runtime_taint,
+            NodeStarter().start_nodes,  # the real one: it starts node workflows on the test server
         ]

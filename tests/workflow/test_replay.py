@@ -20,10 +20,11 @@ HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
 
 def test_histories_are_committed() -> None:
     names = {path.stem for path in HISTORIES}
-    # The node's history from before each stage recorded its own state stays: runs started then
-    # must still replay (the ``state-recorded-by-stage`` patch).
+    # Histories recorded before a patched change stay: runs started then must still replay (the
+    # rollout's ``nodes-started-by-activity``, the node's ``state-recorded-by-stage``).
     assert {
         "rollout-canary-gate-approve-abort",
+        "rollout-canary-gate-approve-abort-child-starts",
         "node-reboot-complete",
         "node-reboot-complete-state-recorded-apart",
     } <= names

@@ -201,12 +201,17 @@ class HeldDecideFleet(FakeFleet):
         return report
 
 
-async def children_started(handle: WorkflowHandle[RolloutWorkflow, Progress]) -> int:
+async def node_starts_commanded(handle: WorkflowHandle[RolloutWorkflow, Progress]) -> int:
+    """Node workflow starts the rollout asked for: start activities (or child starts, before)."""
     history = await handle.fetch_history()
     return sum(
         1
         for e in history.events
         if e.event_type == EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED
+        or (
+            e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+            and e.activity_task_scheduled_event_attributes.activity_type.name == NAMES.START_NODES
+        )
     )
 
 
@@ -238,7 +243,7 @@ async def test_a_pause_or_abort_received_while_deciding_starts_none_of_that_deci
         # The held decision would have started two nodes; the one taken under the control none.
         assert not fleet.requests[0].controls.paused
         assert not fleet.requests[0].controls.aborted
-        assert await children_started(handle) == 0
+        assert await node_starts_commanded(handle) == 0
         assert fleet.started_nodes() == []
         if control == "pause":
             await handle.signal(RolloutWorkflow.resume)

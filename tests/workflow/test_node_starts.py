@@ -1,0 +1,66 @@
+"""The activity that starts a decision's node workflows, on the test server: every start of the
+request begins; starting again leaves a running workflow as it is; a retried attempt leaves alone
+a run begun since the decision, even one that has finished since; a later decision starts a
+finished node's workflow afresh."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
+
+from fleetwright.activities.payloads import StartNodesRequest, WorkflowStart
+from fleetwright.activities.starts import NodeStarter
+from fleetwright.workflows.node import NODE_WORKFLOW
+
+pytestmark = pytest.mark.workflow
+
+
+EPOCH = datetime.fromtimestamp(0, UTC)
+
+
+def request(decided_at: datetime, *ids: str) -> StartNodesRequest:
+    return StartNodesRequest(
+        workflow=NODE_WORKFLOW,
+        task_queue="no-worker",  # nothing runs them: the test looks at the starts alone
+        decided_at=decided_at,
+        starts=tuple(WorkflowStart(id=i, input={"node": i}, summary=f"{i}: apply") for i in ids),
+    )
+
+
+async def run_id(client: Client, workflow_id: str) -> str:
+    described = await client.get_workflow_handle(workflow_id).describe()
+    return described.run_id
+
+
+async def test_starts_are_idempotent_within_a_decision_and_fresh_for_the_next(
+    time_skipping_env: WorkflowEnvironment,
+) -> None:
+    config = time_skipping_env.client.config()
+    config["data_converter"] = pydantic_data_converter
+    client = Client(**config)
+    starter = NodeStarter()
+    first = ActivityEnvironment(client=client)
+
+    assert await first.run(starter.start_nodes, request(EPOCH, "node/p/a", "node/p/b")) == 2
+    runs = {i: await run_id(client, i) for i in ("node/p/a", "node/p/b")}
+    # The same attempt again (a duplicate delivery): both still run, none began again.
+    assert await first.run(starter.start_nodes, request(EPOCH, "node/p/a", "node/p/b")) == 2
+    assert {i: await run_id(client, i) for i in runs} == runs
+
+    await client.get_workflow_handle("node/p/a").terminate("finished")
+    began = (await client.get_workflow_handle("node/p/a").describe()).start_time
+    decided = began - timedelta(seconds=1)
+    retry = ActivityEnvironment(client=client)
+    retry.info = dataclasses.replace(retry.info, attempt=2)
+    # A retried attempt of that decision: a finished since, b still running; neither begins again.
+    assert await retry.run(starter.start_nodes, request(decided, "node/p/a", "node/p/b")) == 0
+    assert {i: await run_id(client, i) for i in runs} == runs
+
+    # The next decision names a again: its finished workflow begins afresh.
+    assert await first.run(starter.start_nodes, request(began + timedelta(hours=1), "node/p/a")) == 1
+    assert await run_id(client, "node/p/a") != runs["node/p/a"]
