@@ -70,17 +70,18 @@ KUBELET_POLL_SECONDS = 0.2
 KUBELET_AGENT = "simulated-kubelet"
 
 
-# kwok's workers are sized by the cluster from the node count. Simulated leases last 4 minutes
+# kwok's workers are sized by the cluster from the node count. Simulated leases last 20 minutes
 # per 1,000 nodes (renewed at a quarter of that, not every 10 s: at 1,000 nodes 10 s renewals
-# were 54 % of all apiserver requests, and at 10,000 nodes 1-minute renewals were ~170 writes/s,
-# most of the machine) and the controller manager's grace period is stretched past that, so a
-# loaded 2-core machine does not turn nodes NotReady mid-rollout (which fleetwright then rightly
-# refuses to touch).
-NODE_LEASE_SECONDS_PER_1000 = 240
+# were 54 % of all apiserver requests, at 10,000 nodes 1-minute renewals were ~170 writes/s, most
+# of the machine, and at 1,000 nodes 1-minute renewals were still the largest kind of write, 26
+# per node) and the controller manager's grace period is stretched past that, so a loaded 2-core
+# machine does not turn nodes NotReady mid-rollout (which fleetwright then rightly refuses to
+# touch). Real nodes renew their own leases, on the control plane's own machines.
+NODE_LEASE_SECONDS_PER_1000 = 1200
 
 
 def node_lease_seconds(nodes: int) -> int:
-    """The simulated nodes' lease: about 17 renewals per second whatever the fleet's size."""
+    """The simulated nodes' lease: about 3 renewals per second whatever the fleet's size."""
     return max(NODE_LEASE_SECONDS_PER_1000, NODE_LEASE_SECONDS_PER_1000 * nodes // 1000)
 
 
