@@ -11,7 +11,8 @@ DeploymentPolicy applied with kubectl, as a user would. Every package stage pod 
 own preview of the same rollout with those stage durations and zero overhead; wall time / ideal is
 fleetwright's overhead. Also printed: API requests per node by verb and resource (the apiserver's
 ``apiserver_request_total``), write requests per node by who made them (the audit log), the largest
-workflow history, peak RSS of the worker and controller, and CPU seconds per process.
+workflow history, peak RSS of the worker and controller, CPU seconds per process, and where a
+node's time goes (``bench/nodetimes.py``, from a sample of node workflow histories).
 """
 
 from __future__ import annotations
@@ -50,7 +51,9 @@ from bench.harness import (
     node_patches,
     peak_rss_mib,
     per_node_lines,
+    percentile,
 )
+from bench.nodetimes import NodeTimes, breakdown_lines, node_times
 
 PROFILE = "bench"
 STEPS = [
@@ -58,6 +61,8 @@ STEPS = [
     {"name": "rest", "batches": {"strategy": "exponential", "initial": 2, "growthFactor": 2}},
 ]
 FINAL = ("Complete", "Halted", "Failed")
+# Node workflow histories read for the per-node profile (evenly spread over the rollout).
+NODE_SAMPLE = 300
 
 
 def ideal_seconds(rollout: RolloutInput, nodes: list[dict[str, Any]], stage: float) -> float:
@@ -156,6 +161,19 @@ async def histories(client: Client) -> tuple[int, str, int]:
     return largest, where, runs
 
 
+async def sampled_node_times(client: Client) -> list[NodeTimes]:
+    """The per-node profile of up to NODE_SAMPLE closed node workflows, spread over the rollout."""
+    closed = [
+        execution.id
+        async for execution in client.list_workflows(
+            "WorkflowType='fleetwright.node' AND ExecutionStatus='Completed'"
+        )
+    ]
+    step = max(1, len(closed) // NODE_SAMPLE)
+    times = [node_times(await client.get_workflow_handle(i).fetch_history()) for i in closed[::step]]
+    return [t for t in times if t is not None]
+
+
 def report(args: argparse.Namespace, figures: dict[str, Any], lines: list[str]) -> None:
     text = "\n".join(lines)
     print(text, flush=True)
@@ -237,6 +255,7 @@ async def run(args: argparse.Namespace) -> None:
         events = stack.audited_since(audit_offset)
         audited, patches = audit_table(events), node_patches(events)
         largest, largest_id, runs = await histories(client)
+        sampled = await sampled_node_times(client)
     cpu = {name: cpu_after[name] - cpu_before[name] for name in cpu_after}
     cpu["kubectl (bench children)"] = _rusage_seconds(children_after) - _rusage_seconds(children_before)
     cpu["bench process (simulated kubelet, progress reads)"] = _rusage_seconds(own_after) - _rusage_seconds(
@@ -248,6 +267,8 @@ async def run(args: argparse.Namespace) -> None:
     api += ["  fleetwright's Node patches per node by what they touch:", *per_node_lines(patches, measured)]
     if not complete:
         api.insert(0, f"INCOMPLETE: per-node figures are per node started ({measured}), partly done")
+    stages = percentile([len(t.activities.get("run-stage", [])) for t in sampled], 50) if sampled else 0
+    profile = breakdown_lines(sampled, stages * args.stage_seconds)
     reproduce = (
         f".venv/bin/python bench/rollout.py --nodes {args.nodes} --max-unavailable {args.max_unavailable} "
         f"--stage-seconds {args.stage_seconds:g} --interrupt {args.interrupt}"
@@ -268,6 +289,10 @@ async def run(args: argparse.Namespace) -> None:
         "loadavg_start": load_start,
         "loadavg_end": load_end,
         **api_figures,
+        "node_wall_seconds_p50": percentile([t.wall for t in sampled], 50) if sampled else None,
+        "node_orchestration_seconds_p50": (
+            percentile([t.wall - t.ran - t.queued for t in sampled], 50) if sampled else None
+        ),
         "reproduce": reproduce,
     }
     lines = [
@@ -285,6 +310,7 @@ async def run(args: argparse.Namespace) -> None:
         f"  total {sum(cpu.values()):.0f} CPU s over {wall:.0f} s wall "
         f"= {sum(cpu.values()) / wall:.2f} cores busy",
         *api,
+        *profile,
         f"load average:     {load_start} at start, {load_end} at end (2 cores shared with other work)",
         f"total bench time: {time.monotonic() - bench_started:.1f} s",
         f"reproduce:        {reproduce}",
