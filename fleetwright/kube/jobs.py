@@ -79,6 +79,7 @@ class JobFacts:
     version: str = ""
     """The Job's own resourceVersion: a shared watch's copy differs from it once the Job changed."""
     uid: str = ""
+    created: datetime | None = None
 
 
 def _time(value: Any) -> datetime | None:
@@ -112,6 +113,7 @@ def job_facts(job: Mapping[str, Any]) -> JobFacts:
         labels=dict(meta.get("labels") or {}),
         version=str(meta.get("resourceVersion") or ""),
         uid=str(meta.get("uid") or ""),
+        created=_time(meta.get("creationTimestamp")),
     )
 
 

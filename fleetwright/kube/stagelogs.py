@@ -17,6 +17,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from fleetwright.kube.errors import classified
+from fleetwright.kube.jobs import JobFacts, labelled_jobs
 from fleetwright.kube.pods import JOB_NAME_LABEL
 
 LABEL_PREFIX = "fleetwright.io"
@@ -48,13 +49,10 @@ class StagePod:
     created: datetime | None = None
 
 
-def _selector(profile: str | None, node: str | None, stage: str | None) -> str:
-    parts = [f"{LABEL_PREFIX}/profile={profile}"] if profile else []
-    if node:
-        parts.append(f"{LABEL_PREFIX}/node={node}")
-    if stage:
-        parts.append(f"{LABEL_PREFIX}/stage={stage}")
-    return ",".join(parts)
+def _labels(profile: str | None, node: str | None, stage: str | None) -> dict[str, str]:
+    wanted = {"profile": profile, "node": node, "stage": stage}
+    labels = {f"{LABEL_PREFIX}/{key}": value for key, value in wanted.items() if value}
+    return labels or {"app.kubernetes.io/managed-by": "fleetwright"}
 
 
 def stage_jobs(
@@ -66,32 +64,24 @@ def stage_jobs(
 ) -> list[StageJob]:
     """The stage Jobs of ``profile`` (of every profile when None; on ``node``, of ``stage`` when
     given), oldest first."""
-    with classified(f"list stage jobs in {namespace}"):
-        listing = client.BatchV1Api(api).list_namespaced_job(
-            namespace,
-            label_selector=_selector(profile, node, stage) or "app.kubernetes.io/managed-by=fleetwright",
-        )
-    out = [_job(job) for job in listing.items]
+    listed = labelled_jobs(api, namespace, _labels(profile, node, stage))
+    out = [_job(job) for job in listed]
     return sorted(out, key=lambda j: (j.created is None, j.created or datetime.min, j.name))
 
 
-def _job(job: Any) -> StageJob:
-    labels = job.metadata.labels or {}
-    terminal = next(
-        (c for c in (job.status.conditions or []) if c.type in ("Complete", "Failed") and c.status == "True"),
-        None,
-    )
+def _job(job: JobFacts) -> StageJob:
+    labels = job.labels
     return StageJob(
-        namespace=job.metadata.namespace,
-        name=job.metadata.name,
+        namespace=job.namespace,
+        name=job.name,
         profile=labels.get(f"{LABEL_PREFIX}/profile", ""),
         node=labels.get(f"{LABEL_PREFIX}/node", ""),
         package=labels.get(f"{LABEL_PREFIX}/package", ""),
         stage=labels.get(f"{LABEL_PREFIX}/stage", ""),
-        created=job.metadata.creation_timestamp,
-        finished=terminal.type if terminal else None,
-        finished_at=terminal.last_transition_time if terminal else None,
-        active=job.status.active or 0,
+        created=job.created,
+        finished=job.finished,
+        finished_at=job.finished_at,
+        active=job.active,
     )
 
 
