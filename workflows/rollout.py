@@ -581,6 +581,11 @@ def _details(progress: Progress, decision: Decision) -> str:
         f"| {progress.step} | {progress.targeted} | {progress.updated} | {progress.running} | "
         f"{progress.failed} | {progress.blocked} | {progress.max_unavailable} |",
     ]
+    # Node workflows are started by an activity, not as children: say how to list them.
+    rows += [
+        "",
+        f'Node workflows: `WorkflowType="{NODE_WORKFLOW}" AND {sa.PROFILE.name}="{progress.profile}"`',
+    ]
     if progress.running_nodes:
         rows += ["", "Running: " + ", ".join(progress.running_nodes[:20])]
     if decision.state.failed:

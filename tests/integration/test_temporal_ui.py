@@ -190,6 +190,8 @@ async def test_the_ui_shows_a_running_rollouts_profile_phase_and_node_count(
         details=lambda: browser.all_text()[-3000:],
     )
     assert f"nodeprofile/{rollout.name}" in text
+    # Node workflows are no children of the rollout: the details say how to list them.
+    assert f'WorkflowType="fleetwright.node" AND FleetwrightProfile="{rollout.name}"' in text, text[-2000:]
     # The progress table, as rendered: step, then targeted and updated node counts.
     row = re.search(r"maxUnavailable (\S+) (\d+) (\d+) (\d+) (\d+) (\d+) (\d+)", text)
     assert row is not None, text[-2000:]
