@@ -18,8 +18,6 @@ from datetime import timedelta
 import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.testing import WorkflowEnvironment
 
 from fleetwright.activities.payloads import NAMES
 from fleetwright.localcluster import examples
@@ -34,11 +32,8 @@ LOST_WORKER_NOTICED_WITHIN = timedelta(seconds=60)
 
 
 async def test_a_worker_lost_during_observe_and_decide_is_noticed_within_a_minute(
-    time_skipping_env: WorkflowEnvironment,
+    client: Client,
 ) -> None:
-    config = time_skipping_env.client.config()
-    config["data_converter"] = pydantic_data_converter
-    client = Client(**config)
     name = f"tuning-{uuid.uuid4().hex[:8]}"
     fleet = FakeFleet(size=2)
     rollout = RolloutInput(

@@ -11,8 +11,6 @@ from dataclasses import dataclass
 import pytest
 from temporalio import activity
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.testing import WorkflowEnvironment
 
 from fleetwright.activities.errors import to_application_error
 from fleetwright.activities.payloads import NAMES, NodeStatusRequest, RecordStateRequest
@@ -46,11 +44,8 @@ class DeletingFleet(FakeFleet):
 
 
 async def test_a_node_deleted_mid_update_ends_its_workflow_as_gone_and_the_rollout_completes(
-    time_skipping_env: WorkflowEnvironment,
+    client: Client,
 ) -> None:
-    config = time_skipping_env.client.config()
-    config["data_converter"] = pydantic_data_converter
-    client = Client(**config)
     name = f"tuning-{uuid.uuid4().hex[:8]}"
     fleet = DeletingFleet(size=2, hold_stages=True)
     rollout = RolloutInput(

@@ -10,8 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
+from temporalio.testing import ActivityEnvironment
 
 from fleetwright.activities.payloads import StartNodesRequest, WorkflowStart
 from fleetwright.activities.starts import NodeStarter
@@ -38,11 +37,8 @@ async def run_id(client: Client, workflow_id: str) -> str:
 
 
 async def test_starts_are_idempotent_within_a_decision_and_fresh_for_the_next(
-    time_skipping_env: WorkflowEnvironment,
+    client: Client,
 ) -> None:
-    config = time_skipping_env.client.config()
-    config["data_converter"] = pydantic_data_converter
-    client = Client(**config)
     starter = NodeStarter()
     first = ActivityEnvironment(client=client)
 

@@ -10,8 +10,6 @@ from typing import Any
 
 import pytest
 from temporalio.client import Client, WorkflowHandle
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.testing import WorkflowEnvironment
 
 from fleetwright.api.nodeprofile import NodeProfile
 from fleetwright.localcluster import examples
@@ -25,13 +23,6 @@ from tests.workflow.fakefleet import FakeFleet
 pytestmark = pytest.mark.workflow
 
 SETTINGS = EngineSettings(observe_interval_seconds=60, search_attributes=False)
-
-
-@pytest.fixture
-async def client(time_skipping_env: WorkflowEnvironment) -> Client:
-    config = time_skipping_env.client.config()
-    config["data_converter"] = pydantic_data_converter
-    return Client(**config)
 
 
 def removable_profile(*, uninstall: bool = True, runtime_required: bool = False) -> NodeProfile:

@@ -13,7 +13,6 @@ import pytest
 from temporalio import activity
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle, WorkflowHistory, WorkflowUpdateFailedError
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 
@@ -29,13 +28,6 @@ from tests.workflow.fakefleet import FakeFleet
 pytestmark = pytest.mark.workflow
 
 SETTINGS = EngineSettings(observe_interval_seconds=60, search_attributes=False)
-
-
-@pytest.fixture
-async def client(time_skipping_env: WorkflowEnvironment) -> Client:
-    config = time_skipping_env.client.config()
-    config["data_converter"] = pydantic_data_converter
-    return Client(**config)
 
 
 def unique() -> str:

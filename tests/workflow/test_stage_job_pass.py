@@ -12,8 +12,6 @@ from dataclasses import dataclass, field
 import pytest
 from temporalio import activity
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.testing import WorkflowEnvironment
 
 from fleetwright.activities.payloads import NAMES, StageReport, StageRequest
 from fleetwright.localcluster import examples
@@ -37,11 +35,8 @@ class RecordingFleet(FakeFleet):
 
 
 async def test_the_stage_jobs_of_a_node_workflow_are_named_for_its_run(
-    time_skipping_env: WorkflowEnvironment,
+    client: Client,
 ) -> None:
-    config = time_skipping_env.client.config()
-    config["data_converter"] = pydantic_data_converter
-    client = Client(**config)
     name = f"tuning-{uuid.uuid4().hex[:8]}"
     fleet = RecordingFleet(size=1)
     node = next(iter(fleet.nodes))
