@@ -162,7 +162,7 @@ async def _status_pause_logs_history_reset(
     assert {n["state"] for n in final["nodes"]} == {"Updated"}
 
     # History: the node workflow in Temporal and each stage Job, with results.
-    history = await cli.json("history", node["node"])
+    history = await settled_history(cli, node["node"], name)
     runs = [r for r in history["runs"] if r["profile"] == name]
     assert [r["status"] for r in runs] == ["COMPLETED"]
     assert runs[0]["result"] == "succeeded: complete"
@@ -190,7 +190,8 @@ async def _status_pause_logs_history_reset(
         120,
         "the reset node re-updated",
     )
-    jobs = [s for s in (await cli.json("history", node["node"]))["stages"] if s["profile"] == name]
+    history = await settled_history(cli, node["node"], name)
+    jobs = [s for s in history["stages"] if s["profile"] == name]
     assert [j["result"] for j in jobs] == ["Complete"] * 4  # the stages ran again, as new Jobs
 
 
@@ -373,6 +374,18 @@ async def test_kubectl_fleetwright_runs_the_cli_as_a_plugin(cluster: ClusterUnde
     )
     assert listed.returncode == 0, listed.stderr
     assert isinstance(json.loads(listed.stdout), list)
+
+
+async def settled_history(cli: Cli, node: str, profile: str) -> Any:
+    """The node's ``history`` once none of the profile's stage Jobs is still running: a stage ends
+    once its pod has succeeded, so a node can show Complete a moment before the Job controller's
+    next sync marks its last Job Complete."""
+    for _ in range(60):
+        history = await cli.json("history", node)
+        if all(s["result"] != "Running" for s in history["stages"] if s["profile"] == profile):
+            break
+        await asyncio.sleep(0.5)
+    return history
 
 
 def _annotations(cluster: ClusterUnderTest, node: str) -> dict[str, str]:
