@@ -231,11 +231,7 @@ class StageRunner:
             # changes (most wake-ups; two reads fewer each). A running pod is never stuck pulling.
             stuck = job.finished is None and job.ready == 0 and quiet
             looked = job.finished == "Failed" or stuck
-            listed = (
-                await blocking(self.executor, pods.job_pods, self.api, job.namespace, job.name)
-                if looked
-                else []
-            )
+            listed = await self._pods(job) if looked else []
             if stuck:
                 # A deleted Node never runs the pod: end with NodeGone now (the node left the fleet)
                 # rather than wait out the Job's deadline and report a stage failure.
@@ -266,6 +262,15 @@ class StageRunner:
             if job.version and not self.watch.gone(job.name):
                 return job, job.version
         return await blocking(self.executor, jobs.read_job, self.api, job.namespace, job.name)
+
+    async def _pods(self, job: JobFacts) -> list[PodFacts]:
+        """The Job's pods: a running Job's unfinished ones from the shared watch once it has listed
+        (a label-selected list scans every kept stage pod of the namespace); a failed Job's from
+        the API (the watch keeps no finished pod)."""
+        seen = self.watch.pods_of(job) if self.watch is not None and job.finished is None else None
+        if seen is not None:
+            return seen
+        return await blocking(self.executor, pods.job_pods, self.api, job.namespace, job.name)
 
     async def _wait(self, job: JobFacts, version: str, window: float) -> bool:
         """Until the Job changes or ``window`` passes: on the shared watch (no request, no thread)

@@ -124,6 +124,48 @@ def facts(pod: Any) -> PodFacts:
     )
 
 
+def _json_statuses(pod: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    status = pod.get("status") or {}
+    return [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]
+
+
+def json_facts(pod: Mapping[str, Any]) -> PodFacts:
+    """A stage pod's facts from its JSON (a shared watch's): what a stage reads (phase, waits,
+    failures, creation); not what a drain reads (owner kind, tolerations, volumes)."""
+    meta = pod.get("metadata") or {}
+    waits, failures = [], []
+    for status in _json_statuses(pod):
+        state = status.get("state") or {}
+        waiting, terminated = state.get("waiting") or {}, state.get("terminated") or {}
+        name = str(status.get("name") or "")
+        if waiting.get("reason"):
+            waits.append(
+                ContainerWait(
+                    name, waiting["reason"], waiting.get("message") or "", status.get("image") or ""
+                )
+            )
+        if terminated.get("exitCode"):
+            failures.append(
+                ContainerFailure(
+                    name,
+                    int(terminated["exitCode"]),
+                    terminated.get("reason") or "",
+                    terminated.get("message") or "",
+                )
+            )
+    created = meta.get("creationTimestamp")
+    return PodFacts(
+        namespace=str(meta.get("namespace") or ""),
+        name=str(meta.get("name") or ""),
+        uid=str(meta.get("uid") or ""),
+        phase=(pod.get("status") or {}).get("phase") or "Pending",
+        terminating=meta.get("deletionTimestamp") is not None,
+        created=datetime.fromisoformat(created) if created else None,
+        waits=tuple(waits),
+        failures=tuple(failures),
+    )
+
+
 def selector_string(selector: LabelSelector) -> str:
     """``selector`` in the apiserver's label-selector syntax (empty string: everything)."""
     parts = [f"{key}={value}" for key, value in sorted(selector.match_labels.items())]

@@ -1,18 +1,20 @@
 """Two profiles deciding at once on shared nodes: each re-reads the fleet after claiming its
 starts, and ``raced_claims`` tells it whether another profile claimed nodes in between (then it
 withdraws). Whatever the interleaving, the two never both go ahead without one having seen the
-other's claim."""
+other's claim. A decision's claims are patched side by side."""
 
 from __future__ import annotations
 
 import copy
+import threading
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fleetwright.activities.rollout import raced_claims
+from fleetwright.activities.rollout import patch_nodes, raced_claims
+from fleetwright.errors import NotFoundError, PermanentError
 from fleetwright.localcluster import examples
 from fleetwright.localcluster import nodes as fleet_nodes
 from fleetwright.planner.fleet import claim_key
@@ -80,3 +82,24 @@ def test_two_interleaved_decisions_never_both_go_ahead_unaware_of_each_other(
 
     if went_ahead["a"] and went_ahead["b"]:
         assert saw_other("a", "b") or saw_other("b", "a")
+
+
+def test_a_decisions_claims_are_patched_side_by_side_and_a_deleted_node_needs_none() -> None:
+    """One at a time, a 200-node decision's claims outlasted the activity's bound at 10,000 nodes."""
+    together = threading.Barrier(4, timeout=5)  # broken unless four patches are in flight at once
+    patched: list[str] = []
+
+    def patch(node: str) -> None:
+        together.wait()
+        if node == "gone":
+            raise NotFoundError("node gone does not exist")
+        patched.append(node)
+
+    patch_nodes(patch, ["a", "b", "gone", "c"])
+    assert sorted(patched) == ["a", "b", "c"]
+
+    def refused(node: str) -> None:
+        raise PermanentError(f"node {node}: forbidden")
+
+    with pytest.raises(PermanentError, match="forbidden"):
+        patch_nodes(refused, ["a", "b"])

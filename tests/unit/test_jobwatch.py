@@ -1,7 +1,8 @@
 """The shared stage-Job watch: its cache answers nothing before a list or after a failure; a wait
 wakes on its own Job's change (delivered from another thread), on deletion and on its pod's
 success, not on another Job's; a lost watch sends every wait back to the API; a quiet window
-returns False. The facts come from the API's JSON."""
+returns False. The pod watch keeps each Job's unfinished pods for a quiet stage to look at. The
+facts come from the API's JSON."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from fleetwright.kube.client import ApiClient
 from fleetwright.kube.jobs import job_facts
 from fleetwright.kube.jobwatch import JobWatch, PodSucceeded, pod_succeeded, slim_job, slim_pod
 from fleetwright.kube.listwatch import WatchEvent
+from fleetwright.kube.pods import ContainerFailure, ContainerWait, json_facts
 
 pytestmark = pytest.mark.unit
 
@@ -264,3 +266,55 @@ async def test_a_pod_of_an_earlier_job_of_the_same_name_is_not_its_success() -> 
     assert facts is not None
     assert jobs.succeeded(facts) is None
     assert await jobs.wait("a", "1", 0.1, "uid-new") is False
+
+
+def pulling_pod(job_name: str, job_uid: str, pod: str = "a-x1") -> dict[str, Any]:
+    raw = stage_pod(job_name, job_uid, "Pending")
+    raw["metadata"].update(name=pod, uid=f"{pod}-uid", creationTimestamp="2026-11-30T04:00:00Z")
+    raw["status"]["initContainerStatuses"] = [
+        {
+            "name": "copy",
+            "image": "ghcr.io/example/tuning:1",
+            "state": {"waiting": {"reason": "ErrImagePull", "message": "not found"}},
+        }
+    ]
+    return raw
+
+
+def test_a_slim_pod_keeps_what_a_stage_reads_of_it() -> None:
+    raw = pulling_pod("a", "uid-a")
+    assert json_facts(slim_pod(raw)) == json_facts(raw)
+    facts = json_facts(raw)
+    assert facts.waits == (ContainerWait("copy", "ErrImagePull", "not found", "ghcr.io/example/tuning:1"),)
+    assert facts.created == datetime(2026, 11, 30, 4, 0, tzinfo=UTC)
+    failed = stage_pod("a", "uid-a", "Failed", "2026-11-30T04:00:10Z")
+    failed["status"]["containerStatuses"][0]["state"]["terminated"].update(exitCode=3, reason="Error")
+    assert json_facts(slim_pod(failed)).failures == (ContainerFailure("main", 3, "Error", ""),)
+
+
+async def test_the_unfinished_pods_of_a_job_come_from_the_pod_watch() -> None:
+    jobs = watch()
+    jobs.deliver(WatchEvent("SYNC", items=(uid_job("a", "1", "uid-a"),)))
+    facts = jobs.get("a")
+    assert facts is not None
+    assert jobs.pods_of(facts) is None  # the pod watch has not listed: ask the API
+    jobs.deliver_pod(WatchEvent("SYNC", items=(pulling_pod("a", "uid-old", "a-old"),)))
+    assert jobs.pods_of(facts) == []  # an earlier Job of the same name's pod is not this Job's
+    jobs.deliver_pod(WatchEvent("ADDED", obj=pulling_pod("a", "uid-a")))
+    assert [(p.name, p.waits[0].reason) for p in jobs.pods_of(facts) or []] == [("a-x1", "ErrImagePull")]
+    running = pulling_pod("a", "uid-a")
+    running["status"] = {
+        "phase": "Running",
+        "containerStatuses": [{"name": "main", "state": {"running": {}}}],
+    }
+    jobs.deliver_pod(WatchEvent("MODIFIED", obj=running))
+    assert [p.waits for p in jobs.pods_of(facts) or []] == [()]  # pulled: no wait left
+    done = pulling_pod("a", "uid-a")
+    done["status"] = stage_pod("a", "uid-a", "Succeeded", "2026-11-30T04:00:10Z")["status"]
+    jobs.deliver_pod(WatchEvent("MODIFIED", obj=done))
+    assert jobs.pods_of(facts) == []  # finished pods are not kept
+    jobs.deliver_pod(WatchEvent("ADDED", obj=pulling_pod("a", "uid-a", "a-x2")))
+    jobs.deliver_pod(WatchEvent("DELETED", obj=pulling_pod("a", "uid-a", "a-x2")))
+    assert jobs.pods_of(facts) == []
+    jobs.pods_lost()
+    assert jobs.pods_of(facts) is None  # until it has listed again

@@ -1,7 +1,7 @@
 """A stage with the worker's shared Job watch reads and waits on the watch, not the API, once the
 watch has listed (a Job it has not seen yet stands as its create returned it), and ends when the
 watch sees its Job's pod succeed; before the watch has listed, it reads and watches the API
-itself."""
+itself. A quiet stage looks for a pod stuck pulling on the watch too."""
 
 from __future__ import annotations
 
@@ -16,14 +16,15 @@ from typing import Any, cast
 import pytest
 from temporalio.testing import ActivityEnvironment
 
+from fleetwright.activities import stage
 from fleetwright.activities.payloads import StageOutcome, StageReport
 from fleetwright.activities.stage import StageRunner
-from fleetwright.kube import jobs
+from fleetwright.kube import jobs, nodestatus, pods
 from fleetwright.kube.client import ApiClient
 from fleetwright.kube.jobs import JobFacts, job_facts
 from fleetwright.kube.jobwatch import JobWatch
 from fleetwright.kube.listwatch import WatchEvent
-from tests.unit.test_jobwatch import stage_pod
+from tests.unit.test_jobwatch import pulling_pod, stage_pod
 from tests.unit.test_stage_node_gone import request
 
 pytestmark = pytest.mark.unit
@@ -128,3 +129,41 @@ def test_a_stage_ends_when_its_pod_succeeds_not_a_sync_later_when_the_job_says_s
     assert report.outcome is StageOutcome.SUCCEEDED
     assert report.finished_at == datetime(2026, 11, 30, 4, 0, 10, tzinfo=UTC)  # the pod's, not the Job's
     assert api_calls == []
+
+
+def test_a_quiet_stage_finds_its_pod_stuck_pulling_on_the_watch_not_by_listing_pods(
+    api_calls: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A label-selected pod list scans every kept stage pod of the namespace; the watch has them."""
+
+    def no_list(*args: Any) -> None:
+        raise AssertionError("listed the Job's pods")
+
+    settled: list[StageReport] = []
+
+    async def settle(self: StageRunner, job: JobFacts, report: StageReport) -> None:
+        settled.append(report)
+
+    async def show(self: StageRunner, wait: str | None, bound: Any) -> None:
+        api_calls.append(f"show {wait}")
+
+    monkeypatch.setattr(pods, "job_pods", no_list)
+    monkeypatch.setattr(nodestatus, "read_node", lambda api, name: None)
+    monkeypatch.setattr(stage, "heartbeat_window", lambda: 0.3)
+    monkeypatch.setattr(StageRunner, "_settle", settle)
+    monkeypatch.setattr(StageRunner, "_show_pull_wait", show)
+    monkeypatch.setattr(jobs, "create_or_adopt", lambda api, manifest: (job_facts(job("1", active=1)), True))
+    pulling = pulling_pod(NAME, UID)  # created long before the request's bound of 300 s
+
+    async def quiet_stage() -> StageReport:
+        watch = JobWatch(cast(ApiClient, None), "fleetwright-system", asyncio.get_running_loop())
+        watch.deliver(WatchEvent("SYNC", items=(job("1", active=1),)))
+        watch.deliver_pod(WatchEvent("SYNC", items=(pulling,)))
+        with ThreadPoolExecutor(2) as executor:
+            return await StageRunner(cast(ApiClient, None), executor, request(), watch).run()
+
+    report = asyncio.run(ActivityEnvironment().run(quiet_stage))
+    assert report.outcome is StageOutcome.IMAGE_PULL_FAILED
+    assert "cannot pull ghcr.io/example/tuning:1" in report.message
+    assert settled == [report]
+    assert [call for call in api_calls if not call.startswith("show")] == []
