@@ -26,6 +26,7 @@ from fleetwright.activities.payloads import (
     CleanupReport,
     CleanupRequest,
     CordonReport,
+    CordonRequest,
     DrainReport,
     DrainRequest,
     NodePhase,
@@ -37,6 +38,8 @@ from fleetwright.activities.payloads import (
     RuntimeTaintReport,
     StageReport,
     StageRequest,
+    StatusNote,
+    UncordonRequest,
 )
 from fleetwright.activities.protected import ProtectedPodsWait
 from fleetwright.activities.stage import StageRunner
@@ -65,17 +68,20 @@ class NodeActivities:
 
     @activity.defn(name=NAMES.CORDON)
     @temporal_errors
-    async def cordon(self, target: NodeTarget) -> CordonReport:
-        result = await blocking(self.executor, nodes.cordon, self.api, target.node, target.profile)
+    async def cordon(self, request: CordonRequest) -> CordonReport:
+        await self._show(request, request.show_before)  # first: a human sees why it is cordoned
+        result = await blocking(self.executor, nodes.cordon, self.api, request.node, request.profile)
         return CordonReport(ours=result.ours, foreign=result.foreign)
 
     @activity.defn(name=NAMES.UNCORDON)
     @temporal_errors
-    async def uncordon(self, target: NodeTarget) -> bool:
+    async def uncordon(self, request: UncordonRequest) -> bool:
         try:
-            return await blocking(self.executor, nodes.uncordon, self.api, target.node, target.profile)
+            lifted = await blocking(self.executor, nodes.uncordon, self.api, request.node, request.profile)
+            await self._show(request, request.show_after)
         except NodeGoneError:
-            return False  # a deleted node holds no cordon: lifting it is done
+            return False  # a deleted node holds no cordon (nor shows a status): lifting it is done
+        return lifted
 
     @activity.defn(name=NAMES.WAIT_PROTECTED_PODS)
     @temporal_errors
@@ -91,11 +97,22 @@ class NodeActivities:
     @activity.defn(name=NAMES.RUN_STAGE)
     @temporal_errors
     async def run_stage(self, request: StageRequest) -> StageReport:
+        await self._show(request, request.show_before)
         watch = self.job_watches.of(request.namespace) if self.job_watches is not None else None
-        report = await StageRunner(self.api, self.executor, request, watch).run()
-        if report.succeeded and request.record is not None:
+        runner = StageRunner(self.api, self.executor, request, watch)
+        report = await runner.run()
+        if not report.succeeded:
+            return report
+        if request.reboot_timeout_seconds is not None:
+            # The bound counts from the Job's end, which a retried attempt reads off the Job again.
+            ended = report.finished_at.timestamp() if report.finished_at is not None else None
+            await self._await_reboot(
+                request, runner.boot_id_before, request.reboot_timeout_seconds, Clock(started=ended)
+            )
+        if request.record is not None:
             # A crash before this write: the retry adopts the finished Job and writes it then.
             await self._record(request, request.record)
+        await self._show(request, request.show_after)
         return report
 
     @activity.defn(name=NAMES.READ_BOOT_ID)
@@ -109,28 +126,38 @@ class NodeActivities:
     async def wait_reboot(self, request: RebootWaitRequest) -> str:
         """Wait until the node reports a boot id other than ``previous_boot_id`` and is Ready;
         returns the new boot id. Bounded by timeout_seconds ("RebootTimeout")."""
-        clock, window = Clock(), heartbeat_window()
+        boot_id = await self._await_reboot(
+            request, request.previous_boot_id, request.timeout_seconds, Clock()
+        )
+        if request.record is not None:
+            await self._record(request, request.record)
+        return boot_id
+
+    async def _await_reboot(
+        self, target: NodeTarget, previous: str, timeout_seconds: int, clock: Clock
+    ) -> str:
+        """Until the node reports a boot id other than ``previous`` and is Ready (its new boot id),
+        or ``timeout_seconds`` on ``clock`` passed (``RebootTimeout``, not retried)."""
+        window = heartbeat_window()
         while True:
             facts, version = await blocking(
-                self.executor, nodestatus.read_node_to_watch, self.api, request.node
+                self.executor, nodestatus.read_node_to_watch, self.api, target.node
             )
-            rebooted = bool(facts.boot_id) and facts.boot_id != request.previous_boot_id
+            rebooted = bool(facts.boot_id) and facts.boot_id != previous
             if rebooted and facts.ready:
-                if request.record is not None:
-                    await self._record(request, request.record)
                 return facts.boot_id
-            if clock.elapsed() >= request.timeout_seconds:
+            if clock.elapsed() >= timeout_seconds:
                 state = (
                     "rebooted but not Ready" if rebooted else f"boot id still {facts.boot_id or 'unknown'}"
                 )
                 raise ApplicationError(
-                    f"node {request.node} not back from reboot after {request.timeout_seconds}s ({state})",
+                    f"node {target.node} not back from reboot after {timeout_seconds}s ({state})",
                     type=REBOOT_TIMEOUT,
                     non_retryable=True,
                 )
             clock.beat(boot_id=facts.boot_id, ready=facts.ready)
-            seconds = max(1.0, min(window, request.timeout_seconds - clock.elapsed()))
-            await blocking(self.executor, nodestatus.wait_for_node, self.api, request.node, version, seconds)
+            seconds = max(1.0, min(window, timeout_seconds - clock.elapsed()))
+            await blocking(self.executor, nodestatus.wait_for_node, self.api, target.node, version, seconds)
 
     @activity.defn(name=NAMES.RECORD_STATE)
     @temporal_errors
@@ -172,6 +199,10 @@ class NodeActivities:
             return await blocking(self.executor, runtime_taint.release, self.api, target.node)
         except NodeGoneError:
             return RuntimeTaintReport(removed=False)  # a deleted node carries no taint
+
+    async def _show(self, target: NodeTarget, note: StatusNote | None) -> None:
+        if note is not None:
+            await self._publish(target, note.phase, note.reason, note.message)
 
     async def _publish(self, target: NodeTarget, phase: NodePhase, reason: str, message: str) -> None:
         await status.show(

@@ -30,6 +30,32 @@ class NodeTarget(Frozen):
     node: str
 
 
+class NodePhase(StrEnum):
+    IN_PROGRESS = "InProgress"
+    COMPLETE = "Complete"
+    FAILED = "Failed"
+    BLOCKED = "Blocked"
+
+
+class StatusNote(Frozen):
+    """A node status an activity publishes itself, before or after its own work: the node workflow's
+    first and last status ride on its first and last activities instead of one activity each (each
+    activity costs the node a workflow task, queued behind every other node's on the worker)."""
+
+    phase: NodePhase
+    reason: str
+    message: str = ""
+
+
+class CordonRequest(NodeTarget):
+    show_before: StatusNote | None = None
+
+
+class UncordonRequest(NodeTarget):
+    show_after: StatusNote | None = None
+    """Published once the cordon is lifted (a node that is gone shows nothing)."""
+
+
 class CordonReport(Frozen):
     ours: bool
     """The node is unschedulable through our cordon (we must uncordon it afterwards)."""
@@ -89,6 +115,14 @@ class StageRequest(NodeTarget):
     record: NodePackageState | None = None
     """The node's package state to record once the stage succeeded, by this activity (one
     activity per stage instead of two); None: the workflow records it itself."""
+    reboot_timeout_seconds: int | None = Field(default=None, ge=1)
+    """A reboot interrupt's wait, in this activity: the node's boot id is read before the Job is
+    created (and kept on the Job, so a retry compares with the same one); once the Job succeeded,
+    the node must report another boot id and be Ready within this many seconds of the Job's end
+    (``RebootTimeout``). ``record`` is written once it is back. None: no wait here."""
+    show_before: StatusNote | None = None
+    show_after: StatusNote | None = None
+    """Published once the stage succeeded (and ``record`` was written): the node's last status."""
 
 
 class StageOutcome(StrEnum):
@@ -119,13 +153,6 @@ class RebootWaitRequest(NodeTarget):
 
 class RecordStateRequest(NodeTarget):
     state: NodePackageState
-
-
-class NodePhase(StrEnum):
-    IN_PROGRESS = "InProgress"
-    COMPLETE = "Complete"
-    FAILED = "Failed"
-    BLOCKED = "Blocked"
 
 
 class NodeStatusRequest(NodeTarget):

@@ -46,6 +46,9 @@ MESSAGE_ANNOTATION = f"{stagejob.LABEL_PREFIX}/outcome-message"
 # The node's condition reasons while a stage's image cannot be pulled, and once it was.
 PULL_WAIT_REASON = "ImagePullWaiting"
 PULLED_REASON = "ImagePulled"
+# The node's boot id before a reboot interrupt's Job, kept on the Job: a retried attempt compares the
+# boot id with the one from before the reboot, not with one it reads after.
+BOOT_ID_ANNOTATION = f"{stagejob.LABEL_PREFIX}/boot-id-before"
 CONFIG_VOLUME = "package-config"
 CONFIG_MOUNT_DIR = "/skyhook-package/configmaps"
 
@@ -206,13 +209,21 @@ class StageRunner:
         """The worker's shared watch of the namespace's Jobs; without it each wait reads the API."""
         self.shown: str | None = None
         """The pull wait this attempt made visible on the node, if any."""
+        self.boot_id_before = ""
+        """For a reboot wait (``request.reboot_timeout_seconds``): the boot id before the Job."""
 
     async def run(self) -> StageReport:
         rendered = manifest(self.request)
         await self._prerequisites()
         if self.request.pass_id:
             await self._earlier_pass_done(rendered)
+        notes = rendered["metadata"]["annotations"]
+        if self.request.reboot_timeout_seconds is not None:
+            facts, _ = await blocking(self.executor, nodestatus.read_node, self.api, self.request.node)
+            notes[BOOT_ID_ANNOTATION] = facts.boot_id
         job, created = await blocking(self.executor, jobs.create_or_adopt, self.api, rendered)
+        # An adopted Job keeps the boot id its first attempt read (the node may have rebooted since).
+        self.boot_id_before = job.annotations.get(BOOT_ID_ANNOTATION, notes.get(BOOT_ID_ANNOTATION, ""))
         clock = Clock()
         window = heartbeat_window()
         bound = timedelta(seconds=self.request.image_pull_timeout_seconds)

@@ -35,11 +35,14 @@ def heartbeat_window() -> float:
 class Clock:
     """Elapsed time of one wait since its first attempt, and its heartbeats."""
 
-    def __init__(self, now: Callable[[], float] = time.time) -> None:
+    def __init__(self, now: Callable[[], float] = time.time, *, started: float | None = None) -> None:
+        """``started``: when the wait began, if something other than its first attempt says so."""
         self._now = now
         self.prior = _prior_details()
-        started = self.prior.get("started")
-        self.started = float(started) if isinstance(started, int | float) else now()
+        first = self.prior.get("started")
+        self.started = (
+            started if started is not None else float(first) if isinstance(first, int | float) else now()
+        )
 
     def elapsed(self) -> float:
         return max(0.0, self._now() - self.started)

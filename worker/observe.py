@@ -20,7 +20,7 @@ from temporalio.worker import (
     Interceptor,
 )
 
-from fleetwright.activities.payloads import NAMES, DrainReport, NodePhase, StageReport
+from fleetwright.activities.payloads import NAMES, DrainReport, NodePhase, StageReport, StatusNote
 from fleetwright.worker import logs, metrics
 
 # Node workflow id -> monotonic time of its first "InProgress" status in this process.
@@ -115,6 +115,26 @@ def record_node_status(workflow_id: str, profile: str, phase: NodePhase) -> None
             metrics.NODE_UPDATE_DURATION.labels(profile, outcome).observe(time.monotonic() - started)
 
 
+def shown_before(activity_type: str, request: object) -> NodePhase | None:
+    """The node status an activity shows before its work: a status write's own, or the one another
+    activity carries (the node's first status rides on its first activity)."""
+    if activity_type == NAMES.SET_NODE_STATUS:
+        phase = getattr(request, "phase", None)
+        return phase if isinstance(phase, NodePhase) else None
+    return _phase(getattr(request, "show_before", None))
+
+
+def shown_after(request: object, result: object) -> NodePhase | None:
+    """The node status an activity showed once its work was done (a failed stage shows none)."""
+    if isinstance(result, StageReport) and not result.succeeded:
+        return None
+    return _phase(getattr(request, "show_after", None))
+
+
+def _phase(note: object) -> NodePhase | None:
+    return note.phase if isinstance(note, StatusNote) else None
+
+
 class _Inbound(ActivityInboundInterceptor):
     def init(self, outbound: ActivityOutboundInterceptor) -> None:
         super().init(_Outbound(outbound))
@@ -122,16 +142,20 @@ class _Inbound(ActivityInboundInterceptor):
     async def execute_activity(self, input: ExecuteActivityInput) -> Any:
         info = activity.info()
         fields = request_fields(input.args)
-        if info.activity_type == NAMES.SET_NODE_STATUS and input.args:
-            phase = getattr(input.args[0], "phase", None)
-            if isinstance(phase, NodePhase):
-                record_node_status(info.workflow_id or "", fields.get("profile", ""), phase)
+        request = input.args[0] if input.args else None
+        workflow_id, profile = info.workflow_id or "", fields.get("profile", "")
+        before = shown_before(info.activity_type, request)
+        if before is not None:
+            record_node_status(workflow_id, profile, before)
         started = time.monotonic()
         outcome, result = "failed", None
         with logs.bind(**fields):
             try:
                 result = await super().execute_activity(input)
                 outcome = "succeeded"
+                after = shown_after(request, result)
+                if after is not None:
+                    record_node_status(workflow_id, profile, after)
                 return result
             finally:
                 record_result(info.activity_type, fields, result, time.monotonic() - started, outcome)

@@ -6,6 +6,11 @@ package state after every stage -> uncordon what we cordoned -> release the runt
 taint (runtime-required profiles; it stays while another such profile is incomplete here) ->
 report to the parent.
 
+The first status (InProgress) rides on the first activity and Complete on the last one, and a
+reboot's boot id read and wait run inside its interrupt stage's activity (patch
+``status-and-reboot-folded``): a rebooting node that drains needs 7 activities, a node with two
+plain stages 2.
+
 Orchestration only: every side effect is an activity. The package state recorded after each stage
 is what makes a restart resume after the last passed stage instead of re-running it.
 """
@@ -22,6 +27,7 @@ with workflow.unsafe.imports_passed_through():
     from fleetwright.activities.payloads import (
         NAMES,
         CordonReport,
+        CordonRequest,
         DrainReport,
         DrainRequest,
         NodePhase,
@@ -33,6 +39,8 @@ with workflow.unsafe.imports_passed_through():
         RuntimeTaintReport,
         StageReport,
         StageRequest,
+        StatusNote,
+        UncordonRequest,
     )
     from fleetwright.api.nodeprofile import Package
     from fleetwright.planner.interrupts import InterruptKind
@@ -66,6 +74,10 @@ NODE_GONE = "NodeGone"  # the ApplicationError type of fleetwright.errors.NodeGo
 NODE_GONE_PATCH = "node-gone-ends-cleanly"
 JOBS_PER_RUN_PATCH = "stage-job-per-pass"
 STATE_WITH_STAGE_PATCH = "state-recorded-by-stage"
+# The first and last status ride on the first and last activities, and a reboot's boot id read and
+# wait on its interrupt stage's: 7 activities instead of 11 for a rebooting, draining node. Each
+# activity costs a workflow task that queues behind every other node's on the worker.
+FOLDED_PATCH = "status-and-reboot-folded"
 
 
 class PackageLedger:
@@ -161,30 +173,65 @@ class NodeWorkflow:
                     sa.PACKAGES.value_set([f"{p.name}@{p.version}" for p in node_input.packages]),
                 ]
             )
+        # Patched: older histories ran each status, boot id read and reboot wait as its own activity.
+        self._folded = workflow.patched(FOLDED_PATCH)
+        work = node_input.work
+        updating = StatusNote(phase=NodePhase.IN_PROGRESS, reason="Updating", message=self._summary())
+        # The first activity (cordon, else the first stage) shows it; until then: not shown yet.
+        first: StatusNote | None = updating
+        if not (self._folded and (work.needs_drain or work.steps)):
+            await self._status(updating)
+            first = None
         cordon: CordonReport | None = None
         try:
-            await self._status(NodePhase.IN_PROGRESS, "Updating", self._summary())
-            if node_input.work.needs_drain:
-                cordon = await self._prepare_disruption()
-            for step in node_input.work.steps:
+            if work.needs_drain:
+                cordon = await self._prepare_disruption(first)
+                first = None
+            for index, step in enumerate(work.steps):
                 if self._abort:
                     raise NodeFailedError("aborted before " + step.stage.value)
-                await self._run_step(step)
+                last = index == len(work.steps) - 1 and self._stage_is_last(cordon)
+                await self._run_step(step, first, self._completed() if last else None)
+                first = None
         except NodeFailedError as failure:
             return await self._finish_failed(str(failure), cordon)
+        shown = bool(work.steps) and self._stage_is_last(cordon)  # the last stage showed Complete
         if cordon is not None and cordon.ours:
-            await self._call(NAMES.UNCORDON, self._target, result_type=bool)
+            # Complete rides on the uncordon unless the runtime taint's release still follows.
+            carried = self._folded and not node_input.runtime_required
+            request = UncordonRequest(
+                profile=node_input.profile,
+                node=node_input.node,
+                show_after=self._completed() if carried else None,
+            )
+            await self._call(NAMES.UNCORDON, request, result_type=bool)
+            shown = carried
         if node_input.runtime_required:
             # Workloads may land once every runtime-required profile is complete here.
             self._stage = "release-runtime-taint"
             await self._call(NAMES.RELEASE_RUNTIME_TAINT, self._target, result_type=RuntimeTaintReport)
-        await self._status(NodePhase.COMPLETE, "Complete", self._summary())
+        if shown:
+            self._phase(NodePhase.COMPLETE)
+        else:
+            await self._status(self._completed())
         return await self._report(RunStatus.SUCCEEDED, "complete")
 
+    def _completed(self) -> StatusNote:
+        return StatusNote(phase=NodePhase.COMPLETE, reason="Complete", message=self._summary())
+
+    def _stage_is_last(self, cordon: CordonReport | None) -> bool:
+        """Whether the last stage is the node's last activity (it then shows Complete itself)."""
+        uncordon = cordon is not None and cordon.ours
+        return self._folded and not uncordon and not self._input.runtime_required
+
     # ----- steps ----------------------------------------------------------------------------
-    async def _prepare_disruption(self) -> CordonReport:
+    async def _prepare_disruption(self, first: StatusNote | None) -> CordonReport:
         self._stage = "cordon"
-        cordon = await self._call(NAMES.CORDON, self._target, result_type=CordonReport)
+        cordon = await self._call(
+            NAMES.CORDON,
+            CordonRequest(profile=self._input.profile, node=self._input.node, show_before=first),
+            result_type=CordonReport,
+        )
         selector = self._input.protected_pods
         if selector is not None and (selector.match_labels or selector.match_expressions):
             self._stage = "wait-protected-pods"
@@ -206,18 +253,25 @@ class NodeWorkflow:
         await self._wait(NAMES.DRAIN, drain, DrainReport, bound)
         return cordon
 
-    async def _run_step(self, step: NodeStep) -> None:
+    async def _run_step(self, step: NodeStep, first: StatusNote | None, last: StatusNote | None) -> None:
+        """One stage; ``first`` and ``last``: the statuses its activity shows before and after."""
         package = self._packages[step.packages[0]]
         self._stage = f"{step.stage.value} {package.name}"
         reboot = step.interrupt is not None and step.interrupt.kind is InterruptKind.REBOOT
+        apart = reboot and not self._folded  # the boot id read and reboot wait as activities
         boot_id = ""
-        if reboot:
+        if apart:
             boot_id = await self._call(NAMES.READ_BOOT_ID, self._target, result_type=str)
         # The stage's own activity (the reboot wait's, after a reboot) records the state once it
         # succeeded: one activity per stage, not two. Patched: older histories recorded it apart.
         folded = workflow.patched(STATE_WITH_STAGE_PATCH)
         record = self._ledger.state_after(step.packages, step.stage) if folded else None
-        report = await self._stage_job(step, package, None if reboot else record)
+        request = self._stage_request(step, package, None if apart else record)
+        if reboot and not apart:
+            request = request.model_copy(
+                update={"reboot_timeout_seconds": self._input.settings.reboot_timeout_seconds}
+            )
+        report = await self._stage_job(request.model_copy(update={"show_before": first, "show_after": last}))
         if not report.succeeded:
             for name in step.packages:
                 self._ledger.failed(name, f"{step.stage.value}: {report.message}")
@@ -225,7 +279,7 @@ class NodeWorkflow:
             raise NodeFailedError(
                 f"{step.stage.value} of {package.name} failed ({report.outcome}): {report.message}"
             )
-        if reboot:
+        if apart:
             self._stage = "wait-reboot"
             wait = RebootWaitRequest(
                 profile=self._input.profile,
@@ -240,10 +294,10 @@ class NodeWorkflow:
         if not folded:
             await self._record()
 
-    async def _stage_job(
+    def _stage_request(
         self, step: NodeStep, package: Package, record: NodePackageState | None
-    ) -> StageReport:
-        request = StageRequest(
+    ) -> StageRequest:
+        return StageRequest(
             profile=self._input.profile,
             node=self._input.node,
             profile_uid=self._input.profile_uid,
@@ -262,9 +316,11 @@ class NodeWorkflow:
             pass_id=self._pass_id(),
             record=record,
         )
+
+    async def _stage_job(self, request: StageRequest) -> StageReport:
         # The Job's own deadline bounds each attempt; allow its retries plus scheduling slack.
-        bound = package.stage_timeout_seconds * 4 + 600
-        if step.stage.is_interrupt:
+        bound = request.package.stage_timeout_seconds * 4 + 600
+        if request.stage.is_interrupt:
             bound += self._input.settings.reboot_timeout_seconds
         return await self._wait(NAMES.RUN_STAGE, request, StageReport, bound)
 
@@ -310,11 +366,13 @@ class NodeWorkflow:
         )
         await self._call(NAMES.RECORD_STATE, request, result_type=type(None))
 
-    async def _status(self, phase: NodePhase, reason: str, message: str) -> None:
-        request = NodeStatusRequest(
-            profile=self._input.profile, node=self._input.node, phase=phase, reason=reason, message=message
-        )
+    async def _status(self, note: StatusNote) -> None:
+        request = NodeStatusRequest(profile=self._input.profile, node=self._input.node, **note.model_dump())
         await self._call(NAMES.SET_NODE_STATUS, request, result_type=type(None))
+        self._phase(note.phase)
+
+    def _phase(self, phase: NodePhase) -> None:
+        """The phase a status activity showed, for the Temporal UI's search."""
         if self._input.settings.search_attributes:
             workflow.upsert_search_attributes([sa.PHASE.value_set(phase.value)])
 
@@ -322,11 +380,12 @@ class NodeWorkflow:
         if self._abort:
             # An abort stops between stages and hands the node back to its workloads.
             if cordon is not None and cordon.ours:
-                await self._call(NAMES.UNCORDON, self._target, result_type=bool)
-            await self._status(NodePhase.BLOCKED, "Aborted", message)
+                request = UncordonRequest(profile=self._input.profile, node=self._input.node)
+                await self._call(NAMES.UNCORDON, request, result_type=bool)
+            await self._status(StatusNote(phase=NodePhase.BLOCKED, reason="Aborted", message=message))
             return await self._report(RunStatus.FAILED, message)
         # A failed node stays cordoned (if we cordoned it) so nothing lands on a half-changed host.
-        await self._status(NodePhase.FAILED, "NodeFailedError", message)
+        await self._status(StatusNote(phase=NodePhase.FAILED, reason="NodeFailedError", message=message))
         return await self._report(RunStatus.FAILED, message)
 
     async def _report(self, status: RunStatus, message: str) -> NodeResult:

@@ -19,6 +19,7 @@ from fleetwright.activities import status
 from fleetwright.activities.node import NodeActivities
 from fleetwright.activities.payloads import (
     CordonReport,
+    CordonRequest,
     DrainRequest,
     NodePhase,
     NodeStatusRequest,
@@ -28,13 +29,17 @@ from fleetwright.activities.payloads import (
     RecordStateRequest,
     StageOutcome,
     StageRequest,
+    StatusNote,
+    UncordonRequest,
 )
+from fleetwright.activities.stage import BOOT_ID_ANNOTATION
 from fleetwright.api.common import LabelSelector
 from fleetwright.api.nodeprofile import DrainSpec, Package
 from fleetwright.kube import client as kube_client
 from fleetwright.kube import jobs as kube_jobs
 from fleetwright.kube.jobwatch import JobWatches
 from fleetwright.localcluster import nodes as fleet_nodes
+from fleetwright.localcluster.kubelet import SimulatedKubelet
 from fleetwright.localcluster.nodes import stage_pod_timing
 from fleetwright.planner.interrupts import REBOOT
 from fleetwright.planner.nodestate import NodePackageState, PackageRecord, annotation_key, parse_annotation
@@ -114,17 +119,27 @@ async def test_cordon_is_ours_and_a_foreign_cordon_is_never_lifted(
 ) -> None:
     env = ActivityEnvironment()
     ours, foreign = next(spare_nodes), next(spare_nodes)
-    report = await env.run(activities.cordon, NodeTarget(profile="act-cordon", node=ours))
+    updating = StatusNote(phase=NodePhase.IN_PROGRESS, reason="Updating", message="act-cordon: apply")
+    cordon = CordonRequest(profile="act-cordon", node=ours, show_before=updating)
+    report = await env.run(activities.cordon, cordon)
     assert report == CordonReport(ours=True, foreign=False)
     assert get_json(cluster, "node", ours)["spec"]["unschedulable"] is True
-    assert await env.run(activities.cordon, NodeTarget(profile="act-cordon", node=ours)) == report
-    assert await env.run(activities.uncordon, NodeTarget(profile="act-cordon", node=ours)) is True
+    assert (condition(cluster, ours, "act-cordon") or {}).get("reason") == "Updating", (
+        "the first status rides on the cordon"
+    )
+    assert await env.run(activities.cordon, cordon) == report
+    done = StatusNote(phase=NodePhase.COMPLETE, reason="Complete")
+    uncordon = UncordonRequest(profile="act-cordon", node=ours, show_after=done)
+    assert await env.run(activities.uncordon, uncordon) is True
     assert not get_json(cluster, "node", ours)["spec"].get("unschedulable")
+    assert (condition(cluster, ours, "act-cordon") or {}).get("reason") == "Complete", (
+        "the last status rides on the uncordon"
+    )
 
     cluster.kubectl("cordon", foreign)
-    report = await env.run(activities.cordon, NodeTarget(profile="act-cordon", node=foreign))
+    report = await env.run(activities.cordon, CordonRequest(profile="act-cordon", node=foreign))
     assert report == CordonReport(ours=False, foreign=True)
-    assert await env.run(activities.uncordon, NodeTarget(profile="act-cordon", node=foreign)) is False
+    assert await env.run(activities.uncordon, UncordonRequest(profile="act-cordon", node=foreign)) is False
     assert get_json(cluster, "node", foreign)["spec"]["unschedulable"] is True
 
 
@@ -516,6 +531,44 @@ async def test_an_interrupt_stage_runs_the_encoded_interrupt(
     assert json.loads(base64.b64decode(agent["args"][3])) == {"type": "node_restart"}
 
 
+async def test_a_reboot_stage_waits_for_the_new_boot_id_and_a_retry_compares_with_the_old_one(
+    cluster: ClusterUnderTest, activities: NodeActivities, spare_nodes: Iterator[str], namespace: str
+) -> None:
+    """The boot id read, the interrupt Job and the reboot wait in one activity: the boot id from
+    before the Job is kept on it, so an attempt retried after the reboot does not wait for another."""
+    node = next(spare_nodes)
+    before, after = fleet_nodes.boot_id(node), fleet_nodes.boot_id(node, generation=1)
+    request = stage_request(
+        node,
+        namespace,
+        package(),
+        stage=Stage.INTERRUPT,
+        interrupt=REBOOT,
+        record=applied("act-stage"),
+        reboot_timeout_seconds=60,
+        show_after=StatusNote(phase=NodePhase.COMPLETE, reason="Complete"),
+    )
+    env = ActivityEnvironment()
+    with SimulatedKubelet(cluster.kubectl, namespace=namespace):
+        report = await asyncio.wait_for(env.run(activities.run_stage, request), 90)
+    assert report.succeeded
+    assert get_json(cluster, "node", node)["status"]["nodeInfo"]["bootID"] == after
+    assert recorded(cluster, node, "act-stage") == applied("act-stage"), "recorded once back"
+    assert (condition(cluster, node, "act-stage") or {}).get("reason") == "Complete"
+    [job] = jobs_in(cluster, namespace)
+    assert job["metadata"]["annotations"][BOOT_ID_ANNOTATION] == before
+    again = await asyncio.wait_for(env.run(activities.run_stage, request), 30)  # adopts, is back
+    assert again.job == report.job
+    assert again.succeeded
+
+    quiet = stage_request(node, namespace, package(), stage=Stage.INTERRUPT, interrupt=REBOOT)
+    quiet = quiet.model_copy(update={"attempt": 1, "reboot_timeout_seconds": 2})
+    with pytest.raises(ApplicationError) as failure:  # no simulated kubelet: the node never reboots
+        await asyncio.wait_for(env.run(activities.run_stage, quiet), 60)
+    assert failure.value.type == "RebootTimeout"
+    assert failure.value.non_retryable
+
+
 async def test_a_failing_stage_is_a_report_and_its_job_is_kept(
     cluster: ClusterUnderTest, activities: NodeActivities, spare_nodes: Iterator[str], namespace: str
 ) -> None:
@@ -735,12 +788,13 @@ async def test_a_deleted_node_is_gone_for_work_and_done_for_status_and_undo(
         activities.set_node_status,
         NodeStatusRequest(profile="act-gone", node="no-such-node", phase=NodePhase.FAILED, reason="X"),
     )
-    assert await env.run(activities.uncordon, target) is False
+    uncordon = UncordonRequest(profile="act-gone", node="no-such-node", show_after=None)
+    assert await env.run(activities.uncordon, uncordon) is False
     assert (await env.run(activities.release_runtime_taint, target)).removed is False
     state = NodePackageState(profile="act-gone")
     record = RecordStateRequest(profile="act-gone", node="no-such-node", state=state)
     work: list[Callable[[], Awaitable[object]]] = [
-        lambda: env.run(activities.cordon, target),
+        lambda: env.run(activities.cordon, CordonRequest(profile="act-gone", node="no-such-node")),
         lambda: env.run(activities.read_boot_id, target),
         lambda: env.run(activities.record_state, record),
     ]

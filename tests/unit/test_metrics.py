@@ -12,7 +12,18 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 import pytest
 from prometheus_client import generate_latest
 
-from fleetwright.activities.payloads import NAMES, DrainReport, NodePhase, StageOutcome, StageReport
+from fleetwright.activities.payloads import (
+    NAMES,
+    CordonRequest,
+    DrainReport,
+    NodePhase,
+    NodeStatusRequest,
+    NodeTarget,
+    StageOutcome,
+    StageReport,
+    StatusNote,
+    UncordonRequest,
+)
 from fleetwright.worker import metrics, observe
 from fleetwright.workflows.payloads import Progress
 
@@ -129,3 +140,19 @@ def test_the_bridge_re_exposes_the_sdk_metrics(sdk_endpoint: str) -> None:
     families = list(metrics.TemporalMetricsBridge(sdk_endpoint).collect())
     assert [(s.name, s.value) for f in families for s in f.samples] == [("temporal_request_total", 3.0)]
     assert list(metrics.TemporalMetricsBridge("http://127.0.0.1:1/metrics", 0.5).collect()) == []
+
+
+def test_the_statuses_other_activities_carry_count_as_the_nodes_first_and_last() -> None:
+    updating = StatusNote(phase=NodePhase.IN_PROGRESS, reason="Updating")
+    done = StatusNote(phase=NodePhase.COMPLETE, reason="Complete")
+    status = NodeStatusRequest(profile="p", node="n", phase=NodePhase.FAILED, reason="X")
+    assert observe.shown_before(NAMES.SET_NODE_STATUS, status) is NodePhase.FAILED
+    assert observe.shown_before(NAMES.CORDON, CordonRequest(profile="p", node="n", show_before=updating)) is (
+        NodePhase.IN_PROGRESS
+    )
+    assert observe.shown_before(NAMES.CORDON, CordonRequest(profile="p", node="n")) is None
+    uncordon = UncordonRequest(profile="p", node="n", show_after=done)
+    assert observe.shown_after(uncordon, True) is NodePhase.COMPLETE
+    failed = StageReport(job="j", outcome=StageOutcome.FAILED)
+    assert observe.shown_after(uncordon, failed) is None  # a failed stage shows nothing after it
+    assert observe.shown_after(NodeTarget(profile="p", node="n"), None) is None

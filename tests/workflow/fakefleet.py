@@ -16,6 +16,7 @@ from fleetwright.activities.payloads import (
     CleanupReport,
     CleanupRequest,
     CordonReport,
+    CordonRequest,
     DecideReport,
     DecideRequest,
     DrainReport,
@@ -29,6 +30,8 @@ from fleetwright.activities.payloads import (
     StageOutcome,
     StageReport,
     StageRequest,
+    StatusNote,
+    UncordonRequest,
 )
 from fleetwright.activities.rollout import cleared_failure, plan_turn
 from fleetwright.activities.starts import NodeStarter
@@ -50,6 +53,7 @@ class FakeFleet:
     release: asyncio.Event = field(default_factory=asyncio.Event)
     cleaned_up: list[CleanupRequest] = field(default_factory=list)
     untainted: list[str] = field(default_factory=list)
+    rebooted: list[str] = field(default_factory=list)
     recorded_by: list[tuple[str, str]] = field(default_factory=list)
     """(node, the activity type that wrote a package state record), in order."""
 
@@ -80,7 +84,8 @@ class FakeFleet:
         return plan_turn(list(self.nodes.values()), request)
 
     @activity.defn(name=NAMES.CORDON)
-    async def cordon(self, target: NodeTarget) -> CordonReport:
+    async def cordon(self, target: CordonRequest) -> CordonReport:
+        self._show(target, target.show_before)
         node = self.nodes[target.node]
         if node["spec"].get("unschedulable") and cordon_key(target.profile) not in self.annotations(
             target.node
@@ -92,12 +97,15 @@ class FakeFleet:
         return CordonReport(ours=True, foreign=False)
 
     @activity.defn(name=NAMES.UNCORDON)
-    async def uncordon(self, target: NodeTarget) -> bool:
+    async def uncordon(self, target: UncordonRequest) -> bool:
         if self.annotations(target.node).pop(cordon_key(target.profile), None) is None:
-            return False
-        self.nodes[target.node]["spec"].pop("unschedulable", None)
-        self.uncordoned.append(target.node)
-        return True
+            lifted = False
+        else:
+            self.nodes[target.node]["spec"].pop("unschedulable", None)
+            self.uncordoned.append(target.node)
+            lifted = True
+        self._show(target, target.show_after)
+        return lifted
 
     @activity.defn(name=NAMES.WAIT_PROTECTED_PODS)
     async def wait_protected_pods(self, request: ProtectedPodsRequest) -> None:
@@ -109,16 +117,30 @@ class FakeFleet:
 
     @activity.defn(name=NAMES.RUN_STAGE)
     async def run_stage(self, request: StageRequest) -> StageReport:
+        self._show(request, request.show_before)
         self.started_stages.append((request.node, request.stage.value))
         if self.hold_stages:
             await self.release.wait()
         if request.node in self.failing_nodes:
             return StageReport(job=f"job-{request.node}", outcome=StageOutcome.FAILED, message="exit code 1")
+        if request.reboot_timeout_seconds is not None:
+            self.reboot(request.node)
         if request.record is not None:
             await self.record_state(
                 RecordStateRequest(profile=request.profile, node=request.node, state=request.record)
             )
+        self._show(request, request.show_after)
         return StageReport(job=f"job-{request.node}", outcome=StageOutcome.SUCCEEDED)
+
+    def reboot(self, node: str) -> str:
+        new = fleet_nodes.boot_id(node, generation=1)
+        self.nodes[node]["status"]["nodeInfo"]["bootID"] = new
+        self.rebooted.append(node)
+        return new
+
+    def _show(self, target: NodeTarget, note: StatusNote | None) -> None:
+        if note is not None:
+            self.statuses[target.node] = note.phase.value
 
     @activity.defn(name=NAMES.READ_BOOT_ID)
     async def read_boot_id(self, target: NodeTarget) -> str:
@@ -126,8 +148,7 @@ class FakeFleet:
 
     @activity.defn(name=NAMES.WAIT_REBOOT)
     async def wait_reboot(self, request: RebootWaitRequest) -> str:
-        new = fleet_nodes.boot_id(request.node, generation=1)
-        self.nodes[request.node]["status"]["nodeInfo"]["bootID"] = new
+        new = self.reboot(request.node)
         if request.record is not None:
             await self.record_state(
                 RecordStateRequest(profile=request.profile, node=request.node, state=request.record)
@@ -152,7 +173,7 @@ class FakeFleet:
             annotations = self.annotations(name)
             had_cordon = cordon_key(request.profile) in annotations
             if had_cordon:
-                await self.uncordon(NodeTarget(profile=request.profile, node=name))
+                await self.uncordon(UncordonRequest(profile=request.profile, node=name))
             if annotations.pop(annotation_key(request.profile), None) is not None or had_cordon:
                 cleaned.append(name)
             self.statuses.pop(name, None)

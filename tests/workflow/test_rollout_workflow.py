@@ -21,6 +21,7 @@ from fleetwright.activities.status import condition_type
 from fleetwright.localcluster import examples
 from fleetwright.planner.nodestate import read_profile_state
 from fleetwright.worker.temporal import build_worker
+from fleetwright.workflows.node import node_workflow_id
 from fleetwright.workflows.payloads import EngineSettings, Progress, RolloutInput
 from fleetwright.workflows.rollout import ABORTED, RolloutWorkflow
 from tests.workflow.fakefleet import FakeFleet
@@ -372,13 +373,53 @@ async def test_the_node_records_every_passed_stage_and_completes_the_package(cli
     assert record.version == "1.0.0"
     assert record.pending is None
     assert [stage for _, stage in fleet.started_stages] == ["apply", "config", "interrupt", "post-interrupt"]
-    # Each stage's own activity records it (the reboot's once the node is back): no extra activity.
-    assert [by for _, by in fleet.recorded_by] == [
-        NAMES.RUN_STAGE,
-        NAMES.RUN_STAGE,
-        NAMES.WAIT_REBOOT,
-        NAMES.RUN_STAGE,
+    # Each stage's own activity records it (the interrupt's once the node is back from its reboot,
+    # which the same activity waits for): no extra activity.
+    assert [by for _, by in fleet.recorded_by] == [NAMES.RUN_STAGE] * 4
+    assert fleet.rebooted == ["gpu-node-0000"]
+
+
+async def node_activities(client: Client, profile: str, node: str) -> list[str]:
+    """The activity types a node workflow scheduled, in order."""
+    history = await client.get_workflow_handle(node_workflow_id(profile, node)).fetch_history()
+    return [
+        e.activity_task_scheduled_event_attributes.activity_type.name
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
     ]
+
+
+@pytest.mark.parametrize(
+    ("interrupt", "expected"),
+    [
+        # The status rides on the cordon and the uncordon; the boot id read and the reboot wait on
+        # the interrupt stage's activity.
+        ("reboot", [NAMES.CORDON, NAMES.DRAIN, *[NAMES.RUN_STAGE] * 4, NAMES.UNCORDON]),
+        # No cordon: the first and the last stage carry the statuses.
+        (None, [NAMES.RUN_STAGE] * 2),
+    ],
+)
+async def test_a_node_runs_one_activity_per_stage_plus_its_cordon_and_drain(
+    client: Client, interrupt: str | None, expected: list[str]
+) -> None:
+    """Each activity costs the node a workflow task queued behind every other node's."""
+    fleet = FakeFleet(size=1)
+    name = unique()
+    rollout = RolloutInput(
+        profile=examples.profile(name=name, interrupt=interrupt),
+        policy=examples.policy(max_unavailable=1),
+        settings=SETTINGS,
+    )
+    handle, queue = await start(client, fleet, rollout)
+    async with build_worker(client, fleet.activities(), task_queue=queue):
+        node = client.get_workflow_handle(node_workflow_id(name, "gpu-node-0000"))
+        await eventually(lambda: fleet.started_stages != [], "the node")
+        await node.result()
+        await handle.terminate("test done")
+    assert await node_activities(client, name, "gpu-node-0000") == expected
+    assert fleet.statuses["gpu-node-0000"] == "Complete"
+    assert not fleet.cordoned()
+    assert fleet.rebooted == (["gpu-node-0000"] if interrupt else [])
 
 
 async def test_retrying_a_failed_canary_reruns_it_and_the_rollout_goes_on(client: Client) -> None:
