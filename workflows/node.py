@@ -182,35 +182,35 @@ class NodeWorkflow:
         if not (self._folded and (work.needs_drain or work.steps)):
             await self._status(updating)
             first = None
+        # Complete rides on the last activity (the uncordon, else the last stage), unless the
+        # runtime taint's release still follows it.
+        carried = self._folded and not node_input.runtime_required
         cordon: CordonReport | None = None
         try:
             if work.needs_drain:
                 cordon = await self._prepare_disruption(first)
                 first = None
+            ours = cordon is not None and cordon.ours
             for index, step in enumerate(work.steps):
                 if self._abort:
                     raise NodeFailedError("aborted before " + step.stage.value)
-                last = index == len(work.steps) - 1 and self._stage_is_last(cordon)
+                last = carried and not ours and index == len(work.steps) - 1
                 await self._run_step(step, first, self._completed() if last else None)
                 first = None
         except NodeFailedError as failure:
             return await self._finish_failed(str(failure), cordon)
-        shown = bool(work.steps) and self._stage_is_last(cordon)  # the last stage showed Complete
-        if cordon is not None and cordon.ours:
-            # Complete rides on the uncordon unless the runtime taint's release still follows.
-            carried = self._folded and not node_input.runtime_required
+        if ours:
             request = UncordonRequest(
                 profile=node_input.profile,
                 node=node_input.node,
                 show_after=self._completed() if carried else None,
             )
             await self._call(NAMES.UNCORDON, request, result_type=bool)
-            shown = carried
         if node_input.runtime_required:
             # Workloads may land once every runtime-required profile is complete here.
             self._stage = "release-runtime-taint"
             await self._call(NAMES.RELEASE_RUNTIME_TAINT, self._target, result_type=RuntimeTaintReport)
-        if shown:
+        if carried and (ours or work.steps):
             self._phase(NodePhase.COMPLETE)
         else:
             await self._status(self._completed())
@@ -218,11 +218,6 @@ class NodeWorkflow:
 
     def _completed(self) -> StatusNote:
         return StatusNote(phase=NodePhase.COMPLETE, reason="Complete", message=self._summary())
-
-    def _stage_is_last(self, cordon: CordonReport | None) -> bool:
-        """Whether the last stage is the node's last activity (it then shows Complete itself)."""
-        uncordon = cordon is not None and cordon.ours
-        return self._folded and not uncordon and not self._input.runtime_required
 
     # ----- steps ----------------------------------------------------------------------------
     async def _prepare_disruption(self, first: StatusNote | None) -> CordonReport:
@@ -267,11 +262,17 @@ class NodeWorkflow:
         folded = workflow.patched(STATE_WITH_STAGE_PATCH)
         record = self._ledger.state_after(step.packages, step.stage) if folded else None
         request = self._stage_request(step, package, None if apart else record)
-        if reboot and not apart:
-            request = request.model_copy(
-                update={"reboot_timeout_seconds": self._input.settings.reboot_timeout_seconds}
-            )
-        report = await self._stage_job(request.model_copy(update={"show_before": first, "show_after": last}))
+        # Folded: this activity reads the boot id, waits for the reboot and shows first and last.
+        request = request.model_copy(
+            update={
+                "reboot_timeout_seconds": self._input.settings.reboot_timeout_seconds
+                if reboot and not apart
+                else None,
+                "show_before": first,
+                "show_after": last,
+            }
+        )
+        report = await self._stage_job(request)
         if not report.succeeded:
             for name in step.packages:
                 self._ledger.failed(name, f"{step.stage.value}: {report.message}")
