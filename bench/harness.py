@@ -184,6 +184,8 @@ class Stack:
     rundir: Path
     activity_slots: int = 200
     """The worker's ``max_concurrent_activities``: a rollout wider than it queues its stages."""
+    split_worker: bool = False
+    """Workflows and activities in two worker processes (``worker_role``) instead of one."""
     cluster: LocalCluster = field(init=False)
     temporal: LocalTemporal = field(init=False)
     processes: dict[str, Supervised] = field(init=False, default_factory=dict)
@@ -240,17 +242,29 @@ class Stack:
         settings_path = self.rundir / "settings.json"
         settings_path.write_text(settings.model_dump_json())
         env = {**os.environ, "FLEETWRIGHT_SETTINGS": str(settings_path)}
-        for role in ("worker", "controller"):
+        for name, role, worker_role in self._roles():
             argv = [sys.executable, str(BENCH / "serve.py"), role]
-            process = Supervised(role, argv, self.rundir / f"{role}.log", env=env)
+            process_env = {**env, "FLEETWRIGHT_WORKER_ROLE": worker_role}
+            process = Supervised(name, argv, self.rundir / f"{name}.log", env=process_env)
             process.start()
             self._exit.callback(process.stop)
-            self.processes[role] = process
+            self.processes[name] = process
         kubelet_api = from_kubeconfig(self.cluster.kubeconfig)
         kubelet_api.user_agent = KUBELET_AGENT
         kubelet = SimulatedKubelet(self.cluster.kubectl, interval=KUBELET_POLL_SECONDS)
         kubelet.api = self._exit.enter_context(WatchedKubeletApi(kubelet_api, kubelet.namespace))
         self._exit.enter_context(kubelet)
+
+    def _roles(self) -> list[tuple[str, str, str]]:
+        """(process name, serve.py role, worker_role) of each fleetwright process."""
+        workers = [("worker-workflows", "workflows"), ("worker-activities", "activities")]
+        return [
+            *(
+                (name, "worker", role)
+                for name, role in (workers if self.split_worker else [("worker", "all")])
+            ),
+            ("controller", "controller", "all"),
+        ]
 
     def api(self) -> ApiClient:
         """The bench's own client, with a User-Agent that keeps it apart from fleetwright's."""

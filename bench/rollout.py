@@ -231,7 +231,9 @@ async def run(args: argparse.Namespace) -> None:
     # Every node in progress holds one activity slot (a stage wait holds no thread), plus headroom
     # for the rollout's own activities.
     slots = max(200, args.max_unavailable + 100)
-    with Stack(args.nodes, rollout.settings, rundir, activity_slots=slots) as stack:
+    with Stack(
+        args.nodes, rollout.settings, rundir, activity_slots=slots, split_worker=args.split_worker
+    ) as stack:
         up = time.monotonic() - bench_started
         print(
             f"stack with {args.nodes} nodes up in {up:.1f}s (load {loadavg()}); work dir {rundir}", flush=True
@@ -272,10 +274,12 @@ async def run(args: argparse.Namespace) -> None:
     reproduce = (
         f".venv/bin/python bench/rollout.py --nodes {args.nodes} --max-unavailable {args.max_unavailable} "
         f"--stage-seconds {args.stage_seconds:g} --interrupt {args.interrupt}"
+        + (" --split-worker" if args.split_worker else "")
     )
     figures = {
         "nodes": args.nodes,
         "interrupt": args.interrupt,
+        "split_worker": args.split_worker,
         "phase": final.get("phase"),
         "updated": final.get("updated"),
         "wall_seconds": wall,
@@ -297,7 +301,8 @@ async def run(args: argparse.Namespace) -> None:
     }
     lines = [
         f"nodes:            {args.nodes}, maxUnavailable {args.max_unavailable}, "
-        f"{args.stage_seconds:g} s per stage, interrupt {args.interrupt}, {slots} worker activity slots",
+        f"{args.stage_seconds:g} s per stage, interrupt {args.interrupt}, {slots} worker activity slots"
+        + (", workflows and activities in two worker processes" if args.split_worker else ""),
         f"phase:            {final.get('phase')} ({final.get('updated')}/{final.get('targeted')} nodes)",
         f"wall time:        {wall:.1f} s (kubectl apply -> rollout Complete)",
         f"ideal schedule:   {ideal:.1f} s (planner preview, {args.stage_seconds:g} s per stage, no overhead)",
@@ -328,6 +333,11 @@ def main() -> None:
         choices=("reboot", "none"),
         default="reboot",
         help="the package's interrupt: reboot (cordon, drain, 4 stages) or none (2 stages, no cordon)",
+    )
+    parser.add_argument(
+        "--split-worker",
+        action="store_true",
+        help="run the workflows and the activities in two worker processes (worker_role)",
     )
     parser.add_argument("--timeout", type=float, default=0.0, help="seconds; default 4x the ideal + 15 min")
     parser.add_argument("--workdir", default="", help="keeps logs, audit log and stores (default under /tmp)")

@@ -11,8 +11,9 @@ import os
 import signal
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from fleetwright.activities.node import DEFAULT_THREADS, all_activities
 from fleetwright.activities.rollout import rollout_activities
@@ -57,9 +58,41 @@ def cache_bytecode() -> None:
 
 
 async def run_worker(settings: WorkerSettings, stop: asyncio.Event | None = None) -> None:
+    """The worker until ``stop`` (or SIGTERM/SIGINT): the workflows, the activities, or both, as
+    ``settings.worker_role`` says."""
     cache_bytecode()
-    api = from_kubeconfig(settings.kubeconfig)
     client = await connect_with(settings)
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    with contextlib.ExitStack() as resources:
+        activities = [] if settings.worker_role == "workflows" else _activities(settings, resources)
+        worker = build_worker(
+            client,
+            activities,
+            task_queue=settings.task_queue,
+            max_concurrent_activities=settings.max_concurrent_activities,
+            workflows=settings.worker_role != "activities",
+        )
+        # The watches stop after the worker: activities still finishing keep theirs.
+        async with worker:
+            log.info(
+                "worker polling %s on %s for %s",
+                settings.task_queue,
+                settings.temporal_address,
+                ROLES[settings.worker_role],
+            )
+            await stop.wait()
+    log.info("worker stopped")
+
+
+ROLES = {"all": "workflows and activities", "workflows": "workflows", "activities": "activities"}
+
+
+def _activities(settings: WorkerSettings, resources: contextlib.ExitStack) -> list[Callable[..., Any]]:
+    """Every activity, on one Kubernetes client, one thread pool and one stage Job watch."""
+    api = from_kubeconfig(settings.kubeconfig)
     # Kubernetes calls run on threads that keep the activity's trace and log context.
     # One thread per activity slot: an activity makes one blocking call at a time, so no call ever
     # queues for a thread. With 64 threads, a 128-wide rollout's drain and stage waits starved each
@@ -68,27 +101,11 @@ async def run_worker(settings: WorkerSettings, stop: asyncio.Event | None = None
         max(DEFAULT_THREADS, settings.max_concurrent_activities), thread_name_prefix="fleetwright-kube"
     )
     # One watch of the stage Jobs serves every stage wait of this worker.
-    job_watches = JobWatches(api)
-    activities = [
+    job_watches = resources.enter_context(JobWatches(api))
+    return [
         *all_activities(api, executor=threads, job_watches=job_watches),
         *rollout_activities(api, tracing.client_interceptors()),
     ]
-    stop = stop or asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    worker = build_worker(
-        client,
-        activities,
-        task_queue=settings.task_queue,
-        max_concurrent_activities=settings.max_concurrent_activities,
-    )
-    # The watches stop after the worker: activities still finishing keep theirs.
-    with job_watches:
-        async with worker:
-            log.info("worker polling %s on %s", settings.task_queue, settings.temporal_address)
-            await stop.wait()
-    log.info("worker stopped")
 
 
 async def serve_worker(settings: WorkerSettings) -> None:

@@ -17,6 +17,7 @@ from fleetwright.workflows.payloads import EngineSettings
 
 LogFormat = Literal["auto", "json", "text"]
 TracesExporter = Literal["none", "console", "otlp"]
+WorkerRole = Literal["all", "workflows", "activities"]
 
 
 class WorkerSettings(BaseModel):
@@ -41,6 +42,13 @@ class WorkerSettings(BaseModel):
         default=None, description="Kubeconfig path; in-cluster config when unset."
     )
     max_concurrent_activities: int = Field(default=200, ge=1, description="Activity slots (threads).")
+    worker_role: WorkerRole = Field(
+        default="all",
+        description="What this worker process polls for: all (workflows and activities), workflows "
+        "(the rollout and node workflows only) or activities (the Kubernetes activities only). Split "
+        "them over two processes on the same task queue so workflow tasks never wait behind the "
+        "activities' JSON decoding for one interpreter lock.",
+    )
     engine: EngineSettings = Field(default_factory=EngineSettings, description="Rollout engine knobs.")
     metrics_port: int = Field(
         default=0,

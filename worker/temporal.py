@@ -95,18 +95,20 @@ def build_worker(
     task_queue: str = TASK_QUEUE,
     max_concurrent_activities: int = 200,
     worker_interceptors: Sequence[Interceptor] | None = None,
+    workflows: bool = True,
 ) -> Worker:
-    """A worker for every fleetwright workflow and the given activities. Activities are
-    synchronous Kubernetes calls, so they run on a thread pool sized to the concurrency."""
+    """A worker for the given activities and, unless ``workflows`` is false, every fleetwright
+    workflow. Activities are synchronous Kubernetes calls, so they run on a thread pool sized to
+    the concurrency."""
     return Worker(
         client,
         task_queue=task_queue,
-        workflows=list(WORKFLOWS),
+        workflows=list(WORKFLOWS) if workflows else [],
         workflow_runner=SandboxedWorkflowRunner(
             restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH_MODULES)
         ),
         activities=list(activities),
-        activity_executor=ThreadPoolExecutor(max_workers=max_concurrent_activities),
+        activity_executor=ThreadPoolExecutor(max_workers=max_concurrent_activities) if activities else None,
         max_concurrent_activities=max_concurrent_activities,
         interceptors=list(interceptors() if worker_interceptors is None else worker_interceptors),
     )
