@@ -93,6 +93,44 @@ def loadavg() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
+class MachineBusy:
+    """How busy the whole machine's cores were, sampled from /proc/stat between calls to
+    ``sample``: whether a rollout was waiting on fleetwright or on the machine itself."""
+
+    SATURATED = 0.95
+
+    def __init__(self) -> None:
+        self._last = _machine_jiffies()
+        self.samples: list[float] = []
+
+    def sample(self) -> None:
+        busy, total = _machine_jiffies()
+        if total > self._last[1]:
+            self.samples.append((busy - self._last[0]) / (total - self._last[1]))
+        self._last = (busy, total)
+
+    def mean(self) -> float:
+        return sum(self.samples) / len(self.samples) if self.samples else 0.0
+
+    def saturated(self) -> float:
+        """The fraction of samples in which every core was (nearly) busy."""
+        full = sum(1 for busy in self.samples if busy >= self.SATURATED)
+        return full / len(self.samples) if self.samples else 0.0
+
+    def line(self) -> str:
+        return (
+            f"machine CPU:      {self.mean():.0%} busy on average; every core >= "
+            f"{self.SATURATED:.0%} busy in {self.saturated():.0%} of {len(self.samples)} one-second samples"
+        )
+
+
+def _machine_jiffies() -> tuple[int, int]:
+    """(busy, total) jiffies of all cores: the first line of /proc/stat, idle and iowait idle."""
+    fields = [int(value) for value in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    idle = fields[3] + fields[4]
+    return sum(fields) - idle, sum(fields)
+
+
 def cpu_seconds(pid: int) -> float:
     """utime + stime of a live process (fields 14 and 15 of /proc/<pid>/stat)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()

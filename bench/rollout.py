@@ -45,6 +45,7 @@ if not __package__:  # run as a file (python bench/rollout.py): the repository r
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.harness import (
     WRITE_VERBS,
+    MachineBusy,
     Stack,
     audit_table,
     loadavg,
@@ -126,7 +127,7 @@ async def progress(client: Client) -> dict[str, Any]:
     return value
 
 
-async def wait_done(client: Client, within: float) -> dict[str, Any]:
+async def wait_done(client: Client, within: float, busy: MachineBusy) -> dict[str, Any]:
     started = time.monotonic()
     last_print = 0.0
     state: dict[str, Any] = {}
@@ -143,6 +144,7 @@ async def wait_done(client: Client, within: float) -> dict[str, Any]:
                 flush=True,
             )
         await asyncio.sleep(1)
+        busy.sample()
     # Out of time: report what was measured so far (per node = per node started).
     print(f"  no final phase within {within:.0f}s: reporting the rollout so far", flush=True)
     return state
@@ -232,7 +234,7 @@ async def run(args: argparse.Namespace) -> None:
     # for the rollout's own activities.
     slots = max(200, args.max_unavailable + 100)
     with Stack(
-        args.nodes, rollout.settings, rundir, activity_slots=slots, split_worker=args.split_worker
+        args.nodes, rollout.settings, rundir, activity_slots=slots, split_worker=args.worker_processes == 2
     ) as stack:
         up = time.monotonic() - bench_started
         print(
@@ -247,7 +249,8 @@ async def run(args: argparse.Namespace) -> None:
         load_start = loadavg()
         started = time.monotonic()
         stack.cluster.kubectl("apply", "-f", "-", input=manifests(rollout))
-        final = await wait_done(client, args.timeout or 4 * ideal + 900)
+        busy = MachineBusy()
+        final = await wait_done(client, args.timeout or 4 * ideal + 900, busy)
         wall = time.monotonic() - started
         load_end = loadavg()
         cpu_after, children_after = stack.cpu(), resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -274,12 +277,12 @@ async def run(args: argparse.Namespace) -> None:
     reproduce = (
         f".venv/bin/python bench/rollout.py --nodes {args.nodes} --max-unavailable {args.max_unavailable} "
         f"--stage-seconds {args.stage_seconds:g} --interrupt {args.interrupt}"
-        + (" --split-worker" if args.split_worker else "")
+        + f" --worker-processes {args.worker_processes}"
     )
     figures = {
         "nodes": args.nodes,
         "interrupt": args.interrupt,
-        "split_worker": args.split_worker,
+        "worker_processes": args.worker_processes,
         "phase": final.get("phase"),
         "updated": final.get("updated"),
         "wall_seconds": wall,
@@ -290,6 +293,8 @@ async def run(args: argparse.Namespace) -> None:
         "workflow_runs": runs,
         "peak_rss_mib": rss,
         "cpu_seconds": cpu,
+        "machine_busy_mean": busy.mean(),
+        "machine_saturated_fraction": busy.saturated(),
         "loadavg_start": load_start,
         "loadavg_end": load_end,
         **api_figures,
@@ -302,7 +307,7 @@ async def run(args: argparse.Namespace) -> None:
     lines = [
         f"nodes:            {args.nodes}, maxUnavailable {args.max_unavailable}, "
         f"{args.stage_seconds:g} s per stage, interrupt {args.interrupt}, {slots} worker activity slots"
-        + (", workflows and activities in two worker processes" if args.split_worker else ""),
+        + (", workflows and activities in two worker processes" if args.worker_processes == 2 else ""),
         f"phase:            {final.get('phase')} ({final.get('updated')}/{final.get('targeted')} nodes)",
         f"wall time:        {wall:.1f} s (kubectl apply -> rollout Complete)",
         f"ideal schedule:   {ideal:.1f} s (planner preview, {args.stage_seconds:g} s per stage, no overhead)",
@@ -314,6 +319,7 @@ async def run(args: argparse.Namespace) -> None:
         + ", ".join(f"{k} {v:.1f}" for k, v in sorted(cpu.items(), key=lambda kv: -kv[1])),
         f"  total {sum(cpu.values()):.0f} CPU s over {wall:.0f} s wall "
         f"= {sum(cpu.values()) / wall:.2f} cores busy",
+        busy.line(),
         *api,
         *profile,
         f"load average:     {load_start} at start, {load_end} at end (2 cores shared with other work)",
@@ -335,9 +341,11 @@ def main() -> None:
         help="the package's interrupt: reboot (cordon, drain, 4 stages) or none (2 stages, no cordon)",
     )
     parser.add_argument(
-        "--split-worker",
-        action="store_true",
-        help="run the workflows and the activities in two worker processes (worker_role)",
+        "--worker-processes",
+        type=int,
+        choices=(1, 2),
+        default=2,
+        help="2: the workflows and the activities in two worker processes (worker_role); 1: one",
     )
     parser.add_argument("--timeout", type=float, default=0.0, help="seconds; default 4x the ideal + 15 min")
     parser.add_argument("--workdir", default="", help="keeps logs, audit log and stores (default under /tmp)")
