@@ -62,6 +62,17 @@ class Component(Values):
     pod_annotations: dict[str, str] = Field(default_factory=dict)
 
 
+class WorkflowWorker(Component):
+    """Workers that run only the workflows (``worker_role: workflows``); the worker Deployment then
+    runs only the activities. Off: every worker runs both."""
+
+    enabled: bool = Field(
+        default=False,
+        description="Run the rollout and node workflows in a Deployment of their own, so their "
+        "workflow tasks never wait for an interpreter busy with the activities' Kubernetes calls.",
+    )
+
+
 class IssuerRef(Values):
     name: str = ""
     kind: Literal["Issuer", "ClusterIssuer"] = "Issuer"
@@ -136,6 +147,7 @@ class ChartValues(Values):
         default_factory=dict, description="Annotations on the three ServiceAccounts (e.g. cloud IAM)."
     )
     worker: Component = Field(default_factory=Component)
+    workflow_worker: WorkflowWorker = Field(default_factory=WorkflowWorker)
     controller: Component = Field(default_factory=Component)
     webhook: Webhook = Field(default_factory=Webhook)
     pod_disruption_budget: Disruption = Field(default_factory=Disruption)

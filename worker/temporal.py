@@ -24,9 +24,11 @@ from fleetwright.workflows.rollout import RolloutWorkflow
 TASK_QUEUE = "fleetwright"
 WORKFLOWS: tuple[type, ...] = (RolloutWorkflow, NodeWorkflow)
 # Modules the workflow sandbox shares instead of importing again for every workflow it creates
-# (a node workflow per node): pydantic and fleetwright's payload models and pure core. They hold
-# no mutable module state, and the pure core takes ``now`` as data (import-linter keeps its I/O
-# out). Re-importing them was the largest part of starting a workflow in the worker's profile.
+# (a node workflow per node): pydantic and fleetwright's payload models and pure core, and the
+# workflows' own payload models, retry policies and search attribute keys. They hold no mutable
+# module state, and the pure core takes ``now`` as data (import-linter keeps its I/O out).
+# Re-importing them was the largest part of starting a workflow in the worker's profile; only the
+# workflow modules themselves (``workflows.node``, ``workflows.rollout``) are imported afresh.
 PASSTHROUGH_MODULES = (
     "pydantic",
     "pydantic_core",
@@ -35,6 +37,9 @@ PASSTHROUGH_MODULES = (
     "fleetwright.planner",
     "fleetwright.errors",
     "fleetwright.activities.payloads",
+    "fleetwright.workflows.payloads",
+    "fleetwright.workflows.retry",
+    "fleetwright.workflows.search",
 )
 
 

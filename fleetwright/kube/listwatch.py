@@ -16,13 +16,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
-from kubernetes import client, watch
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from fleetwright.api.common import GROUP, VERSION
 from fleetwright.kube.client import fetch_json
 from fleetwright.kube.errors import classified
-from fleetwright.kube.watching import HTTP_GONE
+from fleetwright.kube.watching import HTTP_GONE, watch_events
 
 log = logging.getLogger(__name__)
 
@@ -104,20 +104,19 @@ class ListWatch:
 
     def _watch(self, version: str) -> str:
         """Watch from ``version``; the version to resume from, or "" to relist."""
-        watcher = watch.Watch()  # type: ignore[no-untyped-call]
         func, args = self._list_call()
-        stream = watcher.stream(  # type: ignore[no-untyped-call]
+        stream = watch_events(
             func,
             *args,
             resource_version=version,
             timeout_seconds=self.window_seconds,
             allow_watch_bookmarks=True,
             # A connection the server never closes must not hang the thread forever.
-            _request_timeout=self.window_seconds + 15,
+            request_timeout=self.window_seconds + 15,
             **self._selectors(),
         )
         # 410 Gone is checked before ``classified`` sees it: it is the normal "relist now" answer
-        # (the client raises it for an expired version), not a failure to back off from.
+        # (an expired version), not a failure to back off from.
         with classified(f"watch {self.kind}"):
             try:
                 for event in stream:
@@ -126,7 +125,7 @@ class ListWatch:
                     kind = event.get("type")
                     if kind == "ERROR":
                         return ""  # expired or refused: relist
-                    raw = event.get("raw_object") or self._to_dict(event.get("object"))
+                    raw = event.get("object") or {}
                     version = str((raw.get("metadata") or {}).get("resourceVersion") or version)
                     if kind in ("ADDED", "MODIFIED", "DELETED"):
                         self.deliver(WatchEvent(kind, obj=self.slim(raw) if self.slim else raw))
@@ -149,11 +148,6 @@ class ListWatch:
 
     def _selectors(self) -> dict[str, str]:
         return {"label_selector": self.label_selector} if self.label_selector else {}
-
-    def _to_dict(self, obj: Any) -> dict[str, Any]:
-        if isinstance(obj, dict):
-            return obj
-        return cast(dict[str, Any], self.api.sanitize_for_serialization(obj))  # type: ignore[no-untyped-call]
 
 
 def start_thread(watcher: ListWatch) -> threading.Thread:

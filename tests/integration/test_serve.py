@@ -82,10 +82,11 @@ class Processes:
     def log(self, name: str) -> Path:
         return self.directory / f"{name}.log"
 
-    def start(self, name: str, **overrides: str) -> None:
-        """Start ``fleetwright <name>``; ``overrides`` are more FLEETWRIGHT_* settings."""
+    def start(self, name: str, command: str = "", **overrides: str) -> None:
+        """Start ``fleetwright <command>`` (default: ``name``) as ``name``; ``overrides`` are more
+        FLEETWRIGHT_* settings."""
         env = {**self.env, **{f"FLEETWRIGHT_{k.upper()}": v for k, v in overrides.items()}}
-        self.running[name] = start(name, env, self.log(name))
+        self.running[name] = start(command or name, env, self.log(name))
 
     def stop(self, name: str) -> int:
         return terminate(self.running[name], self.log(name))
@@ -136,6 +137,32 @@ async def test_worker_and_controller_processes_roll_out_and_stop_on_sigterm(
     for name, text in logs.items():
         records = [json.loads(line) for line in text.splitlines() if line.startswith("{")]
         assert any(r["message"] == f"{name} stopped" for r in records), text[-3000:]
+
+
+async def test_workflows_and_activities_in_two_worker_processes_roll_out(
+    processes: Processes, rollout: Rollout, tmp_path: Path
+) -> None:
+    """The chart's ``workflowWorker``: one process polls for the workflows, one for the activities.
+    The workflow process is given a kubeconfig that does not exist: it must never need one."""
+    absent = tmp_path / "no-kubeconfig"
+    processes.start("workflows", command="worker", worker_role="workflows", kubeconfig=str(absent))
+    processes.start("activities", command="worker", worker_role="activities")
+    processes.start("controller")
+    await asyncio.to_thread(rollout.apply)
+    await processes.wait_ready(rollout)
+    status = await asyncio.to_thread(rollout.status)
+    assert (status["phase"], status["nodesComplete"]) == ("Complete", 3)
+    await asyncio.to_thread(rollout.delete)
+    codes = {
+        name: await asyncio.to_thread(processes.stop, name)
+        for name in ("workflows", "activities", "controller")
+    }
+    assert codes == {"workflows": 0, "activities": 0, "controller": 0}, processes.tails()
+    for role in ("workflows", "activities"):
+        records = [
+            json.loads(line) for line in processes.log(role).read_text().splitlines() if line.startswith("{")
+        ]
+        assert any(r["message"].endswith(f" for {role}") for r in records), processes.tails()
 
 
 async def test_webhook_process_serves_https_and_stops_on_sigterm(

@@ -207,6 +207,8 @@ def test_the_webhook_reads_the_rendered_admission_rules(tmp_path: Path) -> None:
         ({"settings": {"max_concurrent_activities": 0}}, "max_concurrent_activities"),
         ({"admission": {"require_digests": True}}, "require_digests"),
         ({"packageNamespace": {"name": "elsewhere"}}, "packageNamespace"),
+        ({"settings": {"worker_role": "both"}}, "worker_role"),
+        ({"workflowWorker": {"enabled": "yes"}}, "enabled"),
     ],
 )
 def test_bad_values_are_rejected_naming_the_field(values: dict[str, Any], named: str, tmp_path: Path) -> None:
@@ -223,6 +225,55 @@ def test_probes_need_the_metrics_port(tmp_path: Path) -> None:
     done = helm("template", "fw", str(CHART), "-f", str(path), check=False)
     assert done.returncode != 0
     assert "settings.metrics_port" in done.stderr
+
+
+def test_a_workflow_worker_takes_the_workflows_and_the_worker_keeps_the_activities(tmp_path: Path) -> None:
+    def roles(values: dict[str, Any]) -> dict[str, tuple[list[str], str | None]]:
+        deployments = by_kind(render(values, tmp_path), "Deployment")
+        found = {}
+        for name, deployment in deployments.items():
+            (container,) = deployment["spec"]["template"]["spec"]["containers"]
+            env = {e["name"]: e["value"] for e in container["env"]}
+            found[name] = (container["command"], env.get("FLEETWRIGHT_WORKER_ROLE"))
+        return found
+
+    # Off (the default): one worker Deployment runs both, on the settings' own role ("all").
+    assert roles({})["fw-fleetwright-worker"] == (["fleetwright", "worker"], None)
+    assert "fw-fleetwright-workflow-worker" not in roles({})
+    split = {"workflowWorker": {"enabled": True, "replicas": 3}}
+    chart.ChartValues.model_validate(split)
+    assert {k: v for k, v in roles(split).items() if "worker" in k} == {
+        "fw-fleetwright-worker": (["fleetwright", "worker"], "activities"),
+        "fw-fleetwright-workflow-worker": (["fleetwright", "worker"], "workflows"),
+    }
+    docs = render(split, tmp_path)
+    deployment = by_kind(docs, "Deployment")["fw-fleetwright-workflow-worker"]
+    assert deployment["spec"]["replicas"] == 3
+    pod = deployment["spec"]["template"]["spec"]
+    # Workflows make no Kubernetes call: an account with no role and no mounted token.
+    assert pod["serviceAccountName"] == "fw-fleetwright-workflow-worker"
+    assert pod["automountServiceAccountToken"] is False
+    assert (
+        by_kind(docs, "ServiceAccount")["fw-fleetwright-workflow-worker"]["automountServiceAccountToken"]
+        is False
+    )
+    bound = [
+        b["subjects"][0]["name"]
+        for b in [*by_kind(docs, "ClusterRoleBinding").values(), *by_kind(docs, "RoleBinding").values()]
+    ]
+    assert "fw-fleetwright-workflow-worker" not in bound
+    assert "fw-fleetwright-workflow-worker" in by_kind(docs, "PodDisruptionBudget")
+
+
+def test_the_worker_role_is_the_charts_to_set(tmp_path: Path) -> None:
+    """A settings role would make every worker Deployment a workflow (or activity) worker alone:
+    nothing would run the other half."""
+    path = tmp_path / "values.yaml"
+    path.write_text(yaml.safe_dump({"settings": {"worker_role": "workflows"}}))
+    done = helm("template", "fw", str(CHART), "-f", str(path), check=False)
+    assert done.returncode != 0
+    assert "settings.worker_role" in done.stderr
+    assert "workflowWorker.enabled" in done.stderr
 
 
 def test_rbac_grants_no_wildcards_secrets_or_spec_writes(tmp_path: Path) -> None:

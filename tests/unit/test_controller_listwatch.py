@@ -25,9 +25,33 @@ def node(name: str, version: str) -> dict[str, Any]:
     return {"metadata": {"name": name, "resourceVersion": version}}
 
 
+GONE = {"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Expired"}}
+
+
+@dataclass
+class Response:
+    """A watch response as the client returns it unread: the events as JSON lines, in odd-sized
+    chunks (a line may span chunks)."""
+
+    events: list[dict[str, Any]]
+    closed: bool = False
+
+    def stream(self, amt: Any = None, decode_content: bool = False) -> Iterator[bytes]:
+        body = b"".join(json.dumps(event).encode() + b"\n" for event in self.events)
+        for start in range(0, len(body), 7):
+            yield body[start : start + 7]
+
+    def close(self) -> None:
+        self.closed = True
+
+    def release_conn(self) -> None:
+        pass
+
+
 @dataclass
 class ScriptedServer:
-    """Lists return the next snapshot; each watch plays the next script (events, then an error)."""
+    """Lists return the next snapshot; each watch plays the next script: its events (a 410 Gone
+    arrives as an ERROR event, as the apiserver sends it), or an error raised by the call."""
 
     lists: list[dict[str, Any]]
     watches: list[tuple[list[dict[str, Any]], Exception | None]]
@@ -35,26 +59,29 @@ class ScriptedServer:
     list_calls: int = 0
     list_options: list[dict[str, Any]] = field(default_factory=list)
     watched_from: list[str] = field(default_factory=list)
+    responses: list[Response] = field(default_factory=list)
 
-    def list_node(self, **options: Any) -> SimpleNamespace:
+    def list_node(self, **options: Any) -> Any:
         """The raw response the loop reads (it asks for JSON, not the client's models)."""
+        if options.get("watch"):
+            return self._watch(**options)
         self.list_calls += 1
         self.list_options.append(options)
         return SimpleNamespace(
             data=json.dumps(self.lists[min(self.list_calls, len(self.lists)) - 1]).encode()
         )
 
-    def stream(
-        self, _func: Any, *_args: Any, resource_version: str, **_kwargs: Any
-    ) -> Iterator[dict[str, Any]]:
+    def _watch(self, *, resource_version: str, _preload_content: bool, **_options: Any) -> Response:
+        assert _preload_content is False  # read as JSON lines, never as the client's models
         self.watched_from.append(resource_version)
         if len(self.watched_from) > len(self.watches):
             self.stop.set()  # the script is over: the loop ends within this window
-            return
+            return Response([])
         events, error = self.watches[len(self.watched_from) - 1]
-        yield from events
         if error is not None:
             raise error
+        self.responses.append(Response(events))
+        return self.responses[-1]
 
 
 @pytest.fixture
@@ -70,15 +97,7 @@ def run(
         def CoreV1Api(_api: Any) -> ScriptedServer:
             return server
 
-    class FakeWatch:
-        def stream(self, func: Any, *args: Any, **kwargs: Any) -> Iterator[dict[str, Any]]:
-            return server.stream(func, *args, **kwargs)
-
-    class FakeWatchModule:
-        Watch = FakeWatch
-
     monkeypatch.setattr(listwatch, "client", FakeClient)
-    monkeypatch.setattr(listwatch, "watch", FakeWatchModule)
     delivered: list[WatchEvent] = []
     watcher = ListWatch(api=object(), kind="nodes", deliver=delivered.append, stop=server.stop, **options)  # type: ignore[arg-type]
     watcher.run()
@@ -88,15 +107,15 @@ def run(
 def test_a_410_gone_relists_at_once_and_resumes_from_the_new_version(
     stop: threading.Event, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    added = {"type": "ADDED", "raw_object": node("n2", "7")}
-    modified = {"type": "MODIFIED", "raw_object": node("n3", "21")}
+    added = {"type": "ADDED", "object": node("n2", "7")}
+    modified = {"type": "MODIFIED", "object": node("n3", "21")}
     server = ScriptedServer(
         lists=[
             {"metadata": {"resourceVersion": "5"}, "items": [node("n1", "4")]},
             {"metadata": {"resourceVersion": "20"}, "items": [node("n1", "4"), node("n3", "19")]},
         ],
         watches=[
-            ([added], ApiException(status=410, reason="Expired: too old resource version")),
+            ([added, GONE], None),
             ([modified], None),
         ],
         stop=stop,
@@ -110,6 +129,26 @@ def test_a_410_gone_relists_at_once_and_resumes_from_the_new_version(
     assert [o["metadata"]["name"] for o in delivered[2].items] == ["n1", "n3"]
     assert delivered[3].obj == node("n3", "21")
     assert caplog.records == []  # a 410 is routine, not a failure
+    assert watcher._backoff == 0.0
+    assert all(response.closed for response in server.responses)  # no connection left open
+
+
+def test_a_410_answer_to_the_watch_request_relists_at_once_too(
+    stop: threading.Event, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    server = ScriptedServer(
+        lists=[
+            {"metadata": {"resourceVersion": "5"}, "items": []},
+            {"metadata": {"resourceVersion": "20"}, "items": []},
+        ],
+        watches=[([], ApiException(status=410, reason="Expired: too old resource version"))],
+        stop=stop,
+    )
+    with caplog.at_level(logging.WARNING, logger=listwatch.__name__):
+        watcher, delivered = run(server, monkeypatch)
+    assert server.watched_from == ["5", "20"]
+    assert [e.type for e in delivered] == ["SYNC", "SYNC"]
+    assert caplog.records == []
     assert watcher._backoff == 0.0
 
 
@@ -137,7 +176,7 @@ def test_a_list_is_read_in_pages_and_delivered_as_one_slimmed_snapshot(
     stop: threading.Event, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fat = {"metadata": {"name": "n1", "resourceVersion": "4"}, "spec": {"big": "x" * 100}}
-    added = {"type": "ADDED", "raw_object": {**node("n3", "31"), "spec": {"big": "y"}}}
+    added = {"type": "ADDED", "object": {**node("n3", "31"), "spec": {"big": "y"}}}
     server = ScriptedServer(
         lists=[
             {"metadata": {"resourceVersion": "30", "continue": "page-2"}, "items": [fat]},
