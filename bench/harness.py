@@ -16,6 +16,7 @@ import os
 import re
 import sys
 import threading
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -122,6 +123,21 @@ class MachineBusy:
             f"machine CPU:      {self.mean():.0%} busy on average; every core >= "
             f"{self.SATURATED:.0%} busy in {self.saturated():.0%} of {len(self.samples)} one-second samples"
         )
+
+
+def calibrate() -> float:
+    """CPU milliseconds this process needs for a fixed piece of work (JSON and dict churn, like the
+    processes under test): how fast the machine's cores were at the time. CPU seconds of the same
+    rollout rose by a quarter from one run to the next on this shared VM; this figure, taken
+    before and after, tells such a run apart from a change in the code."""
+    blob = json.dumps([{"metadata": {"name": f"n{i}", "labels": {"k": str(i)}}} for i in range(2000)])
+    rounds = []
+    for _ in range(9):  # the median of several rounds: one round varies by a third on its own
+        started = time.process_time()
+        for _ in range(4):
+            json.dumps(json.loads(blob))
+        rounds.append((time.process_time() - started) * 1000)
+    return sorted(rounds)[len(rounds) // 2] * 5
 
 
 def _machine_jiffies() -> tuple[int, int]:

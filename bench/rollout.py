@@ -48,6 +48,7 @@ from bench.harness import (
     MachineBusy,
     Stack,
     audit_table,
+    calibrate,
     loadavg,
     node_patches,
     peak_rss_mib,
@@ -246,13 +247,13 @@ async def run(args: argparse.Namespace) -> None:
         requests_before, audit_offset = stack.request_counts(), stack.audit_offset()
         cpu_before, children_before = stack.cpu(), resource.getrusage(resource.RUSAGE_CHILDREN)
         own_before = resource.getrusage(resource.RUSAGE_SELF)
-        load_start = loadavg()
+        load_start, speed_start = loadavg(), calibrate()
         started = time.monotonic()
         stack.cluster.kubectl("apply", "-f", "-", input=manifests(rollout))
         busy = MachineBusy()
         final = await wait_done(client, args.timeout or 4 * ideal + 900, busy)
         wall = time.monotonic() - started
-        load_end = loadavg()
+        load_end, speed_end = loadavg(), calibrate()
         cpu_after, children_after = stack.cpu(), resource.getrusage(resource.RUSAGE_CHILDREN)
         own_after = resource.getrusage(resource.RUSAGE_SELF)
         rss = {name: peak_rss_mib(pid) for name, pid in stack.pids().items()}
@@ -293,6 +294,7 @@ async def run(args: argparse.Namespace) -> None:
         "workflow_runs": runs,
         "peak_rss_mib": rss,
         "cpu_seconds": cpu,
+        "calibration_cpu_ms": [speed_start, speed_end],
         "machine_busy_mean": busy.mean(),
         "machine_saturated_fraction": busy.saturated(),
         "loadavg_start": load_start,
@@ -320,6 +322,8 @@ async def run(args: argparse.Namespace) -> None:
         f"  total {sum(cpu.values()):.0f} CPU s over {wall:.0f} s wall "
         f"= {sum(cpu.values()) / wall:.2f} cores busy",
         busy.line(),
+        f"machine speed:    {speed_start:.0f} ms before, {speed_end:.0f} ms after, of CPU for the fixed "
+        "calibration work (bench.harness.calibrate; lower is faster)",
         *api,
         *profile,
         f"load average:     {load_start} at start, {load_end} at end (2 cores shared with other work)",
