@@ -5,14 +5,17 @@ default; --nodes 5000 / 10000, --max-unavailable, --stage-seconds, --interrupt n
 that runs apply and config beside the workloads: no cordon, drain or reboot)
 
 Real etcd, kube-apiserver, kube-controller-manager and kwok nodes; the Temporal dev server; the
-worker and the controller as their own processes (``bench/serve.py``); the NodeProfile and
+worker and the controller as their own processes (``bench/serve.py``; the worker as two, one for the
+workflows and one for the activities, as the chart's ``workflowWorker`` runs it, unless
+``--worker-processes 1``); the NodeProfile and
 DeploymentPolicy applied with kubectl, as a user would. Every package stage pod completes after
 ``--stage-seconds`` (kwok), every interrupt reboots the node. The ideal schedule is the planner's
 own preview of the same rollout with those stage durations and zero overhead; wall time / ideal is
 fleetwright's overhead. Also printed: API requests per node by verb and resource (the apiserver's
 ``apiserver_request_total``), write requests per node by who made them (the audit log), the largest
-workflow history, peak RSS of the worker and controller, CPU seconds per process, and where a
-node's time goes (``bench/nodetimes.py``, from a sample of node workflow histories).
+workflow history, peak RSS of the worker and controller, CPU seconds per process, how busy the
+machine's cores were (sampled each second) and how fast they were (a calibration before and after),
+and where a node's time goes (``bench/nodetimes.py``, from a sample of node workflow histories).
 """
 
 from __future__ import annotations
