@@ -57,6 +57,10 @@ def cache_bytecode() -> None:
         )
 
 
+# What a worker of each ``worker_role`` polls for, as its start-up line says it.
+ROLES = {"all": "workflows and activities", "workflows": "workflows", "activities": "activities"}
+
+
 async def run_worker(settings: WorkerSettings, stop: asyncio.Event | None = None) -> None:
     """The worker until ``stop`` (or SIGTERM/SIGINT): the workflows, the activities, or both, as
     ``settings.worker_role`` says."""
@@ -85,9 +89,6 @@ async def run_worker(settings: WorkerSettings, stop: asyncio.Event | None = None
             )
             await stop.wait()
     log.info("worker stopped")
-
-
-ROLES = {"all": "workflows and activities", "workflows": "workflows", "activities": "activities"}
 
 
 def _activities(settings: WorkerSettings, resources: contextlib.ExitStack) -> list[Callable[..., Any]]:
