@@ -261,16 +261,16 @@ class NodeWorkflow:
         # succeeded: one activity per stage, not two. Patched: older histories recorded it apart.
         folded = workflow.patched(STATE_WITH_STAGE_PATCH)
         record = self._ledger.state_after(step.packages, step.stage) if folded else None
-        request = self._stage_request(step, package, None if apart else record)
         # Folded: this activity reads the boot id, waits for the reboot and shows first and last.
-        request = request.model_copy(
-            update={
-                "reboot_timeout_seconds": self._input.settings.reboot_timeout_seconds
-                if reboot and not apart
-                else None,
-                "show_before": first,
-                "show_after": last,
-            }
+        request = self._stage_request(
+            step,
+            package,
+            None if apart else record,
+            reboot_timeout_seconds=self._input.settings.reboot_timeout_seconds
+            if reboot and not apart
+            else None,
+            show_before=first,
+            show_after=last,
         )
         report = await self._stage_job(request)
         if not report.succeeded:
@@ -296,7 +296,14 @@ class NodeWorkflow:
             await self._record()
 
     def _stage_request(
-        self, step: NodeStep, package: Package, record: NodePackageState | None
+        self,
+        step: NodeStep,
+        package: Package,
+        record: NodePackageState | None,
+        *,
+        reboot_timeout_seconds: int | None,
+        show_before: StatusNote | None,
+        show_after: StatusNote | None,
     ) -> StageRequest:
         return StageRequest(
             profile=self._input.profile,
@@ -316,6 +323,9 @@ class NodeWorkflow:
             attempt=self._input.attempt,
             pass_id=self._pass_id(),
             record=record,
+            reboot_timeout_seconds=reboot_timeout_seconds,
+            show_before=show_before,
+            show_after=show_after,
         )
 
     async def _stage_job(self, request: StageRequest) -> StageReport:
