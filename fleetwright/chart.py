@@ -144,7 +144,7 @@ class ChartValues(Values):
     image: Image = Field(default_factory=Image)
     image_pull_secrets: list[dict[str, str]] = Field(default_factory=list)
     service_account_annotations: dict[str, str] = Field(
-        default_factory=dict, description="Annotations on the three ServiceAccounts (e.g. cloud IAM)."
+        default_factory=dict, description="Annotations on every ServiceAccount (e.g. cloud IAM)."
     )
     worker: Component = Field(default_factory=Component)
     workflow_worker: WorkflowWorker = Field(default_factory=WorkflowWorker)

@@ -240,7 +240,10 @@ def test_a_workflow_worker_takes_the_workflows_and_the_worker_keeps_the_activiti
     # Off (the default): one worker Deployment runs both, on the settings' own role ("all").
     assert roles({})["fw-fleetwright-worker"] == (["fleetwright", "worker"], None)
     assert "fw-fleetwright-workflow-worker" not in roles({})
-    split = {"workflowWorker": {"enabled": True, "replicas": 3}}
+    split = {
+        "workflowWorker": {"enabled": True, "replicas": 3},
+        "serviceAccountAnnotations": {"iam.example.com/role": "fleet"},
+    }
     chart.ChartValues.model_validate(split)
     assert {k: v for k, v in roles(split).items() if "worker" in k} == {
         "fw-fleetwright-worker": (["fleetwright", "worker"], "activities"),
@@ -253,10 +256,9 @@ def test_a_workflow_worker_takes_the_workflows_and_the_worker_keeps_the_activiti
     # Workflows make no Kubernetes call: an account with no role and no mounted token.
     assert pod["serviceAccountName"] == "fw-fleetwright-workflow-worker"
     assert pod["automountServiceAccountToken"] is False
-    assert (
-        by_kind(docs, "ServiceAccount")["fw-fleetwright-workflow-worker"]["automountServiceAccountToken"]
-        is False
-    )
+    account = by_kind(docs, "ServiceAccount")["fw-fleetwright-workflow-worker"]
+    assert account["automountServiceAccountToken"] is False
+    assert account["metadata"]["annotations"] == {"iam.example.com/role": "fleet"}  # like every account
     bound = [
         b["subjects"][0]["name"]
         for b in [*by_kind(docs, "ClusterRoleBinding").values(), *by_kind(docs, "RoleBinding").values()]
