@@ -237,9 +237,8 @@ async def run(args: argparse.Namespace) -> None:
     # Every node in progress holds one activity slot (a stage wait holds no thread), plus headroom
     # for the rollout's own activities.
     slots = max(200, args.max_unavailable + 100)
-    with Stack(
-        args.nodes, rollout.settings, rundir, activity_slots=slots, split_worker=args.worker_processes == 2
-    ) as stack:
+    split = args.worker_processes == 2
+    with Stack(args.nodes, rollout.settings, rundir, activity_slots=slots, split_worker=split) as stack:
         up = time.monotonic() - bench_started
         print(
             f"stack with {args.nodes} nodes up in {up:.1f}s (load {loadavg()}); work dir {rundir}", flush=True
@@ -280,8 +279,8 @@ async def run(args: argparse.Namespace) -> None:
     profile = breakdown_lines(sampled, stages * args.stage_seconds)
     reproduce = (
         f".venv/bin/python bench/rollout.py --nodes {args.nodes} --max-unavailable {args.max_unavailable} "
-        f"--stage-seconds {args.stage_seconds:g} --interrupt {args.interrupt}"
-        + f" --worker-processes {args.worker_processes}"
+        f"--stage-seconds {args.stage_seconds:g} --interrupt {args.interrupt} "
+        f"--worker-processes {args.worker_processes}"
     )
     figures = {
         "nodes": args.nodes,
@@ -312,7 +311,7 @@ async def run(args: argparse.Namespace) -> None:
     lines = [
         f"nodes:            {args.nodes}, maxUnavailable {args.max_unavailable}, "
         f"{args.stage_seconds:g} s per stage, interrupt {args.interrupt}, {slots} worker activity slots"
-        + (", workflows and activities in two worker processes" if args.worker_processes == 2 else ""),
+        + (", workflows and activities in two worker processes" if split else ""),
         f"phase:            {final.get('phase')} ({final.get('updated')}/{final.get('targeted')} nodes)",
         f"wall time:        {wall:.1f} s (kubectl apply -> rollout Complete)",
         f"ideal schedule:   {ideal:.1f} s (planner preview, {args.stage_seconds:g} s per stage, no overhead)",
