@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The whole test suite, as CI runs it: lint and type gates, layering contracts, generated-file
-# drift, then all three pytest tiers (unit, workflow on the time-skipping server, integration on
-# the real local control plane and Temporal dev server, which the fixtures start themselves).
+# The whole test suite, as CI runs it: lint and type gates, layering contracts, shellcheck,
+# generated-file drift, then all three pytest tiers (unit, workflow on the time-skipping server,
+# integration on the real local control plane and Temporal dev server, which the fixtures start
+# themselves).
 # Extra arguments go to pytest, e.g. tools/test.sh -m unit
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -10,6 +11,7 @@ bin=.venv/bin
 echo "== ruff"; "$bin/ruff" check .
 echo "== mypy --strict"; "$bin/mypy"
 echo "== import-linter"; "$bin/lint-imports"
+echo "== shellcheck"; tools/shellcheck.sh
 if [[ -f fleetwright/api/crdgen.py ]]; then
   echo "== CRD drift"; "$bin/python" -m fleetwright.api.crdgen --check
 fi

@@ -4,8 +4,8 @@
 exist, are executable and have a shebang; every work mode has checks; a catalog directory has a
 Dockerfile building ``/skyhook-package`` and a README). ``test`` runs the real agent against a
 throwaway busybox/bash-static root filesystem, stage by stage, exactly as the stage Job would.
-It owns reporting only: validation lives in ``fleetwright.agent.config`` and the test root in
-``fleetwright.agent.testroot`` (the CLI may import the agent; never the other way round).
+It owns reporting only: validation lives in ``fleetwright.agent.config``, the throwaway roots and
+the stage runs in ``fleetwright.packagetest``.
 """
 
 from __future__ import annotations
@@ -13,22 +13,19 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from fleetwright.agent import config, interrupts, testroot
-from fleetwright.agent.modes import CHECK_MODES, WORK_MODES
+from fleetwright.agent import config, interrupts
 from fleetwright.cli.app import app
+from fleetwright.packagetest import HostRootError, hostroot, runner
 
 package_app = typer.Typer(help="Lint and test NodeWright-compatible packages.", no_args_is_help=True)
 app.add_typer(package_app, name="package")
 
-PAYLOAD = "skyhook-package"
-STAGES = (*WORK_MODES, "interrupt")
 # The CR spelling (what users write in a NodeProfile) mapped to the agent's interrupt type.
 INTERRUPT_TYPES = {
     "reboot": interrupts.NODE_RESTART,
@@ -42,12 +39,6 @@ INTERRUPT_TYPES = {
 class LintReport:
     errors: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
-
-
-def payload_dir(directory: str) -> str:
-    """``DIR/skyhook-package`` for a catalog directory, else ``DIR`` itself."""
-    nested = os.path.join(directory, PAYLOAD)
-    return nested if os.path.isdir(nested) else directory
 
 
 def _lint_scripts(payload: str, cfg: config.PackageConfig, report: LintReport) -> None:
@@ -83,7 +74,7 @@ def _lint_catalog(directory: str, report: LintReport) -> None:
 
 def lint(directory: str) -> LintReport:
     report = LintReport()
-    payload = payload_dir(directory)
+    payload = runner.payload_dir(directory)
     try:
         cfg = config.load(payload)
     except config.ConfigError as exc:
@@ -98,56 +89,6 @@ def lint(directory: str) -> LintReport:
     if payload != directory:
         _lint_catalog(directory, report)
     return report
-
-
-def invocations(stage: str) -> list[str]:
-    """Agent modes for one orchestrator stage: ``apply`` → apply, apply-check; a mode → itself."""
-    if stage in WORK_MODES:
-        return [stage, f"{stage}-check"]
-    if stage in CHECK_MODES or stage == "interrupt":
-        return [stage]
-    raise typer.BadParameter(f"--mode must be one of {', '.join(STAGES + CHECK_MODES)}, got {stage!r}")
-
-
-@dataclass(frozen=True)
-class StageRun:
-    mode: str
-    result: testroot.AgentRun
-
-
-def run_stages(
-    host: testroot.TestRoot,
-    directory: str,
-    stages: Sequence[str],
-    *,
-    configmaps: Mapping[str, str] | None = None,
-    env: Mapping[str, str] | None = None,
-    interrupt: interrupts.Interrupt | None = None,
-) -> list[StageRun]:
-    """Install the package in ``host`` and run ``stages`` in order; stop at the first failure.
-
-    A reboot interrupt is followed by a simulated reboot and the restarted interrupt invocation,
-    which is how a reboot completes on a real node.
-    """
-    payload = payload_dir(directory)
-    cfg = config.load(payload)
-    copy_dir = f"/var/lib/skyhook/test/{cfg.package_name}-{cfg.package_version}-local-1"
-    host.install_payload(payload, copy_dir, configmaps)
-    agent_env = host.agent_env(cfg.package_name, cfg.package_version, env)
-    runs: list[StageRun] = []
-    for stage in stages:
-        for mode in invocations(stage):
-            args = [mode, host.path, copy_dir]
-            if mode == "interrupt":
-                chosen = interrupt or interrupts.Interrupt(interrupts.NO_OP)
-                args.append(interrupts.encode(chosen))
-                if chosen.type == interrupts.NODE_RESTART:
-                    runs.append(StageRun("interrupt (before reboot)", host.run_agent(args, agent_env)))
-                    host.simulate_reboot()
-            runs.append(StageRun(mode, host.run_agent(args, agent_env)))
-            if runs[-1].result.returncode != 0:
-                return runs
-    return runs
 
 
 def _pairs(values: list[str], option: str) -> dict[str, str]:
@@ -196,16 +137,21 @@ def package_test_command(
     """Run the agent for each --mode against a throwaway root filesystem (needs root)."""
     if interrupt not in INTERRUPT_TYPES:
         raise typer.BadParameter(f"--interrupt must be one of {', '.join(INTERRUPT_TYPES)}")
+    for stage in mode:
+        try:
+            runner.invocations(stage)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--mode") from None
     files = _pairs(configmap or [], "--configmap")
     maps = {key: Path(path).read_text(encoding="utf-8") for key, path in files.items()}
     chosen = interrupts.Interrupt(INTERRUPT_TYPES[interrupt], tuple(service or ()))
     workdir = tempfile.mkdtemp(prefix="fleetwright-package-test-")
     try:
-        host = testroot.build(os.path.join(workdir, "root"), os_release=os_release)
-        runs = run_stages(
+        host = hostroot.build(os.path.join(workdir, "root"), flavour=os_release)
+        runs = runner.run_stages(
             host, str(directory), mode, configmaps=maps, env=_pairs(env or [], "--env"), interrupt=chosen
         )
-    except (testroot.TestRootError, config.ConfigError) as exc:
+    except (HostRootError, config.ConfigError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
     finally:

@@ -18,7 +18,10 @@ from pathlib import Path
 import pytest
 
 from fleetwright.agent import interrupts, state
-from fleetwright.agent.testroot import AgentRun, TestRoot, build, step, write_package
+from fleetwright.packagetest.boot import simulate_reboot
+from fleetwright.packagetest.hostroot import HostRoot, build
+from fleetwright.packagetest.runner import AgentRun, agent_env, install_payload, run_agent
+from tests.support.payloads import step, write_package
 
 pytestmark = pytest.mark.unit
 
@@ -28,7 +31,7 @@ OK_CHECK = "#!/bin/sh\nexit 0\n"
 
 
 @pytest.fixture
-def host(tmp_path: Path) -> TestRoot:
+def host(tmp_path: Path) -> HostRoot:
     if os.geteuid() != 0:
         pytest.fail("chroot tests must run as root (they do in CI and in the dev container)")
     return build(str(tmp_path / "host"))
@@ -37,7 +40,7 @@ def host(tmp_path: Path) -> TestRoot:
 class Pkg:
     """A package payload installed in a test host, plus helpers to invoke the agent on it."""
 
-    def __init__(self, host: TestRoot, tmp: Path, version: str = "1.0.0", copy_dir: str = COPY_DIR) -> None:
+    def __init__(self, host: HostRoot, tmp: Path, version: str = "1.0.0", copy_dir: str = COPY_DIR) -> None:
         self.host, self.tmp, self.version, self.copy_dir = host, tmp, version, copy_dir
 
     def install(
@@ -49,18 +52,18 @@ class Pkg:
     ) -> Pkg:
         payload = str(self.tmp / f"payload-{self.version}")
         write_package(payload, modes, scripts, version=self.version, **kwargs)  # type: ignore[arg-type]
-        self.host.install_payload(payload, self.copy_dir, configmaps)
+        install_payload(self.host, payload, self.copy_dir, configmaps)
         return self
 
     def env(self, **extra: str) -> dict[str, str]:
-        return self.host.agent_env("demo", self.version, extra)
+        return agent_env("demo", self.version, extra)
 
     def run(self, mode: str, **extra: str) -> AgentRun:
-        return self.host.run_agent([mode, self.host.path, self.copy_dir], self.env(**extra))
+        return run_agent([mode, self.host.path, self.copy_dir], self.env(**extra))
 
     def interrupt(self, payload: interrupts.Interrupt, **extra: str) -> AgentRun:
         args = ["interrupt", self.host.path, self.copy_dir, interrupts.encode(payload)]
-        return self.host.run_agent(args, self.env(**extra))
+        return run_agent(args, self.env(**extra))
 
 
 def record(name: str) -> str:
@@ -68,11 +71,11 @@ def record(name: str) -> str:
     return f'#!/bin/sh\necho "{name} $*" >> /tmp/ran\necho "{name} ran"\nexit "${{EXIT_CODE:-0}}"\n'
 
 
-def ran(host: TestRoot) -> list[str]:
+def ran(host: HostRoot) -> list[str]:
     return host.read("/tmp/ran").splitlines() if host.exists("/tmp/ran") else []
 
 
-def test_apply_then_check_runs_in_chroot_with_documented_environment(host: TestRoot, tmp_path: Path) -> None:
+def test_apply_then_check_runs_in_chroot_with_documented_environment(host: HostRoot, tmp_path: Path) -> None:
     script = (
         "#!/bin/sh\n"
         'echo "pwd=$(pwd) step_root=$STEP_ROOT dir=$SKYHOOK_DIR id=$SKYHOOK_RESOURCE_ID" > /tmp/env\n'
@@ -112,7 +115,7 @@ def test_apply_then_check_runs_in_chroot_with_documented_environment(host: TestR
     assert err_log.read_text() == "oops\n"
 
 
-def test_failing_check_fails_the_stage_but_runs_every_check(host: TestRoot, tmp_path: Path) -> None:
+def test_failing_check_fails_the_stage_but_runs_every_check(host: HostRoot, tmp_path: Path) -> None:
     pkg = Pkg(host, tmp_path).install(
         {"apply": [step("a.sh")], "apply-check": [step("c1.sh"), step("c2.sh"), step("c3.sh")]},
         {
@@ -131,7 +134,7 @@ def test_failing_check_fails_the_stage_but_runs_every_check(host: TestRoot, tmp_
     assert "apply-check failed: c2.sh" in result.output
 
 
-def test_work_mode_stops_at_the_first_failure(host: TestRoot, tmp_path: Path) -> None:
+def test_work_mode_stops_at_the_first_failure(host: HostRoot, tmp_path: Path) -> None:
     pkg = Pkg(host, tmp_path).install(
         {"config": [step("one.sh"), step("two.sh")], "config-check": [step("c.sh")]},
         {"one.sh": record("one"), "two.sh": record("two"), "c.sh": OK_CHECK},
@@ -140,7 +143,7 @@ def test_work_mode_stops_at_the_first_failure(host: TestRoot, tmp_path: Path) ->
     assert ran(host) == ["one "]
 
 
-def test_unexpected_return_code_fails_and_listed_code_passes(host: TestRoot, tmp_path: Path) -> None:
+def test_unexpected_return_code_fails_and_listed_code_passes(host: HostRoot, tmp_path: Path) -> None:
     pkg = Pkg(host, tmp_path).install(
         {
             "config": [step("three.sh", codes=(0, 3))],
@@ -156,7 +159,7 @@ def test_unexpected_return_code_fails_and_listed_code_passes(host: TestRoot, tmp
     assert "exit code 3 is not an allowed return code [0]" in failed.output
 
 
-def test_env_argument_is_substituted_from_the_agent_environment(host: TestRoot, tmp_path: Path) -> None:
+def test_env_argument_is_substituted_from_the_agent_environment(host: HostRoot, tmp_path: Path) -> None:
     pkg = Pkg(host, tmp_path).install(
         {"config": [step("s.sh", "literal", "env:DRIVER_VERSION")], "config-check": [step("c.sh")]},
         {"s.sh": record("s"), "c.sh": OK_CHECK},
@@ -169,7 +172,7 @@ def test_env_argument_is_substituted_from_the_agent_environment(host: TestRoot, 
     assert ran(host) == ["s literal 550.1"]  # the step never started
 
 
-def test_idempotent_skip_and_its_exceptions(host: TestRoot, tmp_path: Path) -> None:
+def test_idempotent_skip_and_its_exceptions(host: HostRoot, tmp_path: Path) -> None:
     tracked = step("tracked.sh", "apply", idempotence=False)
     pkg = Pkg(host, tmp_path).install(
         {
@@ -193,7 +196,7 @@ def test_idempotent_skip_and_its_exceptions(host: TestRoot, tmp_path: Path) -> N
     assert ran(host)[3:] == ["tracked apply", "always ", "tracked apply"]
 
 
-def test_new_version_runs_every_step_again(host: TestRoot, tmp_path: Path) -> None:
+def test_new_version_runs_every_step_again(host: HostRoot, tmp_path: Path) -> None:
     modes = {"apply": [step("t.sh", idempotence=False)], "apply-check": [step("c.sh")]}
     scripts = {"t.sh": record("t"), "c.sh": OK_CHECK}
     old = Pkg(host, tmp_path).install(modes, scripts)
@@ -204,7 +207,7 @@ def test_new_version_runs_every_step_again(host: TestRoot, tmp_path: Path) -> No
     assert ran(host) == ["t ", "t "]
 
 
-def test_upgrade_receives_previous_and_current_versions(host: TestRoot, tmp_path: Path) -> None:
+def test_upgrade_receives_previous_and_current_versions(host: HostRoot, tmp_path: Path) -> None:
     env_script = '#!/bin/sh\necho "env $PREVIOUS_VERSION $CURRENT_VERSION" >> /tmp/ran\n'
     modes = {
         "apply": [step("a.sh")],
@@ -228,7 +231,7 @@ def test_upgrade_receives_previous_and_current_versions(host: TestRoot, tmp_path
     assert [h["version"] for h in history["history"]] == ["2.0.0", "1.0.0"]
 
 
-def test_uninstall_clears_flags_and_records_uninstalled(host: TestRoot, tmp_path: Path) -> None:
+def test_uninstall_clears_flags_and_records_uninstalled(host: HostRoot, tmp_path: Path) -> None:
     pkg = Pkg(host, tmp_path).install(
         {
             "apply": [step("a.sh", idempotence=False)],
@@ -250,7 +253,7 @@ def test_uninstall_clears_flags_and_records_uninstalled(host: TestRoot, tmp_path
     assert json.loads(host.read(f"{STATE}/history/demo.json"))["current-version"] == "uninstalled"
 
 
-def test_root_dir_overlay_lands_on_the_host_through_host_symlinks(host: TestRoot, tmp_path: Path) -> None:
+def test_root_dir_overlay_lands_on_the_host_through_host_symlinks(host: HostRoot, tmp_path: Path) -> None:
     # On the host, /etc/alt is an absolute symlink: it must resolve inside the host, not the agent.
     os.makedirs(host.host("/opt/real"))
     os.symlink("/opt/real", host.host("/etc/alt"))
@@ -266,7 +269,7 @@ def test_root_dir_overlay_lands_on_the_host_through_host_symlinks(host: TestRoot
         root_dir={"etc/fleet/tool.conf": "overlay=1\n", "etc/alt/inside.conf": "via link\n"},
     )
     os.chmod(f"{pkg.tmp}/payload-1.0.0/root_dir/etc", 0o700)
-    host.install_payload(f"{pkg.tmp}/payload-1.0.0", COPY_DIR)
+    install_payload(host, f"{pkg.tmp}/payload-1.0.0", COPY_DIR)
     assert pkg.run("uninstall").returncode == 0
     assert not host.exists("/etc/fleet/tool.conf")  # no overlay in uninstall modes
     assert pkg.run("apply").returncode == 0
@@ -275,7 +278,7 @@ def test_root_dir_overlay_lands_on_the_host_through_host_symlinks(host: TestRoot
     assert os.stat(host.host("/etc")).st_mode & 0o777 == 0o755  # existing host dirs keep their mode
 
 
-def test_missing_expected_config_file_fails_before_touching_the_host(host: TestRoot, tmp_path: Path) -> None:
+def test_missing_expected_config_file_fails_before_touching_the_host(host: HostRoot, tmp_path: Path) -> None:
     pkg = Pkg(host, tmp_path).install(
         {"apply": [step("a.sh")], "apply-check": [step("c.sh")]},
         {"a.sh": record("a"), "c.sh": OK_CHECK},
@@ -292,7 +295,7 @@ def test_missing_expected_config_file_fails_before_touching_the_host(host: TestR
 
 
 def test_malformed_config_is_rejected_with_the_field_named_and_no_host_change(
-    host: TestRoot, tmp_path: Path
+    host: HostRoot, tmp_path: Path
 ) -> None:
     bad = step("a.sh")
     bad["returncodes"] = ["zero"]
@@ -310,7 +313,7 @@ def test_malformed_config_is_rejected_with_the_field_named_and_no_host_change(
     assert ran(host) == []
 
 
-def test_mode_without_steps_is_a_noop_that_still_records_history(host: TestRoot, tmp_path: Path) -> None:
+def test_mode_without_steps_is_a_noop_that_still_records_history(host: HostRoot, tmp_path: Path) -> None:
     pkg = Pkg(host, tmp_path).install(
         {"config": [step("s.sh")], "config-check": [step("c.sh")]}, {"s.sh": OK_CHECK, "c.sh": OK_CHECK}
     )
@@ -319,7 +322,7 @@ def test_mode_without_steps_is_a_noop_that_still_records_history(host: TestRoot,
     assert json.loads(host.read(f"{STATE}/history/demo.json"))["current-version"] == "1.0.0"
 
 
-def test_off_host_step_runs_in_the_agent_with_root_mount_paths(host: TestRoot, tmp_path: Path) -> None:
+def test_off_host_step_runs_in_the_agent_with_root_mount_paths(host: HostRoot, tmp_path: Path) -> None:
     script = '#!/bin/sh\necho "$STEP_ROOT" > "$SKYHOOK_DIR/off-host"\n'
     pkg = Pkg(host, tmp_path).install(
         {"config": [step("o.sh", on_host=False)], "config-check": [step("c.sh")]},
@@ -329,7 +332,7 @@ def test_off_host_step_runs_in_the_agent_with_root_mount_paths(host: TestRoot, t
     assert host.read(f"{COPY_DIR}/off-host").strip() == host.host(f"{COPY_DIR}/skyhook_dir")
 
 
-def test_resolv_conf_is_never_copied(host: TestRoot, tmp_path: Path) -> None:
+def test_resolv_conf_is_never_copied(host: HostRoot, tmp_path: Path) -> None:
     pkg = Pkg(host, tmp_path).install(
         {"config": [step("s.sh")], "config-check": [step("c.sh")]}, {"s.sh": OK_CHECK, "c.sh": OK_CHECK}
     )
@@ -339,7 +342,7 @@ def test_resolv_conf_is_never_copied(host: TestRoot, tmp_path: Path) -> None:
     assert not host.exists("/etc/resolv.conf")
 
 
-def test_sigterm_finishes_the_running_step_and_starts_no_other(host: TestRoot, tmp_path: Path) -> None:
+def test_sigterm_finishes_the_running_step_and_starts_no_other(host: HostRoot, tmp_path: Path) -> None:
     slow = "#!/bin/sh\necho started > /tmp/slow\nsleep 1\necho finished >> /tmp/slow\n"
     pkg = Pkg(host, tmp_path).install(
         {"config": [step("slow.sh"), step("next.sh")], "config-check": [step("c.sh")]},
@@ -366,16 +369,16 @@ def test_sigterm_finishes_the_running_step_and_starts_no_other(host: TestRoot, t
 # -- interrupts --------------------------------------------------------------------------------
 
 
-def reboot_flags(host: TestRoot) -> list[str]:
+def reboot_flags(host: HostRoot) -> list[str]:
     directory = host.host(f"{STATE}/interrupts/flags/test-0000-1_demo_1.0.0")
     return sorted(os.listdir(directory)) if os.path.isdir(directory) else []
 
 
-def reboots(host: TestRoot) -> int:
+def reboots(host: HostRoot) -> int:
     return sum(1 for call in host.calls() if call.startswith("reboot"))
 
 
-def test_reboot_completes_only_after_the_boot_id_changes(host: TestRoot, tmp_path: Path) -> None:
+def test_reboot_completes_only_after_the_boot_id_changes(host: HostRoot, tmp_path: Path) -> None:
     pkg = Pkg(host, tmp_path).install(
         {"config": [step("s.sh")], "config-check": [step("c.sh")]}, {"s.sh": OK_CHECK, "c.sh": OK_CHECK}
     )
@@ -396,7 +399,7 @@ def test_reboot_completes_only_after_the_boot_id_changes(host: TestRoot, tmp_pat
     assert "unchanged" in again.output
     assert reboots(host) == 2
     # The node really reboots: the next invocation recognises completion without rebooting again.
-    host.simulate_reboot()
+    simulate_reboot(host)
     done = pkg.interrupt(reboot)
     assert done.returncode == 0, done.output
     assert reboot_flags(host) == ["node_restart_0.complete"]
@@ -407,7 +410,7 @@ def test_reboot_completes_only_after_the_boot_id_changes(host: TestRoot, tmp_pat
     assert os.listdir(host.host("/var/log/skyhook/test/demo/1.0.0/interrupts"))
 
 
-def test_reboot_killed_by_shutdown_keeps_the_marker(host: TestRoot, tmp_path: Path) -> None:
+def test_reboot_killed_by_shutdown_keeps_the_marker(host: HostRoot, tmp_path: Path) -> None:
     pkg = Pkg(host, tmp_path).install(
         {"config": [step("s.sh")], "config-check": [step("c.sh")]}, {"s.sh": OK_CHECK, "c.sh": OK_CHECK}
     )
@@ -416,12 +419,12 @@ def test_reboot_killed_by_shutdown_keeps_the_marker(host: TestRoot, tmp_path: Pa
     assert result.returncode == 1
     assert "shutdown has begun" in result.output
     assert reboot_flags(host) == ["node_restart_0.pending"]
-    host.simulate_reboot()
+    simulate_reboot(host)
     assert pkg.interrupt(interrupts.Interrupt(interrupts.NODE_RESTART)).returncode == 0
     assert reboot_flags(host) == ["node_restart_0.complete"]
 
 
-def test_failed_reboot_command_drops_the_marker(host: TestRoot, tmp_path: Path) -> None:
+def test_failed_reboot_command_drops_the_marker(host: HostRoot, tmp_path: Path) -> None:
     pkg = Pkg(host, tmp_path).install(
         {"config": [step("s.sh")], "config-check": [step("c.sh")]}, {"s.sh": OK_CHECK, "c.sh": OK_CHECK}
     )
@@ -430,7 +433,7 @@ def test_failed_reboot_command_drops_the_marker(host: TestRoot, tmp_path: Path) 
     assert reboot_flags(host) == []
 
 
-def test_service_restart_runs_once_per_resource_id(host: TestRoot, tmp_path: Path) -> None:
+def test_service_restart_runs_once_per_resource_id(host: HostRoot, tmp_path: Path) -> None:
     pkg = Pkg(host, tmp_path).install(
         {"config": [step("s.sh")], "config-check": [step("c.sh")]}, {"s.sh": OK_CHECK, "c.sh": OK_CHECK}
     )
@@ -451,7 +454,7 @@ def test_service_restart_runs_once_per_resource_id(host: TestRoot, tmp_path: Pat
     assert len(host.calls()) == 4  # nothing re-ran
 
 
-def test_restart_all_services_reloads_sysctl_and_noop_writes_its_flag(host: TestRoot, tmp_path: Path) -> None:
+def test_restart_all_services_reloads_sysctl_and_noop_writes_its_flag(host: HostRoot, tmp_path: Path) -> None:
     pkg = Pkg(host, tmp_path).install(
         {"config": [step("s.sh")], "config-check": [step("c.sh")]}, {"s.sh": OK_CHECK, "c.sh": OK_CHECK}
     )
@@ -463,13 +466,13 @@ def test_restart_all_services_reloads_sysctl_and_noop_writes_its_flag(host: Test
     assert "no_op.complete" in reboot_flags(host)
 
 
-def test_interrupt_needs_the_resource_id(host: TestRoot, tmp_path: Path) -> None:
+def test_interrupt_needs_the_resource_id(host: HostRoot, tmp_path: Path) -> None:
     pkg = Pkg(host, tmp_path).install(
         {"config": [step("s.sh")], "config-check": [step("c.sh")]}, {"s.sh": OK_CHECK, "c.sh": OK_CHECK}
     )
     env = pkg.env()
     del env["SKYHOOK_RESOURCE_ID"]
     data = interrupts.encode(interrupts.Interrupt(interrupts.NO_OP))
-    result = host.run_agent(["interrupt", host.path, COPY_DIR, data], env)
+    result = run_agent(["interrupt", host.path, COPY_DIR, data], env)
     assert result.returncode == 1
     assert "needs SKYHOOK_RESOURCE_ID" in result.output

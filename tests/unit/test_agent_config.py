@@ -12,7 +12,7 @@ import pytest
 
 from fleetwright.agent import cli, config, interrupts, logs, state
 from fleetwright.agent.settings import ResourceId, Settings, SettingsError
-from fleetwright.agent.testroot import step
+from tests.support.payloads import step
 
 pytestmark = pytest.mark.unit
 

@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from fleetwright.agent.testroot import TestRoot, build
-from fleetwright.cli.package import StageRun, lint, run_stages
+from fleetwright.cli.package import lint
+from fleetwright.packagetest.boot import simulate_reboot
+from fleetwright.packagetest.hostroot import HostRoot, build
+from fleetwright.packagetest.runner import StageRun, run_stages
 
 pytestmark = pytest.mark.unit
 
@@ -17,7 +19,7 @@ MOUNTS = {"mounts": "# scratch for jobs\n/data/nvme /var/lib/scratch\n/data/mode
 
 
 @pytest.fixture
-def host(tmp_path: Path) -> TestRoot:
+def host(tmp_path: Path) -> HostRoot:
     if os.geteuid() != 0:
         pytest.fail("chroot tests must run as root")
     root = build(str(tmp_path / "host"))
@@ -35,7 +37,7 @@ def test_lints_clean() -> None:
     assert report.errors == []
 
 
-def test_config_mounts_now_and_persists_in_fstab(host: TestRoot) -> None:
+def test_config_mounts_now_and_persists_in_fstab(host: HostRoot) -> None:
     runs = run_stages(host, PACKAGE, ["config"], configmaps=MOUNTS)
     assert codes(runs) == [0, 0], runs[-1].result.output
     fstab = host.read("/etc/fstab")
@@ -45,11 +47,11 @@ def test_config_mounts_now_and_persists_in_fstab(host: TestRoot) -> None:
     assert codes(run_stages(host, PACKAGE, ["config"], configmaps=MOUNTS)) == [0, 0]
     assert host.read("/etc/fstab") == fstab
     # After a reboot fstab brings the mounts back; the post-interrupt check agrees.
-    host.simulate_reboot()
+    simulate_reboot(host)
     assert codes(run_stages(host, PACKAGE, ["post-interrupt"], configmaps=MOUNTS)) == [0, 0]
 
 
-def test_check_fails_when_a_mount_is_gone(host: TestRoot) -> None:
+def test_check_fails_when_a_mount_is_gone(host: HostRoot) -> None:
     assert codes(run_stages(host, PACKAGE, ["config"], configmaps=MOUNTS)) == [0, 0]
     host.write("/proc/mounts", "/dev/sda1 / ext4 rw 0 0\n")  # someone unmounted them
     runs = run_stages(host, PACKAGE, ["config-check"], configmaps=MOUNTS)
@@ -57,7 +59,7 @@ def test_check_fails_when_a_mount_is_gone(host: TestRoot) -> None:
     assert "/opt/models is not mounted" in runs[0].result.output
 
 
-def test_dropped_line_is_unmounted_and_removed(host: TestRoot) -> None:
+def test_dropped_line_is_unmounted_and_removed(host: HostRoot) -> None:
     assert codes(run_stages(host, PACKAGE, ["config"], configmaps=MOUNTS)) == [0, 0]
     runs = run_stages(host, PACKAGE, ["config"], configmaps={"mounts": "/data/nvme /var/lib/scratch\n"})
     assert codes(runs) == [0, 0]
@@ -65,7 +67,7 @@ def test_dropped_line_is_unmounted_and_removed(host: TestRoot) -> None:
     assert [t for _, t in host.mounts()] == ["/", "/var/lib/scratch"]
 
 
-def test_missing_source_and_missing_key_fail_clearly(host: TestRoot) -> None:
+def test_missing_source_and_missing_key_fail_clearly(host: HostRoot) -> None:
     runs = run_stages(host, PACKAGE, ["config"], configmaps={"mounts": "/nope /mnt/x\n"})
     assert codes(runs) == [1]
     assert "source /nope does not exist" in runs[0].result.output
@@ -74,7 +76,7 @@ def test_missing_source_and_missing_key_fail_clearly(host: TestRoot) -> None:
     assert "expected_config_files missing from configmaps/: mounts" in missing[0].result.output
 
 
-def test_uninstall_unmounts_everything(host: TestRoot) -> None:
+def test_uninstall_unmounts_everything(host: HostRoot) -> None:
     runs = run_stages(host, PACKAGE, ["config", "uninstall"], configmaps=MOUNTS)
     assert codes(runs) == [0, 0, 0, 0], runs[-1].result.output
     assert "fleetwright:" not in host.read("/etc/fstab")

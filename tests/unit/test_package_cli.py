@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from fleetwright.agent.testroot import step, write_package
 from fleetwright.cli.app import app
 from fleetwright.cli.main import COMMAND_MODULES
+from tests.support.payloads import step, write_package
 
 pytestmark = pytest.mark.unit
 

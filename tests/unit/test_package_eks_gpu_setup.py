@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 
 from fleetwright.agent import interrupts
-from fleetwright.agent.testroot import TestRoot, build
-from fleetwright.cli.package import StageRun, lint, run_stages
+from fleetwright.cli.package import lint
+from fleetwright.packagetest.hostroot import HostRoot, build
+from fleetwright.packagetest.runner import StageRun, run_stages
 
 pytestmark = pytest.mark.unit
 
@@ -61,10 +62,10 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.fixture
-def host(tmp_path: Path) -> TestRoot:
+def host(tmp_path: Path) -> HostRoot:
     if os.geteuid() != 0:
         pytest.fail("chroot tests must run as root")
-    return build(str(tmp_path / "al2023"), os_release="al2023", kernel="6.1.100-1.amzn2023.x86_64")
+    return build(str(tmp_path / "al2023"), flavour="al2023", kernel="6.1.100-1.amzn2023.x86_64")
 
 
 def maps(server: str, sha: str | None = None) -> dict[str, str]:
@@ -83,7 +84,7 @@ def test_lints_clean() -> None:
     assert lint(PACKAGE).errors == []
 
 
-def test_install_reboot_and_post_interrupt(host: TestRoot, server: str) -> None:
+def test_install_reboot_and_post_interrupt(host: HostRoot, server: str) -> None:
     reboot = interrupts.Interrupt(interrupts.NODE_RESTART)
     runs = run_stages(host, PACKAGE, ["apply", "config"], configmaps=maps(server))
     assert codes(runs) == [0, 0, 0, 0], runs[1].result.output
@@ -107,21 +108,21 @@ def test_install_reboot_and_post_interrupt(host: TestRoot, server: str) -> None:
     assert "SKIPPED: efa_install.sh" in again[0].result.output
 
 
-def test_checksum_mismatch_fails_the_install(host: TestRoot, server: str) -> None:
+def test_checksum_mismatch_fails_the_install(host: HostRoot, server: str) -> None:
     runs = run_stages(host, PACKAGE, ["apply"], configmaps=maps(server, sha="0" * 64))
     assert codes(runs) == [1]
     assert "expected " + "0" * 64 in runs[0].result.output
     assert not host.exists("/opt/amazon/efa/bin/fi_info")
 
 
-def test_unreachable_installer_fails(host: TestRoot, server: str) -> None:
+def test_unreachable_installer_fails(host: HostRoot, server: str) -> None:
     bad = {**maps(server), "efa_installer_url": f"{server}/missing.tar.gz"}
     runs = run_stages(host, PACKAGE, ["apply"], configmaps=bad)
     assert codes(runs) == [1]
     assert "cannot download" in runs[0].result.output
 
 
-def test_apply_check_fails_when_the_pin_was_undone(host: TestRoot, server: str) -> None:
+def test_apply_check_fails_when_the_pin_was_undone(host: HostRoot, server: str) -> None:
     assert codes(run_stages(host, PACKAGE, ["apply"], configmaps=maps(server))) == [0, 0]
     host.write("/var/lib/fake-host/grubby-default", "/boot/vmlinuz-6.1.100-1.amzn2023.x86_64\n")
     runs = run_stages(host, PACKAGE, ["apply-check"], configmaps=maps(server))
@@ -129,20 +130,20 @@ def test_apply_check_fails_when_the_pin_was_undone(host: TestRoot, server: str) 
     assert f"the default boot kernel is not {KERNEL}" in runs[0].result.output
 
 
-def test_chrony_check_fails_when_chronyd_is_down(host: TestRoot, server: str) -> None:
+def test_chrony_check_fails_when_chronyd_is_down(host: HostRoot, server: str) -> None:
     assert codes(run_stages(host, PACKAGE, ["config"], configmaps=maps(server))) == [0, 0]
     host.write("/run/fake-systemd/chronyd.service.state", "failed\n")
     assert codes(run_stages(host, PACKAGE, ["config-check"], configmaps=maps(server))) == [1]
 
 
-def test_upgrade_passes_both_versions(host: TestRoot, server: str) -> None:
+def test_upgrade_passes_both_versions(host: HostRoot, server: str) -> None:
     assert codes(run_stages(host, PACKAGE, ["apply"], configmaps=maps(server))) == [0, 0]
     runs = run_stages(host, PACKAGE, ["upgrade"], configmaps=maps(server))
     assert codes(runs) == [0, 0], runs[0].result.output
     assert host.read("/var/lib/fleetwright/eks-gpu-setup.upgrades") == "1.0.0 -> 1.0.0\n"
 
 
-def test_uninstall_unpins(host: TestRoot, server: str) -> None:
+def test_uninstall_unpins(host: HostRoot, server: str) -> None:
     runs = run_stages(host, PACKAGE, ["apply", "uninstall"], configmaps=maps(server))
     assert codes(runs) == [0, 0, 0, 0], runs[-1].result.output
     assert f"kernel-{KERNEL}" not in host.read("/etc/dnf/plugins/versionlock.list")

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from fleetwright.agent import interrupts
-from fleetwright.agent.testroot import TestRoot, build
-from fleetwright.cli.package import StageRun, lint, run_stages
+from fleetwright.cli.package import lint
+from fleetwright.packagetest.hostroot import HostRoot, build
+from fleetwright.packagetest.runner import StageRun, run_stages
 
 pytestmark = pytest.mark.unit
 
@@ -22,17 +23,17 @@ RESTART = interrupts.Interrupt(interrupts.SERVICE_RESTART, ("containerd.service"
 
 
 @pytest.fixture
-def host(tmp_path: Path) -> TestRoot:
+def host(tmp_path: Path) -> HostRoot:
     if os.geteuid() != 0:
         pytest.fail("chroot tests must run as root")
-    return build(str(tmp_path / "cos"), os_release="cos")
+    return build(str(tmp_path / "cos"), flavour="cos")
 
 
 def codes(runs: list[StageRun]) -> list[int]:
     return [r.result.returncode for r in runs]
 
 
-def files(root: TestRoot, top: str) -> set[str]:
+def files(root: HostRoot, top: str) -> set[str]:
     found = set()
     for dirpath, _, names in os.walk(root.host(top)):
         found |= {os.path.join(dirpath, n) for n in names}
@@ -43,7 +44,7 @@ def test_lints_clean() -> None:
     assert lint(PACKAGE).errors == []
 
 
-def test_config_service_interrupt_and_live_check(host: TestRoot) -> None:
+def test_config_service_interrupt_and_live_check(host: HostRoot) -> None:
     outside_etc = {top: files(host, top) for top in ("/usr", "/bin", "/boot", "/lib")}
     runs = run_stages(
         host, PACKAGE, ["config", "interrupt", "post-interrupt"], configmaps=MAPS, interrupt=RESTART
@@ -60,14 +61,14 @@ def test_config_service_interrupt_and_live_check(host: TestRoot) -> None:
     assert not any(call.startswith("update-grub") for call in host.calls())
 
 
-def test_post_interrupt_check_fails_before_the_service_restart(host: TestRoot) -> None:
+def test_post_interrupt_check_fails_before_the_service_restart(host: HostRoot) -> None:
     assert codes(run_stages(host, PACKAGE, ["config"], configmaps=MAPS)) == [0, 0]
     runs = run_stages(host, PACKAGE, ["post-interrupt-check"], configmaps=MAPS)
     assert codes(runs) == [1]
     assert "containerd is not active" in runs[0].result.output
 
 
-def test_config_check_sees_live_drift(host: TestRoot) -> None:
+def test_config_check_sees_live_drift(host: HostRoot) -> None:
     assert codes(run_stages(host, PACKAGE, ["config"], configmaps=MAPS)) == [0, 0]
     host.set_sysctl("vm.max_map_count", "65530")
     runs = run_stages(host, PACKAGE, ["config-check"], configmaps=MAPS)
@@ -75,7 +76,7 @@ def test_config_check_sees_live_drift(host: TestRoot) -> None:
     assert "vm.max_map_count is '65530', expected '262144'" in runs[0].result.output
 
 
-def test_grub_and_non_cos_hosts_are_refused(host: TestRoot, tmp_path: Path) -> None:
+def test_grub_and_non_cos_hosts_are_refused(host: HostRoot, tmp_path: Path) -> None:
     grub = run_stages(host, PACKAGE, ["config"], configmaps={**MAPS, "grub.conf": "iommu=pt\n"})
     assert codes(grub) == [1]
     assert "kernel arguments cannot be changed on COS" in grub[0].result.output
@@ -85,7 +86,7 @@ def test_grub_and_non_cos_hosts_are_refused(host: TestRoot, tmp_path: Path) -> N
     assert "is for Container-Optimized OS" in other[0].result.output
 
 
-def test_uninstall(host: TestRoot) -> None:
+def test_uninstall(host: HostRoot) -> None:
     assert codes(run_stages(host, PACKAGE, ["config", "uninstall"], configmaps=MAPS)) == [0, 0, 0, 0]
     assert not host.exists("/etc/sysctl.d/99-gke-cos-tuning.conf")
     host.write("/etc/sysctl.d/99-gke-cos-tuning.conf", "x=1\n")

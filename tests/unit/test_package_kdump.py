@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from fleetwright.agent.testroot import TestRoot, build
-from fleetwright.cli.package import StageRun, lint, run_stages
+from fleetwright.cli.package import lint
+from fleetwright.packagetest.boot import simulate_reboot
+from fleetwright.packagetest.hostroot import HostRoot, build
+from fleetwright.packagetest.runner import StageRun, run_stages
 
 pytestmark = pytest.mark.unit
 
@@ -17,7 +19,7 @@ MAPS = {"crashkernel": "512M\n", "coredir": "/var/crash/gpu\n"}
 
 
 @pytest.fixture
-def host(tmp_path: Path) -> TestRoot:
+def host(tmp_path: Path) -> HostRoot:
     if os.geteuid() != 0:
         pytest.fail("chroot tests must run as root")
     return build(str(tmp_path / "host"))
@@ -31,7 +33,7 @@ def test_lints_clean() -> None:
     assert lint(PACKAGE).errors == []
 
 
-def test_apply_installs_kdump_tools_and_check_fails_without_it(host: TestRoot) -> None:
+def test_apply_installs_kdump_tools_and_check_fails_without_it(host: HostRoot) -> None:
     missing = run_stages(host, PACKAGE, ["apply-check"], configmaps=MAPS)
     assert codes(missing) == [1]
     assert "kdump-config is not installed" in missing[0].result.output
@@ -39,7 +41,7 @@ def test_apply_installs_kdump_tools_and_check_fails_without_it(host: TestRoot) -
     assert "apt-get install -y --no-install-recommends kdump-tools" in host.calls()
 
 
-def test_config_then_reboot_loads_the_crash_kernel(host: TestRoot) -> None:
+def test_config_then_reboot_loads_the_crash_kernel(host: HostRoot) -> None:
     runs = run_stages(host, PACKAGE, ["apply", "config"], configmaps=MAPS)
     assert codes(runs) == [0, 0, 0, 0], runs[-1].result.output
     assert "USE_KDUMP=1" in host.read("/etc/default/kdump-tools")
@@ -47,19 +49,19 @@ def test_config_then_reboot_loads_the_crash_kernel(host: TestRoot) -> None:
     before = run_stages(host, PACKAGE, ["post-interrupt-check"], configmaps=MAPS)
     assert codes(before) == [1]
     assert "reboot pending?" in before[0].result.output
-    host.simulate_reboot()
+    simulate_reboot(host)
     assert codes(run_stages(host, PACKAGE, ["post-interrupt"], configmaps=MAPS)) == [0, 0]
     host.write("/sys/kernel/kexec_crash_loaded", "0\n")  # the crash kernel failed to load
     assert codes(run_stages(host, PACKAGE, ["post-interrupt-check"], configmaps=MAPS)) == [1]
 
 
-def test_config_check_fails_when_kdump_is_disabled(host: TestRoot) -> None:
+def test_config_check_fails_when_kdump_is_disabled(host: HostRoot) -> None:
     assert codes(run_stages(host, PACKAGE, ["apply", "config"], configmaps=MAPS)) == [0, 0, 0, 0]
     host.write("/etc/default/kdump-tools", "USE_KDUMP=0\nKDUMP_COREDIR=/var/crash/gpu\n")
     assert codes(run_stages(host, PACKAGE, ["config-check"], configmaps=MAPS)) == [1]
 
 
-def test_uninstall_disables_and_drops_the_reservation(host: TestRoot) -> None:
+def test_uninstall_disables_and_drops_the_reservation(host: HostRoot) -> None:
     assert codes(run_stages(host, PACKAGE, ["apply", "config", "uninstall"], configmaps=MAPS)) == [0] * 6
     assert "USE_KDUMP=0" in host.read("/etc/default/kdump-tools")
     assert "crashkernel" not in host.read("/boot/grub/grub.cfg")
@@ -68,7 +70,7 @@ def test_uninstall_disables_and_drops_the_reservation(host: TestRoot) -> None:
 
 
 def test_non_debian_host_fails_clearly(tmp_path: Path) -> None:
-    host = build(str(tmp_path / "al"), os_release="al2023")
+    host = build(str(tmp_path / "al"), flavour="al2023")
     os.remove(host.host("/usr/sbin/update-grub"))
     runs = run_stages(host, PACKAGE, ["apply"], configmaps=MAPS)
     assert codes(runs) == [1]

@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from fleetwright.agent.testroot import TestRoot, build
-from fleetwright.cli.package import StageRun, lint, run_stages
+from fleetwright.cli.package import lint
+from fleetwright.packagetest.boot import simulate_reboot
+from fleetwright.packagetest.hostroot import HostRoot, build
+from fleetwright.packagetest.runner import StageRun, run_stages
 
 pytestmark = pytest.mark.unit
 
@@ -17,7 +19,7 @@ CONF = "/etc/modprobe.d/fleetwright-kmod-mitigation.conf"
 
 
 @pytest.fixture
-def host(tmp_path: Path) -> TestRoot:
+def host(tmp_path: Path) -> HostRoot:
     if os.geteuid() != 0:
         pytest.fail("chroot tests must run as root")
     return build(str(tmp_path / "host"))
@@ -31,19 +33,19 @@ def test_lints_clean() -> None:
     assert lint(PACKAGE).errors == []
 
 
-def test_apply_blocks_and_unloads_the_default_module(host: TestRoot) -> None:
+def test_apply_blocks_and_unloads_the_default_module(host: HostRoot) -> None:
     assert "tipc" in host.modules()
     runs = run_stages(host, PACKAGE, ["apply"])
     assert codes(runs) == [0, 0], runs[-1].result.output
     assert "tipc" not in host.modules()
     assert "install tipc /bin/false" in host.read(CONF)
     assert "modprobe -r tipc" in host.calls()
-    host.simulate_reboot()  # the block survives a reboot
+    simulate_reboot(host)  # the block survives a reboot
     assert "tipc" not in host.modules()
     assert codes(run_stages(host, PACKAGE, ["post-interrupt"])) == [0, 0]
 
 
-def test_strict_check_fails_while_the_module_is_loaded(host: TestRoot) -> None:
+def test_strict_check_fails_while_the_module_is_loaded(host: HostRoot) -> None:
     assert codes(run_stages(host, PACKAGE, ["apply"])) == [0, 0]
     host.load_module("tipc")  # loaded behind our back (e.g. insmod)
     runs = run_stages(host, PACKAGE, ["apply-check"])
@@ -51,7 +53,7 @@ def test_strict_check_fails_while_the_module_is_loaded(host: TestRoot) -> None:
     assert "tipc is still loaded: the host is vulnerable" in runs[0].result.output
 
 
-def test_busy_module_fails_apply_unless_unload_waits_for_reboot(host: TestRoot) -> None:
+def test_busy_module_fails_apply_unless_unload_waits_for_reboot(host: HostRoot) -> None:
     host.load_module("dccp", busy=True)
     maps = {"modules": "dccp tipc\n"}
     busy = run_stages(host, PACKAGE, ["apply"], configmaps=maps)
@@ -61,21 +63,21 @@ def test_busy_module_fails_apply_unless_unload_waits_for_reboot(host: TestRoot) 
         host, PACKAGE, ["apply", "post-interrupt-check"], configmaps={**maps, "unload": "reboot"}
     )
     assert codes(later) == [0, 0, 1]  # post-interrupt-check stays strict
-    host.simulate_reboot()
+    simulate_reboot(host)
     assert codes(run_stages(host, PACKAGE, ["post-interrupt"], configmaps={**maps, "unload": "reboot"})) == [
         0,
         0,
     ]
 
 
-def test_config_change_updates_the_block_list(host: TestRoot) -> None:
+def test_config_change_updates_the_block_list(host: HostRoot) -> None:
     assert codes(run_stages(host, PACKAGE, ["apply"])) == [0, 0]
     assert codes(run_stages(host, PACKAGE, ["config"], configmaps={"modules": "sctp\n"})) == [0, 0]
     assert "install sctp /bin/false" in host.read(CONF)
     assert "tipc" not in host.read(CONF)
 
 
-def test_uninstall_lifts_the_block(host: TestRoot) -> None:
+def test_uninstall_lifts_the_block(host: HostRoot) -> None:
     assert codes(run_stages(host, PACKAGE, ["apply", "uninstall"])) == [0, 0, 0, 0]
     assert not host.exists(CONF)
     host.write(CONF, "install tipc /bin/false\n")

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from fleetwright.agent.testroot import TestRoot, build
-from fleetwright.cli.package import lint, run_stages
+from fleetwright.cli.package import lint
+from fleetwright.packagetest.hostroot import HostRoot, build
+from fleetwright.packagetest.runner import run_stages
 
 pytestmark = pytest.mark.unit
 
@@ -17,7 +18,7 @@ WORDS = {"apply": "apply", "config": "config", "post-interrupt": "post_interrupt
 
 
 @pytest.fixture
-def host(tmp_path: Path) -> TestRoot:
+def host(tmp_path: Path) -> HostRoot:
     if os.geteuid() != 0:
         pytest.fail("chroot tests must run as root")
     return build(str(tmp_path / "host"))
@@ -37,7 +38,7 @@ def test_lints_clean() -> None:
 
 
 @pytest.mark.parametrize("stage", list(WORDS))
-def test_each_stage_runs_its_script_and_check(host: TestRoot, stage: str) -> None:
+def test_each_stage_runs_its_script_and_check(host: HostRoot, stage: str) -> None:
     word = WORDS[stage]
     runs = run_stages(host, PACKAGE, [stage], configmaps=scripts_for(word))
     assert [r.result.returncode for r in runs] == [0, 0], runs[-1].result.output
@@ -49,7 +50,7 @@ def test_each_stage_runs_its_script_and_check(host: TestRoot, stage: str) -> Non
 
 
 @pytest.mark.parametrize("missing", ["apply.sh", "apply_check.sh"])
-def test_missing_stage_script_is_a_clear_failure(host: TestRoot, missing: str) -> None:
+def test_missing_stage_script_is_a_clear_failure(host: HostRoot, missing: str) -> None:
     maps = scripts_for("apply")
     del maps[missing]
     runs = run_stages(host, PACKAGE, ["apply"], configmaps=maps)
@@ -57,7 +58,7 @@ def test_missing_stage_script_is_a_clear_failure(host: TestRoot, missing: str) -
     assert f"configMap key '{missing}' is missing" in runs[-1].result.output
 
 
-def test_script_exit_status_is_the_step_result(host: TestRoot) -> None:
+def test_script_exit_status_is_the_step_result(host: HostRoot) -> None:
     maps = {"config.sh": "#!/bin/bash\necho partial\nexit 7\n", "config_check.sh": "exit 0\n"}
     runs = run_stages(host, PACKAGE, ["config"], configmaps=maps)
     assert [r.mode for r in runs] == ["config"]

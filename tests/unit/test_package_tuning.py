@@ -8,8 +8,10 @@ from pathlib import Path
 import pytest
 
 from fleetwright.agent import interrupts
-from fleetwright.agent.testroot import TestRoot, build
-from fleetwright.cli.package import StageRun, lint, run_stages
+from fleetwright.cli.package import lint
+from fleetwright.packagetest.boot import simulate_reboot
+from fleetwright.packagetest.hostroot import HostRoot, build
+from fleetwright.packagetest.runner import StageRun, run_stages
 
 pytestmark = pytest.mark.unit
 
@@ -24,7 +26,7 @@ CONFIG = {
 
 
 @pytest.fixture
-def host(tmp_path: Path) -> TestRoot:
+def host(tmp_path: Path) -> HostRoot:
     if os.geteuid() != 0:
         pytest.fail("chroot tests must run as root")
     return build(str(tmp_path / "host"))
@@ -40,7 +42,7 @@ def test_lints_clean() -> None:
     assert report.warnings == []
 
 
-def test_config_writes_drop_ins_and_applies_sysctl_live(host: TestRoot) -> None:
+def test_config_writes_drop_ins_and_applies_sysctl_live(host: HostRoot) -> None:
     runs = run_stages(host, PACKAGE, ["apply", "config"], configmaps=CONFIG)
     assert codes(runs) == [0, 0, 0, 0], runs[-1].result.output
     assert host.sysctl("vm.swappiness") == "10"
@@ -62,7 +64,7 @@ def test_config_writes_drop_ins_and_applies_sysctl_live(host: TestRoot) -> None:
     assert "quiet iommu=pt pci=realloc=off" in host.read("/boot/grub/grub.cfg")
 
 
-def test_config_check_fails_when_a_drop_in_is_missing(host: TestRoot) -> None:
+def test_config_check_fails_when_a_drop_in_is_missing(host: HostRoot) -> None:
     assert codes(run_stages(host, PACKAGE, ["config"], configmaps=CONFIG)) == [0, 0]
     os.remove(host.host(f"/etc/sysctl.d/{NAME}.conf"))
     check = run_stages(host, PACKAGE, ["config-check"], configmaps=CONFIG)
@@ -70,13 +72,13 @@ def test_config_check_fails_when_a_drop_in_is_missing(host: TestRoot) -> None:
     assert "sysctl 'vm.swappiness=10' is not in" in check[0].result.output
 
 
-def test_post_interrupt_check_verifies_live_values(host: TestRoot) -> None:
+def test_post_interrupt_check_verifies_live_values(host: HostRoot) -> None:
     assert codes(run_stages(host, PACKAGE, ["config"], configmaps=CONFIG)) == [0, 0]
     # Before the reboot the kernel arguments are not live: the check must fail.
     before = run_stages(host, PACKAGE, ["post-interrupt"], configmaps=CONFIG)
     assert codes(before) == [0, 1]
     assert "kernel argument 'iommu=pt' is not in /proc/cmdline" in before[-1].result.output
-    host.simulate_reboot()
+    simulate_reboot(host)
     after = run_stages(host, PACKAGE, ["post-interrupt"], configmaps=CONFIG)
     assert codes(after) == [0, 0], after[-1].result.output
     # Someone changes a value behind our back: the live check notices.
@@ -86,7 +88,7 @@ def test_post_interrupt_check_verifies_live_values(host: TestRoot) -> None:
     assert "sysctl vm.swappiness is '60', expected '10'" in drifted[0].result.output
 
 
-def test_reboot_interrupt_then_post_interrupt_through_the_agent(host: TestRoot) -> None:
+def test_reboot_interrupt_then_post_interrupt_through_the_agent(host: HostRoot) -> None:
     runs = run_stages(
         host, PACKAGE, ["config", "interrupt", "post-interrupt"], configmaps=CONFIG, interrupt=None
     )
@@ -104,7 +106,7 @@ def test_reboot_interrupt_then_post_interrupt_through_the_agent(host: TestRoot) 
     assert codes(runs) == [1, 0, 0, 0], runs[-1].result.output
 
 
-def test_removed_key_removes_its_drop_in(host: TestRoot) -> None:
+def test_removed_key_removes_its_drop_in(host: HostRoot) -> None:
     assert codes(run_stages(host, PACKAGE, ["config"], configmaps=CONFIG)) == [0, 0]
     for key in ("sysctl.conf", "service_containerd.conf"):
         os.remove(host.host(f"/var/lib/skyhook/test/tuning-1.0.0-local-1/configmaps/{key}"))
@@ -113,7 +115,7 @@ def test_removed_key_removes_its_drop_in(host: TestRoot) -> None:
     assert not host.exists(f"/etc/systemd/system/containerd.service.d/{NAME}.conf")
 
 
-def test_uninstall_removes_everything_and_its_check_really_checks(host: TestRoot) -> None:
+def test_uninstall_removes_everything_and_its_check_really_checks(host: HostRoot) -> None:
     assert codes(run_stages(host, PACKAGE, ["config"], configmaps=CONFIG)) == [0, 0]
     assert codes(run_stages(host, PACKAGE, ["uninstall"])) == [0, 0]
     for path in (f"/etc/sysctl.d/{NAME}.conf", f"/etc/default/grub.d/{NAME}.cfg"):
@@ -126,14 +128,14 @@ def test_uninstall_removes_everything_and_its_check_really_checks(host: TestRoot
 
 
 def test_grub_on_a_host_without_update_grub_fails_clearly(tmp_path: Path) -> None:
-    host = build(str(tmp_path / "al2023"), os_release="al2023")
+    host = build(str(tmp_path / "al2023"), flavour="al2023")
     os.remove(host.host("/usr/sbin/update-grub"))
     runs = run_stages(host, PACKAGE, ["config"], configmaps={"grub.conf": "iommu=pt\n"})
     assert codes(runs) == [1]
     assert "GRUB kernel arguments need a Debian/Ubuntu host" in runs[0].result.output
 
 
-def test_bad_ulimit_name_fails_and_names_it(host: TestRoot) -> None:
+def test_bad_ulimit_name_fails_and_names_it(host: HostRoot) -> None:
     runs = run_stages(host, PACKAGE, ["config"], configmaps={"ulimit.conf": "nofiles=10\n"})
     assert codes(runs) == [1]
     assert "ulimit.conf: unknown limit 'nofiles'" in runs[0].result.output

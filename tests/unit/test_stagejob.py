@@ -11,7 +11,9 @@ import pytest
 
 from fleetwright import stagejob
 from fleetwright.agent import interrupts
-from fleetwright.agent.testroot import build, step, write_package
+from fleetwright.packagetest.hostroot import build
+from fleetwright.packagetest.runner import run_agent
+from tests.support.payloads import step, write_package
 
 pytestmark = pytest.mark.unit
 
@@ -183,7 +185,7 @@ def test_rendered_pod_runs_against_a_test_root(tmp_path: Path) -> None:
         args = list(container["args"])
         assert args[1] == "/root"
         args[1] = node.path  # the agent's /root is the node's root
-        result = node.run_agent(args, _container_env(container))
+        result = run_agent(args, _container_env(container))
         assert result.returncode == 0, result.output
     assert node.read("/etc/fleet-demo") == "driver 550 for gpu-tuning-3f2a-4_tuning_1.2.0\n"
     assert node.exists("/var/lib/skyhook/gpu-tuning/history/tuning.json")

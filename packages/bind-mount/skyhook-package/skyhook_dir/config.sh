@@ -1,6 +1,7 @@
 #!/bin/bash
 # Makes every "SOURCE TARGET" line of configMap key mounts a persistent (fstab) and live bind
 # mount; mounts this package made earlier but no longer listed are unmounted and removed.
+# shellcheck source=lib.sh
 . "$STEP_ROOT/lib.sh"
 wanted=""
 while read -r src dst fields; do

@@ -1,5 +1,6 @@
 #!/bin/bash
 # Every configured bind mount is in /etc/fstab and mounted right now.
+# shellcheck source=lib.sh
 . "$STEP_ROOT/lib.sh"
 set +e +o pipefail
 bad=0

@@ -1,4 +1,5 @@
 #!/bin/bash
+# shellcheck disable=SC2034  # its variables are used by the steps that source it
 # Shared helpers for the bind-mount steps (sourced, never run as a step).
 set -euo pipefail
 CM="${SKYHOOK_DIR:?SKYHOOK_DIR is not set}/configmaps"

@@ -1,5 +1,6 @@
 #!/bin/bash
 # Unmounts and forgets every bind mount this package key made (found by its fstab tag).
+# shellcheck source=lib.sh
 . "$STEP_ROOT/lib.sh"
 for dst in $(tagged_targets); do
   if mounted "$dst"; then umount "$dst"; fi

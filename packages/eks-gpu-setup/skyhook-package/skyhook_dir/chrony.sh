@@ -1,5 +1,6 @@
 #!/bin/bash
 # Points chronyd at the configured servers (Amazon Time Sync by default) and restarts it.
+# shellcheck source=lib.sh
 . "$STEP_ROOT/lib.sh"
 rpm -q chrony >/dev/null || dnf install -y chrony || fail "cannot install chrony"
 mkdir -p /etc/chrony.d

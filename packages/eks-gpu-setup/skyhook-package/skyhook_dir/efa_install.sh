@@ -1,6 +1,7 @@
 #!/bin/bash
 # Downloads the AWS EFA installer tarball, verifies its sha256 (when given) and runs it.
 # Agent-tracked (idempotence: false): it runs once per package version.
+# shellcheck source=lib.sh
 . "$STEP_ROOT/lib.sh"
 [ -n "$EFA_URL" ] || fail "configMap key efa_installer_url is empty"
 work="$(mktemp -d /var/tmp/efa.XXXXXX)"
@@ -13,7 +14,10 @@ else
   echo "eks-gpu-setup: WARNING: no efa_installer_sha256 given; the download is not verified" >&2
 fi
 tar -xzf "$work/efa.tar.gz" -C "$work" || fail "$EFA_URL is not a gzip tarball"
-installer="$(ls "$work"/*/efa_installer.sh 2>/dev/null | head -n 1)"
+installer=
+for candidate in "$work"/*/efa_installer.sh; do
+  if [ -f "$candidate" ]; then installer=$candidate; break; fi
+done
 [ -n "$installer" ] || fail "efa_installer.sh not found in the tarball"
 cd "$(dirname "$installer")"
 # shellcheck disable=SC2086 # EFA_ARGS is a word list on purpose

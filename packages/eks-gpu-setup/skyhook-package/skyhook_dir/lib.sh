@@ -1,4 +1,5 @@
 #!/bin/bash
+# shellcheck disable=SC2034  # its variables are used by the steps that source it
 # Shared helpers for the EKS GPU node steps (sourced, never run as a step). Amazon Linux 2023.
 set -euo pipefail
 CM="${SKYHOOK_DIR:?SKYHOOK_DIR is not set}/configmaps"

@@ -1,5 +1,6 @@
 #!/bin/bash
 # After the reboot: the pinned kernel runs, the EFA kernel module is loaded, chronyd is running.
+# shellcheck source=lib.sh
 . "$STEP_ROOT/lib.sh"
 running="$(uname -r)"
 [ "$running" = "$KERNEL" ] || fail "running kernel is $running, expected the pinned $KERNEL (reboot pending?)"

@@ -1,5 +1,6 @@
 #!/bin/bash
 # upgrade_step: the agent passes the previous and the current package version.
+# shellcheck source=lib.sh
 . "$STEP_ROOT/lib.sh"
 previous="${1:?previous version}"; current="${2:?current version}"
 mkdir -p /var/lib/fleetwright

@@ -1,6 +1,7 @@
 #!/bin/bash
 # sysctl.conf: applied live with sysctl -w and kept in /etc/sysctl.d; service_<unit>.conf: systemd
 # drop-ins (pair with a service interrupt naming the units). grub.conf is refused: COS has no GRUB.
+# shellcheck source=lib.sh
 . "$STEP_ROOT/lib.sh"
 require_cos
 [ ! -f "$CM/grub.conf" ] || fail "grub.conf: kernel arguments cannot be changed on COS (read-only boot); use GKE node system configuration"

@@ -1,5 +1,6 @@
 #!/bin/bash
 # On COS nothing waits for a reboot, so config-check already checks live sysctl values.
+# shellcheck source=lib.sh
 . "$STEP_ROOT/lib.sh"
 set +e +o pipefail
 bad=0

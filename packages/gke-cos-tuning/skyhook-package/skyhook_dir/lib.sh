@@ -1,4 +1,5 @@
 #!/bin/bash
+# shellcheck disable=SC2034  # its variables are used by the steps that source it
 # Shared helpers for the COS tuning steps (sourced, never run as a step).
 # Container-Optimized OS: the root filesystem is read-only (dm-verity), /etc is a writable tmpfs
 # that is rebuilt at boot, and there is no GRUB to edit. So everything lives under /etc and is

@@ -1,6 +1,7 @@
 #!/bin/bash
 # After the service interrupt: live sysctl values, systemd loaded the drop-in properties, and every
 # tuned unit is active again.
+# shellcheck source=lib.sh
 . "$STEP_ROOT/lib.sh"
 "$STEP_ROOT/config_check.sh" || exit 1
 set +e +o pipefail

@@ -1,4 +1,5 @@
 #!/bin/bash
+# shellcheck source=lib.sh
 . "$STEP_ROOT/lib.sh"
 rm -f "$SYSCTL_FILE"
 reload=0

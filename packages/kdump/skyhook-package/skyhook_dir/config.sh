@@ -1,5 +1,6 @@
 #!/bin/bash
 # Enables kdump and reserves crash kernel memory; the reservation takes effect after a reboot.
+# shellcheck source=lib.sh
 . "$STEP_ROOT/lib.sh"
 debian_only
 case "$COREDIR" in /*) ;; *) fail "configMap key coredir must be an absolute path, got '$COREDIR'";; esac

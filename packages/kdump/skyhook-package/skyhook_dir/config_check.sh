@@ -1,4 +1,5 @@
 #!/bin/bash
+# shellcheck source=lib.sh
 . "$STEP_ROOT/lib.sh"
 grep -qx "USE_KDUMP=1" "$DEFAULTS" 2>/dev/null || fail "USE_KDUMP=1 is not set in $DEFAULTS"
 grep -qx "KDUMP_COREDIR=$COREDIR" "$DEFAULTS" || fail "KDUMP_COREDIR is not $COREDIR"

@@ -1,4 +1,5 @@
 #!/bin/bash
+# shellcheck disable=SC2034  # its variables are used by the steps that source it
 # Shared helpers for the kdump steps (sourced, never run as a step).
 set -euo pipefail
 CM="${SKYHOOK_DIR:?SKYHOOK_DIR is not set}/configmaps"
@@ -12,6 +13,6 @@ CRASHKERNEL="$(echo "$CRASHKERNEL" | tr -d ' \n')"
 COREDIR="$(echo "$COREDIR" | tr -d ' \n')"
 fail() { echo "kdump: $*" >&2; exit 1; }
 debian_only() {
-  command -v update-grub >/dev/null && [ -f /etc/default/grub ] \
+  { command -v update-grub >/dev/null && [ -f /etc/default/grub ]; } \
     || fail "this package supports Debian/Ubuntu hosts (kdump-tools, update-grub); not found here"
 }

@@ -1,5 +1,6 @@
 #!/bin/bash
 # Live state after the reboot: the kernel reserved crash memory and a crash kernel is loaded.
+# shellcheck source=lib.sh
 . "$STEP_ROOT/lib.sh"
 tr ' ' '\n' < /proc/cmdline | grep -qxF "crashkernel=${CRASHKERNEL}" \
   || fail "crashkernel=${CRASHKERNEL} is not on the running kernel's command line (reboot pending?)"

@@ -1,6 +1,7 @@
 #!/bin/bash
 # Blocks the modules (blacklist stops autoloading; "install <m> /bin/false" stops explicit loads)
 # and unloads any that are loaded now.
+# shellcheck source=lib.sh
 . "$STEP_ROOT/lib.sh"
 mods="$(modules)"
 [ -n "$mods" ] || fail "configMap key modules lists no module"

@@ -1,5 +1,6 @@
 #!/bin/bash
 # Strict: the block list is in place AND no listed module is loaded (unless unload=reboot).
+# shellcheck source=lib.sh
 . "$STEP_ROOT/lib.sh"
 set +e +o pipefail
 bad=0

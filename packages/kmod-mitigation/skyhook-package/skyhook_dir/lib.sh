@@ -1,4 +1,5 @@
 #!/bin/bash
+# shellcheck disable=SC2034  # its variables are used by the steps that source it
 # Shared helpers for the kernel-module mitigation steps (sourced, never run as a step).
 set -euo pipefail
 CM="${SKYHOOK_DIR:?SKYHOOK_DIR is not set}/configmaps"
@@ -8,6 +9,7 @@ fail() { echo "kmod-mitigation: $*" >&2; exit 1; }
 # Module names from configMap key modules; the image bakes in "tipc" (CVE-2022-0435) as default,
 # and the same default applies if an older operator's directory mount hides the baked file.
 modules() {
+  # shellcheck disable=SC2020  # both blanks become a newline
   if [ -f "$CM/modules" ]; then sed -e 's/#.*$//' "$CM/modules" | tr -s ' \t' '\n\n' | grep -v '^$' || true
   else echo tipc; fi
 }

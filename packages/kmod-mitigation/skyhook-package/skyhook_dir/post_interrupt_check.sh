@@ -1,5 +1,6 @@
 #!/bin/bash
 # After any interrupt the listed modules must be blocked and not loaded, whatever unload says.
+# shellcheck source=lib.sh
 . "$STEP_ROOT/lib.sh"
 set +e +o pipefail
 bad=0

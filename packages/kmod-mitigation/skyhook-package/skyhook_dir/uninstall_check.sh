@@ -1,3 +1,4 @@
 #!/bin/bash
+# shellcheck source=lib.sh
 . "$STEP_ROOT/lib.sh"
 [ ! -e "$CONF" ] || fail "$CONF is still present"

@@ -1,6 +1,7 @@
 #!/bin/bash
 # Applies configMap keys sysctl.conf, ulimit.conf, service_<unit>.conf and grub.conf as drop-in
 # files named after the package key; drop-ins for keys no longer present are removed.
+# shellcheck source=lib.sh
 . "$STEP_ROOT/lib.sh"
 
 if [ -f "$CM/sysctl.conf" ]; then
@@ -43,7 +44,7 @@ done
 if [ "$reload" = 1 ]; then systemctl daemon-reload; log "systemd drop-ins updated"; fi
 
 if [ -f "$CM/grub.conf" ]; then
-  command -v update-grub >/dev/null && [ -f /etc/default/grub ] \
+  { command -v update-grub >/dev/null && [ -f /etc/default/grub ]; } \
     || fail "grub.conf: GRUB kernel arguments need a Debian/Ubuntu host with /etc/default/grub and update-grub"
   mkdir -p /etc/default/grub.d
   # Appends to the distribution's default instead of replacing it (NodeWright replaced it).

@@ -1,5 +1,6 @@
 #!/bin/bash
 # Verifies every configured setting is in its drop-in file (literal match, comments ignored).
+# shellcheck source=lib.sh
 . "$STEP_ROOT/lib.sh"
 # Checks report every problem (no -e), and "grep -q" may close a pipe early (no pipefail).
 set +e +o pipefail

@@ -1,6 +1,7 @@
 #!/bin/bash
 # After the interrupt, verifies LIVE values: sysctl read back from the kernel, kernel arguments in
 # /proc/cmdline, and the systemd properties of units with a service_<unit>.conf drop-in.
+# shellcheck source=lib.sh
 . "$STEP_ROOT/lib.sh"
 # Checks report every problem (no -e), and "grep -q" may close a pipe early (no pipefail).
 set +e +o pipefail

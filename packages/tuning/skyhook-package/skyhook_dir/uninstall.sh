@@ -1,6 +1,7 @@
 #!/bin/bash
 # Removes every drop-in this package key wrote. Live values persist until the next reload/reboot:
 # pair the uninstall with an interrupt if they must go at once.
+# shellcheck source=lib.sh
 . "$STEP_ROOT/lib.sh"
 rm -f "$SYSCTL_FILE" "$LIMITS_FILE"
 reload=0

@@ -1,0 +1,139 @@
+"""A throwaway root filesystem that stands in for a node's host root, and reading its state.
+
+It owns laying out a root for one ``--os`` flavour (``build``) and the ``HostRoot`` handle tests
+and ``fleetwright package test`` use to read and set what a package changed: files, the recorded
+calls of the fake host tools, and the "kernel" state the fakes keep in plain files of the root
+(``/proc/sys``, ``/proc/modules``, ``/proc/cmdline``, ``/proc/mounts``). It never touches anything
+outside its root; the programs inside it come from ``toolbox``.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import uuid
+
+from fleetwright.packagetest import HostRootError, toolbox
+from fleetwright.packagetest.flavours import BASE_MODULES, DEFAULT_KERNEL, DEFAULT_SYSCTLS, OS_RELEASES
+
+# Where the fake tools log their calls and keep their knobs (fakes/usr/lib/fake-host/record.sh).
+CALL_LOG = "/var/log/fake-host/calls"
+FAKE_STATE = "/var/lib/fake-host"
+
+
+class HostRoot:
+    """A built throwaway root. Paths given to its helpers are host-absolute (``/etc/fstab``)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def host(self, path: str) -> str:
+        return os.path.join(self.path, path.lstrip("/"))
+
+    def exists(self, path: str) -> bool:
+        return os.path.lexists(self.host(path))
+
+    def read(self, path: str) -> str:
+        with open(self.host(path), encoding="utf-8") as handle:
+            return handle.read()
+
+    def write(self, path: str, text: str, mode: int = 0o644) -> None:
+        target = self.host(path)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with open(target, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.chmod(target, mode)
+
+    def calls(self) -> list[str]:
+        """Every call of a fake host tool so far, as ``"tool arg ..."``."""
+        return self.read(CALL_LOG).splitlines() if self.exists(CALL_LOG) else []
+
+    def boot_id(self) -> str:
+        return self.read("/proc/sys/kernel/random/boot_id").strip()
+
+    def sysctl(self, key: str) -> str:
+        return self.read("/proc/sys/" + key.replace(".", "/")).strip()
+
+    def set_sysctl(self, key: str, value: str) -> None:
+        self.write("/proc/sys/" + key.replace(".", "/"), value + "\n")
+
+    def modules(self) -> list[str]:
+        return [line.split()[0] for line in self.read("/proc/modules").splitlines() if line.strip()]
+
+    def load_module(self, name: str, *, busy: bool = False) -> None:
+        if name not in self.modules():
+            with open(self.host("/proc/modules"), "a", encoding="utf-8") as handle:
+                handle.write(f"{name} 16384 {int(busy)} - Live 0x0000000000000000\n")
+        if busy:
+            self.write(f"{FAKE_STATE}/busy-modules/{name}", "")
+
+    def mounts(self) -> list[tuple[str, str]]:
+        return [(f[0], f[1]) for f in (line.split() for line in self.read("/proc/mounts").splitlines()) if f]
+
+    def unit_state(self, unit: str) -> str:
+        path = f"/run/fake-systemd/{unit}.state"
+        return self.read(path).strip() if self.exists(path) else "inactive"
+
+    def fake_state(self, name: str, text: str = "") -> None:
+        """Set a knob of the fake host, e.g. ``reboot-mode`` or ``offline``."""
+        self.write(f"{FAKE_STATE}/{name}", text)
+
+    def cmdline(self) -> str:
+        return self.read("/proc/cmdline").strip()
+
+
+def build(path: str, *, flavour: str = "debian", kernel: str = DEFAULT_KERNEL) -> HostRoot:
+    """Build a root at ``path`` (created if missing) for ``flavour``: debian, cos or al2023.
+
+    Its ``reboot``, ``systemctl``, ``sysctl`` and the other host tools only record the call and
+    change files of the root; ``boot.simulate_reboot`` plays the kernel and init afterwards.
+    """
+    if flavour not in OS_RELEASES:
+        raise HostRootError(f"the OS flavour must be one of {', '.join(OS_RELEASES)}, got {flavour!r}")
+    os.makedirs(path, exist_ok=True)
+    root = HostRoot(path)
+    toolbox.install(path)
+    _seed(root, flavour, kernel)
+    toolbox.verify_static(path)
+    return root
+
+
+def _device(root: HostRoot, name: str, major: int, minor: int) -> None:
+    path = root.host(f"/dev/{name}")
+    try:
+        os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(major, minor))
+        os.chmod(path, 0o666)  # noqa: S103 - /dev/null is world-writable on every host
+    except OSError:
+        # Without CAP_MKNOD a plain file still lets scripts redirect to /dev/null.
+        with open(path, "w", encoding="utf-8"):
+            pass
+
+
+def _seed(root: HostRoot, flavour: str, kernel: str) -> None:
+    for directory in ("tmp", "var/tmp"):
+        os.makedirs(root.host(directory), exist_ok=True)
+        os.chmod(root.host(directory), 0o1777)  # noqa: S103 - sticky, world-writable like any /tmp
+    os.makedirs(root.host("/dev"), exist_ok=True)
+    for name, major, minor in (("null", 1, 3), ("zero", 1, 5), ("random", 1, 8), ("urandom", 1, 9)):
+        _device(root, name, major, minor)
+    root.write("/etc/os-release", OS_RELEASES[flavour])
+    root.write("/etc/passwd", "root:x:0:0:root:/root:/bin/sh\n")
+    root.write("/etc/group", "root:x:0:\n")
+    root.write("/etc/hostname", "test-node\n")
+    root.write("/etc/fstab", "/dev/sda1 / ext4 defaults 0 1\n")
+    root.write("/proc/sys/kernel/random/boot_id", str(uuid.uuid4()) + "\n")
+    root.write("/proc/sys/kernel/osrelease", kernel + "\n")
+    root.write("/proc/cmdline", f"BOOT_IMAGE=/boot/vmlinuz-{kernel} root=/dev/sda1 ro quiet\n")
+    root.write("/proc/mounts", "/dev/sda1 / ext4 rw,relatime 0 0\n")
+    root.write("/proc/modules", "".join(f"{m} 16384 0 - Live 0x0000000000000000\n" for m in BASE_MODULES))
+    root.write("/sys/kernel/kexec_crash_loaded", "0\n")
+    root.write(f"/boot/vmlinuz-{kernel}", "")
+    for key, value in DEFAULT_SYSCTLS.items():
+        root.set_sysctl(key, value)
+    if flavour == "debian":
+        root.write(
+            "/etc/default/grub", 'GRUB_DEFAULT=0\nGRUB_CMDLINE_LINUX_DEFAULT="quiet"\nGRUB_CMDLINE_LINUX=""\n'
+        )
+        root.write("/etc/pam.d/common-session", "session required pam_unix.so\n")
+        root.write("/etc/pam.d/common-session-noninteractive", "session required pam_unix.so\n")
+    os.makedirs(root.host("/run/fake-systemd"), exist_ok=True)

@@ -1,0 +1,150 @@
+"""Running the agent against a throwaway root, stage by stage, as the stage Job would.
+
+It owns placing a package payload in the root's copy directory (as the copy container does), the
+agent's environment (as the stage Job sets it), running ``python -m fleetwright.agent`` in fresh
+PID, mount, UTS and IPC namespaces where ``unshare`` allows it, and the sequence of agent
+invocations for a list of stages, a reboot interrupt included. It reports results; judging them
+is the caller's job.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from fleetwright.agent import config, interrupts
+from fleetwright.agent.modes import CHECK_MODES, WORK_MODES
+from fleetwright.packagetest.boot import simulate_reboot
+from fleetwright.packagetest.hostroot import HostRoot
+
+PAYLOAD = "skyhook-package"
+STAGES = (*WORK_MODES, "interrupt")
+CLEAN_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+SANDBOX = ("unshare", "--pid", "--fork", "--kill-child", "--mount", "--uts", "--ipc", "--")
+
+
+@dataclass(frozen=True)
+class AgentRun:
+    returncode: int
+    output: str
+
+
+@dataclass(frozen=True)
+class StageRun:
+    mode: str
+    result: AgentRun
+
+
+_sandbox_ok: bool | None = None
+
+
+def sandbox_prefix() -> list[str]:
+    """``unshare`` arguments for fresh PID/mount/UTS/IPC namespaces, or [] where that is refused."""
+    global _sandbox_ok  # noqa: PLW0603 - probe once per process
+    if _sandbox_ok is None:
+        try:
+            probe = subprocess.run([*SANDBOX, "true"], capture_output=True, check=False, timeout=30)
+            _sandbox_ok = probe.returncode == 0
+        except (OSError, subprocess.TimeoutExpired):
+            _sandbox_ok = False
+    return list(SANDBOX) if _sandbox_ok else []
+
+
+def payload_dir(directory: str) -> str:
+    """``DIR/skyhook-package`` for a catalog directory, else ``DIR`` itself."""
+    nested = os.path.join(directory, PAYLOAD)
+    return nested if os.path.isdir(nested) else directory
+
+
+def install_payload(
+    root: HostRoot, payload: str, copy_dir: str, configmaps: Mapping[str, str] | None = None
+) -> str:
+    """Copy a package payload (``.../skyhook-package``) to ``copy_dir`` as the copy container does."""
+    target = root.host(copy_dir)
+    os.makedirs(target, exist_ok=True)
+    for name in os.listdir(payload):
+        if name.startswith("."):  # the copy container's shell glob skips top-level dot-files
+            continue
+        source = os.path.join(payload, name)
+        if os.path.isdir(source):
+            shutil.copytree(source, os.path.join(target, name), dirs_exist_ok=True, symlinks=True)
+        else:
+            shutil.copy2(source, os.path.join(target, name))
+    for key, text in (configmaps or {}).items():
+        root.write(f"{copy_dir}/configmaps/{key}", text)
+    return target
+
+
+def agent_env(package: str, version: str, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    env = {
+        "PATH": CLEAN_PATH,
+        "SKYHOOK_RESOURCE_ID": f"test-0000-1_{package}_{version}",
+        "SKYHOOK_ROOT_DIR": "/var/lib/skyhook/test",
+        "SKYHOOK_LOG_DIR": "/var/log/skyhook/test",
+        "SKYHOOK_NODE_ORDER": "0",
+        "COPY_RESOLV": "false",
+        "FLEETWRIGHT_REBOOT_WAIT_SECONDS": "0.2",
+    }
+    env.update(extra or {})
+    return env
+
+
+def run_agent(args: Sequence[str], env: Mapping[str, str], *, timeout: float = 120) -> AgentRun:
+    """Run ``python -m fleetwright.agent`` with ``args`` (the root mount argument included)."""
+    proc = subprocess.run(
+        [*sandbox_prefix(), sys.executable, "-m", "fleetwright.agent", *args],
+        env=dict(env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    return AgentRun(proc.returncode, proc.stdout + proc.stderr)
+
+
+def invocations(stage: str) -> list[str]:
+    """Agent modes for one orchestrator stage: ``apply`` → apply, apply-check; a mode → itself."""
+    if stage in WORK_MODES:
+        return [stage, f"{stage}-check"]
+    if stage in CHECK_MODES or stage == "interrupt":
+        return [stage]
+    raise ValueError(f"a stage must be one of {', '.join(STAGES + CHECK_MODES)}, got {stage!r}")
+
+
+def run_stages(
+    root: HostRoot,
+    directory: str,
+    stages: Sequence[str],
+    *,
+    configmaps: Mapping[str, str] | None = None,
+    env: Mapping[str, str] | None = None,
+    interrupt: interrupts.Interrupt | None = None,
+) -> list[StageRun]:
+    """Install the package in ``root`` and run ``stages`` in order; stop at the first failure.
+
+    A reboot interrupt is followed by a simulated reboot and the restarted interrupt invocation,
+    which is how a reboot completes on a real node.
+    """
+    payload = payload_dir(directory)
+    cfg = config.load(payload)
+    copy_dir = f"/var/lib/skyhook/test/{cfg.package_name}-{cfg.package_version}-local-1"
+    install_payload(root, payload, copy_dir, configmaps)
+    environment = agent_env(cfg.package_name, cfg.package_version, env)
+    runs: list[StageRun] = []
+    for stage in stages:
+        for mode in invocations(stage):
+            args = [mode, root.path, copy_dir]
+            if mode == "interrupt":
+                chosen = interrupt or interrupts.Interrupt(interrupts.NO_OP)
+                args.append(interrupts.encode(chosen))
+                if chosen.type == interrupts.NODE_RESTART:
+                    runs.append(StageRun("interrupt (before reboot)", run_agent(args, environment)))
+                    simulate_reboot(root)
+            runs.append(StageRun(mode, run_agent(args, environment)))
+            if runs[-1].result.returncode != 0:
+                return runs
+    return runs
