@@ -9,7 +9,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # busybox-static and bash-static: the agent's chroot tests build throwaway root filesystems from
 # them (bash-static as the shell, so busybox never supplies a real reboot or mount there).
 # chromium: the integration tier's browser test opens the Temporal Web UI headless, on loopback.
-# shellcheck: tools/test.sh lints every shell script of the repository with it.
+# And shellcheck, which tools/test.sh runs over every shell script of the repository.
 debs=(busybox-static bash-static chromium shellcheck)
 missing=()
 for pkg in "${debs[@]}"; do
