@@ -92,6 +92,8 @@ class StageRequest(NodeTarget):
     interrupt: Interrupt | None = None
     """For interrupt stages: the merged interrupt to run (encoded for the agent)."""
     agent_image: str
+    host_root: str = Field(default="/", pattern=r"^/")
+    """The node path mounted as the host root (``EngineSettings.host_root``)."""
     namespace: str = PACKAGE_NAMESPACE
     node_order: int = 0
     tolerations: tuple[Toleration, ...] = ()

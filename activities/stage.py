@@ -98,6 +98,7 @@ def job_spec(request: StageRequest) -> stagejob.StageJobSpec:
         digest=package.digest,
         stage=request.stage.value,
         agent_image=request.agent_image,
+        host_root=request.host_root,
         interrupt_data=encode_interrupt(interrupt) if interrupt is not None else None,
         node_order=request.node_order,
         env=[e.to_k8s() for e in package.env],

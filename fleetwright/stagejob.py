@@ -1,12 +1,13 @@
 """Renders the ``batch/v1`` Job that runs one package stage (or interrupt) on one node (contract §3.1).
 
-It owns the pod shape the agent expects: ``nodeName`` pinned, hostPID/hostNetwork, the host ``/``
-at ``/root`` (HostToContainer), a copy init container in the package image, then ``<stage>`` and
-``<stage>-check`` agent init containers; the Job's retry and failure policies; a deterministic
-name; the orchestrator environment (``SKYHOOK_*``); and the pod's least privilege: the agent and
-copy containers are privileged root because package steps run host tools in a chroot of the host
-(sysctl, modprobe, systemctl, reboot), while the pod gets no service-account token (the agent never
-calls the API), no service-link environment and a placeholder container with no privilege at all.
+It owns the pod shape the agent expects: ``nodeName`` pinned, hostPID/hostNetwork, the host root
+(``/``; a scratch tree on a test node) at ``/root`` (HostToContainer), a copy init container in the
+package image, then ``<stage>`` and ``<stage>-check`` agent init containers; the Job's retry and
+failure policies; a deterministic name; the orchestrator environment (``SKYHOOK_*``); and the pod's
+least privilege: the agent and copy containers are privileged root because package steps run host
+tools in a chroot of the host (sysctl, modprobe, systemctl, reboot), while the pod gets no
+service-account token (the agent never calls the API), no service-link environment and a placeholder
+container with no privilege at all.
 It is pure: it returns a plain dict and never talks to the API server (activities create the Job).
 """
 
@@ -51,6 +52,8 @@ class StageJobSpec:
     image: str
     stage: str
     agent_image: str
+    host_root: str = "/"
+    """The node path mounted at ``/root``: the host's ``/`` everywhere but on a test node."""
     digest: str | None = None
     interrupt_data: str | None = None
     node_order: int = 0
@@ -130,6 +133,8 @@ def validate(spec: StageJobSpec) -> None:
             problems.append(f"{name}: must not contain '_' or '/' (SKYHOOK_RESOURCE_ID splits on '_')")
     if "_" in spec.version:
         problems.append("version: must not contain '_' (SKYHOOK_RESOURCE_ID splits on '_')")
+    if not spec.host_root.startswith("/"):
+        problems.append(f"host_root: must be an absolute path, got {spec.host_root!r}")
     if spec.timeout_seconds <= 0:
         problems.append("timeout_seconds: must be positive")
     if problems:
@@ -250,7 +255,7 @@ def _pod_spec(spec: StageJobSpec) -> dict[str, Any]:
                 "securityContext": unprivileged(),
             }
         ],
-        "volumes": [{"name": "root-mount", "hostPath": {"path": "/"}}],
+        "volumes": [{"name": "root-mount", "hostPath": {"path": spec.host_root}}],
     }
     if spec.grace_period_seconds is not None:
         pod["terminationGracePeriodSeconds"] = spec.grace_period_seconds

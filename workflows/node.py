@@ -314,6 +314,7 @@ class NodeWorkflow:
             stage=step.stage,
             interrupt=step.interrupt,
             agent_image=self._input.settings.agent_image,
+            host_root=self._input.settings.host_root,
             node_order=self._input.node_order,
             tolerations=self._input.tolerations,
             pod_labels=self._input.settings.stage_pod_labels,

@@ -25,6 +25,10 @@ class EngineSettings(Frozen):
     """Operator-level knobs the workflows need (activity tuning lives with the worker)."""
 
     agent_image: str = DEFAULT_AGENT_IMAGE
+    host_root: str = Field(default="/", pattern=r"^/")
+    """The node directory stage Jobs mount as the host root (the agent chroots into it). Always
+    ``/`` on a real fleet; a test node points it at a scratch root tree so nothing a package runs
+    can reboot or retune the machine the tests run on."""
     observe_interval_seconds: int = Field(default=30, ge=1)
     """Re-observe the fleet at least this often (new nodes, foreign cordons, health gates)."""
     reboot_timeout_seconds: int = Field(default=1800, ge=1)

@@ -38,6 +38,13 @@ def spec(**overrides: Any) -> stagejob.StageJobSpec:
     return stagejob.StageJobSpec(**values)
 
 
+def test_host_root_is_the_mounted_tree_and_must_be_absolute() -> None:
+    pod = stagejob.render(spec(host_root="/srv/scratch-root"))["spec"]["template"]["spec"]
+    assert pod["volumes"] == [{"name": "root-mount", "hostPath": {"path": "/srv/scratch-root"}}]
+    with pytest.raises(stagejob.StageJobError, match="host_root: must be an absolute path"):
+        stagejob.render(spec(host_root="scratch-root"))
+
+
 def test_stage_job_shape() -> None:
     job = stagejob.render(spec())
     pod = job["spec"]["template"]["spec"]
