@@ -36,7 +36,6 @@ from fleetwright.activities.payloads import (
     RebootWaitRequest,
     RecordStateRequest,
     RuntimeTaintReport,
-    StageReport,
     StageRequest,
     StatusNote,
     UncordonRequest,
@@ -49,6 +48,7 @@ from fleetwright.kube import nodes, nodestatus
 from fleetwright.kube.client import ApiClient
 from fleetwright.kube.jobwatch import JobWatches
 from fleetwright.planner.nodestate import NodePackageState, format_annotation
+from fleetwright.stagejob.outcome import StageReport
 
 REBOOT_TIMEOUT = "RebootTimeout"
 # Threads for blocking API calls: one per concurrent wait window plus headroom, so a window of

@@ -13,16 +13,14 @@ from typing import Any
 
 from pydantic import Field
 
-from fleetwright.api.common import LabelSelector, Toleration
-from fleetwright.api.nodeprofile import DrainSpec, NodeProfile, Package
+from fleetwright.api.common import LabelSelector
+from fleetwright.api.nodeprofile import DrainSpec, NodeProfile
 from fleetwright.planner.base import Frozen
-from fleetwright.planner.interrupts import Interrupt
 from fleetwright.planner.nodestate import NodePackageState, PackageRecord
 from fleetwright.planner.observations import RunStatus
-from fleetwright.planner.stages import Stage
 from fleetwright.planner.state import BlockedNode, Decision, RolloutState
-
-PACKAGE_NAMESPACE = "fleetwright-system"
+from fleetwright.stagejob.render import PACKAGE_NAMESPACE
+from fleetwright.stagejob.request import StageJob
 
 
 class NodeTarget(Frozen):
@@ -84,36 +82,12 @@ class DrainReport(Frozen):
     """How long PodDisruptionBudgets held the drain."""
 
 
-class StageRequest(NodeTarget):
-    profile_uid: str
-    generation: int
-    package: Package
-    stage: Stage
-    interrupt: Interrupt | None = None
-    """For interrupt stages: the merged interrupt to run (encoded for the agent)."""
-    agent_image: str
-    host_root: str = Field(default="/", pattern=r"^/")
-    """The node path mounted as the host root (``EngineSettings.host_root``)."""
-    namespace: str = PACKAGE_NAMESPACE
-    node_order: int = 0
-    tolerations: tuple[Toleration, ...] = ()
-    pod_labels: dict[str, str] = Field(default_factory=dict)
-    """Extra pod labels (tests use ``sim.fleetwright.io/outcome`` to make kwok fail or hang a pod)."""
-    pod_annotations: dict[str, str] = Field(default_factory=dict)
-    """Extra pod annotations (tests set kwok's ``pod-complete.stage.kwok.x-k8s.io/delay``)."""
+class StageRequest(StageJob, NodeTarget):
+    """The run-stage activity's request: the stage Job, and what the activity does around it."""
+
     image_pull_timeout_seconds: int = Field(default=300, ge=1)
     """A pod still unable to pull its image this long after creation fails the stage as
     ``ImagePullFailed`` instead of hanging (NodeWright #306)."""
-    backoff_limit: int | None = Field(default=None, ge=0)
-    """Override the Job's backoffLimit (default 3) for work stages; interrupts keep theirs."""
-    attempt: int = Field(default=0, ge=0)
-    """Bump to run a stage again after a failed Job (operator retry): a new Job name, while a
-    retried activity with the same attempt adopts the existing Job."""
-    pass_id: str = ""
-    """One pass over the node (the node workflow's run id): part of the Job name, so a node run
-    again at attempt 0 after its records were cleared (``node reset``, drift re-applying the same
-    target) gets fresh Jobs instead of adopting the old pass's Complete ones (an old interrupt Job
-    meant no reboot, then RebootTimeout). Empty: the names from before passes were named."""
     record: NodePackageState | None = None
     """The node's package state to record once the stage succeeded, by this activity (one
     activity per stage instead of two); None: the workflow records it itself."""
@@ -125,25 +99,6 @@ class StageRequest(NodeTarget):
     show_before: StatusNote | None = None
     show_after: StatusNote | None = None
     """Published once the stage succeeded (and ``record`` was written): the node's last status."""
-
-
-class StageOutcome(StrEnum):
-    SUCCEEDED = "Succeeded"
-    FAILED = "Failed"
-    IMAGE_PULL_FAILED = "ImagePullFailed"
-    DEADLINE_EXCEEDED = "DeadlineExceeded"
-
-
-class StageReport(Frozen):
-    job: str
-    outcome: StageOutcome
-    message: str = ""
-    started_at: datetime | None = None
-    finished_at: datetime | None = None
-
-    @property
-    def succeeded(self) -> bool:
-        return self.outcome is StageOutcome.SUCCEEDED
 
 
 class RebootWaitRequest(NodeTarget):

@@ -21,9 +21,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from fleetwright.activities.payloads import PACKAGE_NAMESPACE
 from fleetwright.api import crdgen
 from fleetwright.api.validation import AdmissionPolicy
+from fleetwright.stagejob.render import PACKAGE_NAMESPACE
 from fleetwright.worker.settings import WorkerSettings
 
 CHART = Path(__file__).resolve().parent.parent / "helm" / "fleetwright"

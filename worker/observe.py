@@ -20,7 +20,8 @@ from temporalio.worker import (
     Interceptor,
 )
 
-from fleetwright.activities.payloads import NAMES, DrainReport, NodePhase, StageReport, StatusNote
+from fleetwright.activities.payloads import NAMES, DrainReport, NodePhase, StatusNote
+from fleetwright.stagejob.outcome import StageReport
 from fleetwright.worker import logs, metrics
 
 # Node workflow id -> monotonic time of its first "InProgress" status in this process.

@@ -37,7 +37,6 @@ with workflow.unsafe.imports_passed_through():
         RebootWaitRequest,
         RecordStateRequest,
         RuntimeTaintReport,
-        StageReport,
         StageRequest,
         StatusNote,
         UncordonRequest,
@@ -48,6 +47,7 @@ with workflow.unsafe.imports_passed_through():
     from fleetwright.planner.nodework import NodeStep, PackageWork
     from fleetwright.planner.observations import RunStatus
     from fleetwright.planner.stages import Action, Stage
+    from fleetwright.stagejob.outcome import StageReport
     from fleetwright.workflows import retry
     from fleetwright.workflows import search as sa
     from fleetwright.workflows.payloads import NodeInput, NodeResult

@@ -20,7 +20,6 @@ from rich.console import Console
 from rich.table import Table
 from temporalio.client import Client, WorkflowExecution, WorkflowExecutionStatus
 
-from fleetwright.activities.payloads import PACKAGE_NAMESPACE
 from fleetwright.activities.status import condition_type
 from fleetwright.cli import reading
 from fleetwright.cli.app import app
@@ -28,6 +27,7 @@ from fleetwright.cli.session import NamespaceOpt, OutputOpt, Session, check_outp
 from fleetwright.errors import InvalidSpecError
 from fleetwright.kube.stagelogs import stage_jobs
 from fleetwright.planner.nodestate import ANNOTATION_PREFIX, PackageRecord, parse_annotation
+from fleetwright.stagejob.render import PACKAGE_NAMESPACE
 from fleetwright.workflows import search as sa
 from fleetwright.workflows.payloads import NodeResult
 

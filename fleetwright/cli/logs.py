@@ -17,7 +17,6 @@ from pydantic import BaseModel
 from rich.console import Console
 from rich.markup import escape
 
-from fleetwright.activities.payloads import PACKAGE_NAMESPACE
 from fleetwright.cli.app import app
 from fleetwright.cli.session import (
     CliError,
@@ -30,6 +29,7 @@ from fleetwright.cli.session import (
 )
 from fleetwright.errors import FleetwrightError
 from fleetwright.kube.stagelogs import StageJob, container_log, job_pods, stage_jobs
+from fleetwright.stagejob.render import PACKAGE_NAMESPACE
 
 
 class ContainerLog(BaseModel):

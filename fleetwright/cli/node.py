@@ -21,7 +21,6 @@ import typer
 from pydantic import BaseModel, Field
 from temporalio.service import RPCError
 
-from fleetwright.activities.payloads import PACKAGE_NAMESPACE
 from fleetwright.activities.status import condition_type, status_label_key
 from fleetwright.cli import reading
 from fleetwright.cli.app import app
@@ -36,6 +35,7 @@ from fleetwright.cli.session import (
 from fleetwright.kube import nodestatus
 from fleetwright.kube.stagelogs import delete_job, stage_jobs
 from fleetwright.planner.nodestate import annotation_key
+from fleetwright.stagejob.render import PACKAGE_NAMESPACE
 from fleetwright.workflows.node import node_workflow_id
 from fleetwright.workflows.rollout import RolloutWorkflow, rollout_workflow_id
 

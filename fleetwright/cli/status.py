@@ -16,7 +16,6 @@ from typing import Annotated
 import typer
 from rich.live import Live
 
-from fleetwright.activities.payloads import PACKAGE_NAMESPACE
 from fleetwright.api.nodeprofile import PLURAL as PROFILE_PLURAL
 from fleetwright.api.nodeprofile import NodeProfile
 from fleetwright.cli import reading
@@ -37,6 +36,7 @@ from fleetwright.kube.resources import list_objects
 from fleetwright.kube.stagelogs import stage_jobs
 from fleetwright.planner import convert
 from fleetwright.planner.preview import preview
+from fleetwright.stagejob.render import PACKAGE_NAMESPACE
 from fleetwright.worker.controller import PAUSED_ANNOTATION
 from fleetwright.workflows.payloads import Progress
 from fleetwright.workflows.rollout import rollout_workflow_id

@@ -27,7 +27,6 @@ from fleetwright.activities.payloads import (
     ProtectedPodsRequest,
     RebootWaitRequest,
     RecordStateRequest,
-    StageOutcome,
     StageRequest,
     StatusNote,
     UncordonRequest,
@@ -44,6 +43,7 @@ from fleetwright.localcluster.nodes import stage_pod_timing
 from fleetwright.planner.interrupts import REBOOT
 from fleetwright.planner.nodestate import NodePackageState, PackageRecord, annotation_key, parse_annotation
 from fleetwright.planner.stages import Stage
+from fleetwright.stagejob.outcome import StageOutcome
 from tests.support.engine import wait_for
 from tests.support.providers import ClusterUnderTest
 

@@ -18,19 +18,13 @@ from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from fleetwright.activities.node import all_activities
-from fleetwright.activities.payloads import (
-    NAMES,
-    CordonReport,
-    NodeTarget,
-    RebootWaitRequest,
-    StageReport,
-    StageRequest,
-)
+from fleetwright.activities.payloads import NAMES, CordonReport, NodeTarget, RebootWaitRequest, StageRequest
 from fleetwright.api.nodeprofile import Package
 from fleetwright.kube import client as kube_client
 from fleetwright.localcluster.nodes import stage_pod_timing
 from fleetwright.localcluster.temporal import LocalTemporal
 from fleetwright.planner.stages import Stage
+from fleetwright.stagejob.outcome import StageReport
 from tests.support.providers import ClusterUnderTest
 
 pytestmark = pytest.mark.integration

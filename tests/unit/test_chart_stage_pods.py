@@ -8,13 +8,15 @@ from typing import Any
 
 import pytest
 
-from fleetwright import stagejob
+from fleetwright.planner.stages import Stage
+from fleetwright.stagejob.render import StageJobSpec
+from fleetwright.stagejob.render import render as render_job
 
 pytestmark = pytest.mark.unit
 
 
 def render(stage: str = "apply", **overrides: Any) -> dict[str, Any]:
-    spec = stagejob.StageJobSpec(
+    spec = StageJobSpec(
         profile="gpu-tuning",
         profile_uid="3f2a",
         generation=1,
@@ -24,14 +26,14 @@ def render(stage: str = "apply", **overrides: Any) -> dict[str, Any]:
         image="ghcr.io/acme/tuning",
         stage=stage,
         agent_image="ghcr.io/fleetwright/agent:0.1.0",
-        interrupt_data="eyJ0eXBlIjoicmVib290In0=" if stage in stagejob.INTERRUPT_STAGES else None,
+        interrupt_data="eyJ0eXBlIjoicmVib290In0=" if Stage(stage).is_interrupt else None,
         **overrides,
     )
-    pod: dict[str, Any] = stagejob.render(spec)["spec"]["template"]["spec"]
+    pod: dict[str, Any] = render_job(spec)["spec"]["template"]["spec"]
     return pod
 
 
-@pytest.mark.parametrize("stage", sorted(stagejob.STAGES))
+@pytest.mark.parametrize("stage", sorted(Stage))
 def test_no_stage_pod_gets_an_api_token_or_service_links(stage: str) -> None:
     pod = render(stage)
     assert pod["automountServiceAccountToken"] is False
@@ -39,7 +41,7 @@ def test_no_stage_pod_gets_an_api_token_or_service_links(stage: str) -> None:
     assert "serviceAccountName" not in pod
 
 
-@pytest.mark.parametrize("stage", sorted(stagejob.STAGES))
+@pytest.mark.parametrize("stage", sorted(Stage))
 def test_the_placeholder_container_has_no_privilege(stage: str) -> None:
     (done,) = render(stage)["containers"]
     context = done["securityContext"]

@@ -19,11 +19,10 @@ from fleetwright.activities.payloads import (
     NodePhase,
     NodeStatusRequest,
     NodeTarget,
-    StageOutcome,
-    StageReport,
     StatusNote,
     UncordonRequest,
 )
+from fleetwright.stagejob.outcome import StageOutcome, StageReport
 from fleetwright.worker import metrics, observe
 from fleetwright.workflows.payloads import Progress
 

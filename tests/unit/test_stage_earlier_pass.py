@@ -13,8 +13,8 @@ from typing import Any, cast
 import pytest
 from temporalio.testing import ActivityEnvironment
 
-from fleetwright.activities.payloads import StageReport, StageRequest
-from fleetwright.activities.stage import StageRunner, manifest
+from fleetwright.activities.payloads import StageRequest
+from fleetwright.activities.stage import StageRunner
 from fleetwright.api.nodeprofile import Package
 from fleetwright.errors import RetryableError
 from fleetwright.kube import jobs
@@ -23,6 +23,8 @@ from fleetwright.kube.jobs import JobFacts, job_facts
 from fleetwright.kube.jobwatch import JobWatch
 from fleetwright.kube.listwatch import WatchEvent
 from fleetwright.planner.stages import Stage
+from fleetwright.stagejob.outcome import StageReport
+from fleetwright.stagejob.request import manifest
 
 pytestmark = pytest.mark.unit
 

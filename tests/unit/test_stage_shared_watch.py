@@ -17,13 +17,13 @@ import pytest
 from temporalio.testing import ActivityEnvironment
 
 from fleetwright.activities import stage
-from fleetwright.activities.payloads import StageOutcome, StageReport
 from fleetwright.activities.stage import StageRunner
 from fleetwright.kube import jobs, nodestatus, pods
 from fleetwright.kube.client import ApiClient
 from fleetwright.kube.jobs import JobFacts, job_facts
 from fleetwright.kube.jobwatch import JobWatch
 from fleetwright.kube.listwatch import WatchEvent
+from fleetwright.stagejob.outcome import StageOutcome, StageReport
 from tests.unit.test_jobwatch import pulling_pod, stage_pod
 from tests.unit.test_stage_node_gone import request
 

@@ -9,16 +9,16 @@ from typing import Any
 
 import pytest
 
-from fleetwright import stagejob
 from fleetwright.agent import interrupts
 from fleetwright.packagetest.hostroot import build
 from fleetwright.packagetest.runner import run_agent
+from fleetwright.stagejob.render import StageJobError, StageJobSpec, job_name, render
 from tests.support.payloads import step, write_package
 
 pytestmark = pytest.mark.unit
 
 
-def spec(**overrides: Any) -> stagejob.StageJobSpec:
+def spec(**overrides: Any) -> StageJobSpec:
     values: dict[str, Any] = {
         "profile": "gpu-tuning",
         "profile_uid": "3f2a",
@@ -35,18 +35,18 @@ def spec(**overrides: Any) -> stagejob.StageJobSpec:
         "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
     }
     values.update(overrides)
-    return stagejob.StageJobSpec(**values)
+    return StageJobSpec(**values)
 
 
 def test_host_root_is_the_mounted_tree_and_must_be_absolute() -> None:
-    pod = stagejob.render(spec(host_root="/srv/scratch-root"))["spec"]["template"]["spec"]
+    pod = render(spec(host_root="/srv/scratch-root"))["spec"]["template"]["spec"]
     assert pod["volumes"] == [{"name": "root-mount", "hostPath": {"path": "/srv/scratch-root"}}]
-    with pytest.raises(stagejob.StageJobError, match="host_root: must be an absolute path"):
-        stagejob.render(spec(host_root="scratch-root"))
+    with pytest.raises(StageJobError, match="host_root: must be an absolute path"):
+        render(spec(host_root="scratch-root"))
 
 
 def test_stage_job_shape() -> None:
-    job = stagejob.render(spec())
+    job = render(spec())
     pod = job["spec"]["template"]["spec"]
     assert job["apiVersion"] == "batch/v1"
     assert job["kind"] == "Job"
@@ -96,11 +96,11 @@ def test_stage_job_shape() -> None:
 
 
 def test_names_are_deterministic_short_and_distinct() -> None:
-    a = stagejob.job_name(spec())
-    assert a == stagejob.job_name(spec())
+    a = job_name(spec())
+    assert a == job_name(spec())
     assert len(a) <= 63
     others = {
-        stagejob.job_name(spec(**change))
+        job_name(spec(**change))
         for change in (
             {"generation": 5},
             {"node": "n2"},
@@ -112,14 +112,14 @@ def test_names_are_deterministic_short_and_distinct() -> None:
     assert a not in others
     assert len(others) == 5
     long = spec(package="p" * 60, node="node." + "x" * 240, stage="post-interrupt")
-    job = stagejob.render(long)
+    job = render(long)
     assert len(job["metadata"]["name"]) <= 63
     assert all(len(v) <= 63 for v in job["metadata"]["labels"].values())
     assert all(len(c["name"]) <= 63 for c in job["spec"]["template"]["spec"]["initContainers"])
 
 
 def test_digest_pins_the_package_image() -> None:
-    job = stagejob.render(spec(digest="sha256:" + "a" * 64))
+    job = render(spec(digest="sha256:" + "a" * 64))
     assert (
         job["spec"]["template"]["spec"]["initContainers"][0]["image"]
         == "ghcr.io/fleetwright/tuning@sha256:" + "a" * 64
@@ -128,7 +128,7 @@ def test_digest_pins_the_package_image() -> None:
 
 def test_interrupt_job_has_one_agent_container_and_restarts_in_place() -> None:
     data = interrupts.encode(interrupts.Interrupt(interrupts.NODE_RESTART))
-    job = stagejob.render(spec(stage="interrupt", interrupt_data=data))
+    job = render(spec(stage="interrupt", interrupt_data=data))
     pod = job["spec"]["template"]["spec"]
     assert pod["restartPolicy"] == "OnFailure"
     assert "podFailurePolicy" not in job["spec"]
@@ -148,8 +148,8 @@ def test_interrupt_job_has_one_agent_container_and_restarts_in_place() -> None:
     ],
 )
 def test_bad_inputs_name_the_field(change: dict[str, Any], field: str) -> None:
-    with pytest.raises(stagejob.StageJobError, match=f"{field}:"):
-        stagejob.render(spec(**change))
+    with pytest.raises(StageJobError, match=f"{field}:"):
+        render(spec(**change))
 
 
 def _container_env(container: dict[str, Any]) -> dict[str, str]:
@@ -175,7 +175,7 @@ def test_rendered_pod_runs_against_a_test_root(tmp_path: Path) -> None:
         name="tuning",
         version="1.2.0",
     )
-    job = stagejob.render(spec())
+    job = render(spec())
     copy, work, check = job["spec"]["template"]["spec"]["initContainers"]
     copied = subprocess.run(
         copy["command"],

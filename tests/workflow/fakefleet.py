@@ -27,8 +27,6 @@ from fleetwright.activities.payloads import (
     RebootWaitRequest,
     RecordStateRequest,
     RuntimeTaintReport,
-    StageOutcome,
-    StageReport,
     StageRequest,
     StatusNote,
     UncordonRequest,
@@ -38,6 +36,7 @@ from fleetwright.activities.starts import NodeStarter
 from fleetwright.localcluster import nodes as fleet_nodes
 from fleetwright.planner.fleet import cordon_key
 from fleetwright.planner.nodestate import annotation_key, format_annotation
+from fleetwright.stagejob.outcome import StageOutcome, StageReport
 
 
 @dataclass

@@ -13,8 +13,9 @@ import pytest
 from temporalio import activity
 from temporalio.client import Client
 
-from fleetwright.activities.payloads import NAMES, StageReport, StageRequest
+from fleetwright.activities.payloads import NAMES, StageRequest
 from fleetwright.localcluster import examples
+from fleetwright.stagejob.outcome import StageReport
 from fleetwright.worker.temporal import build_worker
 from fleetwright.workflows.node import node_workflow_id
 from fleetwright.workflows.payloads import EngineSettings, NodeResult, RolloutInput

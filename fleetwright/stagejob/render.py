@@ -1,14 +1,15 @@
-"""Renders the ``batch/v1`` Job that runs one package stage (or interrupt) on one node (contract §3.1).
+"""Renders the ``batch/v1`` Job that runs one package stage (or interrupt) on one node.
 
 It owns the pod shape the agent expects: ``nodeName`` pinned, hostPID/hostNetwork, the host root
 (``/``; a scratch tree on a test node) at ``/root`` (HostToContainer), a copy init container in the
-package image, then ``<stage>`` and ``<stage>-check`` agent init containers; the Job's retry and
-failure policies; a deterministic name; the orchestrator environment (``SKYHOOK_*``); and the pod's
-least privilege: the agent and copy containers are privileged root because package steps run host
-tools in a chroot of the host (sysctl, modprobe, systemctl, reboot), while the pod gets no
-service-account token (the agent never calls the API), no service-link environment and a placeholder
-container with no privilege at all.
-It is pure: it returns a plain dict and never talks to the API server (activities create the Job).
+package image (with one mount per key of the package's ConfigMap), then ``<stage>`` and
+``<stage>-check`` agent init containers; the Job's retry and failure policies; a deterministic name
+per pass and attempt; the orchestrator environment (``SKYHOOK_*``); and the pod's least privilege:
+the agent and copy containers are privileged root because package steps run host tools in a chroot
+of the host (sysctl, modprobe, systemctl, reboot), while the pod gets no service-account token (the
+agent never calls the API), no service-link environment and a placeholder container with no
+privilege at all. It is pure: it returns a plain dict and never talks to the API server (the
+run-stage activity creates the Job).
 """
 
 from __future__ import annotations
@@ -20,23 +21,30 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fleetwright.api.nodeprofile import RUNTIME_REQUIRED_TAINT
+from fleetwright.errors import PermanentError
+from fleetwright.planner.stages import Stage
 
 LABEL_PREFIX = "fleetwright.io"
+PACKAGE_NAMESPACE = "fleetwright-system"
+"""Where stage Jobs and package ConfigMaps live."""
 ROOT_MOUNT = "/root"
 STATE_ROOT = "/var/lib/skyhook"
 LOG_ROOT = "/var/log/skyhook"
 DEFAULT_TIMEOUT_SECONDS = 3600
 DEFAULT_RUNTIME_TAINT = RUNTIME_REQUIRED_TAINT
-INTERRUPT_STAGES = frozenset({"interrupt", "uninstall-interrupt"})
-STAGES = frozenset({"apply", "upgrade", "config", "post-interrupt", "uninstall"}) | INTERRUPT_STAGES
+DEFAULT_BACKOFF_LIMIT = 3
 # An interrupt Job restarts in place after the reboot; that restart must never exhaust a budget.
 INTERRUPT_BACKOFF_LIMIT = 1_000_000
+CONFIG_VOLUME = "package-config"
+CONFIG_MOUNT_DIR = "/skyhook-package/configmaps"
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
 
-class StageJobError(ValueError):
+class StageJobError(PermanentError):
     """The inputs cannot make a valid Job; the message names the field."""
+
+    reason = "InvalidStageJob"
 
 
 @dataclass(frozen=True)
@@ -63,9 +71,23 @@ class StageJobSpec:
     grace_period_seconds: int | None = None
     tolerations: Sequence[Mapping[str, Any]] = ()
     runtime_required_taint: str = DEFAULT_RUNTIME_TAINT
-    namespace: str = "fleetwright-system"
+    namespace: str = PACKAGE_NAMESPACE
     service_account: str | None = None
     extra_labels: Mapping[str, str] = field(default_factory=dict)
+    pod_annotations: Mapping[str, str] = field(default_factory=dict)
+    backoff_limit: int | None = None
+    """Overrides the work stages' backoffLimit (3); interrupts keep theirs."""
+    config_keys: Sequence[str] = ()
+    """The keys of the package's ConfigMap (``config_map_name``), each mounted into the copy
+    container; interrupts mount none."""
+    attempt: int = 0
+    """Bumped to run a stage again after a failed Job (operator retry): a new Job name."""
+    pass_id: str = ""
+    """One pass over the node (the engine uses its node workflow run): part of the Job name."""
+
+    @property
+    def is_interrupt(self) -> bool:
+        return Stage(self.stage).is_interrupt
 
     @property
     def copy_dir(self) -> str:
@@ -101,29 +123,29 @@ def _label_value(value: str) -> str:
     return _dns_label(value)
 
 
-def job_name(spec: StageJobSpec, pass_id: str = "") -> str:
-    """Deterministic: the same (profile, node, package, version, stage, generation) and pass gives
-    one name. ``pass_id`` names one pass over the node (the engine uses its node workflow run), so a
-    node run again from scratch gets fresh Jobs instead of adopting an earlier pass's finished ones;
-    empty keeps the names Jobs had before passes were named."""
-    parts: tuple[object, ...] = (
-        spec.profile,
-        spec.node,
-        spec.package,
-        spec.version,
-        spec.stage,
-        spec.generation,
-    )
-    digest = _short_hash(*parts, pass_id) if pass_id else _short_hash(*parts)
-    head = _dns_label(f"fw-{spec.package}-{spec.stage}", 63 - 11)
+def job_name(spec: StageJobSpec) -> str:
+    """Deterministic: the same (profile, node, package, version, stage, generation), pass and
+    attempt give one name, so a retried activity adopts the Job its earlier attempt created. The
+    pass (the engine uses its node workflow run) gives a node run again from scratch fresh Jobs
+    instead of an earlier pass's finished ones; a later attempt hashes a distinct stage tag."""
+    stage = f"{spec.stage}-r{spec.attempt}" if spec.attempt else spec.stage
+    parts: tuple[object, ...] = (spec.profile, spec.node, spec.package, spec.version, stage, spec.generation)
+    digest = _short_hash(*parts, spec.pass_id) if spec.pass_id else _short_hash(*parts)
+    head = _dns_label(f"fw-{spec.package}-{stage}", 63 - 11)
     return f"{head[: 63 - 11].rstrip('-')}-{digest}"
+
+
+def config_map_name(profile: str, package: str, version: str) -> str:
+    """``<cr>-<pkg>-<version>``, lower-cased; characters a name cannot hold (semver build
+    metadata's ``+``) become ``-``."""
+    return re.sub(r"[^a-z0-9.-]", "-", f"{profile}-{package}-{version}".lower())[:253].strip("-.")
 
 
 def validate(spec: StageJobSpec) -> None:
     problems = []
-    if spec.stage not in STAGES:
-        problems.append(f"stage: must be one of {', '.join(sorted(STAGES))}, got {spec.stage!r}")
-    if (spec.stage in INTERRUPT_STAGES) != bool(spec.interrupt_data):
+    if spec.stage not in set(Stage):
+        problems.append(f"stage: must be one of {', '.join(sorted(Stage))}, got {spec.stage!r}")
+    elif spec.is_interrupt != bool(spec.interrupt_data):
         problems.append("interrupt_data: required for interrupt stages and only for them")
     for name in ("profile", "profile_uid", "node", "package", "version", "image", "agent_image"):
         if not getattr(spec, name):
@@ -186,18 +208,24 @@ def _agent_container(spec: StageJobSpec, name: str, args: list[str]) -> dict[str
 def copy_container(spec: StageJobSpec) -> dict[str, Any]:
     # The package image's own /bin/sh, mkdir and cp; a shell glob, so top-level dot-files stay.
     script = 'mkdir -p "/root${SKYHOOK_DIR}" && cp -r /skyhook-package/* "/root${SKYHOOK_DIR}"'
+    # One subPath mount per config key, so the package's own files in ``configmaps/`` stay
+    # visible (NodeWright #208); the copy puts them at ``${SKYHOOK_DIR}/configmaps``.
+    config = [
+        {"name": CONFIG_VOLUME, "mountPath": f"{CONFIG_MOUNT_DIR}/{key}", "subPath": key}
+        for key in (sorted(spec.config_keys) if mounted_config_map(spec) else ())
+    ]
     return {
         "name": _dns_label(f"{spec.package}-init"),
         "image": spec.package_image,
         "command": ["/bin/sh", "-c", script],
         "env": [{"name": "SKYHOOK_DIR", "value": spec.copy_dir}],
         "securityContext": {"privileged": True, "runAsUser": 0},
-        "volumeMounts": _mounts(),
+        "volumeMounts": _mounts() + config,
     }
 
 
 def init_containers(spec: StageJobSpec) -> list[dict[str, Any]]:
-    if spec.stage in INTERRUPT_STAGES:
+    if spec.is_interrupt:
         args = ["interrupt", ROOT_MOUNT, spec.copy_dir, spec.interrupt_data or ""]
         return [_agent_container(spec, f"{spec.package}-interrupt", args)]
     return [
@@ -233,13 +261,27 @@ def labels(spec: StageJobSpec) -> dict[str, str]:
     return out
 
 
+def mounted_config_map(spec: StageJobSpec) -> str | None:
+    """The ConfigMap the Job mounts (the package's config; it must exist first), else None."""
+    if not spec.config_keys or spec.is_interrupt:
+        return None
+    return config_map_name(spec.profile, spec.package, spec.version)
+
+
+def _volumes(spec: StageJobSpec) -> list[dict[str, Any]]:
+    volumes: list[dict[str, Any]] = [{"name": "root-mount", "hostPath": {"path": spec.host_root}}]
+    config = mounted_config_map(spec)
+    if config is not None:
+        volumes.append({"name": CONFIG_VOLUME, "configMap": {"name": config}})
+    return volumes
+
+
 def _pod_spec(spec: StageJobSpec) -> dict[str, Any]:
-    interrupt = spec.stage in INTERRUPT_STAGES
     pod: dict[str, Any] = {
         "nodeName": spec.node,
         "hostPID": True,
         "hostNetwork": True,
-        "restartPolicy": "OnFailure" if interrupt else "Never",
+        "restartPolicy": "OnFailure" if spec.is_interrupt else "Never",
         # The agent reads everything from the copy directory; a token would only be loot.
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
@@ -255,7 +297,7 @@ def _pod_spec(spec: StageJobSpec) -> dict[str, Any]:
                 "securityContext": unprivileged(),
             }
         ],
-        "volumes": [{"name": "root-mount", "hostPath": {"path": spec.host_root}}],
+        "volumes": _volumes(spec),
     }
     if spec.grace_period_seconds is not None:
         pod["terminationGracePeriodSeconds"] = spec.grace_period_seconds
@@ -264,19 +306,31 @@ def _pod_spec(spec: StageJobSpec) -> dict[str, Any]:
     return pod
 
 
+def _backoff_limit(spec: StageJobSpec) -> int:
+    if spec.is_interrupt:
+        return INTERRUPT_BACKOFF_LIMIT
+    return DEFAULT_BACKOFF_LIMIT if spec.backoff_limit is None else spec.backoff_limit
+
+
+def _template_metadata(spec: StageJobSpec, job_labels: Mapping[str, str]) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"labels": dict(job_labels)}
+    if spec.pod_annotations:
+        metadata["annotations"] = dict(spec.pod_annotations)
+    return metadata
+
+
 def render(spec: StageJobSpec) -> dict[str, Any]:
     """The Job manifest for ``spec`` as a plain dict, ready for ``create_namespaced_job``."""
     validate(spec)
-    interrupt = spec.stage in INTERRUPT_STAGES
     job_labels = labels(spec)
     job_spec: dict[str, Any] = {
-        "backoffLimit": INTERRUPT_BACKOFF_LIMIT if interrupt else 3,
+        "backoffLimit": _backoff_limit(spec),
         "activeDeadlineSeconds": spec.timeout_seconds,
-        "template": {"metadata": {"labels": dict(job_labels)}, "spec": _pod_spec(spec)},
+        "template": {"metadata": _template_metadata(spec, job_labels), "spec": _pod_spec(spec)},
     }
     # Two executors must never share the host paths: no replacement pod until the old one failed.
     job_spec["podReplacementPolicy"] = "Failed"
-    if not interrupt:
+    if not spec.is_interrupt:
         # An eviction is not a package failure. (Needs restartPolicy Never, so not for interrupts.)
         job_spec["podFailurePolicy"] = {
             "rules": [
