@@ -33,7 +33,6 @@ from fleetwright.activities.payloads import (
     NodeStatusRequest,
     NodeTarget,
     ProtectedPodsRequest,
-    RebootWaitRequest,
     RecordStateRequest,
     RuntimeTaintReport,
     StageRequest,
@@ -114,24 +113,6 @@ class NodeActivities:
             await self._record(request, request.record)
         await self._show(request, request.show_after)
         return report
-
-    @activity.defn(name=NAMES.READ_BOOT_ID)
-    @temporal_errors
-    async def read_boot_id(self, target: NodeTarget) -> str:
-        facts, _ = await blocking(self.executor, nodestatus.read_node, self.api, target.node)
-        return facts.boot_id
-
-    @activity.defn(name=NAMES.WAIT_REBOOT)
-    @temporal_errors
-    async def wait_reboot(self, request: RebootWaitRequest) -> str:
-        """Wait until the node reports a boot id other than ``previous_boot_id`` and is Ready;
-        returns the new boot id. Bounded by timeout_seconds ("RebootTimeout")."""
-        boot_id = await self._await_reboot(
-            request, request.previous_boot_id, request.timeout_seconds, Clock()
-        )
-        if request.record is not None:
-            await self._record(request, request.record)
-        return boot_id
 
     async def _await_reboot(
         self, target: NodeTarget, previous: str, timeout_seconds: int, clock: Clock
@@ -228,8 +209,6 @@ def all_activities(
         bound.wait_protected_pods,
         bound.drain,
         bound.run_stage,
-        bound.read_boot_id,
-        bound.wait_reboot,
         bound.record_state,
         bound.set_node_status,
         bound.clean_up,

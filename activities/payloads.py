@@ -90,7 +90,7 @@ class StageRequest(StageJob, NodeTarget):
     ``ImagePullFailed`` instead of hanging (NodeWright #306)."""
     record: NodePackageState | None = None
     """The node's package state to record once the stage succeeded, by this activity (one
-    activity per stage instead of two); None: the workflow records it itself."""
+    activity per stage instead of two); None: nothing to record."""
     reboot_timeout_seconds: int | None = Field(default=None, ge=1)
     """A reboot interrupt's wait, in this activity: the node's boot id is read before the Job is
     created (and kept on the Job, so a retry compares with the same one); once the Job succeeded,
@@ -99,13 +99,6 @@ class StageRequest(StageJob, NodeTarget):
     show_before: StatusNote | None = None
     show_after: StatusNote | None = None
     """Published once the stage succeeded (and ``record`` was written): the node's last status."""
-
-
-class RebootWaitRequest(NodeTarget):
-    previous_boot_id: str
-    timeout_seconds: int
-    record: NodePackageState | None = None
-    """The node's package state to record once the node is back, as ``StageRequest.record``."""
 
 
 class RecordStateRequest(NodeTarget):
@@ -216,8 +209,6 @@ class NAMES:
     WAIT_PROTECTED_PODS = "fleetwright.node.wait-protected-pods"
     DRAIN = "fleetwright.node.drain"
     RUN_STAGE = "fleetwright.node.run-stage"
-    READ_BOOT_ID = "fleetwright.node.read-boot-id"
-    WAIT_REBOOT = "fleetwright.node.wait-reboot"
     RECORD_STATE = "fleetwright.node.record-state"
     SET_NODE_STATUS = "fleetwright.node.set-status"
     OBSERVE_AND_DECIDE = "fleetwright.rollout.observe-and-decide"

@@ -6,10 +6,11 @@ package state after every stage -> uncordon what we cordoned -> release the runt
 taint (runtime-required profiles; it stays while another such profile is incomplete here) ->
 report to the parent.
 
-The first status (InProgress) rides on the first activity and Complete on the last one, and a
-reboot's boot id read and wait run inside its interrupt stage's activity (patch
-``status-and-reboot-folded``): a rebooting node that drains needs 7 activities, a node with two
-plain stages 2.
+The first status (InProgress) rides on the first activity and Complete on the last one, each
+stage's activity records the package state once the stage passed, and a reboot's boot id read and
+wait run inside its interrupt stage's activity: a rebooting node that drains needs 7 activities, a
+node with two plain stages 2. Each activity costs a workflow task that queues behind every other
+node's on the worker.
 
 Orchestration only: every side effect is an activity. The package state recorded after each stage
 is what makes a restart resume after the last passed stage instead of re-running it.
@@ -34,7 +35,6 @@ with workflow.unsafe.imports_passed_through():
         NodeStatusRequest,
         NodeTarget,
         ProtectedPodsRequest,
-        RebootWaitRequest,
         RecordStateRequest,
         RuntimeTaintReport,
         StageRequest,
@@ -71,13 +71,6 @@ class NodeDeletedError(Exception):
 
 
 NODE_GONE = "NodeGone"  # the ApplicationError type of fleetwright.errors.NodeGoneError
-NODE_GONE_PATCH = "node-gone-ends-cleanly"
-JOBS_PER_RUN_PATCH = "stage-job-per-pass"
-STATE_WITH_STAGE_PATCH = "state-recorded-by-stage"
-# The first and last status ride on the first and last activities, and a reboot's boot id read and
-# wait on its interrupt stage's: 7 activities instead of 11 for a rebooting, draining node. Each
-# activity costs a workflow task that queues behind every other node's on the worker.
-FOLDED_PATCH = "status-and-reboot-folded"
 
 
 class PackageLedger:
@@ -173,18 +166,16 @@ class NodeWorkflow:
                     sa.PACKAGES.value_set([f"{p.name}@{p.version}" for p in node_input.packages]),
                 ]
             )
-        # Patched: older histories ran each status, boot id read and reboot wait as its own activity.
-        self._folded = workflow.patched(FOLDED_PATCH)
         work = node_input.work
         updating = StatusNote(phase=NodePhase.IN_PROGRESS, reason="Updating", message=self._summary())
         # The first activity (cordon, else the first stage) shows it; until then: not shown yet.
         first: StatusNote | None = updating
-        if not (self._folded and (work.needs_drain or work.steps)):
+        if not (work.needs_drain or work.steps):
             await self._status(updating)
             first = None
         # Complete rides on the last activity (the uncordon, else the last stage), unless the
         # runtime taint's release still follows it.
-        carried = self._folded and not node_input.runtime_required
+        carried = not node_input.runtime_required
         cordon: CordonReport | None = None
         try:
             if work.needs_drain:
@@ -253,22 +244,13 @@ class NodeWorkflow:
         package = self._packages[step.packages[0]]
         self._stage = f"{step.stage.value} {package.name}"
         reboot = step.interrupt is not None and step.interrupt.kind is InterruptKind.REBOOT
-        apart = reboot and not self._folded  # the boot id read and reboot wait as activities
-        boot_id = ""
-        if apart:
-            boot_id = await self._call(NAMES.READ_BOOT_ID, self._target, result_type=str)
-        # The stage's own activity (the reboot wait's, after a reboot) records the state once it
-        # succeeded: one activity per stage, not two. Patched: older histories recorded it apart.
-        folded = workflow.patched(STATE_WITH_STAGE_PATCH)
-        record = self._ledger.state_after(step.packages, step.stage) if folded else None
-        # Folded: this activity reads the boot id, waits for the reboot and shows first and last.
+        # The stage's activity records the state once the stage succeeded (after the reboot, for a
+        # reboot), and shows ``first`` and ``last``: one activity per stage.
         request = self._stage_request(
             step,
             package,
-            None if apart else record,
-            reboot_timeout_seconds=self._input.settings.reboot_timeout_seconds
-            if reboot and not apart
-            else None,
+            self._ledger.state_after(step.packages, step.stage),
+            reboot_timeout_seconds=self._input.settings.reboot_timeout_seconds if reboot else None,
             show_before=first,
             show_after=last,
         )
@@ -280,26 +262,14 @@ class NodeWorkflow:
             raise NodeFailedError(
                 f"{step.stage.value} of {package.name} failed ({report.outcome}): {report.message}"
             )
-        if apart:
-            self._stage = "wait-reboot"
-            wait = RebootWaitRequest(
-                profile=self._input.profile,
-                node=self._input.node,
-                previous_boot_id=boot_id,
-                timeout_seconds=self._input.settings.reboot_timeout_seconds,
-                record=record,
-            )
-            await self._wait(NAMES.WAIT_REBOOT, wait, str, wait.timeout_seconds)
         for name in step.packages:
             self._ledger.stage_done(name, step.stage)
-        if not folded:
-            await self._record()
 
     def _stage_request(
         self,
         step: NodeStep,
         package: Package,
-        record: NodePackageState | None,
+        record: NodePackageState,
         *,
         reboot_timeout_seconds: int | None,
         show_before: StatusNote | None,
@@ -322,7 +292,9 @@ class NodeWorkflow:
             backoff_limit=self._input.settings.stage_backoff_limit,
             image_pull_timeout_seconds=self._input.settings.image_pull_timeout_seconds,
             attempt=self._input.attempt,
-            pass_id=self._pass_id(),
+            # This run is one pass over the node: its retried activities adopt its own Jobs, a
+            # later pass gets its own.
+            pass_id=workflow.info().run_id,
             record=record,
             reboot_timeout_seconds=reboot_timeout_seconds,
             show_before=show_before,
@@ -335,12 +307,6 @@ class NodeWorkflow:
         if request.stage.is_interrupt:
             bound += self._input.settings.reboot_timeout_seconds
         return await self._wait(NAMES.RUN_STAGE, request, StageReport, bound)
-
-    def _pass_id(self) -> str:
-        # This run is one pass over the node: its retried activities adopt its own Jobs, a later
-        # pass gets its own. A run that began before passes were named keeps the old names, so it
-        # adopts the Job it already started.
-        return workflow.info().run_id if workflow.patched(JOBS_PER_RUN_PATCH) else ""
 
     # ----- activity plumbing ----------------------------------------------------------------
     async def _call(self, name: str, arg: object, *, result_type: type[T]) -> T:
@@ -420,8 +386,7 @@ class NodeWorkflow:
 def _failure(name: str, error: ActivityError) -> Exception:
     """What an activity's failure means for this node: it is gone, or this step failed."""
     cause = error.cause
-    # Older histories never saw a NodeGone failure, so the patch only marks new runs.
-    if isinstance(cause, ApplicationError) and cause.type == NODE_GONE and workflow.patched(NODE_GONE_PATCH):
+    if isinstance(cause, ApplicationError) and cause.type == NODE_GONE:
         return NodeDeletedError(f"node deleted during {name.rsplit('.', 1)[-1]}: {_cause(error)}")
     return NodeFailedError(f"{name}: {_cause(error)}")
 

@@ -6,9 +6,8 @@ attributes, memo, current details), and sleeps until a node reports, a human act
 changes, the decision's wake-up time comes or the observe interval passes. It continues as new
 when its history grows, carrying the planner state, the controls and unfolded node results.
 
-Node workflows are started by one activity per decision (``activities.starts``; older histories
-started them as abandoned children) and report back by signal, so they keep running across this
-workflow's continue-as-new.
+Node workflows are started by one activity per decision (``activities.starts``) and report back by
+signal, so they keep running across this workflow's continue-as-new.
 
 Deletion is the same loop towards another target: the ``delete`` signal switches the spec to the
 removal target (``convert.removal_packages``: every ``uninstall.enabled`` package uninstalled),
@@ -19,15 +18,12 @@ releases the NodeProfile's finalizer, and the workflow ends. A halted removal ke
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-from collections.abc import Coroutine
 from datetime import datetime, timedelta
 from typing import Any
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
-from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
     from fleetwright.activities.payloads import (
@@ -46,7 +42,7 @@ with workflow.unsafe.imports_passed_through():
     from fleetwright.planner.state import BlockedNode, Decision, NodeStart, Phase, RolloutState
     from fleetwright.workflows import retry
     from fleetwright.workflows import search as sa
-    from fleetwright.workflows.node import NODE_FINISHED_SIGNAL, NODE_WORKFLOW, NodeWorkflow, node_workflow_id
+    from fleetwright.workflows.node import NODE_FINISHED_SIGNAL, NODE_WORKFLOW, node_workflow_id
     from fleetwright.workflows.payloads import (
         Controls,
         DecideReport,
@@ -62,11 +58,6 @@ with workflow.unsafe.imports_passed_through():
 ROLLOUT_WORKFLOW = "fleetwright.rollout"
 ABORTED = "Aborted"
 DELETED = "Deleted"
-SPEC_CHANGE_WAKES = "spec-change-wakes"
-HISTORY_BYTES_CONTINUE = "history-bytes-continue"
-PACED_TURNS = "paced-turns"
-CONTROLS_RECHECKED = "controls-rechecked"
-NODES_STARTED_BY_ACTIVITY = "nodes-started-by-activity"
 # A decision starts at most 200 nodes (planner.rollout.MAX_STARTS_PER_DECISION), a few a second on
 # a loaded dev server: the bound is for a worker lost mid-start, whose retry skips what it began.
 START_NODES_TIMEOUT = timedelta(minutes=10)
@@ -326,10 +317,7 @@ class RolloutWorkflow:
             # A pause or abort that arrived while the activity ran: the decision was taken without
             # it, so its starts must not happen (a node started after a handled pause). Decide again
             # from the same state under the new controls, dropping the claims this decision wrote.
-            # Patched: older histories started the decision's nodes.
             if not (report.decision.start and _stopped_since(controls, self._controls)):
-                return report
-            if not workflow.patched(CONTROLS_RECHECKED):
                 return report
             unclaim = tuple(s.node for s in report.decision.start)
 
@@ -338,50 +326,30 @@ class RolloutWorkflow:
             return
         assert self._state is not None
         spec = self._state.spec
-        inputs = [
-            (node_workflow_id(spec.profile, start.node), self._node_input(start, report), _summary(start))
-            for start in starts
-        ]
         # One activity starts the decision's node workflows: no history events or workflow tasks per
-        # node here. Patched: older histories started them as children.
-        if workflow.patched(NODES_STARTED_BY_ACTIVITY):
-            request = StartNodesRequest(
-                workflow=NODE_WORKFLOW,
-                task_queue=workflow.info().task_queue,
-                decided_at=workflow.now(),
-                starts=tuple(
-                    WorkflowStart(id=id_, input=node_input.model_dump(mode="json"), summary=summary)
-                    for id_, node_input, summary in inputs
-                ),
-            )
-            await workflow.execute_activity(
-                NAMES.START_NODES,
-                request,
-                result_type=int,
-                start_to_close_timeout=START_NODES_TIMEOUT,
-                heartbeat_timeout=retry.HEARTBEAT,
-                retry_policy=retry.API_CALL,
-                summary=f"start {len(starts)} node workflow(s) of {spec.profile}",
-            )
-            return
-        starting: list[Coroutine[Any, Any, object]] = [
-            workflow.start_child_workflow(
-                NodeWorkflow.run,
-                node_input,
-                id=id_,
-                parent_close_policy=ParentClosePolicy.ABANDON,
-                static_summary=summary,
-            )
-            for id_, node_input, summary in inputs
-        ]
-        # Every start of one decision is commanded in the same workflow task, so a pause or abort
-        # cannot be handled between two of them and still see later ones start. Patched: older
-        # histories started the nodes one after another.
-        if workflow.patched(CONTROLS_RECHECKED):
-            await asyncio.gather(*starting)
-            return
-        for pending in starting:
-            await pending
+        # node here.
+        request = StartNodesRequest(
+            workflow=NODE_WORKFLOW,
+            task_queue=workflow.info().task_queue,
+            decided_at=workflow.now(),
+            starts=tuple(
+                WorkflowStart(
+                    id=node_workflow_id(spec.profile, start.node),
+                    input=self._node_input(start, report).model_dump(mode="json"),
+                    summary=_summary(start),
+                )
+                for start in starts
+            ),
+        )
+        await workflow.execute_activity(
+            NAMES.START_NODES,
+            request,
+            result_type=int,
+            start_to_close_timeout=START_NODES_TIMEOUT,
+            heartbeat_timeout=retry.HEARTBEAT,
+            retry_policy=retry.API_CALL,
+            summary=f"start {len(starts)} node workflow(s) of {spec.profile}",
+        )
 
     def _node_input(self, start: NodeStart, report: DecideReport) -> NodeInput:
         assert self._state is not None
@@ -434,8 +402,8 @@ class RolloutWorkflow:
             interval = timedelta(seconds=self._settings.observe_interval_seconds)
             timeout = interval if timeout is None else min(timeout, interval)
         # A spec change or deletion signalled while this turn's activity ran must not wait for the
-        # next timer (a finished rollout has none). Patched: older histories waited.
-        if self._new_spec is not None and workflow.patched(SPEC_CHANGE_WAKES):
+        # next timer (a finished rollout has none).
+        if self._new_spec is not None:
             return
         self._nudged = False
         with contextlib.suppress(TimeoutError):
@@ -447,13 +415,12 @@ class RolloutWorkflow:
         ended. Each turn reads every Node: at 10,000 nodes that is seconds of apiserver and worker
         CPU, and with reports arriving all the time back-to-back turns would spend a core on
         observing alone; spaced, observing takes at most half the time, and a slow turn (a loaded
-        apiserver) spaces the next one further. A human's signal or a spec change does not wait.
-        Patched: older histories did not pace."""
+        apiserver) spaces the next one further. A human's signal or a spec change does not wait."""
         if self._nudged or self._last_turn is None:
             return
         asked, answered = self._last_turn
         resume = answered + (answered - asked)
-        if resume <= workflow.now() or not workflow.patched(PACED_TURNS):
+        if resume <= workflow.now():
             return
         with contextlib.suppress(TimeoutError):
             await workflow.wait_condition(lambda: self._nudged, timeout=resume - workflow.now())
@@ -464,11 +431,9 @@ class RolloutWorkflow:
         if self._new_spec is not None or self._retry:
             return False
         info = workflow.info()
-        if info.get_current_history_length() >= self._settings.history_events_before_continue:
-            return True
-        # Patched: runs recorded before the byte bound continued on events alone.
-        return info.get_current_history_size() >= self._settings.history_bytes_before_continue and (
-            workflow.patched(HISTORY_BYTES_CONTINUE)
+        return (
+            info.get_current_history_length() >= self._settings.history_events_before_continue
+            or info.get_current_history_size() >= self._settings.history_bytes_before_continue
         )
 
     def _memo(self) -> dict[str, Any]:

@@ -25,7 +25,6 @@ from fleetwright.activities.payloads import (
     NodeStatusRequest,
     NodeTarget,
     ProtectedPodsRequest,
-    RebootWaitRequest,
     RecordStateRequest,
     StageRequest,
     StatusNote,
@@ -669,48 +668,66 @@ def _counted(real: Callable[..., Any], name: str, calls: list[str], *args: Any) 
 
 
 async def test_reboot_wait_sees_the_new_boot_id_and_is_bounded(
-    cluster: ClusterUnderTest, activities: NodeActivities, spare_nodes: Iterator[str]
+    cluster: ClusterUnderTest, activities: NodeActivities, spare_nodes: Iterator[str], namespace: str
 ) -> None:
+    """After its interrupt Job, a reboot stage waits for a new boot id (nothing recorded until the
+    node is back), and gives up after its bound."""
     node, quiet = next(spare_nodes), next(spare_nodes)
     env = ActivityEnvironment()
-    before = await env.run(activities.read_boot_id, NodeTarget(profile="act-reboot", node=node))
-    assert before == fleet_nodes.boot_id(node)
     after = fleet_nodes.boot_id(node, generation=1)
-    wait = RebootWaitRequest(
-        profile="act-reboot",
-        node=node,
-        previous_boot_id=before,
-        timeout_seconds=30,
+    wait = stage_request(
+        node,
+        namespace,
+        package(),
+        stage=Stage.INTERRUPT,
+        interrupt=REBOOT,
         record=applied("act-reboot"),
+        reboot_timeout_seconds=60,
+    ).model_copy(update={"profile": "act-reboot"})
+    task = asyncio.create_task(env.run(activities.run_stage, wait))
+    await async_wait_for(
+        lambda: [j for j in jobs_in(cluster, namespace) if j.get("status", {}).get("succeeded")],
+        what="the interrupt Job to finish",
     )
-    task = asyncio.create_task(env.run(activities.wait_reboot, wait))
     await asyncio.sleep(1)
     assert not task.done()
     assert recorded(cluster, node, "act-reboot") is None
+    [job] = jobs_in(cluster, namespace)
+    assert job["metadata"]["annotations"][BOOT_ID_ANNOTATION] == fleet_nodes.boot_id(node)
     cluster.kubectl("annotate", "node", node, f"{fleet_nodes.REBOOT_ANNOTATION}={after}")
-    assert await asyncio.wait_for(task, 30) == after
+    assert (await asyncio.wait_for(task, 30)).succeeded
+    assert get_json(cluster, "node", node)["status"]["nodeInfo"]["bootID"] == after
     assert recorded(cluster, node, "act-reboot") == applied("act-reboot"), "recorded once back"
 
-    stuck = RebootWaitRequest(
-        profile="act-reboot",
-        node=quiet,
-        previous_boot_id=fleet_nodes.boot_id(quiet),
-        timeout_seconds=2,
+    stuck = stage_request(
+        quiet,
+        namespace,
+        package(),
+        stage=Stage.INTERRUPT,
+        interrupt=REBOOT,
         record=applied("act-reboot"),
-    )
+        reboot_timeout_seconds=2,
+    ).model_copy(update={"profile": "act-reboot"})
     with pytest.raises(ApplicationError) as failure:
-        await env.run(activities.wait_reboot, stuck)
+        await asyncio.wait_for(env.run(activities.run_stage, stuck), 60)
     assert failure.value.type == "RebootTimeout"
     assert failure.value.non_retryable
     assert recorded(cluster, quiet, "act-reboot") is None
 
 
-async def test_a_cancelled_wait_stops(activities: NodeActivities, spare_nodes: Iterator[str]) -> None:
+async def test_a_cancelled_wait_stops(
+    cluster: ClusterUnderTest, activities: NodeActivities, spare_nodes: Iterator[str], namespace: str
+) -> None:
     node = next(spare_nodes)
     env = ActivityEnvironment()
-    wait = RebootWaitRequest(profile="act-cancel", node=node, previous_boot_id="x", timeout_seconds=60)
-    wait = wait.model_copy(update={"previous_boot_id": fleet_nodes.boot_id(node)})
-    task = asyncio.create_task(env.run(activities.wait_reboot, wait))
+    wait = stage_request(
+        node, namespace, package(), stage=Stage.INTERRUPT, interrupt=REBOOT, reboot_timeout_seconds=60
+    )
+    task = asyncio.create_task(env.run(activities.run_stage, wait))
+    await async_wait_for(
+        lambda: [j for j in jobs_in(cluster, namespace) if j.get("status", {}).get("succeeded")],
+        what="the interrupt Job to finish",
+    )
     await asyncio.sleep(1)
     env.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -778,7 +795,7 @@ async def test_set_status_writes_label_condition_and_one_event(
 
 
 async def test_a_deleted_node_is_gone_for_work_and_done_for_status_and_undo(
-    activities: NodeActivities,
+    activities: NodeActivities, namespace: str
 ) -> None:
     # The real 404s: work on a missing Node says NodeGone (the node workflow ends: it left the
     # fleet); showing status, uncordoning and releasing the taint on it are done already.
@@ -793,9 +810,13 @@ async def test_a_deleted_node_is_gone_for_work_and_done_for_status_and_undo(
     assert (await env.run(activities.release_runtime_taint, target)).removed is False
     state = NodePackageState(profile="act-gone")
     record = RecordStateRequest(profile="act-gone", node="no-such-node", state=state)
+    # A reboot stage reads the node's boot id before it creates its Job.
+    reboot = stage_request(
+        "no-such-node", namespace, package(), stage=Stage.INTERRUPT, interrupt=REBOOT
+    ).model_copy(update={"profile": "act-gone", "reboot_timeout_seconds": 60})
     work: list[Callable[[], Awaitable[object]]] = [
         lambda: env.run(activities.cordon, CordonRequest(profile="act-gone", node="no-such-node")),
-        lambda: env.run(activities.read_boot_id, target),
+        lambda: env.run(activities.run_stage, reboot),
         lambda: env.run(activities.record_state, record),
     ]
     for call in work:

@@ -18,11 +18,12 @@ from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from fleetwright.activities.node import all_activities
-from fleetwright.activities.payloads import NAMES, CordonReport, NodeTarget, RebootWaitRequest, StageRequest
+from fleetwright.activities.payloads import NAMES, CordonReport, NodeTarget, StageRequest
 from fleetwright.api.nodeprofile import Package
 from fleetwright.kube import client as kube_client
 from fleetwright.localcluster.nodes import stage_pod_timing
 from fleetwright.localcluster.temporal import LocalTemporal
+from fleetwright.planner.interrupts import REBOOT
 from fleetwright.planner.stages import Stage
 from fleetwright.stagejob.outcome import StageReport
 from tests.support.providers import ClusterUnderTest
@@ -39,23 +40,20 @@ class Smoke:
         cordon = await workflow.execute_activity(
             NAMES.CORDON, target, result_type=CordonReport, start_to_close_timeout=timedelta(seconds=30)
         )
-        boot = await workflow.execute_activity(
-            NAMES.READ_BOOT_ID, target, result_type=str, start_to_close_timeout=timedelta(seconds=30)
-        )
         uncordoned = await workflow.execute_activity(
             NAMES.UNCORDON, target, result_type=bool, start_to_close_timeout=timedelta(seconds=30)
         )
-        return [cordon, boot, uncordoned]
+        return [cordon, uncordoned]
 
 
 @workflow.defn(name="test.activities-reboot-timeout")
 class RebootTimeout:
     @workflow.run
-    async def run(self, request: RebootWaitRequest) -> str:
-        result: str = await workflow.execute_activity(
-            NAMES.WAIT_REBOOT,
+    async def run(self, request: StageRequest) -> StageReport:
+        result: StageReport = await workflow.execute_activity(
+            NAMES.RUN_STAGE,
             request,
-            result_type=str,
+            result_type=StageReport,
             start_to_close_timeout=timedelta(seconds=60),
             heartbeat_timeout=timedelta(seconds=6),
             retry_policy=QUICK,
@@ -99,27 +97,11 @@ async def test_activities_run_on_a_real_worker(cluster: ClusterUnderTest, client
     async with Worker(
         client, task_queue=queue, workflows=workflows, activities=all_activities(api), workflow_runner=runner
     ):
-        cordon, boot, uncordoned = await client.execute_workflow(
+        cordon, uncordoned = await client.execute_workflow(
             Smoke.run, NodeTarget(profile="act-worker", node=node), id=f"smoke-{queue}", task_queue=queue
         )
         assert CordonReport.model_validate(cordon) == CordonReport(ours=True, foreign=False)
-        assert boot
         assert uncordoned is True
-
-        quiet_boot = json.loads(cluster.kubectl("get", "node", quiet, "-o", "json").stdout)["status"][
-            "nodeInfo"
-        ]
-        stuck = RebootWaitRequest(
-            profile="act-worker", node=quiet, previous_boot_id=quiet_boot["bootID"], timeout_seconds=1
-        )
-        with pytest.raises(WorkflowFailureError) as failure:
-            await client.execute_workflow(RebootTimeout.run, stuck, id=f"reboot-{queue}", task_queue=queue)
-        activity_error = failure.value.cause
-        assert isinstance(activity_error, ActivityError)
-        assert isinstance(activity_error.cause, ApplicationError)
-        assert activity_error.cause.type == "RebootTimeout"
-        assert activity_error.retry_state is not None
-        assert activity_error.retry_state.name == "NON_RETRYABLE_FAILURE"
 
         package = Package.model_validate(
             {
@@ -129,6 +111,34 @@ async def test_activities_run_on_a_real_worker(cluster: ClusterUnderTest, client
                 "stageTimeoutSeconds": 60,
             }
         )
+        # An interrupt Job on a node that never reboots (no simulated kubelet here).
+        stuck = StageRequest(
+            profile="act-worker",
+            node=quiet,
+            profile_uid="u",
+            generation=1,
+            package=package,
+            stage=Stage.INTERRUPT,
+            interrupt=REBOOT,
+            agent_image="registry.example/agent:1",
+            namespace=f"{namespace}-reboot",
+            pod_annotations=stage_pod_timing(0.3),
+            reboot_timeout_seconds=1,
+        )
+        try:
+            with pytest.raises(WorkflowFailureError) as failure:
+                await client.execute_workflow(
+                    RebootTimeout.run, stuck, id=f"reboot-{queue}", task_queue=queue
+                )
+        finally:
+            cluster.kubectl("delete", "namespace", stuck.namespace, "--wait=false", check=False)
+        activity_error = failure.value.cause
+        assert isinstance(activity_error, ActivityError)
+        assert isinstance(activity_error.cause, ApplicationError)
+        assert activity_error.cause.type == "RebootTimeout"
+        assert activity_error.retry_state is not None
+        assert activity_error.retry_state.name == "NON_RETRYABLE_FAILURE"
+
         request = StageRequest(
             profile="act-worker",
             node=stage_node,

@@ -24,7 +24,6 @@ from fleetwright.activities.payloads import (
     NodeStatusRequest,
     NodeTarget,
     ProtectedPodsRequest,
-    RebootWaitRequest,
     RecordStateRequest,
     RuntimeTaintReport,
     StageRequest,
@@ -141,19 +140,6 @@ class FakeFleet:
         if note is not None:
             self.statuses[target.node] = note.phase.value
 
-    @activity.defn(name=NAMES.READ_BOOT_ID)
-    async def read_boot_id(self, target: NodeTarget) -> str:
-        return str(self.nodes[target.node]["status"]["nodeInfo"]["bootID"])
-
-    @activity.defn(name=NAMES.WAIT_REBOOT)
-    async def wait_reboot(self, request: RebootWaitRequest) -> str:
-        new = self.reboot(request.node)
-        if request.record is not None:
-            await self.record_state(
-                RecordStateRequest(profile=request.profile, node=request.node, state=request.record)
-            )
-        return new
-
     @activity.defn(name=NAMES.RECORD_STATE)
     async def record_state(self, request: RecordStateRequest) -> None:
         self.recorded_by.append((request.node, activity.info().activity_type))
@@ -191,8 +177,6 @@ class FakeFleet:
             self.wait_protected_pods,
             self.drain,
             self.run_stage,
-            self.read_boot_id,
-            self.wait_reboot,
             self.record_state,
             self.set_node_status,
             self.clean_up,

@@ -1,7 +1,7 @@
 """Records the histories the replay test checks: run with
 ``.venv/bin/python -m tests.workflow.record_histories`` after a deliberate workflow change, and
-commit the JSON files (a change that breaks replay of old histories needs ``workflow.patched``;
-keep the history it replaced under a name of its own, so the old path stays covered)."""
+commit the JSON files (CONTRIBUTING.md, "Workflow changes": before the first release a change
+replaces the histories; after it, a change that breaks replay is a patch with an end)."""
 
 from __future__ import annotations
 

@@ -20,16 +20,7 @@ HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
 
 def test_histories_are_committed() -> None:
     names = {path.stem for path in HISTORIES}
-    # Histories recorded before a patched change stay: runs started then must still replay (the
-    # rollout's ``nodes-started-by-activity``, the node's ``state-recorded-by-stage`` and
-    # ``status-and-reboot-folded``).
-    assert {
-        "rollout-canary-gate-approve-abort",
-        "rollout-canary-gate-approve-abort-child-starts",
-        "node-reboot-complete",
-        "node-reboot-complete-state-recorded-apart",
-        "node-reboot-complete-status-apart",
-    } <= names
+    assert {"rollout-canary-gate-approve-abort", "node-reboot-complete"} <= names
 
 
 @pytest.mark.parametrize("path", HISTORIES, ids=[p.stem for p in HISTORIES])

@@ -195,16 +195,13 @@ class HeldDecideFleet(FakeFleet):
 
 
 async def node_starts_commanded(handle: WorkflowHandle[RolloutWorkflow, Progress]) -> int:
-    """Node workflow starts the rollout asked for: start activities (or child starts, before)."""
+    """Node workflow starts the rollout asked for (its start activities)."""
     history = await handle.fetch_history()
     return sum(
         1
         for e in history.events
-        if e.event_type == EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED
-        or (
-            e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
-            and e.activity_task_scheduled_event_attributes.activity_type.name == NAMES.START_NODES
-        )
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+        and e.activity_task_scheduled_event_attributes.activity_type.name == NAMES.START_NODES
     )
 
 
