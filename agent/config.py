@@ -232,6 +232,16 @@ def _naming_warnings(modes: dict[str, tuple[Step, ...]]) -> tuple[str, ...]:
     return tuple(warnings)
 
 
+def _on_host_warnings(modes: dict[str, tuple[Step, ...]]) -> tuple[str, ...]:
+    """``on_host: false`` is accepted and ignored, as NodeWright's production agent does."""
+    return tuple(
+        f"modes.{mode}[{i}].on_host: false is ignored: every step runs in the host's chroot"
+        for mode, steps in modes.items()
+        for i, step in enumerate(steps)
+        if not step.on_host
+    )
+
+
 def validate(raw: object, skyhook_dir: str | None) -> PackageConfig:
     """Validate a parsed document. ``skyhook_dir`` (when given) is where step paths must exist."""
     errs = _Errors()
@@ -250,7 +260,7 @@ def validate(raw: object, skyhook_dir: str | None) -> PackageConfig:
         package_version=raw["package_version"],
         expected_config_files=expected,
         modes=modes,
-        warnings=_naming_warnings(modes),
+        warnings=_naming_warnings(modes) + _on_host_warnings(modes),
     )
 
 

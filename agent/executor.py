@@ -35,10 +35,9 @@ def _pump(source: IO[bytes], tag: str, sink: TextIO | None) -> None:
     source.close()
 
 
-def _enter(root: str, cwd: str, chroot: bool) -> Callable[[], None]:
+def _enter(root: str, cwd: str) -> Callable[[], None]:
     def enter() -> None:  # runs in the child between fork and exec
-        if chroot:
-            os.chroot(root)
+        os.chroot(root)
         os.chdir(cwd)
 
     return enter
@@ -50,16 +49,14 @@ def run(
     root: str,
     cwd: str,
     env: Mapping[str, str],
-    chroot: bool = True,
     log_base: str | None = None,
 ) -> Result:
-    """Run ``argv`` (a path inside the chroot when ``chroot``) and wait for it.
+    """Run ``argv`` (a path inside the chroot of ``root``) and wait for it.
 
-    ``cwd`` is a host path when ``chroot`` is true, an agent-side path otherwise. A missing
-    working directory falls back to ``/`` with a warning, because a failing ``chdir`` in the
-    child would surface only as an opaque "preexec_fn" error.
+    ``cwd`` is a host path. A missing working directory falls back to ``/`` with a warning,
+    because a failing ``chdir`` in the child would surface only as an opaque "preexec_fn" error.
     """
-    seen_cwd = os.path.join(root, cwd.lstrip("/")) if chroot else cwd
+    seen_cwd = os.path.join(root, cwd.lstrip("/"))
     if not os.path.isdir(seen_cwd):
         logs.warn(f"working directory {cwd} does not exist; using /")
         cwd = "/"
@@ -67,7 +64,7 @@ def run(
     if log_base is not None:
         sinks = logs.open_pair(log_base)
     try:
-        return _spawn(argv, root=root, cwd=cwd, env=env, chroot=chroot, sinks=sinks)
+        return _spawn(argv, root=root, cwd=cwd, env=env, sinks=sinks)
     finally:
         for sink in sinks:
             if sink is not None:
@@ -82,7 +79,6 @@ def _spawn(
     root: str,
     cwd: str,
     env: Mapping[str, str],
-    chroot: bool,
     sinks: tuple[TextIO | None, TextIO | None],
 ) -> Result:
     try:
@@ -94,7 +90,7 @@ def _spawn(
             env=dict(env),
             # preexec_fn is the only way to chroot the child; the pump threads of earlier
             # steps have all been joined, so no other thread holds a lock at fork time.
-            preexec_fn=_enter(root, cwd, chroot),  # noqa: PLW1509
+            preexec_fn=_enter(root, cwd),  # noqa: PLW1509
             # Own process group: a signal aimed at the agent's group must not hit the step,
             # because SIGTERM means "finish the running step, start no other".
             process_group=0,

@@ -1,5 +1,8 @@
 """Runs one step of ``config.json`` (contract §8): arguments, environment, chroot, return codes.
 
+Every step runs in the host's chroot, ``on_host: false`` included (``config`` warns that it is
+ignored): NodeWright's production agent does the same, and packages rely on the host's tools.
+
 It owns ``env:VAR`` substitution, the environment layering (reserved ``STEP_ROOT``/``SKYHOOK_DIR``
 always win), the exec-bit fix-up, the per-step header and result lines. It does not decide
 whether a step runs (flags, SIGTERM): ``run`` does.
@@ -47,10 +50,8 @@ def step_env(
     if mode in UPGRADE_MODES:
         env["CURRENT_VERSION"] = versions.current
         env["PREVIOUS_VERSION"] = versions.previous
-    # Off-host steps run in the agent container, so they see host paths through the root mount.
-    copy_dir = paths.copy_dir if step.on_host else paths.package_dir
-    env["STEP_ROOT"] = os.path.join(copy_dir, "skyhook_dir")
-    env["SKYHOOK_DIR"] = copy_dir
+    env["STEP_ROOT"] = os.path.join(paths.copy_dir, "skyhook_dir")
+    env["SKYHOOK_DIR"] = paths.copy_dir
     return env
 
 
@@ -64,8 +65,7 @@ def _make_executable(path: str) -> None:
 def argv_for(
     step: Step, mode: str, versions: Versions, env: Mapping[str, str], paths: HostPaths
 ) -> list[str]:
-    copy_dir = paths.copy_dir if step.on_host else paths.package_dir
-    argv = [os.path.join(copy_dir, "skyhook_dir", step.path), *substitute(step.arguments, env)]
+    argv = [os.path.join(paths.copy_dir, "skyhook_dir", step.path), *substitute(step.arguments, env)]
     if step.upgrade_step and mode in UPGRADE_MODES:
         argv += [versions.previous, versions.current]
     return argv
@@ -98,9 +98,8 @@ def run(
     result = executor.run(
         argv,
         root=paths.root,
-        cwd=paths.copy_dir if step.on_host else paths.package_dir,
+        cwd=paths.copy_dir,
         env=step_env(base_env, step, mode, versions, paths),
-        chroot=step.on_host,
         log_base=base,
     )
     if result.returncode is not None and result.returncode in step.returncodes:

@@ -11,6 +11,7 @@ the stage runs in ``fleetwright.packagetest``.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from typing import Annotated
 import typer
 
 from fleetwright.agent import config, interrupts
+from fleetwright.api.common import DNS_LABEL_PATTERN
 from fleetwright.cli.app import app
 from fleetwright.packagetest import HostRootError, hostroot, runner
 
@@ -132,11 +134,23 @@ def package_test_command(
     os_release: Annotated[
         str, typer.Option("--os", help="Test root flavour: debian, cos or al2023.")
     ] = "debian",
+    package_key: Annotated[
+        str | None,
+        typer.Option(
+            help="The NodeProfile's key for the package (field 2 of SKYHOOK_RESOURCE_ID); "
+            "default: the package_name with '-' for '_'."
+        ),
+    ] = None,
     keep: Annotated[bool, typer.Option(help="Keep the test root and print its path.")] = False,
 ) -> None:
     """Run the agent for each --mode against a throwaway root filesystem (needs root)."""
     if interrupt not in INTERRUPT_TYPES:
         raise typer.BadParameter(f"--interrupt must be one of {', '.join(INTERRUPT_TYPES)}")
+    if package_key is not None and not re.fullmatch(DNS_LABEL_PATTERN, package_key):
+        raise typer.BadParameter(
+            f"must be a DNS label like a NodeProfile package name, got {package_key!r}",
+            param_hint="--package-key",
+        )
     for stage in mode:
         try:
             runner.invocations(stage)
@@ -149,7 +163,13 @@ def package_test_command(
     try:
         host = hostroot.build(os.path.join(workdir, "root"), flavour=os_release)
         runs = runner.run_stages(
-            host, str(directory), mode, configmaps=maps, env=_pairs(env or [], "--env"), interrupt=chosen
+            host,
+            str(directory),
+            mode,
+            configmaps=maps,
+            env=_pairs(env or [], "--env"),
+            interrupt=chosen,
+            key=package_key,
         )
     except (HostRootError, config.ConfigError) as exc:
         typer.echo(f"error: {exc}", err=True)
@@ -157,10 +177,17 @@ def package_test_command(
     finally:
         if not keep:
             shutil.rmtree(workdir, ignore_errors=True)
-    for run in runs:
-        typer.echo(f"=== {run.mode}: exit {run.result.returncode}")
-        typer.echo(run.result.output.rstrip())
+    _report(runs)
     if keep:
         typer.echo(f"test root kept at {workdir}/root")
-    if any(run.result.returncode != 0 for run in runs):
+    if not all(run.ok for run in runs):
         raise typer.Exit(1)
+
+
+def _report(runs: list[runner.StageRun]) -> None:
+    for run in runs:
+        note = ""
+        if run.mode == runner.REBOOT_STARTED and run.ok:
+            note = " (expected: the node reboots here)"
+        typer.echo(f"=== {run.mode}: exit {run.result.returncode}{note}")
+        typer.echo(run.result.output.rstrip())

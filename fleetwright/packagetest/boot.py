@@ -14,7 +14,7 @@ import re
 import shutil
 import uuid
 
-from fleetwright.packagetest.flavours import BASE_MODULES, DEFAULT_SYSCTLS
+from fleetwright.packagetest.flavours import BASE_MODULES, sysctls
 from fleetwright.packagetest.hostroot import FAKE_STATE, HostRoot
 
 
@@ -54,7 +54,7 @@ def _kernel(root: HostRoot) -> None:
 
 
 def _sysctl(root: HostRoot) -> None:
-    for key, value in DEFAULT_SYSCTLS.items():
+    for key, value in sysctls(root.flavour()).items():
         root.set_sysctl(key, value)
     files = [*_glob(root.host("/etc/sysctl.d"), ".conf"), root.host("/etc/sysctl.conf")]
     for path in files:

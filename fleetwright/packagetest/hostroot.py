@@ -14,11 +14,21 @@ import stat
 import uuid
 
 from fleetwright.packagetest import HostRootError, toolbox
-from fleetwright.packagetest.flavours import BASE_MODULES, DEFAULT_KERNEL, DEFAULT_SYSCTLS, OS_RELEASES
+from fleetwright.packagetest.flavours import (
+    BASE_DIRECTORIES,
+    BASE_FILES,
+    BASE_MODULES,
+    BASE_UNITS,
+    DEFAULT_KERNEL,
+    FLAVOURS,
+    Flavour,
+    sysctls,
+)
 
 # Where the fake tools log their calls and keep their knobs (fakes/usr/lib/fake-host/record.sh).
 CALL_LOG = "/var/log/fake-host/calls"
 FAKE_STATE = "/var/lib/fake-host"
+FLAVOUR_FILE = f"{FAKE_STATE}/flavour"
 
 
 class HostRoot:
@@ -81,6 +91,10 @@ class HostRoot:
     def cmdline(self) -> str:
         return self.read("/proc/cmdline").strip()
 
+    def flavour(self) -> Flavour:
+        """The distribution this root was built as."""
+        return FLAVOURS[self.read(FLAVOUR_FILE).strip()]
+
 
 def build(path: str, *, flavour: str = "debian", kernel: str = DEFAULT_KERNEL) -> HostRoot:
     """Build a root at ``path`` (created if missing) for ``flavour``: debian, cos or al2023.
@@ -88,12 +102,12 @@ def build(path: str, *, flavour: str = "debian", kernel: str = DEFAULT_KERNEL) -
     Its ``reboot``, ``systemctl``, ``sysctl`` and the other host tools only record the call and
     change files of the root; ``boot.simulate_reboot`` plays the kernel and init afterwards.
     """
-    if flavour not in OS_RELEASES:
-        raise HostRootError(f"the OS flavour must be one of {', '.join(OS_RELEASES)}, got {flavour!r}")
+    if flavour not in FLAVOURS:
+        raise HostRootError(f"the OS flavour must be one of {', '.join(FLAVOURS)}, got {flavour!r}")
     os.makedirs(path, exist_ok=True)
     root = HostRoot(path)
-    toolbox.install(path)
-    _seed(root, flavour, kernel)
+    toolbox.install(path, FLAVOURS[flavour])
+    _seed(root, FLAVOURS[flavour], kernel)
     toolbox.verify_static(path)
     return root
 
@@ -109,18 +123,30 @@ def _device(root: HostRoot, name: str, major: int, minor: int) -> None:
             pass
 
 
-def _seed(root: HostRoot, flavour: str, kernel: str) -> None:
+def _seed_filesystem(root: HostRoot, flavour: Flavour) -> None:
     for directory in ("tmp", "var/tmp"):
         os.makedirs(root.host(directory), exist_ok=True)
         os.chmod(root.host(directory), 0o1777)  # noqa: S103 - sticky, world-writable like any /tmp
     os.makedirs(root.host("/dev"), exist_ok=True)
     for name, major, minor in (("null", 1, 3), ("zero", 1, 5), ("random", 1, 8), ("urandom", 1, 9)):
         _device(root, name, major, minor)
-    root.write("/etc/os-release", OS_RELEASES[flavour])
-    root.write("/etc/passwd", "root:x:0:0:root:/root:/bin/sh\n")
-    root.write("/etc/group", "root:x:0:\n")
-    root.write("/etc/hostname", "test-node\n")
-    root.write("/etc/fstab", "/dev/sda1 / ext4 defaults 0 1\n")
+    for directory in (*BASE_DIRECTORIES, *flavour.directories):
+        os.makedirs(root.host(directory), exist_ok=True)
+    for path, text in {**BASE_FILES, **flavour.files, "/etc/os-release": flavour.os_release}.items():
+        root.write(path, text)
+    root.write(FLAVOUR_FILE, flavour.name + "\n")
+
+
+def _seed_units(root: HostRoot) -> None:
+    os.makedirs(root.host("/run/fake-systemd"), exist_ok=True)
+    for unit in BASE_UNITS:
+        root.write(f"/usr/lib/systemd/system/{unit}", f"[Unit]\nDescription={unit}\n")
+        root.write(f"/etc/systemd/system/multi-user.target.wants/{unit}", "")
+        root.write(f"/run/fake-systemd/{unit}.state", "active\n")
+
+
+def _seed(root: HostRoot, flavour: Flavour, kernel: str) -> None:
+    _seed_filesystem(root, flavour)
     root.write("/proc/sys/kernel/random/boot_id", str(uuid.uuid4()) + "\n")
     root.write("/proc/sys/kernel/osrelease", kernel + "\n")
     root.write("/proc/cmdline", f"BOOT_IMAGE=/boot/vmlinuz-{kernel} root=/dev/sda1 ro quiet\n")
@@ -128,12 +154,6 @@ def _seed(root: HostRoot, flavour: str, kernel: str) -> None:
     root.write("/proc/modules", "".join(f"{m} 16384 0 - Live 0x0000000000000000\n" for m in BASE_MODULES))
     root.write("/sys/kernel/kexec_crash_loaded", "0\n")
     root.write(f"/boot/vmlinuz-{kernel}", "")
-    for key, value in DEFAULT_SYSCTLS.items():
+    for key, value in sysctls(flavour).items():
         root.set_sysctl(key, value)
-    if flavour == "debian":
-        root.write(
-            "/etc/default/grub", 'GRUB_DEFAULT=0\nGRUB_CMDLINE_LINUX_DEFAULT="quiet"\nGRUB_CMDLINE_LINUX=""\n'
-        )
-        root.write("/etc/pam.d/common-session", "session required pam_unix.so\n")
-        root.write("/etc/pam.d/common-session-noninteractive", "session required pam_unix.so\n")
-    os.makedirs(root.host("/run/fake-systemd"), exist_ok=True)
+    _seed_units(root)

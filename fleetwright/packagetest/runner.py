@@ -10,6 +10,7 @@ is the caller's job.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -19,11 +20,12 @@ from dataclasses import dataclass
 from fleetwright.agent import config, interrupts
 from fleetwright.agent.modes import CHECK_MODES, WORK_MODES
 from fleetwright.packagetest.boot import simulate_reboot
-from fleetwright.packagetest.hostroot import HostRoot
+from fleetwright.packagetest.hostroot import FAKE_STATE, HostRoot
 
 PAYLOAD = "skyhook-package"
 STAGES = (*WORK_MODES, "interrupt")
 CLEAN_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+REBOOT_STARTED = "interrupt (before reboot)"
 SANDBOX = ("unshare", "--pid", "--fork", "--kill-child", "--mount", "--uts", "--ipc", "--")
 
 
@@ -35,8 +37,13 @@ class AgentRun:
 
 @dataclass(frozen=True)
 class StageRun:
+    """One agent invocation. ``ok`` is whether it did what the stage needs: exit 0, or for the
+    invocation that starts a reboot, that it called ``reboot`` (a real node goes down there, so
+    the agent never reports success for it)."""
+
     mode: str
     result: AgentRun
+    ok: bool
 
 
 _sandbox_ok: bool | None = None
@@ -79,10 +86,20 @@ def install_payload(
     return target
 
 
-def agent_env(package: str, version: str, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+def package_key(package_name: str) -> str:
+    """The NodeProfile package key for a ``config.json`` name: a DNS label, ``_`` as ``-``.
+
+    The key is field 2 of ``SKYHOOK_RESOURCE_ID``, whose fields are separated by ``_``; catalog
+    names such as ``nvidia_setup`` are published under keys such as ``nvidia-setup``.
+    """
+    return re.sub(r"[^a-z0-9-]+", "-", package_name.lower()).strip("-") or "package"
+
+
+def agent_env(key: str, version: str, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The stage Job's environment for the package ``key`` (a NodeProfile package key)."""
     env = {
         "PATH": CLEAN_PATH,
-        "SKYHOOK_RESOURCE_ID": f"test-0000-1_{package}_{version}",
+        "SKYHOOK_RESOURCE_ID": f"test-0000-1_{key}_{version}",
         "SKYHOOK_ROOT_DIR": "/var/lib/skyhook/test",
         "SKYHOOK_LOG_DIR": "/var/log/skyhook/test",
         "SKYHOOK_NODE_ORDER": "0",
@@ -115,6 +132,22 @@ def invocations(stage: str) -> list[str]:
     raise ValueError(f"a stage must be one of {', '.join(STAGES + CHECK_MODES)}, got {stage!r}")
 
 
+def _reboots(root: HostRoot) -> int:
+    """How many reboots the fake ``reboot`` accepted (a refused one does not count)."""
+    path = f"{FAKE_STATE}/reboot-requested"
+    return len(root.read(path).splitlines()) if root.exists(path) else 0
+
+
+def _start_reboot(root: HostRoot, args: Sequence[str], env: Mapping[str, str]) -> StageRun:
+    """The interrupt invocation that calls ``reboot``, then the simulated reboot if it was accepted."""
+    before = _reboots(root)
+    result = run_agent(args, env)
+    requested = _reboots(root) > before
+    if requested:
+        simulate_reboot(root)
+    return StageRun(REBOOT_STARTED, result, requested)
+
+
 def run_stages(
     root: HostRoot,
     directory: str,
@@ -123,17 +156,20 @@ def run_stages(
     configmaps: Mapping[str, str] | None = None,
     env: Mapping[str, str] | None = None,
     interrupt: interrupts.Interrupt | None = None,
+    key: str | None = None,
 ) -> list[StageRun]:
     """Install the package in ``root`` and run ``stages`` in order; stop at the first failure.
 
-    A reboot interrupt is followed by a simulated reboot and the restarted interrupt invocation,
+    ``key`` is the NodeProfile package key (default: ``package_key`` of the package's name). A
+    reboot interrupt is followed by a simulated reboot and the restarted interrupt invocation,
     which is how a reboot completes on a real node.
     """
     payload = payload_dir(directory)
     cfg = config.load(payload)
-    copy_dir = f"/var/lib/skyhook/test/{cfg.package_name}-{cfg.package_version}-local-1"
+    key = key or package_key(cfg.package_name)
+    copy_dir = f"/var/lib/skyhook/test/{key}-{cfg.package_version}-local-1"
     install_payload(root, payload, copy_dir, configmaps)
-    environment = agent_env(cfg.package_name, cfg.package_version, env)
+    environment = agent_env(key, cfg.package_version, env)
     runs: list[StageRun] = []
     for stage in stages:
         for mode in invocations(stage):
@@ -142,9 +178,11 @@ def run_stages(
                 chosen = interrupt or interrupts.Interrupt(interrupts.NO_OP)
                 args.append(interrupts.encode(chosen))
                 if chosen.type == interrupts.NODE_RESTART:
-                    runs.append(StageRun("interrupt (before reboot)", run_agent(args, environment)))
-                    simulate_reboot(root)
-            runs.append(StageRun(mode, run_agent(args, environment)))
-            if runs[-1].result.returncode != 0:
+                    runs.append(_start_reboot(root, args, environment))
+                    if not runs[-1].ok:
+                        return runs
+            result = run_agent(args, environment)
+            runs.append(StageRun(mode, result, result.returncode == 0))
+            if not runs[-1].ok:
                 return runs
     return runs

@@ -3,7 +3,8 @@
 It owns finding Debian's ``bash-static`` (installed as ``/bin/bash`` and ``/bin/sh``) and
 ``busybox-static`` (only the applets in ``SAFE_APPLETS`` are linked), and copying the fake host
 tools (``sysctl``, ``systemctl``, ``reboot``, ``apt-get``, ...) from the ``fakes/`` directory shipped
-with this package, where each script sits at the path it takes in the root.
+with this package, where each script sits at the path it takes in the root; a distribution's own
+tools (``apt``, ``dnf``, ``update-grub``, ...) only on roots of that flavour.
 
 The shell is bash, not busybox ash, because Debian's ash runs its built-in applets *before*
 searching PATH, which would bypass the fakes and call the real ``reboot(2)``; the dangerous
@@ -18,6 +19,7 @@ import subprocess
 from pathlib import Path
 
 from fleetwright.packagetest import HostRootError
+from fleetwright.packagetest.flavours import DISTRIBUTION_TOOLS, Flavour
 
 BUSYBOX_CANDIDATES = ("/bin/busybox", "/usr/bin/busybox")
 BASH_CANDIDATES = ("/bin/bash-static", "/usr/bin/bash-static")
@@ -47,8 +49,9 @@ def fake_tools() -> dict[str, Path]:
     return {"/" + str(p.relative_to(FAKES)): p for p in sorted(FAKES.rglob("*")) if p.is_file()}
 
 
-def install(root: str) -> None:
-    """Give ``root`` its shell, its busybox applets and every fake host tool."""
+def install(root: str, flavour: Flavour) -> None:
+    """Give ``root`` its shell, its busybox applets, the fake host tools every distribution has
+    and those of ``flavour`` (its package manager and boot loader tools, with their aliases)."""
     busybox = _find(BUSYBOX_CANDIDATES, "busybox-static")
     bash = _find(BASH_CANDIDATES, "bash-static")
     for directory in ("bin", "sbin", "usr/bin", "usr/sbin", "usr/local/bin", "usr/local/sbin"):
@@ -60,10 +63,14 @@ def install(root: str) -> None:
         os.symlink("busybox", os.path.join(root, "bin", applet))
     os.symlink("../../bin/env", os.path.join(root, "usr", "bin", "env"))
     for inside, source in fake_tools().items():
+        if inside in DISTRIBUTION_TOOLS and inside not in flavour.tools:
+            continue
         target = os.path.join(root, inside.lstrip("/"))
         os.makedirs(os.path.dirname(target), exist_ok=True)
         shutil.copyfile(source, target)
         os.chmod(target, 0o755)  # noqa: S103 - host tools are world-executable on any host
+    for alias, tool in flavour.aliases.items():
+        os.symlink(tool, os.path.join(root, alias.lstrip("/")))
 
 
 def verify_static(root: str) -> None:

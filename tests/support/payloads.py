@@ -1,10 +1,17 @@
-"""Package payloads written by tests: ``config.json`` steps and ``skyhook_dir`` scripts."""
+"""Package payloads written by tests (``config.json`` steps, ``skyhook_dir`` scripts) and the
+throwaway roots they run in."""
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import pytest
+
+from fleetwright.packagetest.hostroot import HostRoot, build
+from fleetwright.packagetest.runner import StageRun
 
 
 def step(
@@ -55,3 +62,15 @@ def write_package(
     for rel, text in (root_dir or {}).items():
         _write(os.path.join(payload, "root_dir", rel.lstrip("/")), text)
     return payload
+
+
+def codes(runs: Sequence[StageRun]) -> list[int]:
+    """The agent's exit status of each invocation of a ``run_stages`` result."""
+    return [r.result.returncode for r in runs]
+
+
+def chroot_root(tmp_path: Path, flavour: str = "debian") -> HostRoot:
+    """A throwaway root of ``flavour`` under ``tmp_path``; running packages in it needs root."""
+    if os.geteuid() != 0:
+        pytest.fail("chroot tests must run as root")
+    return build(str(tmp_path / flavour), flavour=flavour)

@@ -322,14 +322,17 @@ def test_mode_without_steps_is_a_noop_that_still_records_history(host: HostRoot,
     assert json.loads(host.read(f"{STATE}/history/demo.json"))["current-version"] == "1.0.0"
 
 
-def test_off_host_step_runs_in_the_agent_with_root_mount_paths(host: HostRoot, tmp_path: Path) -> None:
-    script = '#!/bin/sh\necho "$STEP_ROOT" > "$SKYHOOK_DIR/off-host"\n'
+def test_off_host_step_runs_in_the_host_chroot_like_every_step(host: HostRoot, tmp_path: Path) -> None:
+    # NodeWright's production agent ignores on_host and always chroots; so does fleetwright's.
+    script = '#!/bin/sh\necho "$STEP_ROOT $(cat /etc/hostname)" > "$SKYHOOK_DIR/off-host"\n'
     pkg = Pkg(host, tmp_path).install(
         {"config": [step("o.sh", on_host=False)], "config-check": [step("c.sh")]},
         {"o.sh": script, "c.sh": OK_CHECK},
     )
-    assert pkg.run("config").returncode == 0
-    assert host.read(f"{COPY_DIR}/off-host").strip() == host.host(f"{COPY_DIR}/skyhook_dir")
+    result = pkg.run("config")
+    assert result.returncode == 0, result.output
+    assert host.read(f"{COPY_DIR}/off-host") == f"{COPY_DIR}/skyhook_dir test-node\n"
+    assert "modes.config[0].on_host: false is ignored: every step runs in the host's chroot" in result.output
 
 
 def test_resolv_conf_is_never_copied(host: HostRoot, tmp_path: Path) -> None:

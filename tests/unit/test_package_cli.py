@@ -8,8 +8,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from fleetwright.agent.interrupts import NODE_RESTART, Interrupt
 from fleetwright.cli.app import app
 from fleetwright.cli.main import COMMAND_MODULES
+from fleetwright.packagetest.hostroot import build
+from fleetwright.packagetest.runner import REBOOT_STARTED, run_stages
 from tests.support.payloads import step, write_package
 
 pytestmark = pytest.mark.unit
@@ -27,6 +30,8 @@ def test_catalog_is_complete() -> None:
         "kmod-mitigation",
         "gke-cos-tuning",
         "eks-gpu-setup",
+        "gpu-node-tuning",
+        "gpu-driver-setup",
     }
     assert set(PACKAGES) == expected
     assert any(m.__name__ == "fleetwright.cli.package" for m in COMMAND_MODULES)
@@ -96,3 +101,114 @@ def test_package_test_runs_the_agent_against_a_throwaway_root(tmp_path: Path) ->
     failing = CliRunner().invoke(app, ["package", "test", str(CATALOG / "shellscript"), "--mode", "config"])
     assert failing.exit_code == 1
     assert "configMap key 'config.sh' is missing" in failing.output
+
+
+def _needs_root() -> None:
+    if os.geteuid() != 0:
+        pytest.fail("package test runs chroots and must run as root")
+
+
+def _record_id_package(directory: Path, name: str) -> None:
+    write_package(
+        str(directory),
+        {"apply": [step("apply.sh")], "apply-check": [step("apply_check.sh")]},
+        {
+            "apply.sh": '#!/bin/sh\necho "$SKYHOOK_RESOURCE_ID" > /etc/resource-id\n',
+            "apply_check.sh": "#!/bin/sh\ntest -s /etc/resource-id\n",
+        },
+        name=name,
+    )
+
+
+def test_package_names_with_underscores_get_a_three_field_resource_id(tmp_path: Path) -> None:
+    _needs_root()
+    _record_id_package(tmp_path / "pkg", "gpu_driver_setup")
+    result = CliRunner().invoke(app, ["package", "test", str(tmp_path / "pkg"), "--mode", "apply", "--keep"])
+    assert result.exit_code == 0, result.output
+    kept = Path(result.output.strip().splitlines()[-1].removeprefix("test root kept at "))
+    # Field 2 is the NodeProfile's package key, a DNS label: the name with '-' for '_'.
+    assert (kept / "etc/resource-id").read_text() == "test-0000-1_gpu-driver-setup_1.0.0\n"
+
+
+def test_package_key_can_be_given_and_must_be_a_dns_label(tmp_path: Path) -> None:
+    _needs_root()
+    _record_id_package(tmp_path / "pkg", "gpu_driver_setup")
+    args = ["package", "test", str(tmp_path / "pkg"), "--mode", "apply", "--keep"]
+    result = CliRunner().invoke(app, [*args, "--package-key", "drivers"])
+    assert result.exit_code == 0, result.output
+    kept = Path(result.output.strip().splitlines()[-1].removeprefix("test root kept at "))
+    assert (kept / "etc/resource-id").read_text() == "test-0000-1_drivers_1.0.0\n"
+    bad = CliRunner().invoke(app, [*args, "--package-key", "gpu_drivers"])
+    assert bad.exit_code == 2
+    assert "--package-key" in bad.output
+
+
+def test_a_reboot_interrupt_that_completes_exits_zero(tmp_path: Path) -> None:
+    _needs_root()
+    write_package(
+        str(tmp_path / "pkg"),
+        {
+            "config": [step("config.sh")],
+            "config-check": [step("config_check.sh")],
+            "post-interrupt-check": [step("post_interrupt_check.sh")],
+        },
+        {
+            "config.sh": "#!/bin/sh\ncat /proc/sys/kernel/random/boot_id > /etc/boot-before\n",
+            "config_check.sh": "#!/bin/sh\ntest -s /etc/boot-before\n",
+            "post_interrupt_check.sh": '#!/bin/sh\n[ "$(cat /proc/sys/kernel/random/boot_id)" != '
+            '"$(cat /etc/boot-before)" ]\n',
+        },
+    )
+    args = ["package", "test", str(tmp_path / "pkg"), "--interrupt", "reboot"]
+    args += ["--mode", "config", "--mode", "interrupt", "--mode", "post-interrupt"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "=== interrupt (before reboot): exit 1 (expected: the node reboots here)" in result.output
+    assert "reboot confirmed: boot id changed" in result.output
+    assert "=== post-interrupt-check: exit 0" in result.output
+
+
+def test_a_reboot_interrupt_that_never_reboots_fails(tmp_path: Path) -> None:
+    _needs_root()
+    write_package(
+        str(tmp_path / "pkg"),
+        {"config": [step("config.sh")], "config-check": [step("config.sh")]},
+        {"config.sh": "#!/bin/sh\n# the fake reboot fails: the host refuses to go down\nexit 0\n"},
+    )
+    args = ["package", "test", str(tmp_path / "pkg"), "--interrupt", "reboot", "--mode", "interrupt"]
+    args += ["--env", "PATH=/bin"]  # no /usr/sbin: the agent cannot find reboot at all
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 1, result.output
+    assert "=== interrupt (before reboot): exit 1" in result.output
+    assert "expected" not in result.output
+
+
+def test_lint_warns_that_on_host_false_is_ignored(tmp_path: Path) -> None:
+    write_package(
+        str(tmp_path / "pkg"),
+        {"apply": [step("apply.sh", on_host=False)], "apply-check": [step("apply_check.sh")]},
+        {"apply.sh": "#!/bin/sh\n", "apply_check.sh": "#!/bin/sh\n"},
+    )
+    for script in ("apply.sh", "apply_check.sh"):
+        os.chmod(tmp_path / "pkg" / "skyhook_dir" / script, 0o755)
+    result = CliRunner().invoke(app, ["package", "lint", str(tmp_path / "pkg")])
+    assert result.exit_code == 0, result.output
+    assert "warning: modes.apply[0].on_host: false is ignored: every step runs in the host's chroot" in (
+        result.output
+    )
+
+
+def test_a_refused_reboot_fails_the_interrupt_and_does_not_reboot(tmp_path: Path) -> None:
+    _needs_root()
+    write_package(
+        str(tmp_path / "pkg"),
+        {"config": [step("config.sh")], "config-check": [step("config.sh")]},
+        {"config.sh": "#!/bin/sh\n"},
+    )
+    host = build(str(tmp_path / "root"))
+    host.fake_state("reboot-mode", "fail")  # reboot exits 1: "Failed to connect to bus"
+    boot_id = host.boot_id()
+    runs = run_stages(host, str(tmp_path / "pkg"), ["interrupt"], interrupt=Interrupt(NODE_RESTART))
+    assert [(r.mode, r.ok) for r in runs] == [(REBOOT_STARTED, False)]
+    assert "reboot failed" in runs[0].result.output
+    assert host.boot_id() == boot_id

@@ -61,8 +61,9 @@ def test_config_service_interrupt_and_live_check(host: HostRoot) -> None:
     assert not any(call.startswith("update-grub") for call in host.calls())
 
 
-def test_post_interrupt_check_fails_before_the_service_restart(host: HostRoot) -> None:
+def test_post_interrupt_check_fails_while_the_service_is_down(host: HostRoot) -> None:
     assert codes(run_stages(host, PACKAGE, ["config"], configmaps=MAPS)) == [0, 0]
+    host.write("/run/fake-systemd/containerd.service.state", "failed\n")  # it did not come back
     runs = run_stages(host, PACKAGE, ["post-interrupt-check"], configmaps=MAPS)
     assert codes(runs) == [1]
     assert "containerd is not active" in runs[0].result.output
