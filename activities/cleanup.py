@@ -17,14 +17,11 @@ from typing import Any
 
 from fleetwright.activities import runtime_taint
 from fleetwright.activities.payloads import CleanupReport, CleanupRequest
-from fleetwright.activities.status import condition_type, status_label_key
-from fleetwright.api.nodeprofile import FINALIZER
+from fleetwright.api.keys import FINALIZER, claim_key, condition_type, cordon_key, state_key, status_label_key
 from fleetwright.api.nodeprofile import PLURAL as PROFILE_PLURAL
 from fleetwright.errors import NodeGoneError
 from fleetwright.kube import nodes, nodestatus, resources
 from fleetwright.kube.client import ApiClient
-from fleetwright.planner.fleet import claim_key, cordon_key
-from fleetwright.planner.nodestate import annotation_key
 
 
 @dataclass(frozen=True)
@@ -46,7 +43,7 @@ def leftovers(node: Mapping[str, Any], profile: str) -> Leftovers:
     annotations = meta.get("annotations") or {}
     conditions = {c.get("type") for c in (node.get("status") or {}).get("conditions") or []}
     return Leftovers(
-        annotations=tuple(k for k in (annotation_key(profile), claim_key(profile)) if k in annotations),
+        annotations=tuple(k for k in (state_key(profile), claim_key(profile)) if k in annotations),
         cordon=cordon_key(profile) in annotations,
         label=status_label_key(profile) in (meta.get("labels") or {}),
         condition=condition_type(profile) in conditions,

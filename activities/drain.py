@@ -26,6 +26,7 @@ from temporalio.exceptions import ApplicationError
 from fleetwright.activities import status
 from fleetwright.activities.payloads import DrainReport, DrainRequest, NodePhase
 from fleetwright.activities.waiting import Clock, blocking, heartbeat_window
+from fleetwright.api.keys import NodeReason
 from fleetwright.api.nodeprofile import DrainSpec
 from fleetwright.kube import pods
 from fleetwright.kube.client import ApiClient
@@ -34,11 +35,8 @@ from fleetwright.kube.pods import PodFacts
 
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY_US = "fleetwright"
-BLOCKED_REASON = "DrainBlocked"
-TIMEOUT_REASON = "DrainTimeout"
-DRAINED_REASON = "Drained"
 # Waiting states a drain writes onto the profile's condition; cleared when the drain ends.
-DRAIN_WAIT_REASONS = frozenset({BLOCKED_REASON, TIMEOUT_REASON})
+DRAIN_WAIT_REASONS = frozenset({NodeReason.DRAIN_BLOCKED, NodeReason.DRAIN_TIMEOUT})
 DEFAULT_RETRY_AFTER_SECONDS = 5.0
 PDB_REASONS = frozenset({"PodDisruptionBudget", "MultiplePodDisruptionBudgets"})
 
@@ -200,7 +198,7 @@ class Drainer:
         names = blocked_message(outcome.blockers) or "waiting for evicted pods to go: " + ", ".join(
             sorted(outcome.pending)
         )
-        reason = TIMEOUT_REASON if timed_out else BLOCKED_REASON
+        reason = NodeReason.DRAIN_TIMEOUT if timed_out else NodeReason.DRAIN_BLOCKED
         message = f"drain of {self.request.node}: {names}"
         if timed_out:
             message = f"drain timed out after {self.request.drain.timeout_seconds}s; {message}"
@@ -216,7 +214,7 @@ class Drainer:
             )
             self.shown = (reason, message)
         if timed_out and self.request.drain.on_timeout == "fail-node":
-            raise ApplicationError(message, type=TIMEOUT_REASON, non_retryable=True)
+            raise ApplicationError(message, type=NodeReason.DRAIN_TIMEOUT, non_retryable=True)
 
     def _beat(self, outcome: Pass) -> None:
         self.clock.beat(
@@ -234,7 +232,7 @@ class Drainer:
             profile=self.request.profile,
             node=self.request.node,
             held=DRAIN_WAIT_REASONS,
-            reason=DRAINED_REASON,
+            reason=NodeReason.DRAINED,
             message=f"drain of {self.request.node} finished",
         )
 

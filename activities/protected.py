@@ -16,12 +16,10 @@ from temporalio.exceptions import ApplicationError
 from fleetwright.activities import status
 from fleetwright.activities.payloads import NodePhase, ProtectedPodsRequest
 from fleetwright.activities.waiting import Clock, blocking, heartbeat_window
+from fleetwright.api.keys import NodeReason
 from fleetwright.kube import pods
 from fleetwright.kube.client import ApiClient
 
-HELD_REASON = "NonInterruptPodsRunning"
-TIMEOUT_REASON = "ProtectedPodsTimeout"
-RELEASED_REASON = "ProtectedPodsGone"
 HOLDING_PHASES = frozenset({"Running", "Pending"})
 
 
@@ -73,13 +71,13 @@ class ProtectedPodsWait:
         if self._bounded() and self.clock.elapsed() >= self.request.timeout_seconds:
             raise ApplicationError(
                 f"{message}; gave up after {self.request.timeout_seconds}s",
-                type=TIMEOUT_REASON,
+                type=NodeReason.PROTECTED_PODS_TIMEOUT,
                 non_retryable=True,
             )
 
     async def _show(self, message: str) -> None:
         if message != self.shown:
-            await self._publish(NodePhase.BLOCKED, HELD_REASON, message)
+            await self._publish(NodePhase.BLOCKED, NodeReason.PROTECTED_PODS_RUNNING, message)
             self.shown = message
 
     async def _release(self) -> None:
@@ -89,8 +87,8 @@ class ProtectedPodsWait:
             self.api,
             profile=self.request.profile,
             node=self.request.node,
-            held=(HELD_REASON,),
-            reason=RELEASED_REASON,
+            held=(NodeReason.PROTECTED_PODS_RUNNING,),
+            reason=NodeReason.PROTECTED_PODS_GONE,
             message="protected pods are gone",
         )
 

@@ -18,11 +18,13 @@ from typing import Any
 from temporalio import activity
 from temporalio.client import Interceptor
 
-from fleetwright.activities import drain, protected, stage, status
+from fleetwright.activities import status
+from fleetwright.activities.drain import DRAIN_WAIT_REASONS
 from fleetwright.activities.errors import temporal_errors
 from fleetwright.activities.payloads import NAMES, DecideReport, DecideRequest, NodeResult
 from fleetwright.activities.runtime_taint import parse_profiles
 from fleetwright.activities.starts import NodeStarter
+from fleetwright.api.keys import CLAIM_PREFIX, NodeReason, claim_key, condition_type
 from fleetwright.api.nodeprofile import PLURAL as PROFILE_PLURAL
 from fleetwright.api.nodeprofile import NodeProfile
 from fleetwright.errors import NotFoundError, RetryableError
@@ -30,7 +32,7 @@ from fleetwright.kube import nodes as kube_nodes
 from fleetwright.kube import resources
 from fleetwright.kube.client import ApiClient
 from fleetwright.planner import convert
-from fleetwright.planner.fleet import CLAIM_PREFIX, claim_key, observe_node
+from fleetwright.planner.fleet import observe_node
 from fleetwright.planner.nodestate import format_annotation, read_profile_state
 from fleetwright.planner.observations import NodeObservation, Observations, RunStatus
 from fleetwright.planner.priority import earlier_profiles, waiting_on
@@ -85,7 +87,7 @@ def observe(
 # This profile's node-condition reasons for a node workflow held in a wait (status False): the node
 # runs, yet the rollout is blocked on it until the wait clears, so progress counts it as blocked.
 HELD_WAIT_REASONS = frozenset(
-    {drain.BLOCKED_REASON, drain.TIMEOUT_REASON, protected.HELD_REASON, stage.PULL_WAIT_REASON}
+    {*DRAIN_WAIT_REASONS, NodeReason.PROTECTED_PODS_RUNNING, NodeReason.IMAGE_PULL_WAITING}
 )
 
 
@@ -95,7 +97,7 @@ def held_waits(
     """Pure: the running nodes whose node condition for this profile shows a held wait, with
     ``<reason>: <message>`` (the drain's message names the pod and the PodDisruptionBudget)."""
     busy = set(running)
-    wanted = status.condition_type(profile)
+    wanted = condition_type(profile)
     held: list[BlockedNode] = []
     for node in nodes:
         name = str((node.get("metadata") or {}).get("name"))

@@ -11,8 +11,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from fleetwright.activities.payloads import RuntimeTaintReport
+from fleetwright.api.keys import RUNTIME_REQUIRED_TAINT
 from fleetwright.api.nodeprofile import PLURAL as PROFILE_PLURAL
-from fleetwright.api.nodeprofile import RUNTIME_REQUIRED_TAINT, NodeProfile
+from fleetwright.api.nodeprofile import NodeProfile
 from fleetwright.kube import nodes, nodestatus, resources
 from fleetwright.kube.client import ApiClient
 from fleetwright.planner.runtime import holding_taint

@@ -16,6 +16,8 @@ from typing import Any
 from fleetwright.activities import status
 from fleetwright.activities.payloads import NodePhase, StageRequest
 from fleetwright.activities.waiting import Clock, blocking, heartbeat_window
+from fleetwright.api import keys
+from fleetwright.api.keys import NodeReason
 from fleetwright.errors import NotFoundError, RetryableError
 from fleetwright.kube import jobs, nodestatus, pods
 from fleetwright.kube.client import ApiClient
@@ -31,15 +33,8 @@ from fleetwright.stagejob.outcome import (
     verdict_notes,
     waits,
 )
-from fleetwright.stagejob.render import LABEL_PREFIX, mounted_config_map
+from fleetwright.stagejob.render import mounted_config_map
 from fleetwright.stagejob.request import job_spec, manifest
-
-# The node's condition reasons while a stage's image cannot be pulled, and once it was.
-PULL_WAIT_REASON = "ImagePullWaiting"
-PULLED_REASON = "ImagePulled"
-# The node's boot id before a reboot interrupt's Job, kept on the Job: a retried attempt compares the
-# boot id with the one from before the reboot, not with one it reads after.
-BOOT_ID_ANNOTATION = f"{LABEL_PREFIX}/boot-id-before"
 
 
 class StageRunner:
@@ -64,10 +59,12 @@ class StageRunner:
         notes = rendered["metadata"]["annotations"]
         if self.request.reboot_timeout_seconds is not None:
             facts, _ = await blocking(self.executor, nodestatus.read_node, self.api, self.request.node)
-            notes[BOOT_ID_ANNOTATION] = facts.boot_id
+            notes[keys.BOOT_ID_BEFORE_ANNOTATION] = facts.boot_id
         job, created = await blocking(self.executor, jobs.create_or_adopt, self.api, rendered)
         # An adopted Job keeps the boot id its first attempt read (the node may have rebooted since).
-        self.boot_id_before = job.annotations.get(BOOT_ID_ANNOTATION, notes.get(BOOT_ID_ANNOTATION, ""))
+        self.boot_id_before = job.annotations.get(
+            keys.BOOT_ID_BEFORE_ANNOTATION, notes.get(keys.BOOT_ID_BEFORE_ANNOTATION, "")
+        )
         clock = Clock()
         window = heartbeat_window()
         bound = timedelta(seconds=self.request.image_pull_timeout_seconds)
@@ -142,8 +139,8 @@ class StageRunner:
         share the host paths, so this stage waits (Temporal retries) until that Job has finished."""
         labels = rendered["metadata"]["labels"]
         same = {
-            f"{LABEL_PREFIX}/{key}": labels[f"{LABEL_PREFIX}/{key}"]
-            for key in ("profile", "node", "stage", "package")
+            key: labels[key]
+            for key in (keys.PROFILE_LABEL, keys.NODE_LABEL, keys.STAGE_LABEL, keys.PACKAGE_LABEL)
         }
         running = [
             job.name
@@ -170,8 +167,8 @@ class StageRunner:
         config_map = mounted_config_map(job_spec(request))
         if config_map is not None:
             labels = {
-                "app.kubernetes.io/managed-by": "fleetwright",
-                f"{LABEL_PREFIX}/package": request.package.name,
+                keys.MANAGED_BY_LABEL: keys.MANAGED_BY,
+                keys.PACKAGE_LABEL: request.package.name,
             }
             await blocking(
                 self.executor,
@@ -188,10 +185,12 @@ class StageRunner:
         Warning event), not only when its bound fails the stage; lifted when the image arrives."""
         if wait is not None and self.shown is None:
             message = f"{wait}; the stage fails if it lasts {int(bound.total_seconds())}s"
-            await self._publish(NodePhase.BLOCKED, PULL_WAIT_REASON, message)
+            await self._publish(NodePhase.BLOCKED, NodeReason.IMAGE_PULL_WAITING, message)
             self.shown = wait
         elif wait is None and self.shown is not None:
-            await self._publish(NodePhase.IN_PROGRESS, PULLED_REASON, "the package image was pulled")
+            await self._publish(
+                NodePhase.IN_PROGRESS, NodeReason.IMAGE_PULLED, "the package image was pulled"
+            )
             self.shown = None
 
     async def _publish(self, phase: NodePhase, reason: str, message: str) -> None:

@@ -1,27 +1,23 @@
 """How one profile's progress on a node is shown to humans: a summary label, a node condition and
 Events for blocks and failures.
 
-Owns the names (label ``fleetwright.io/status.<profile>``, condition type ``fleetwright.io/<profile>``,
-both shortened to fit the 63-character name part, as ``nodestate.annotation_key`` does) and the
-mapping from a phase to the condition's status: ``True`` complete, ``Unknown`` in progress, ``False``
-failed or blocked (the reason says which). It must not decide *when* a status changes; the node
+Owns the writes of the label (``keys.status_label_key``) and the condition (``keys.condition_type``)
+and the mapping from a phase to the condition's status: ``True`` complete, ``Unknown`` in progress,
+``False`` failed or blocked (the reason says which). It must not decide *when* a status changes; the node
 workflow and the waits do.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Collection
 from concurrent.futures import Executor
 
 from fleetwright.activities.payloads import NodePhase
 from fleetwright.activities.waiting import blocking
+from fleetwright.api.keys import NodeReason, claim_key, condition_type, status_label_key
 from fleetwright.kube import events, nodestatus
 from fleetwright.kube.client import ApiClient
-from fleetwright.planner.fleet import claim_key
 
-PREFIX = "fleetwright.io/"
-MAX_NAME_PART = 63
 MAX_MESSAGE = 1000
 
 CONDITION_STATUS = {
@@ -32,25 +28,8 @@ CONDITION_STATUS = {
 }
 # Phases a node workflow ends in.
 FINAL_PHASES = frozenset({NodePhase.COMPLETE, NodePhase.FAILED})
-ABORTED_REASON = "Aborted"  # an aborted node workflow ends Blocked with this reason
 # Phases that deserve a Warning event: a human may have to act.
 WARNING_PHASES = frozenset({NodePhase.FAILED, NodePhase.BLOCKED})
-
-
-def qualified(name: str) -> str:
-    """``fleetwright.io/<name>`` with the name part shortened to a prefix plus a hash when too long."""
-    if len(name) > MAX_NAME_PART:
-        tag = hashlib.sha256(name.encode()).hexdigest()[:10]
-        name = f"{name[: MAX_NAME_PART - 11].rstrip('.-_')}-{tag}"
-    return PREFIX + name
-
-
-def status_label_key(profile: str) -> str:
-    return qualified("status." + profile)
-
-
-def condition_type(profile: str) -> str:
-    return qualified(profile)
 
 
 def publish(
@@ -69,7 +48,7 @@ def publish(
     label_key = status_label_key(profile)
     # The decision's start claim ends with the node workflow (a failed node stays cordoned).
     claim = claim_key(profile)
-    ended = phase in FINAL_PHASES or reason == ABORTED_REASON
+    ended = phase in FINAL_PHASES or reason == NodeReason.ABORTED
     drop = {claim: None} if ended and claim in facts.annotations else None
     if facts.labels.get(label_key) != phase.value or drop:
         nodestatus.merge_metadata(api, node, labels={label_key: phase.value}, annotations=drop)

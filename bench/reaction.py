@@ -32,10 +32,12 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client
 
+from fleetwright.api.common import VERSION
+from fleetwright.api.keys import GROUP as API_GROUP
+from fleetwright.api.keys import PAUSED_ANNOTATION, cordon_key
 from fleetwright.kube.client import ApiClient
 from fleetwright.localcluster import examples
 from fleetwright.localcluster.nodes import stage_pod_timing
-from fleetwright.planner.fleet import cordon_key
 from fleetwright.worker.temporal import connect
 from fleetwright.workflows.payloads import EngineSettings
 from fleetwright.workflows.rollout import rollout_workflow_id
@@ -45,8 +47,6 @@ if not __package__:  # run as a file (python bench/reaction.py): the repository 
 from bench.harness import Stack, loadavg, percentile
 
 GROUP = "bench.fleetwright.io/group"
-GROUP_API, VERSION = "fleetwright.io", "v1alpha1"
-PAUSED_ANNOTATION = "fleetwright.io/paused"
 NODES_PER_TRIAL = 4
 STEPS = [
     {"name": "canary", "canary": {"count": 1}},
@@ -136,16 +136,16 @@ async def trial(
 ) -> Trial:
     custom, core = k8s.CustomObjectsApi(api), k8s.CoreV1Api(api)
     policy, profile = manifests(name)
-    custom.create_cluster_custom_object(GROUP_API, VERSION, "deploymentpolicies", policy)
+    custom.create_cluster_custom_object(API_GROUP, VERSION, "deploymentpolicies", policy)
     applied = time.monotonic()
-    custom.create_cluster_custom_object(GROUP_API, VERSION, "nodeprofiles", profile)
+    custom.create_cluster_custom_object(API_GROUP, VERSION, "nodeprofiles", profile)
     first = await asyncio.to_thread(wait_cordons, core, name, 1)
     second = await asyncio.to_thread(wait_cordons, core, name, 2)
     cycle = second - first  # one node's whole duration: the gap between node starts
     await asyncio.sleep(rng.uniform(0, cycle))
     paused_at = time.time()
     pause = {"metadata": {"annotations": {PAUSED_ANNOTATION: "true"}}}
-    custom.patch_cluster_custom_object(GROUP_API, VERSION, "nodeprofiles", name, pause)
+    custom.patch_cluster_custom_object(API_GROUP, VERSION, "nodeprofiles", name, pause)
     await asyncio.sleep(max(10.0, 2 * cycle))  # long enough for any start the pause failed to stop
     signal, in_effect, last, late = await from_history(client, name, paused_at)
     stack.cluster.kubectl("delete", "nodeprofile,deploymentpolicy", name, "--wait=false")

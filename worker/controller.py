@@ -55,8 +55,9 @@ from fleetwright.activities.runtime_taint import parse_profiles
 from fleetwright.api.common import API_VERSION
 from fleetwright.api.deploymentpolicy import BUILTIN_POLICY, BUILTIN_POLICY_NAME, DeploymentPolicy
 from fleetwright.api.deploymentpolicy import PLURAL as POLICY_PLURAL
-from fleetwright.api.nodeprofile import FINALIZER, RUNTIME_REQUIRED_TAINT, NodeProfile, NodeProfileStatus
+from fleetwright.api.keys import FINALIZER, PAUSED_ANNOTATION, PREFIX, RUNTIME_REQUIRED_TAINT
 from fleetwright.api.nodeprofile import PLURAL as PROFILE_PLURAL
+from fleetwright.api.nodeprofile import NodeProfile, NodeProfileStatus
 from fleetwright.errors import FleetwrightError, RetryableError
 from fleetwright.kube import nodes as kube_nodes
 from fleetwright.kube.client import ApiClient, from_kubeconfig
@@ -73,8 +74,6 @@ from fleetwright.workflows.rollout import ABORTED, RolloutWorkflow, rollout_work
 
 log = logging.getLogger("fleetwright.controller")
 
-PAUSED_ANNOTATION = "fleetwright.io/paused"
-OWN_LABEL_PREFIX = "fleetwright.io/"
 NODES = "nodes"
 TAINT_ATTEMPTS = 10
 
@@ -468,7 +467,7 @@ def _foreign_labels(node: dict[str, Any]) -> dict[str, str]:
     """A node's labels minus fleetwright's own, which the node workflows write: our own writes
     must not wake every rollout."""
     labels = node["metadata"].get("labels") or {}
-    return {k: v for k, v in labels.items() if not k.startswith(OWN_LABEL_PREFIX)}
+    return {k: v for k, v in labels.items() if not k.startswith(PREFIX)}
 
 
 def _without_status(obj: dict[str, Any]) -> dict[str, Any]:

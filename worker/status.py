@@ -11,19 +11,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from fleetwright.api.nodeprofile import NodeIssue, NodeProfileStatus
-from fleetwright.api.status import (
+from fleetwright.api.keys import (
     BLOCKED,
     DEGRADED,
     DELETING,
     PAUSED,
+    PAUSED_ANNOTATION,
     PROGRESSING,
     READY,
-    Condition,
-    ConditionStatus,
-    Phase,
-    set_condition,
+    ProfileReason,
 )
+from fleetwright.api.nodeprofile import NodeIssue, NodeProfileStatus
+from fleetwright.api.status import Condition, ConditionStatus, Phase, set_condition
 from fleetwright.workflows.payloads import Progress
 
 MAX_ISSUES = 50
@@ -95,15 +94,20 @@ def _conditions(inputs: Inputs) -> tuple[Phase, list[_C]]:
     if not inputs.deleting:
         return phase, conditions
     deleting = _deleting(inputs.progress)
-    ready: _C = (READY, "False", "Deleting", deleting[3])
+    ready: _C = (READY, "False", ProfileReason.DELETING, deleting[3])
     return "Deleting", [ready, *conditions[1:], deleting]
 
 
 def _deleting(progress: Progress | None) -> _C:
     if progress is None or not progress.deleting:
-        return (DELETING, "True", "DeletionPending", "waiting for the rollout to pick the deletion up")
+        return (
+            DELETING,
+            "True",
+            ProfileReason.DELETION_PENDING,
+            "waiting for the rollout to pick the deletion up",
+        )
     if progress.phase == "Deleted":
-        return (DELETING, "True", "NodesCleanedUp", "nodes cleaned up; releasing the finalizer")
+        return (DELETING, "True", ProfileReason.NODES_CLEANED_UP, "nodes cleaned up; releasing the finalizer")
     clean = f"{progress.updated}/{progress.targeted} nodes without the profile's packages"
     if progress.phase in ("Halted", "Blocked", "Paused"):
         why = {"Halted": "uninstall halted", "Blocked": "uninstall blocked", "Paused": "paused"}[
@@ -120,8 +124,8 @@ def _deleting(progress: Progress | None) -> _C:
                     for n in progress.blocked_nodes[:MAX_LISTED]
                 )
             )
-        return (DELETING, "True", "DeletionBlocked", "; ".join(parts) + "; the finalizer stays")
-    return (DELETING, "True", "Uninstalling", f"{clean}; {progress.message}")
+        return (DELETING, "True", ProfileReason.DELETION_BLOCKED, "; ".join(parts) + "; the finalizer stays")
+    return (DELETING, "True", ProfileReason.UNINSTALLING, f"{clean}; {progress.message}")
 
 
 def _rollout_conditions(inputs: Inputs) -> tuple[Phase, list[_C]]:
@@ -129,9 +133,11 @@ def _rollout_conditions(inputs: Inputs) -> tuple[Phase, list[_C]]:
     if progress is None:
         if inputs.policy_missing:
             text = f"DeploymentPolicy {inputs.policy} does not exist; the rollout waits for it"
-            return "Pending", _quiet("PolicyNotFound", text, progressing=("False", "PolicyNotFound", text))
+            not_found = ProfileReason.POLICY_NOT_FOUND
+            return "Pending", _quiet(not_found, text, progressing=("False", not_found, text))
         text = "waiting for the rollout workflow to publish its first decision"
-        return "Pending", _quiet("RolloutPending", text, progressing=("True", "RolloutStarting", text))
+        starting: tuple[ConditionStatus, str, str] = ("True", ProfileReason.ROLLOUT_STARTING, text)
+        return "Pending", _quiet(ProfileReason.ROLLOUT_PENDING, text, progressing=starting)
     counts = f"{progress.updated}/{progress.targeted} nodes updated"
     phase: Phase
     if progress.phase == "Complete" and progress.updated < progress.targeted:
@@ -140,28 +146,35 @@ def _rollout_conditions(inputs: Inputs) -> tuple[Phase, list[_C]]:
         phase = "Degraded"
         missing = progress.targeted - progress.updated
         text = f"{counts}; {missing} targeted node(s) not updated; {progress.message}"
-        ready: tuple[ConditionStatus, str, str] = ("False", "NodesNotUpdated", text)
-        moving: tuple[ConditionStatus, str, str] = ("False", "RolloutComplete", progress.message)
+        ready: tuple[ConditionStatus, str, str] = ("False", ProfileReason.NODES_NOT_UPDATED, text)
+        moving: tuple[ConditionStatus, str, str] = ("False", ProfileReason.ROLLOUT_COMPLETE, progress.message)
     elif progress.phase == "Complete":
         phase = "Complete"
-        ready = ("True", "RolloutComplete", f"{counts}; {progress.message}")
-        moving = ("False", "RolloutComplete", progress.message)
+        ready = ("True", ProfileReason.ROLLOUT_COMPLETE, f"{counts}; {progress.message}")
+        moving = ("False", ProfileReason.ROLLOUT_COMPLETE, progress.message)
     elif progress.phase in ("Halted", "Aborted"):
         phase = "Failed"
-        reason = "RolloutHalted" if progress.phase == "Halted" else "RolloutAborted"
+        reason = ProfileReason.ROLLOUT_HALTED if progress.phase == "Halted" else ProfileReason.ROLLOUT_ABORTED
         ready, moving = ("False", reason, counts), ("False", reason, progress.message)
     elif progress.phase == "Paused":
         phase = "Paused"
-        ready, moving = ("False", "RolloutPaused", counts), ("False", "Paused", progress.message)
+        ready = ("False", ProfileReason.ROLLOUT_PAUSED, counts)
+        moving = ("False", ProfileReason.PAUSED, progress.message)
     else:
         phase = "Blocked" if progress.phase == "Blocked" else "Progressing"
-        reason = {"Blocked": "NodesBlocked", "Waiting": "Waiting"}.get(progress.phase, "RollingOut")
-        ready, moving = ("False", "RolloutInProgress", counts), ("True", reason, progress.message)
+        reason = {"Blocked": ProfileReason.NODES_BLOCKED, "Waiting": ProfileReason.WAITING}.get(
+            progress.phase, ProfileReason.ROLLING_OUT
+        )
+        ready, moving = (
+            ("False", ProfileReason.ROLLOUT_IN_PROGRESS, counts),
+            ("True", reason, progress.message),
+        )
     if progress.generation < inputs.generation:
         # The CR changed but the workflow has not picked the new generation up yet: never report
         # the old generation's completion as Ready for the new spec.
         text = f"generation {inputs.generation} not yet picked up (rollout is at {progress.generation})"
-        ready, moving = ("False", "SpecChangePending", text), ("True", "SpecChangePending", text)
+        pending = ProfileReason.SPEC_CHANGE_PENDING
+        ready, moving = ("False", pending, text), ("True", pending, text)
         phase = "Progressing" if phase in ("Complete", "Degraded") else phase
     return phase, [
         (READY, *ready),
@@ -176,26 +189,32 @@ def _quiet(reason: str, text: str, *, progressing: tuple[ConditionStatus, str, s
     return [
         (READY, "False", reason, text),
         (PROGRESSING, *progressing),
-        (PAUSED, "False", "NotPaused", ""),
-        (BLOCKED, "False", "NotBlocked", ""),
-        (DEGRADED, "False", "NotDegraded", ""),
+        (PAUSED, "False", ProfileReason.NOT_PAUSED, ""),
+        (BLOCKED, "False", ProfileReason.NOT_BLOCKED, ""),
+        (DEGRADED, "False", ProfileReason.NOT_DEGRADED, ""),
     ]
 
 
 def _paused(progress: Progress) -> _C:
     if progress.paused:
-        return (PAUSED, "True", "PausedByUser", "paused (annotation fleetwright.io/paused or the CLI)")
-    return (PAUSED, "False", "NotPaused", "")
+        text = f"paused (annotation {PAUSED_ANNOTATION} or the CLI)"
+        return (PAUSED, "True", ProfileReason.PAUSED_BY_USER, text)
+    return (PAUSED, "False", ProfileReason.NOT_PAUSED, "")
 
 
 def _blocked(progress: Progress) -> _C:
     if not progress.blocked:
-        return (BLOCKED, "False", "NotBlocked", "")
+        return (BLOCKED, "False", ProfileReason.NOT_BLOCKED, "")
     shown = [
         f"{n}: {progress.blocked_reasons.get(n, 'blocked')}" for n in progress.blocked_nodes[:MAX_LISTED]
     ]
     more = progress.blocked - len(shown)
-    return (BLOCKED, "True", "NodesBlocked", "; ".join(shown) + (f" (and {more} more)" if more > 0 else ""))
+    return (
+        BLOCKED,
+        "True",
+        ProfileReason.NODES_BLOCKED,
+        "; ".join(shown) + (f" (and {more} more)" if more > 0 else ""),
+    )
 
 
 def _degraded(progress: Progress) -> _C:
@@ -203,20 +222,20 @@ def _degraded(progress: Progress) -> _C:
         return (
             DEGRADED,
             "True",
-            "RolloutHalted",
+            ProfileReason.ROLLOUT_HALTED,
             f"{progress.message}; failed: {_names(progress.failed_nodes)}",
         )
     if progress.phase == "Complete" and progress.updated < progress.targeted and not progress.failed:
         missing = progress.targeted - progress.updated
-        return (DEGRADED, "True", "NodesNotUpdated", f"{missing} targeted node(s) not updated")
+        return (DEGRADED, "True", ProfileReason.NODES_NOT_UPDATED, f"{missing} targeted node(s) not updated")
     if progress.failed:
         return (
             DEGRADED,
             "True",
-            "NodesFailed",
+            ProfileReason.NODES_FAILED,
             f"{progress.failed} node(s) failed: {_names(progress.failed_nodes)}",
         )
-    return (DEGRADED, "False", "NotDegraded", "")
+    return (DEGRADED, "False", ProfileReason.NOT_DEGRADED, "")
 
 
 def _names(nodes: tuple[str, ...]) -> str:
@@ -227,12 +246,16 @@ def _names(nodes: tuple[str, ...]) -> str:
 def _issues(progress: Progress) -> list[NodeIssue]:
     issues = [
         NodeIssue(
-            node=n, reason="StageFailed", message="a stage failed; see the node's conditions and Events"
+            node=n,
+            reason=ProfileReason.STAGE_FAILED,
+            message="a stage failed; see the node's conditions and Events",
         )
         for n in progress.failed_nodes
     ]
     issues += [
-        NodeIssue(node=n, reason="NodeBlocked", message=progress.blocked_reasons.get(n, "")[:4096])
+        NodeIssue(
+            node=n, reason=ProfileReason.NODE_BLOCKED, message=progress.blocked_reasons.get(n, "")[:4096]
+        )
         for n in progress.blocked_nodes
     ]
     return issues[:MAX_ISSUES]
@@ -245,9 +268,13 @@ def _deletion_transitions(previous: NodeProfileStatus | None, current: NodeProfi
     was = next((c for c in previous.conditions if c.type == DELETING), None) if previous else None
     out = []
     if was is None:
-        out.append(Transition("Normal", "DeletionStarted", "uninstalling packages with uninstall.enabled"))
-    if now.reason == "DeletionBlocked" and (was is None or was.reason != now.reason):
-        out.append(Transition("Warning", "DeletionBlocked", now.message))
+        out.append(
+            Transition(
+                "Normal", ProfileReason.DELETION_STARTED, "uninstalling packages with uninstall.enabled"
+            )
+        )
+    if now.reason == ProfileReason.DELETION_BLOCKED and (was is None or was.reason != now.reason):
+        out.append(Transition("Warning", ProfileReason.DELETION_BLOCKED, now.message))
     return out
 
 
@@ -265,7 +292,9 @@ def transitions(previous: NodeProfileStatus | None, current: NodeProfileStatus) 
     ):
         out.append(
             Transition(
-                "Normal", "SpecChangeAccepted", f"rolling out generation {current.observed_generation}"
+                "Normal",
+                ProfileReason.SPEC_CHANGE_ACCEPTED,
+                f"rolling out generation {current.observed_generation}",
             )
         )
     out += _deletion_transitions(previous, current)
@@ -276,16 +305,24 @@ def transitions(previous: NodeProfileStatus | None, current: NodeProfileStatus) 
     degraded = next((c for c in current.conditions if c.type == DEGRADED), None)
     blocked = next((c for c in current.conditions if c.type == BLOCKED), None)
     if before in (None, "Pending") and after not in ("Pending", None):
-        out.append(Transition("Normal", "RolloutStarted", f"rollout started ({progress} nodes updated)"))
+        out.append(
+            Transition("Normal", ProfileReason.ROLLOUT_STARTED, f"rollout started ({progress} nodes updated)")
+        )
     if after == "Paused":
-        out.append(Transition("Normal", "RolloutPaused", f"paused at {progress} nodes updated"))
+        out.append(Transition("Normal", ProfileReason.ROLLOUT_PAUSED, f"paused at {progress} nodes updated"))
     elif before == "Paused" and after != "Pending":
-        out.append(Transition("Normal", "RolloutResumed", f"resumed at {progress} nodes updated"))
+        out.append(
+            Transition("Normal", ProfileReason.ROLLOUT_RESUMED, f"resumed at {progress} nodes updated")
+        )
     if after == "Failed":
-        out.append(Transition("Warning", "RolloutHalted", degraded.message if degraded else "halted"))
+        out.append(
+            Transition("Warning", ProfileReason.ROLLOUT_HALTED, degraded.message if degraded else "halted")
+        )
     elif after == "Blocked":
-        out.append(Transition("Warning", "RolloutBlocked", blocked.message if blocked else "blocked"))
+        out.append(
+            Transition("Warning", ProfileReason.ROLLOUT_BLOCKED, blocked.message if blocked else "blocked")
+        )
     elif after in ("Complete", "Degraded"):
         kind = "Normal" if after == "Complete" else "Warning"
-        out.append(Transition(kind, "RolloutComplete", ready.message if ready else progress))
+        out.append(Transition(kind, ProfileReason.ROLLOUT_COMPLETE, ready.message if ready else progress))
     return out

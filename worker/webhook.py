@@ -24,8 +24,9 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 
-from fleetwright.api.common import GROUP, VERSION
+from fleetwright.api.common import VERSION
 from fleetwright.api.deploymentpolicy import PLURAL as POLICY_PLURAL
+from fleetwright.api.keys import GROUP, WEBHOOK_NAME
 from fleetwright.api.nodeprofile import PLURAL as PROFILE_PLURAL
 from fleetwright.api.validation import (
     AdmissionPolicy,
@@ -38,7 +39,6 @@ from fleetwright.api.validation import (
 
 log = logging.getLogger(__name__)
 
-WEBHOOK_NAME = "validate.fleetwright.io"
 WEBHOOK_PATH = "/validate"
 HEALTH_PATH = "/healthz"
 # The apiserver refuses larger request bodies anyway (3 MiB objects, twice for UPDATE).

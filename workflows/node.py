@@ -41,6 +41,7 @@ with workflow.unsafe.imports_passed_through():
         StatusNote,
         UncordonRequest,
     )
+    from fleetwright.api.keys import NodeReason
     from fleetwright.api.nodeprofile import Package
     from fleetwright.planner.interrupts import InterruptKind
     from fleetwright.planner.nodestate import NodePackageState, PackageRecord, PendingChange
@@ -167,7 +168,9 @@ class NodeWorkflow:
                 ]
             )
         work = node_input.work
-        updating = StatusNote(phase=NodePhase.IN_PROGRESS, reason="Updating", message=self._summary())
+        updating = StatusNote(
+            phase=NodePhase.IN_PROGRESS, reason=NodeReason.UPDATING, message=self._summary()
+        )
         # The first activity (cordon, else the first stage) shows it; until then: not shown yet.
         first: StatusNote | None = updating
         if not (work.needs_drain or work.steps):
@@ -208,7 +211,7 @@ class NodeWorkflow:
         return await self._report(RunStatus.SUCCEEDED, "complete")
 
     def _completed(self) -> StatusNote:
-        return StatusNote(phase=NodePhase.COMPLETE, reason="Complete", message=self._summary())
+        return StatusNote(phase=NodePhase.COMPLETE, reason=NodeReason.COMPLETE, message=self._summary())
 
     # ----- steps ----------------------------------------------------------------------------
     async def _prepare_disruption(self, first: StatusNote | None) -> CordonReport:
@@ -360,10 +363,12 @@ class NodeWorkflow:
             if cordon is not None and cordon.ours:
                 request = UncordonRequest(profile=self._input.profile, node=self._input.node)
                 await self._call(NAMES.UNCORDON, request, result_type=bool)
-            await self._status(StatusNote(phase=NodePhase.BLOCKED, reason="Aborted", message=message))
+            await self._status(
+                StatusNote(phase=NodePhase.BLOCKED, reason=NodeReason.ABORTED, message=message)
+            )
             return await self._report(RunStatus.FAILED, message)
         # A failed node stays cordoned (if we cordoned it) so nothing lands on a half-changed host.
-        await self._status(StatusNote(phase=NodePhase.FAILED, reason="NodeFailedError", message=message))
+        await self._status(StatusNote(phase=NodePhase.FAILED, reason=NodeReason.FAILED, message=message))
         return await self._report(RunStatus.FAILED, message)
 
     async def _report(self, status: RunStatus, message: str) -> NodeResult:

@@ -7,7 +7,6 @@ for their CRDs, see ``crdgen``); ``common`` and ``status`` hold shared building 
 
 from fleetwright.api.common import (
     API_VERSION,
-    GROUP,
     VERSION,
     IntOrPercent,
     LabelSelector,
@@ -26,6 +25,7 @@ from fleetwright.api.deploymentpolicy import (
     SoakStep,
     Step,
 )
+from fleetwright.api.keys import GROUP
 from fleetwright.api.nodeprofile import (
     ConfigInterrupt,
     DrainSpec,

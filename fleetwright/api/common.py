@@ -27,7 +27,8 @@ from pydantic.alias_generators import to_camel
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
-GROUP = "fleetwright.io"
+from fleetwright.api.keys import GROUP
+
 VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
 

@@ -25,15 +25,11 @@ from fleetwright.api.common import (
     Toleration,
     selector_nonempty_cel,
 )
+from fleetwright.api.keys import RUNTIME_REQUIRED_TAINT
 from fleetwright.api.status import Condition, Phase
 
 KIND = "NodeProfile"
 PLURAL = "nodeprofiles"
-RUNTIME_REQUIRED_TAINT = "fleetwright.io/runtime-required"
-"""Taint key (effect NoSchedule) of ``runtimeRequired``; stage pods tolerate it."""
-FINALIZER = "fleetwright.io/node-cleanup"
-"""Held on every NodeProfile the controller serves until its packages are uninstalled (where
-``uninstall.enabled``) and everything fleetwright wrote on its nodes is removed."""
 
 InterruptTypeName = Literal["reboot", "service", "restartAllServices", "noop"]
 # The agent (and some package READMEs) spell it restart_all_services; both are accepted.
@@ -397,7 +393,7 @@ class NodeProfileSpec(ApiModel):
     )
     runtime_required: bool = Field(
         default=False,
-        description="Nodes carry the taint fleetwright.io/runtime-required:NoSchedule until this profile is "
+        description=f"Nodes carry the taint {RUNTIME_REQUIRED_TAINT}:NoSchedule until this profile is "
         "complete on them (package pods tolerate it).",
     )
     auto_taint_new_nodes: bool = Field(

@@ -1,7 +1,7 @@
 """Status building blocks shared by NodeProfile and DeploymentPolicy: metav1.Condition-shaped
-conditions, the condition types and reasons fleetwright uses, and the rollout phase.
+conditions and the rollout phase (the condition types and reasons are ``keys``').
 
-Owns the vocabulary only; computing conditions from rollout state belongs to the controller.
+Owns the shapes only; computing conditions from rollout state belongs to the controller.
 Must not do I/O or read the clock (callers pass timestamps in).
 """
 
@@ -15,20 +15,6 @@ from pydantic import Field, Strict
 from fleetwright.api.common import ApiModel
 
 ConditionStatus = Literal["True", "False", "Unknown"]
-
-# Condition types on a NodeProfile (DESIGN: Ready, Progressing, Paused, Blocked, Degraded).
-READY = "Ready"
-PROGRESSING = "Progressing"
-PAUSED = "Paused"
-BLOCKED = "Blocked"
-DEGRADED = "Degraded"
-DELETING = "Deleting"
-"""Only while the profile is being deleted: True, reason Uninstalling or DeletionBlocked."""
-NODEPROFILE_CONDITION_TYPES = (READY, PROGRESSING, PAUSED, BLOCKED, DEGRADED)
-
-# Condition types on a DeploymentPolicy.
-ACCEPTED = "Accepted"
-IN_USE = "InUse"
 
 Phase = Literal["Pending", "Progressing", "Paused", "Blocked", "Degraded", "Complete", "Failed", "Deleting"]
 

@@ -14,11 +14,11 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+from fleetwright.api.keys import state_key
 from fleetwright.chaos.invariants import Outage, disrupted_by
 from fleetwright.chaos.plan import Fault, Injection
 from fleetwright.chaos.snapshot import NodeView
 from fleetwright.chaos.stack import ChaosStack
-from fleetwright.planner.nodestate import annotation_key
 
 PROCESS = {
     Fault.KILL_WORKER: "worker",
@@ -49,7 +49,7 @@ def choose_node(fault: Fault, nodes: Sequence[NodeView], profile: str, rng: rand
     elif fault is Fault.FOREIGN_CORDON:
         preferred = [n.name for n in nodes if not n.unschedulable]
     elif fault is Fault.MALFORMED_ANNOTATION:
-        preferred = [n.name for n in nodes if annotation_key(profile) not in n.annotations]
+        preferred = [n.name for n in nodes if state_key(profile) not in n.annotations]
     else:
         preferred = names
     pool = preferred or names
@@ -111,5 +111,5 @@ class Injector:
         elif fault is Fault.DELETE_NODE:
             kubectl("delete", "node", node, "--wait=false", check=False)
         elif fault is Fault.MALFORMED_ANNOTATION:
-            key = annotation_key(self.profile)
+            key = state_key(self.profile)
             kubectl("annotate", "node", node, f"{key}={MALFORMED_STATE}", "--overwrite", check=False)

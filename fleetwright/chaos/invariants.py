@@ -14,7 +14,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from fleetwright.activities.status import condition_type
+from fleetwright.api.keys import CORDON_PREFIX, condition_type
 from fleetwright.chaos.snapshot import JobView, NodeView, ProfileView, Snapshot
 
 BUDGET = "budget"
@@ -138,7 +138,7 @@ def left_behind(final: Snapshot, profile: str) -> list[Violation]:
     for node in final.nodes:
         if node.cordoned_by(profile) and node.name not in failed:
             out.append(Violation(LEFT_BEHIND, final.at, f"{node.name} left cordoned (not a failed node)"))
-        elif not node.unschedulable and any(k.startswith("fleetwright.io/cordon.") for k in node.annotations):
+        elif not node.unschedulable and any(k.startswith(CORDON_PREFIX) for k in node.annotations):
             out.append(
                 Violation(LEFT_BEHIND, final.at, f"{node.name} schedulable with a stale cordon marker")
             )

@@ -23,10 +23,9 @@ from fleetwright.chaos.stack import GROUP_LABEL, ChaosStack
 from fleetwright.chaos.watcher import Watcher
 from fleetwright.kube.client import from_kubeconfig
 from fleetwright.localcluster import examples
-from fleetwright.localcluster.nodes import stage_pod_timing
+from fleetwright.localcluster.nodes import OUTCOME_LABEL, stage_pod_timing
 from fleetwright.workflows.payloads import EngineSettings
 
-OUTCOME_LABEL = "sim.fleetwright.io/outcome"
 STAGE_POD_ANNOTATIONS = stage_pod_timing(0.5, ready_seconds=0.1)
 IMAGE_PULL_TIMEOUT_SECONDS = 60
 SETTLE_SECONDS = 2.0

@@ -11,11 +11,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from fleetwright.api import keys
+from fleetwright.api.keys import CORDON_PREFIX, cordon_key, state_key
 from fleetwright.errors import InvalidSpecError
-from fleetwright.planner.fleet import CORDON_PREFIX, cordon_key
-from fleetwright.planner.nodestate import annotation_key, parse_annotation
+from fleetwright.planner.nodestate import parse_annotation
 
-OUR_PREFIX = "fleetwright.io/"
 # kwok's simulated registry refusal and the kubelet's real reasons for an image that never pulls.
 PULL_WAIT_REASONS = frozenset({"ImagePullBackOff", "ErrImagePull"})
 
@@ -41,17 +41,17 @@ class NodeView:
 
     def working(self, profile: str) -> bool:
         """The profile's recorded state has a change under way that has not failed."""
-        value = self.annotations.get(annotation_key(profile))
+        value = self.annotations.get(state_key(profile))
         if value is None:
             return False
         try:
-            state = parse_annotation(annotation_key(profile), value)
+            state = parse_annotation(state_key(profile), value)
         except InvalidSpecError:
             return False  # a corrupt record starts no work (the planner refuses it)
         return any(r.pending is not None and r.pending.failed is None for r in state.packages.values())
 
     def our_taints(self) -> tuple[str, ...]:
-        return tuple(t for t in self.taints if t.startswith(OUR_PREFIX))
+        return tuple(t for t in self.taints if t.startswith(keys.PREFIX))
 
 
 @dataclass(frozen=True)
@@ -133,13 +133,13 @@ def job_view(job: Mapping[str, Any]) -> JobView:
     return JobView(
         uid=str(meta.get("uid", "")),
         name=str(meta.get("name", "")),
-        profile=str(labels.get(f"{OUR_PREFIX}profile", "")),
+        profile=str(labels.get(keys.PROFILE_LABEL, "")),
         # The annotation keeps the full node name; the label may be shortened.
-        node=str(notes.get(f"{OUR_PREFIX}node-name") or labels.get(f"{OUR_PREFIX}node", "")),
-        package=str(labels.get(f"{OUR_PREFIX}package", "")),
-        version=str(notes.get(f"{OUR_PREFIX}package-version", "")),
-        stage=str(labels.get(f"{OUR_PREFIX}stage", "")),
-        generation=str(notes.get(f"{OUR_PREFIX}generation", "")),
+        node=str(notes.get(keys.NODE_NAME_ANNOTATION) or labels.get(keys.NODE_LABEL, "")),
+        package=str(labels.get(keys.PACKAGE_LABEL, "")),
+        version=str(notes.get(keys.PACKAGE_VERSION_ANNOTATION, "")),
+        stage=str(labels.get(keys.STAGE_LABEL, "")),
+        generation=str(notes.get(keys.GENERATION_ANNOTATION, "")),
     )
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
+from fleetwright.api.keys import PROFILE_LABEL
 from fleetwright.api.nodeprofile import PLURAL as PROFILE_PLURAL
 from fleetwright.chaos.snapshot import Snapshot, snapshot
 from fleetwright.errors import NotFoundError
@@ -42,7 +43,7 @@ class Watcher:
     def read(self) -> Snapshot:
         """One snapshot now (raises when the cluster cannot be read)."""
         at = self.now()
-        selector = f"fleetwright.io/profile={self.profile}"
+        selector = f"{PROFILE_LABEL}={self.profile}"
         nodes = inventory.list_items(self.api, "nodes", label_selector=self.node_selector)
         jobs = inventory.list_items(self.api, "jobs", namespace=self.namespace, label_selector=selector)
         pods = inventory.list_items(self.api, "pods", namespace=self.namespace, label_selector=selector)

@@ -21,12 +21,12 @@ from pydantic import BaseModel
 from temporalio.client import WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 
+from fleetwright.api.keys import PAUSED_ANNOTATION
 from fleetwright.api.nodeprofile import PLURAL as PROFILE_PLURAL
 from fleetwright.cli import reading
 from fleetwright.cli.app import app
 from fleetwright.cli.session import CliError, OutputOpt, Session, check_output, emit
 from fleetwright.kube.annotations import annotate
-from fleetwright.worker.controller import PAUSED_ANNOTATION
 from fleetwright.workflows.payloads import Progress
 from fleetwright.workflows.rollout import RolloutWorkflow, rollout_workflow_id
 

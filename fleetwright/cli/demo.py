@@ -23,12 +23,14 @@ from rich.live import Live
 from rich.table import Table
 
 from fleetwright.api.crdgen import CRDS, rendered_files
+from fleetwright.api.keys import status_label_key
 from fleetwright.cli.app import app
 from fleetwright.localcluster import examples
 from fleetwright.localcluster.cluster import ClusterOptions, LocalCluster, wait_established
 from fleetwright.localcluster.kubelet import SimulatedKubelet
-from fleetwright.localcluster.nodes import stage_pod_timing
+from fleetwright.localcluster.nodes import OUTCOME_LABEL, stage_pod_timing
 from fleetwright.localcluster.temporal import LocalTemporal
+from fleetwright.stagejob.render import PACKAGE_NAMESPACE
 from fleetwright.worker.controller import ControllerOptions, run_controller
 from fleetwright.worker.main import run_worker
 from fleetwright.worker.settings import WorkerSettings
@@ -123,7 +125,7 @@ async def _run(nodes: int, fail_canary: bool, keep_running: bool, within: float)
             drain_poll_seconds=1.0,
             stage_backoff_limit=0,
             stage_pod_annotations=STAGE_POD_ANNOTATIONS,
-            stage_pod_labels={"sim.fleetwright.io/outcome": "fail"} if fail_canary else {},
+            stage_pod_labels={OUTCOME_LABEL: "fail"} if fail_canary else {},
         )
         settings = WorkerSettings(
             temporal_address=temporal.address, kubeconfig=cluster.kubeconfig, engine=engine
@@ -165,7 +167,7 @@ def _summary(cluster: LocalCluster, temporal: LocalTemporal, status: dict[str, A
     console.print(f"  export KUBECONFIG={cluster.kubeconfig}")
     console.print(f"  kubectl get nodeprofiles,deploymentpolicies   kubectl describe nodeprofile {PROFILE}")
     console.print(
-        "  kubectl get nodes -L fleetwright.io/status.demo-tuning   kubectl get jobs -n fleetwright-system"
+        f"  kubectl get nodes -L {status_label_key(PROFILE)}   kubectl get jobs -n {PACKAGE_NAMESPACE}"
     )
     console.print(f"  Temporal UI: {temporal.ui_url}/namespaces/default/workflows")
 

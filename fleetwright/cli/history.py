@@ -20,13 +20,13 @@ from rich.console import Console
 from rich.table import Table
 from temporalio.client import Client, WorkflowExecution, WorkflowExecutionStatus
 
-from fleetwright.activities.status import condition_type
+from fleetwright.api.keys import STATE_PREFIX, condition_type
 from fleetwright.cli import reading
 from fleetwright.cli.app import app
 from fleetwright.cli.session import NamespaceOpt, OutputOpt, Session, check_output, emit
 from fleetwright.errors import InvalidSpecError
 from fleetwright.kube.stagelogs import stage_jobs
-from fleetwright.planner.nodestate import ANNOTATION_PREFIX, PackageRecord, parse_annotation
+from fleetwright.planner.nodestate import PackageRecord, parse_annotation
 from fleetwright.stagejob.render import PACKAGE_NAMESPACE
 from fleetwright.workflows import search as sa
 from fleetwright.workflows.payloads import NodeResult
@@ -89,14 +89,12 @@ def recorded(node: Mapping[str, Any]) -> list[Recorded]:
     conditions = {c.get("type"): c for c in (node.get("status") or {}).get("conditions") or []}
     out = []
     for key, value in sorted(annotations.items()):
-        if not key.startswith(ANNOTATION_PREFIX):
+        if not key.startswith(STATE_PREFIX):
             continue
         try:
             state = parse_annotation(key, value)
         except InvalidSpecError as error:
-            out.append(
-                Recorded(profile=key.removeprefix(ANNOTATION_PREFIX), condition=f"unreadable: {error}")
-            )
+            out.append(Recorded(profile=key.removeprefix(STATE_PREFIX), condition=f"unreadable: {error}"))
             continue
         cond = conditions.get(condition_type(state.profile)) or {}
         shown = f"{cond.get('status')} {cond.get('reason')}: {cond.get('message')}" if cond else ""

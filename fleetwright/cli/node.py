@@ -21,7 +21,7 @@ import typer
 from pydantic import BaseModel, Field
 from temporalio.service import RPCError
 
-from fleetwright.activities.status import condition_type, status_label_key
+from fleetwright.api.keys import NodeReason, condition_type, state_key, status_label_key
 from fleetwright.cli import reading
 from fleetwright.cli.app import app
 from fleetwright.cli.session import (
@@ -34,15 +34,12 @@ from fleetwright.cli.session import (
 )
 from fleetwright.kube import nodestatus
 from fleetwright.kube.stagelogs import delete_job, stage_jobs
-from fleetwright.planner.nodestate import annotation_key
 from fleetwright.stagejob.render import PACKAGE_NAMESPACE
 from fleetwright.workflows.node import node_workflow_id
 from fleetwright.workflows.rollout import RolloutWorkflow, rollout_workflow_id
 
 node_app = typer.Typer(help="Act on one node's fleetwright records.", no_args_is_help=True)
 app.add_typer(node_app, name="node")
-
-RESET_REASON = "Reset"
 
 
 class NodeReset(BaseModel):
@@ -92,16 +89,16 @@ async def _delete_finished_jobs(session: Session, namespace: str, profile: str, 
 
 async def _clear_records(session: Session, obj: dict[str, Any], profile: str) -> list[str]:
     node = obj["metadata"]["name"]
-    state_key, label_key = annotation_key(profile), status_label_key(profile)
-    cleared = [k for k in (state_key,) if k in (obj["metadata"].get("annotations") or {})]
+    annotation, label_key = state_key(profile), status_label_key(profile)
+    cleared = [k for k in (annotation,) if k in (obj["metadata"].get("annotations") or {})]
     cleared += [k for k in (label_key,) if k in (obj["metadata"].get("labels") or {})]
     if not cleared:
         return []
     await asyncio.to_thread(
-        nodestatus.merge_metadata, session.api, node, annotations={state_key: None}, labels={label_key: None}
+        nodestatus.merge_metadata, session.api, node, annotations={annotation: None}, labels={label_key: None}
     )
     message = "recorded state cleared by `fleetwright node reset`; the rollout re-evaluates this node"
-    condition = nodestatus.Condition(condition_type(profile), "Unknown", RESET_REASON, message)
+    condition = nodestatus.Condition(condition_type(profile), "Unknown", NodeReason.RESET, message)
     await asyncio.to_thread(nodestatus.set_condition, session.api, node, condition)
     return cleared
 

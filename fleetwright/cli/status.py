@@ -16,6 +16,7 @@ from typing import Annotated
 import typer
 from rich.live import Live
 
+from fleetwright.api.keys import PAUSED_ANNOTATION
 from fleetwright.api.nodeprofile import PLURAL as PROFILE_PLURAL
 from fleetwright.api.nodeprofile import NodeProfile
 from fleetwright.cli import reading
@@ -37,7 +38,6 @@ from fleetwright.kube.stagelogs import stage_jobs
 from fleetwright.planner import convert
 from fleetwright.planner.preview import preview
 from fleetwright.stagejob.render import PACKAGE_NAMESPACE
-from fleetwright.worker.controller import PAUSED_ANNOTATION
 from fleetwright.workflows.payloads import Progress
 from fleetwright.workflows.rollout import rollout_workflow_id
 

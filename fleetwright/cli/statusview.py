@@ -18,10 +18,9 @@ from rich.markup import escape
 from rich.table import Table
 from rich.tree import Tree
 
-from fleetwright.activities.status import condition_type, status_label_key
+from fleetwright.api.keys import condition_type, cordon_key, status_label_key
 from fleetwright.api.nodeprofile import NodeProfile
 from fleetwright.errors import InvalidSpecError
-from fleetwright.planner.fleet import cordon_key
 from fleetwright.planner.nodestate import read_profile_state
 from fleetwright.workflows.payloads import Progress
 

@@ -11,7 +11,8 @@ from typing import Any, cast
 
 from kubernetes import client
 
-from fleetwright.api.common import GROUP, VERSION
+from fleetwright.api.common import VERSION
+from fleetwright.api.keys import GROUP
 from fleetwright.kube.errors import classified
 
 

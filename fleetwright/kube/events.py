@@ -15,12 +15,11 @@ from datetime import UTC, datetime
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from fleetwright.api.keys import CONTROLLER_REPORTER, NODE_ACTIVITIES_REPORTER
 from fleetwright.kube.errors import classified
 
 # Node and cluster-scoped objects' events live in "default", where `kubectl describe` finds them.
 NAMESPACE = "default"
-NODE_ACTIVITIES = "fleetwright.io/node-activities"
-CONTROLLER = "fleetwright.io/controller"
 MAX_NOTE = 1024  # the API rejects longer notes
 
 
@@ -41,7 +40,7 @@ def emit_for(
     note: str,
     key: str,
     action: str | None = None,
-    reporting_controller: str = CONTROLLER,
+    reporting_controller: str = CONTROLLER_REPORTER,
 ) -> bool:
     """Record one Event regarding the cluster-scoped object ``kind/name``; False when the Event for
     ``key`` already exists. ``type_`` is ``Normal`` or ``Warning``."""
@@ -95,5 +94,5 @@ def emit(
         note=note,
         key=key,
         action=action,
-        reporting_controller=NODE_ACTIVITIES,
+        reporting_controller=NODE_ACTIVITIES_REPORTER,
     )

@@ -10,7 +10,8 @@ from typing import Any, Literal, cast
 
 from kubernetes import client
 
-from fleetwright.api.common import GROUP, VERSION
+from fleetwright.api.common import VERSION
+from fleetwright.api.keys import GROUP
 from fleetwright.kube.client import fetch_json
 from fleetwright.kube.errors import classified
 

@@ -28,16 +28,16 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from fleetwright.api.keys import MANAGED_BY, MANAGED_BY_LABEL, NODE_LABEL
 from fleetwright.kube.client import ApiClient
 from fleetwright.kube.jobs import JobFacts, job_facts
 from fleetwright.kube.listwatch import ListWatch, WatchEvent, start_thread
 from fleetwright.kube.pods import JOB_NAME_LABEL, PodFacts, json_facts
 
 # Every stage Job carries it (``fleetwright.stagejob``); nothing else of the namespace is cached.
-STAGE_JOBS = "app.kubernetes.io/managed-by=fleetwright"
+STAGE_JOBS = f"{MANAGED_BY_LABEL}={MANAGED_BY}"
 # The Jobs are indexed by their node: a stage's lookups are per node, and a scan of every Job of a
 # 10,000-node fleet per stage was 3 % of the worker's CPU.
-NODE_LABEL = "fleetwright.io/node"
 
 
 def slim_job(job: dict[str, Any]) -> dict[str, Any]:

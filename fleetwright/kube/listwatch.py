@@ -19,7 +19,8 @@ from typing import Any, Literal, cast
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from fleetwright.api.common import GROUP, VERSION
+from fleetwright.api.common import VERSION
+from fleetwright.api.keys import GROUP
 from fleetwright.kube.client import fetch_json
 from fleetwright.kube.errors import classified
 from fleetwright.kube.watching import HTTP_GONE, watch_events

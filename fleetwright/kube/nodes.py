@@ -15,11 +15,10 @@ from typing import Any
 
 from kubernetes import client
 
-from fleetwright.api.nodeprofile import RUNTIME_REQUIRED_TAINT
+from fleetwright.api.keys import CORDON_PREFIX, RUNTIME_REQUIRED_TAINT, cordon_key
 from fleetwright.errors import NodeGoneError
 from fleetwright.kube import inventory
 from fleetwright.kube.errors import classified
-from fleetwright.planner.fleet import CORDON_PREFIX, cordon_key
 
 
 @dataclass(frozen=True)

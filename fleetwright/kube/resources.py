@@ -15,8 +15,9 @@ from typing import Any, cast
 
 from kubernetes import client
 
-from fleetwright.api.common import GROUP, VERSION
+from fleetwright.api.common import VERSION
 from fleetwright.api.deploymentpolicy import PLURAL as POLICY_PLURAL
+from fleetwright.api.keys import GROUP
 from fleetwright.api.nodeprofile import PLURAL as PROFILE_PLURAL
 from fleetwright.errors import NotFoundError
 from fleetwright.kube.errors import classified

@@ -16,11 +16,11 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from fleetwright.api import keys
 from fleetwright.kube.errors import classified
 from fleetwright.kube.jobs import JobFacts, labelled_jobs
 from fleetwright.kube.pods import JOB_NAME_LABEL
 
-LABEL_PREFIX = "fleetwright.io"
 HTTP_NOT_FOUND = 404
 
 
@@ -50,9 +50,9 @@ class StagePod:
 
 
 def _labels(profile: str | None, node: str | None, stage: str | None) -> dict[str, str]:
-    wanted = {"profile": profile, "node": node, "stage": stage}
-    labels = {f"{LABEL_PREFIX}/{key}": value for key, value in wanted.items() if value}
-    return labels or {"app.kubernetes.io/managed-by": "fleetwright"}
+    wanted = {keys.PROFILE_LABEL: profile, keys.NODE_LABEL: node, keys.STAGE_LABEL: stage}
+    labels = {key: value for key, value in wanted.items() if value}
+    return labels or {keys.MANAGED_BY_LABEL: keys.MANAGED_BY}
 
 
 def stage_jobs(
@@ -74,10 +74,10 @@ def _job(job: JobFacts) -> StageJob:
     return StageJob(
         namespace=job.namespace,
         name=job.name,
-        profile=labels.get(f"{LABEL_PREFIX}/profile", ""),
-        node=labels.get(f"{LABEL_PREFIX}/node", ""),
-        package=labels.get(f"{LABEL_PREFIX}/package", ""),
-        stage=labels.get(f"{LABEL_PREFIX}/stage", ""),
+        profile=labels.get(keys.PROFILE_LABEL, ""),
+        node=labels.get(keys.NODE_LABEL, ""),
+        package=labels.get(keys.PACKAGE_LABEL, ""),
+        stage=labels.get(keys.STAGE_LABEL, ""),
         created=job.created,
         finished=job.finished,
         finished_at=job.finished_at,

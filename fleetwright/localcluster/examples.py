@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from fleetwright.api.common import API_VERSION
 from fleetwright.api.deploymentpolicy import DeploymentPolicy
 from fleetwright.api.nodeprofile import ConfigInterrupt, NodeProfile
 from fleetwright.planner.packages import digest
@@ -44,7 +45,7 @@ def profile(
         spec["nodeSelector"] = {"matchLabels": selector}
     return NodeProfile.model_validate(
         {
-            "apiVersion": "fleetwright.io/v1alpha1",
+            "apiVersion": API_VERSION,
             "kind": "NodeProfile",
             "metadata": {"name": name, "uid": f"uid-{name}", "generation": generation},
             "spec": spec,
@@ -61,7 +62,7 @@ def policy(
 ) -> DeploymentPolicy:
     return DeploymentPolicy.model_validate(
         {
-            "apiVersion": "fleetwright.io/v1alpha1",
+            "apiVersion": API_VERSION,
             "kind": "DeploymentPolicy",
             "metadata": {"name": name, "generation": 1},
             "spec": {

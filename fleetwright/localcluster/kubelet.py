@@ -19,11 +19,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from fleetwright.api.keys import STAGE_LABEL
 from fleetwright.localcluster import nodes as fleet_nodes
 from fleetwright.localcluster.ticker import Ticker
+from fleetwright.planner.stages import Stage
 
 KubectlRunner = Callable[..., Any]
-INTERRUPT_SELECTOR = "fleetwright.io/stage in (interrupt,uninstall-interrupt)"
+INTERRUPT_SELECTOR = f"{STAGE_LABEL} in ({','.join(s.value for s in Stage if s.is_interrupt)})"
 
 
 def is_reboot(pod: dict[str, Any]) -> bool:

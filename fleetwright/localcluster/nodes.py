@@ -9,12 +9,17 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from fleetwright.api.keys import qualified
+
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 BOOT_ID_ANNOTATION = "sim.fleetwright.io/boot-id"
 # A node carrying this annotation "reboots": kwok's reboot stage gives it a new boot id and
 # removes the annotation (see stages.yaml).
 REBOOT_ANNOTATION = "sim.fleetwright.io/reboot"
-RACK_LABEL = "fleetwright.io/rack"
+# A stage pod labelled with it fails (``fail``), hangs (``hang``) or never pulls its image
+# (``image-pull-backoff``): kwok's stages match on it (see stages.yaml).
+OUTCOME_LABEL = "sim.fleetwright.io/outcome"
+RACK_LABEL = qualified("rack")
 POD_COMPLETE_DELAY = "pod-complete.stage.kwok.x-k8s.io/delay"
 POD_COMPLETE_JITTER = "pod-complete.stage.kwok.x-k8s.io/jitter-delay"
 POD_READY_DELAY = "pod-ready.stage.kwok.x-k8s.io/delay"

@@ -23,25 +23,10 @@ import hashlib
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from fleetwright.api.keys import CLAIM_PREFIX, STATE_PREFIX, claim_key, cordon_key, state_key
 from fleetwright.errors import InvalidSpecError
-from fleetwright.planner.nodestate import (
-    ANNOTATION_PREFIX,
-    NodePackageState,
-    annotation_key,
-    parse_annotation,
-)
+from fleetwright.planner.nodestate import NodePackageState, parse_annotation
 from fleetwright.planner.observations import NodeObservation
-
-CORDON_PREFIX = "fleetwright.io/cordon."
-CLAIM_PREFIX = "fleetwright.io/claim."
-
-
-def cordon_key(profile: str) -> str:
-    return CORDON_PREFIX + profile
-
-
-def claim_key(profile: str) -> str:
-    return CLAIM_PREFIX + profile
 
 
 def _conditions(node: Mapping[str, Any]) -> dict[str, str]:
@@ -70,7 +55,7 @@ def _other_profiles_busy(annotations: Mapping[str, str], profile: str, cache: _C
         if key.startswith(CLAIM_PREFIX) and key != claim_key(profile):
             busy.append(f"profile/{key.removeprefix(CLAIM_PREFIX)} starting")
             continue
-        if not key.startswith(ANNOTATION_PREFIX) or key == annotation_key(profile):
+        if not key.startswith(STATE_PREFIX) or key == state_key(profile):
             continue
         try:
             state = _parse(key, value, cache)
@@ -99,7 +84,7 @@ def observe_node(node: Mapping[str, Any], profile: str, cache: _Cache | None = N
         conditions=conditions,
         disruptions=_other_profiles_busy(annotations, profile, cache),
         packages=own.packages,
-        packages_key=_digest(annotations.get(annotation_key(profile), "")),
+        packages_key=_digest(annotations.get(state_key(profile), "")),
         unreadable=unreadable,
     )
 
@@ -108,7 +93,7 @@ def _own_state(
     annotations: Mapping[str, str], profile: str, cache: _Cache
 ) -> tuple[NodePackageState, str | None]:
     """This profile's record on the node, and why it cannot be read (then the record is empty)."""
-    key = annotation_key(profile)
+    key = state_key(profile)
     value = annotations.get(key)
     if value is None:
         return NodePackageState(profile=profile), None

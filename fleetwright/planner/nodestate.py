@@ -15,26 +15,24 @@ profile on that node; two profiles never rewrite each other's state, NodeWright 
                        "done": ["upgrade"],            # stages whose check passed
                        "failed": "config-check exited 1"}}}}   # set when the change failed
 
-The value is compact JSON with sorted keys. The key's name part must fit 63 characters: a longer
-profile name is shortened to a prefix plus a hash, and the full name is kept in the value.
+The value is compact JSON with sorted keys. The key is ``keys.state_key``: a long profile name is
+shortened in it (``keys.qualified``), and the full name is kept in the value.
 Digests are ``sha256(value)[:16]`` of each config value (``packages.digest``).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Hashable, Mapping
 
 from pydantic import Field, ValidationError
 
+from fleetwright.api.keys import state_key
 from fleetwright.errors import InvalidSpecError
 from fleetwright.planner.base import Frozen
 from fleetwright.planner.stages import Stage
 
-ANNOTATION_PREFIX = "fleetwright.io/state."
 FORMAT_VERSION = 1
-_MAX_NAME_PART = 63
 
 
 class PendingChange(Frozen):
@@ -75,20 +73,12 @@ def record_key(record: PackageRecord | None) -> Hashable:
     return (record.version, tuple(record.config.items()), pending)
 
 
-def annotation_key(profile: str) -> str:
-    name = "state." + profile
-    if len(name) > _MAX_NAME_PART:
-        tag = hashlib.sha256(profile.encode()).hexdigest()[:10]
-        name = f"{name[: _MAX_NAME_PART - 11].rstrip('.-')}-{tag}"
-    return "fleetwright.io/" + name
-
-
 def format_annotation(state: NodePackageState) -> tuple[str, str]:
     """The (key, value) to write on the Node for ``state``."""
     value = json.dumps(
         state.model_dump(mode="json", exclude_defaults=False), sort_keys=True, separators=(",", ":")
     )
-    return annotation_key(state.profile), value
+    return state_key(state.profile), value
 
 
 def parse_annotation(key: str, value: str) -> NodePackageState:
@@ -103,14 +93,14 @@ def parse_annotation(key: str, value: str) -> NodePackageState:
         ) from err
     if state.v != FORMAT_VERSION:
         raise InvalidSpecError([(f"metadata.annotations[{key}]", f"unknown state format v{state.v}")])
-    if annotation_key(state.profile) != key:
+    if state_key(state.profile) != key:
         raise InvalidSpecError([(f"metadata.annotations[{key}]", f"records profile {state.profile!r}")])
     return state
 
 
 def read_profile_state(annotations: Mapping[str, str], profile: str) -> NodePackageState:
     """The state ``profile`` recorded on a node with these annotations (empty if none)."""
-    key = annotation_key(profile)
+    key = state_key(profile)
     value = annotations.get(key)
     if value is None:
         return NodePackageState(profile=profile)

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from fleetwright.api.keys import state_key
 from fleetwright.api.nodeprofile import NodeProfile
 from fleetwright.errors import InvalidSpecError
 from fleetwright.planner import convert
-from fleetwright.planner.nodestate import annotation_key, read_profile_state
+from fleetwright.planner.nodestate import read_profile_state
 from fleetwright.planner.nodework import plan_node
 from fleetwright.planner.packages import PackageGraph
 
@@ -65,6 +66,6 @@ def taint_on_join(
         if p.spec.runtime_required
         and p.spec.auto_taint_new_nodes
         and convert.targets(p, labels)
-        and annotation_key(p.metadata.name) not in annotations
+        and state_key(p.metadata.name) not in annotations
         and not complete_on(p, annotations)
     )

@@ -11,16 +11,13 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
+from fleetwright.api.keys import OUTCOME_ANNOTATION, OUTCOME_MESSAGE_ANNOTATION
 from fleetwright.kube.jobs import JobFacts
 from fleetwright.kube.jobwatch import PodSucceeded
 from fleetwright.kube.pods import PodFacts
 from fleetwright.planner.base import Frozen
-from fleetwright.stagejob.render import LABEL_PREFIX
 
 IMAGE_PULL_REASONS = frozenset({"ImagePullBackOff", "ErrImagePull", "InvalidImageName", "ErrImageNeverPull"})
-# An image-pull verdict written on the Job, so an adopting retry returns the same report.
-OUTCOME_ANNOTATION = f"{LABEL_PREFIX}/outcome"
-MESSAGE_ANNOTATION = f"{LABEL_PREFIX}/outcome-message"
 
 
 class StageOutcome(StrEnum):
@@ -53,7 +50,7 @@ def outcome(
     success, before the Job controller's next sync marks the Job Complete."""
     base: dict[str, Any] = {"job": job.name, "started_at": job.started}
     if job.annotations.get(OUTCOME_ANNOTATION) == StageOutcome.IMAGE_PULL_FAILED.value:
-        message = job.annotations.get(MESSAGE_ANNOTATION, "image pull failed")
+        message = job.annotations.get(OUTCOME_MESSAGE_ANNOTATION, "image pull failed")
         return StageReport(**base, outcome=StageOutcome.IMAGE_PULL_FAILED, message=message)
     if job.finished == "Complete":
         return StageReport(**base, outcome=StageOutcome.SUCCEEDED, finished_at=job.finished_at)
@@ -71,7 +68,7 @@ def outcome(
 
 def verdict_notes(report: StageReport) -> dict[str, str]:
     """The annotations that keep an image-pull verdict on its Job (``outcome`` reads them back)."""
-    return {OUTCOME_ANNOTATION: report.outcome.value, MESSAGE_ANNOTATION: report.message[:1000]}
+    return {OUTCOME_ANNOTATION: report.outcome.value, OUTCOME_MESSAGE_ANNOTATION: report.message[:1000]}
 
 
 def has_verdict(job: JobFacts) -> bool:

@@ -20,18 +20,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from fleetwright.api.nodeprofile import RUNTIME_REQUIRED_TAINT
+from fleetwright.api import keys
 from fleetwright.errors import PermanentError
 from fleetwright.planner.stages import Stage
 
-LABEL_PREFIX = "fleetwright.io"
 PACKAGE_NAMESPACE = "fleetwright-system"
 """Where stage Jobs and package ConfigMaps live."""
 ROOT_MOUNT = "/root"
 STATE_ROOT = "/var/lib/skyhook"
 LOG_ROOT = "/var/log/skyhook"
 DEFAULT_TIMEOUT_SECONDS = 3600
-DEFAULT_RUNTIME_TAINT = RUNTIME_REQUIRED_TAINT
 DEFAULT_BACKOFF_LIMIT = 3
 # An interrupt Job restarts in place after the reboot; that restart must never exhaust a budget.
 INTERRUPT_BACKOFF_LIMIT = 1_000_000
@@ -70,7 +68,7 @@ class StageJobSpec:
     timeout_seconds: int = DEFAULT_TIMEOUT_SECONDS
     grace_period_seconds: int | None = None
     tolerations: Sequence[Mapping[str, Any]] = ()
-    runtime_required_taint: str = DEFAULT_RUNTIME_TAINT
+    runtime_required_taint: str = keys.RUNTIME_REQUIRED_TAINT
     namespace: str = PACKAGE_NAMESPACE
     service_account: str | None = None
     extra_labels: Mapping[str, str] = field(default_factory=dict)
@@ -251,11 +249,11 @@ def tolerations(spec: StageJobSpec) -> list[dict[str, Any]]:
 
 def labels(spec: StageJobSpec) -> dict[str, str]:
     out = {
-        f"{LABEL_PREFIX}/profile": _label_value(spec.profile),
-        f"{LABEL_PREFIX}/node": _label_value(spec.node),
-        f"{LABEL_PREFIX}/package": _label_value(spec.package),
-        f"{LABEL_PREFIX}/stage": _label_value(spec.stage),
-        "app.kubernetes.io/managed-by": "fleetwright",
+        keys.PROFILE_LABEL: _label_value(spec.profile),
+        keys.NODE_LABEL: _label_value(spec.node),
+        keys.PACKAGE_LABEL: _label_value(spec.package),
+        keys.STAGE_LABEL: _label_value(spec.stage),
+        keys.MANAGED_BY_LABEL: keys.MANAGED_BY,
     }
     out.update(spec.extra_labels)
     return out
@@ -345,10 +343,10 @@ def render(spec: StageJobSpec) -> dict[str, Any]:
             "namespace": spec.namespace,
             "labels": job_labels,
             "annotations": {
-                f"{LABEL_PREFIX}/node-name": spec.node,
-                f"{LABEL_PREFIX}/package-version": spec.version,
-                f"{LABEL_PREFIX}/generation": str(spec.generation),
-                f"{LABEL_PREFIX}/copy-dir": spec.copy_dir,
+                keys.NODE_NAME_ANNOTATION: spec.node,
+                keys.PACKAGE_VERSION_ANNOTATION: spec.version,
+                keys.GENERATION_ANNOTATION: str(spec.generation),
+                keys.COPY_DIR_ANNOTATION: spec.copy_dir,
             },
         },
         "spec": job_spec,

@@ -63,8 +63,15 @@ async def controller(
 
 
 @pytest.fixture
-async def rollout(cluster: ClusterUnderTest, temporal_client: Client) -> AsyncIterator[Rollout]:
+async def rollout(
+    cluster: ClusterUnderTest, temporal_client: Client, request: pytest.FixtureRequest
+) -> AsyncIterator[Rollout]:
+    """A profile and policy on three nodes of their own; parametrized indirectly with a length, the
+    profile's name is that long."""
     name = unique("ctl")
+    length: int | None = getattr(request, "param", None)
+    if length is not None:
+        name = f"{name}-{'x' * length}"[:length]
     nodes = await asyncio.to_thread(cluster.add_nodes, 3)
     await asyncio.to_thread(label_nodes, cluster, nodes, f"{GROUP_LABEL}={name}")
     policy = {

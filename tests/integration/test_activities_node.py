@@ -15,7 +15,6 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from fleetwright.activities import status
 from fleetwright.activities.node import NodeActivities
 from fleetwright.activities.payloads import (
     CordonReport,
@@ -30,8 +29,8 @@ from fleetwright.activities.payloads import (
     StatusNote,
     UncordonRequest,
 )
-from fleetwright.activities.stage import BOOT_ID_ANNOTATION
 from fleetwright.api.common import LabelSelector
+from fleetwright.api.keys import BOOT_ID_BEFORE_ANNOTATION, condition_type, state_key, status_label_key
 from fleetwright.api.nodeprofile import DrainSpec, Package
 from fleetwright.kube import client as kube_client
 from fleetwright.kube import jobs as kube_jobs
@@ -40,7 +39,7 @@ from fleetwright.localcluster import nodes as fleet_nodes
 from fleetwright.localcluster.kubelet import SimulatedKubelet
 from fleetwright.localcluster.nodes import stage_pod_timing
 from fleetwright.planner.interrupts import REBOOT
-from fleetwright.planner.nodestate import NodePackageState, PackageRecord, annotation_key, parse_annotation
+from fleetwright.planner.nodestate import NodePackageState, PackageRecord, parse_annotation
 from fleetwright.planner.stages import Stage
 from fleetwright.stagejob.outcome import StageOutcome
 from tests.support.engine import wait_for
@@ -98,7 +97,7 @@ def pod(name: str, node: str, *, labels: dict[str, str] | None = None, **meta: A
 
 def condition(cluster: ClusterUnderTest, node: str, profile: str) -> dict[str, Any] | None:
     conditions = get_json(cluster, "node", node)["status"].get("conditions") or []
-    return next((c for c in conditions if c["type"] == status.condition_type(profile)), None)
+    return next((c for c in conditions if c["type"] == condition_type(profile)), None)
 
 
 def node_events(cluster: ClusterUnderTest, node: str, reason: str) -> list[dict[str, Any]]:
@@ -164,9 +163,7 @@ async def test_protected_pods_hold_the_node_visibly_until_they_go(
     assert shown["status"] == "False"
     assert shown["reason"] == "NonInterruptPodsRunning"
     assert f"{namespace}/trainer" in shown["message"]
-    assert (
-        get_json(cluster, "node", node)["metadata"]["labels"][status.status_label_key(profile)] == "Blocked"
-    )
+    assert get_json(cluster, "node", node)["metadata"]["labels"][status_label_key(profile)] == "Blocked"
     events = await async_wait_for(lambda: node_events(cluster, node, "NonInterruptPodsRunning"), what="event")
     assert f"{namespace}/trainer" in events[0]["note"]
     assert not task.done()
@@ -478,8 +475,8 @@ def applied(profile: str) -> NodePackageState:
 
 
 def recorded(cluster: ClusterUnderTest, node: str, profile: str) -> NodePackageState | None:
-    value = get_json(cluster, "node", node)["metadata"]["annotations"].get(annotation_key(profile))
-    return None if value is None else parse_annotation(annotation_key(profile), value)
+    value = get_json(cluster, "node", node)["metadata"]["annotations"].get(state_key(profile))
+    return None if value is None else parse_annotation(state_key(profile), value)
 
 
 async def test_a_stage_job_completes_and_a_rerun_adopts_it(
@@ -555,7 +552,7 @@ async def test_a_reboot_stage_waits_for_the_new_boot_id_and_a_retry_compares_wit
     assert recorded(cluster, node, "act-stage") == applied("act-stage"), "recorded once back"
     assert (condition(cluster, node, "act-stage") or {}).get("reason") == "Complete"
     [job] = jobs_in(cluster, namespace)
-    assert job["metadata"]["annotations"][BOOT_ID_ANNOTATION] == before
+    assert job["metadata"]["annotations"][BOOT_ID_BEFORE_ANNOTATION] == before
     again = await asyncio.wait_for(env.run(activities.run_stage, request), 30)  # adopts, is back
     assert again.job == report.job
     assert again.succeeded
@@ -693,7 +690,7 @@ async def test_reboot_wait_sees_the_new_boot_id_and_is_bounded(
     assert not task.done()
     assert recorded(cluster, node, "act-reboot") is None
     [job] = jobs_in(cluster, namespace)
-    assert job["metadata"]["annotations"][BOOT_ID_ANNOTATION] == fleet_nodes.boot_id(node)
+    assert job["metadata"]["annotations"][BOOT_ID_BEFORE_ANNOTATION] == fleet_nodes.boot_id(node)
     cluster.kubectl("annotate", "node", node, f"{fleet_nodes.REBOOT_ANNOTATION}={after}")
     assert (await asyncio.wait_for(task, 30)).succeeded
     assert get_json(cluster, "node", node)["status"]["nodeInfo"]["bootID"] == after
@@ -749,7 +746,7 @@ async def test_record_state_round_trips_through_the_planner_parser(
         activities.record_state, RecordStateRequest(profile="act-state", node=node, state=state)
     )
     annotations = get_json(cluster, "node", node)["metadata"]["annotations"]
-    key = annotation_key("act-state")
+    key = state_key("act-state")
     assert parse_annotation(key, annotations[key]) == state
     assert annotations[fleet_nodes.KWOK_ANNOTATION], "other annotations are untouched"
 
@@ -769,7 +766,7 @@ async def test_set_status_writes_label_condition_and_one_event(
     await env.run(activities.set_node_status, failed)
     await env.run(activities.set_node_status, failed)  # a retried activity says it once
     node_json = get_json(cluster, "node", node)
-    label = status.status_label_key(profile)
+    label = status_label_key(profile)
     assert len(label.split("/")[1]) <= 63
     assert node_json["metadata"]["labels"][label] == "Failed"
     shown = condition(cluster, node, profile)

@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 from temporalio.testing import ActivityEnvironment
 
-from fleetwright.activities import status
 from fleetwright.activities.node import NodeActivities
 from fleetwright.activities.payloads import StageRequest
+from fleetwright.api.keys import condition_type
 from fleetwright.api.nodeprofile import Package
 from fleetwright.kube import client as kube_client
 from fleetwright.planner.stages import Stage
@@ -36,7 +36,7 @@ VISIBLE_WITHIN = 30.0
 
 def node_condition(cluster: ClusterUnderTest, node: str, profile: str) -> dict[str, Any] | None:
     conditions = json.loads(cluster.kubectl("get", "node", node, "-o", "json").stdout)["status"]["conditions"]
-    return next((c for c in conditions if c["type"] == status.condition_type(profile)), None)
+    return next((c for c in conditions if c["type"] == condition_type(profile)), None)
 
 
 async def test_an_image_that_never_pulls_is_visible_as_blocked_within_30_seconds(

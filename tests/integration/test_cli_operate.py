@@ -20,12 +20,10 @@ from temporalio.client import Client
 from typer.testing import CliRunner
 
 import fleetwright.cli.main  # noqa: F401  (registers every command on the app)
-from fleetwright.activities.status import status_label_key
+from fleetwright.api.keys import PAUSED_ANNOTATION, state_key, status_label_key
 from fleetwright.cli.app import app
 from fleetwright.localcluster.cluster import STAGE_LOG
 from fleetwright.localcluster.temporal import LocalTemporal
-from fleetwright.planner.nodestate import annotation_key
-from fleetwright.worker.controller import PAUSED_ANNOTATION
 from fleetwright.worker.settings import WorkerSettings
 from fleetwright.workflows.rollout import rollout_workflow_id
 from tests.support.cli import Cli
@@ -179,12 +177,12 @@ async def _status_pause_logs_history_reset(
 
     # Reset: the records go, and the rollout re-runs the node (its record comes back).
     reset = await cli.json("node", "reset", node["node"], "--profile", name, "--yes")
-    assert annotation_key(name) in reset["cleared"]
+    assert state_key(name) in reset["cleared"]
     assert sum(1 for c in reset["cleared"] if c.startswith("job/fw-tuning-")) == 4
     assert reset["rollout_nudged"] is True
     await until(
         lambda: (
-            annotation_key(name) in _annotations(cluster, node["node"])
+            state_key(name) in _annotations(cluster, node["node"])
             and _label(cluster, node["node"], status_label_key(name)) == "Complete"
         ),
         120,

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from fleetwright.api.keys import cordon_key
 from fleetwright.errors import ForbiddenError
 from fleetwright.kube import client as kube_client
 from fleetwright.kube import nodes as kube_nodes
@@ -18,7 +19,6 @@ from fleetwright.kube.eviction import EvictionResult, evict
 from fleetwright.localcluster import nodes as fleet_nodes
 from fleetwright.localcluster.cluster import LocalCluster
 from fleetwright.localcluster.nodes import stage_pod_timing
-from fleetwright.planner.fleet import cordon_key
 from tests.support.engine import wait_for as wait_briefly
 from tests.support.providers import ClusterUnderTest
 

@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
+from fleetwright.api.keys import claim_key, condition_type, cordon_key, status_label_key
 from fleetwright.workflows.rollout import rollout_workflow_id
-from tests.support.engine import label_nodes
+from tests.support.engine import kubectl_json, label_nodes
 from tests.support.providers import ClusterUnderTest
 from tests.support.stack import GROUP_LABEL, Rollout, RunningController, first_cordon_latency, until
 
@@ -122,6 +123,30 @@ async def test_a_node_joining_mid_rollout_is_signalled_and_updated(
     await asyncio.to_thread(rollout.wait_ready)
     assert (await asyncio.to_thread(rollout.status))["progress"] == "4/4"
     assert await asyncio.to_thread(rollout.recorded_versions) == {"1.0.0"}
+
+
+@pytest.mark.parametrize("rollout", [63], indirect=True)  # the longest name the CRD allows
+async def test_a_profile_with_the_longest_name_rolls_out_to_completion(
+    cluster: ClusterUnderTest, controller: RunningController, rollout: Rollout
+) -> None:
+    """Every key built from the profile's name (start claim, cordon marker, package state, status
+    label, node condition) is one the API server accepts, so the rollout runs as any other."""
+    assert len(rollout.name) == 63
+    await asyncio.to_thread(rollout.apply)
+    await until(rollout.cordoned, 30, "the canary to be cordoned under the profile's cordon key")
+    await asyncio.to_thread(rollout.wait_ready)
+    status = await asyncio.to_thread(rollout.status)
+    assert (status["phase"], status["progress"], status["nodesFailed"]) == ("Complete", "3/3", 0)
+    assert await asyncio.to_thread(rollout.recorded_versions) == {"1.0.0"}
+    for name in rollout.nodes:
+        node = kubectl_json(cluster, "node", name)
+        assert node["metadata"]["labels"][status_label_key(rollout.name)] == "Complete"
+        shown = {c["type"]: c["status"] for c in node["status"]["conditions"]}
+        assert shown[condition_type(rollout.name)] == "True"
+        left = node["metadata"].get("annotations") or {}
+        assert cordon_key(rollout.name) not in left
+        assert claim_key(rollout.name) not in left
+        assert not node["spec"].get("unschedulable")
 
 
 def started(status: dict[str, Any]) -> int:

@@ -14,14 +14,12 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
-from fleetwright.activities.status import condition_type, status_label_key
-from fleetwright.api.nodeprofile import FINALIZER
+from fleetwright.api.keys import FINALIZER, condition_type, cordon_key, state_key, status_label_key
 from fleetwright.localcluster import examples
 from fleetwright.localcluster.kubelet import SimulatedKubelet
 from fleetwright.localcluster.temporal import LocalTemporal
 from fleetwright.planner import convert
-from fleetwright.planner.fleet import cordon_key
-from fleetwright.planner.nodestate import NodePackageState, PackageRecord, annotation_key, format_annotation
+from fleetwright.planner.nodestate import NodePackageState, PackageRecord, format_annotation
 from fleetwright.worker.settings import WorkerSettings
 from fleetwright.workflows.rollout import rollout_workflow_id
 from tests.support.engine import Sampler, cordoned_by, kubectl_json, label_nodes, unique
@@ -58,9 +56,7 @@ def leftovers(rollout: Rollout) -> dict[str, list[str]]:
     for node in kubectl_json(rollout.cluster, "nodes", "-l", f"{GROUP_LABEL}={rollout.group}")["items"]:
         meta = node["metadata"]
         found = [
-            k
-            for k in (annotation_key(rollout.name), cordon_key(rollout.name))
-            if k in meta.get("annotations", {})
+            k for k in (state_key(rollout.name), cordon_key(rollout.name)) if k in meta.get("annotations", {})
         ]
         found += [k for k in (status_label_key(rollout.name),) if k in meta.get("labels", {})]
         found += [
@@ -190,8 +186,7 @@ async def test_a_failing_uninstall_blocks_the_deletion_with_a_condition_and_keep
             assert "DeletionStarted" in reasons
             # Nothing was cleaned up: the failed node keeps its state (and the other node its package).
             assert all(
-                annotation_key(name) in kubectl_json(cluster, "node", n)["metadata"]["annotations"]
-                for n in nodes
+                state_key(name) in kubectl_json(cluster, "node", n)["metadata"]["annotations"] for n in nodes
             )
     finally:
         with contextlib.suppress(Exception):

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from fleetwright.api.keys import cordon_key
 from fleetwright.localcluster import examples
-from fleetwright.planner.fleet import cordon_key
 from fleetwright.planner.nodestate import read_profile_state
 from tests.support.engine import Sampler, kubectl_json
 from tests.support.providers import ClusterUnderTest

@@ -10,7 +10,7 @@ import random
 
 import pytest
 
-from fleetwright.api.nodeprofile import RUNTIME_REQUIRED_TAINT
+from fleetwright.api.keys import RUNTIME_REQUIRED_TAINT
 from fleetwright.localcluster import examples
 from fleetwright.localcluster import nodes as fleet_nodes
 from fleetwright.planner.nodestate import read_profile_state

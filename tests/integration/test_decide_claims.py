@@ -15,13 +15,12 @@ from temporalio.exceptions import ApplicationError
 
 from fleetwright.activities.payloads import DecideRequest
 from fleetwright.activities.rollout import RolloutActivities
-from fleetwright.activities.status import status_label_key
+from fleetwright.api.keys import claim_key, status_label_key
 from fleetwright.api.nodeprofile import NodeProfile
 from fleetwright.kube import nodes as kube_nodes
 from fleetwright.kube.client import from_kubeconfig
 from fleetwright.localcluster import examples
 from fleetwright.planner import convert
-from fleetwright.planner.fleet import claim_key
 from fleetwright.planner.rollout import begin
 from tests.support.engine import kubectl_json, label_nodes, unique
 from tests.support.providers import ClusterUnderTest

@@ -18,7 +18,7 @@ from temporalio.client import Client, WorkflowHandle
 
 from fleetwright.activities.node import all_activities
 from fleetwright.activities.rollout import rollout_activities
-from fleetwright.activities.status import status_label_key
+from fleetwright.api.keys import status_label_key
 from fleetwright.api.nodeprofile import NodeProfile
 from fleetwright.kube.client import from_kubeconfig
 from fleetwright.localcluster import examples

@@ -11,9 +11,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from fleetwright.api.keys import cordon_key
 from fleetwright.localcluster.nodes import stage_pod_timing
 from fleetwright.localcluster.ticker import Ticker
-from fleetwright.planner.fleet import cordon_key
 from tests.support.providers import ClusterUnderTest
 
 FAST_PODS = stage_pod_timing(0.3, ready_seconds=0.1)

@@ -15,10 +15,10 @@ from typing import Any
 from kubernetes import client as k8s
 
 from fleetwright.api.crdgen import CRDS
+from fleetwright.api.keys import cordon_key
 from fleetwright.kube.client import from_kubeconfig
 from fleetwright.localcluster import examples
 from fleetwright.localcluster.cluster import wait_established
-from fleetwright.planner.fleet import cordon_key
 from fleetwright.planner.nodestate import read_profile_state
 from fleetwright.worker.controller import ControllerOptions, run_controller
 from fleetwright.worker.settings import WorkerSettings

@@ -1,4 +1,4 @@
-"""Pure parts of the node activities: drain rules, status key names, error conversion, and the
+"""Pure parts of the node activities: drain rules, node condition status, error conversion, and the
 retry-surviving wait clock."""
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from fleetwright.errors import NotFoundError, PermanentError, RetryableError
 from fleetwright.kube import pods as kube_pods
 from fleetwright.kube.eviction import EvictionOutcome, EvictionResult
 from fleetwright.kube.pods import PodFacts, selector_string
-from fleetwright.planner.nodestate import annotation_key
 
 pytestmark = pytest.mark.unit
 
@@ -108,22 +107,7 @@ def test_selector_syntax_covers_every_operator() -> None:
     assert selector_string(selector) == "app=train,tier in (a,b),zone notin (x),gpu,!spot"
 
 
-# ----- status names --------------------------------------------------------------------------
-
-
-def test_status_keys_fit_63_characters_and_stay_distinct() -> None:
-    short = "gpu-tuning"
-    assert status.status_label_key(short) == "fleetwright.io/status.gpu-tuning"
-    assert status.condition_type(short) == "fleetwright.io/gpu-tuning"
-    long_a, long_b = "a" * 80 + "-one", "a" * 80 + "-two"
-    for key in (status.status_label_key(long_a), status.condition_type(long_a)):
-        name = key.split("/", 1)[1]
-        assert len(name) <= 63
-        assert name[-1].isalnum()
-    assert status.status_label_key(long_a) != status.status_label_key(long_b)
-    assert status.status_label_key(long_a) == status.status_label_key(long_a)
-    # The same rule as the state annotation, so the three keys of one profile read alike.
-    assert annotation_key(long_a).startswith("fleetwright.io/state.aaa")
+# ----- status ----------------------------------------------------------------------------------
 
 
 def test_condition_status_reads_true_only_when_complete() -> None:

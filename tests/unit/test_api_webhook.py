@@ -16,7 +16,8 @@ import pytest
 from cryptography import x509
 
 from fleetwright import certs
-from fleetwright.worker.webhook import WEBHOOK_NAME, WebhookServer, review, webhook_configuration
+from fleetwright.api.keys import WEBHOOK_NAME
+from fleetwright.worker.webhook import WebhookServer, review, webhook_configuration
 
 pytestmark = pytest.mark.unit
 

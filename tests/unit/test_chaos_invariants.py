@@ -7,11 +7,9 @@ from typing import Any
 
 import pytest
 
-from fleetwright.activities.status import condition_type
+from fleetwright.api.keys import condition_type, cordon_key, state_key
 from fleetwright.chaos import invariants as inv
 from fleetwright.chaos.snapshot import Snapshot, snapshot
-from fleetwright.planner.fleet import cordon_key
-from fleetwright.planner.nodestate import annotation_key
 
 pytestmark = pytest.mark.unit
 
@@ -32,7 +30,7 @@ def node(name: str, *, ours: bool = False, cordoned: bool = False, **extra: Any)
 def working_state(failed: str | None = None) -> dict[str, str]:
     pending = {"version": "1.0.0", "stages": ["apply"], "done": [], "failed": failed}
     state = {"v": 1, "profile": P, "packages": {"tuning": {"version": None, "pending": pending}}}
-    return {annotation_key(P): json.dumps(state)}
+    return {state_key(P): json.dumps(state)}
 
 
 def job(uid: str, node_name: str = "n1", stage: str = "apply", generation: int = 1) -> dict[str, Any]:

@@ -8,12 +8,11 @@ from collections import Counter
 
 import pytest
 
+from fleetwright.api.keys import cordon_key, state_key
 from fleetwright.chaos.faults import choose_node
 from fleetwright.chaos.plan import Fault, Outcome, draw
 from fleetwright.chaos.runner import engine_settings, manifests
 from fleetwright.chaos.snapshot import NodeView
-from fleetwright.planner.fleet import cordon_key
-from fleetwright.planner.nodestate import annotation_key
 
 pytestmark = pytest.mark.unit
 
@@ -52,7 +51,7 @@ def test_node_faults_prefer_the_documented_nodes() -> None:
     rng = random.Random(0)
     nodes = [
         NodeView("busy", unschedulable=True, annotations={cordon_key("p"): "true"}),
-        NodeView("done", annotations={annotation_key("p"): "{}"}),
+        NodeView("done", annotations={state_key("p"): "{}"}),
         NodeView("fresh"),
     ]
     assert choose_node(Fault.DELETE_NODE, nodes, "p", rng) == "busy"

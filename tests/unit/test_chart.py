@@ -15,6 +15,7 @@ import yaml
 from cryptography import x509
 
 from fleetwright import chart
+from fleetwright.api import keys
 from fleetwright.localcluster.binaries import control_plane_binary
 from fleetwright.worker.settings import WorkerSettings
 from fleetwright.worker.webhook import ADMISSION_ENV, load_admission_policy
@@ -288,10 +289,30 @@ def test_rbac_grants_no_wildcards_secrets_or_spec_writes(tmp_path: Path) -> None
             assert "*" not in rule["resources"], rule
             assert "secrets" not in rule["resources"], rule
             assert not {"escalate", "bind", "impersonate"} & set(rule["verbs"]), rule
-            if rule["apiGroups"] == ["fleetwright.io"]:
+            if rule["apiGroups"] == [keys.GROUP]:
                 # never create, update or delete: the operator only lists, watches, writes the
                 # status and patches its finalizer (RBAC cannot narrow a patch to one field)
                 assert set(rule["verbs"]) <= {"get", "list", "watch", "patch"}, rule
+
+
+def test_the_keys_the_chart_spells_out_are_the_codes(tmp_path: Path) -> None:
+    """The templates repeat a few of ``keys`` (the webhook's name, the API group its rules and
+    policy match): a rename there must reach the chart, or the chart stops working silently."""
+    docs = render({}, tmp_path)
+    webhooks = by_kind(docs, "ValidatingWebhookConfiguration")["fw-fleetwright"]["webhooks"]
+    assert [w["name"] for w in webhooks] == [keys.WEBHOOK_NAME]
+    rules = [
+        *(rule for d in docs if d["kind"] in ("ClusterRole", "Role") for rule in d["rules"]),
+        *(
+            r
+            for d in docs
+            if d["kind"] == "ValidatingAdmissionPolicy"
+            for r in d["spec"]["matchConstraints"]["resourceRules"]
+        ),
+        *(r for w in webhooks for r in w["rules"]),
+    ]
+    ours = {group for rule in rules for group in rule["apiGroups"] if "fleetwright" in group}
+    assert ours == {keys.GROUP}
 
 
 def test_package_chart_builds_an_archive(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 import fleetwright.cli.main  # noqa: F401  (registers every command on the app)
-from fleetwright.activities.status import condition_type, status_label_key
+from fleetwright.api.keys import condition_type, cordon_key, status_label_key
 from fleetwright.cli.app import app
 from fleetwright.cli.history import describe_record, recorded
 from fleetwright.cli.logs import choose
@@ -24,7 +24,6 @@ from fleetwright.cli.session import Output, check_output, emit
 from fleetwright.cli.statusview import profile_lines, render, rollout_view
 from fleetwright.kube.stagelogs import StageJob
 from fleetwright.localcluster import examples
-from fleetwright.planner.fleet import cordon_key
 from fleetwright.planner.nodestate import NodePackageState, PackageRecord, PendingChange, format_annotation
 from fleetwright.planner.stages import Stage
 from fleetwright.workflows.payloads import Progress

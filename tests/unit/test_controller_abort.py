@@ -11,10 +11,11 @@ import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
+from fleetwright.api.keys import PAUSED_ANNOTATION
 from fleetwright.kube.client import ApiClient
 from fleetwright.localcluster import examples
 from fleetwright.worker import controller as controller_module
-from fleetwright.worker.controller import PAUSED_ANNOTATION, Controller, ControllerOptions
+from fleetwright.worker.controller import Controller, ControllerOptions
 from fleetwright.worker.settings import WorkerSettings
 from fleetwright.workflows.payloads import Progress, RolloutInput
 from fleetwright.workflows.rollout import ABORTED

@@ -10,12 +10,11 @@ from typing import Any
 import pytest
 
 from fleetwright.activities.cleanup import Leftovers, leftovers
-from fleetwright.activities.status import condition_type, status_label_key
+from fleetwright.api.keys import condition_type, cordon_key, state_key, status_label_key
 from fleetwright.api.nodeprofile import NodeProfile
 from fleetwright.localcluster import examples
 from fleetwright.planner import convert
-from fleetwright.planner.fleet import cordon_key
-from fleetwright.planner.nodestate import PackageRecord, annotation_key
+from fleetwright.planner.nodestate import PackageRecord
 from fleetwright.planner.nodework import plan_node
 from fleetwright.worker.status import Inputs, derive, transitions
 from fleetwright.workflows.payloads import Progress
@@ -151,9 +150,9 @@ def test_leftovers_name_only_this_profiles_writes() -> None:
         "metadata": {
             "name": "n1",
             "annotations": {
-                annotation_key("p"): "{}",
+                state_key("p"): "{}",
                 cordon_key("p"): "true",
-                annotation_key("other"): "{}",
+                state_key("other"): "{}",
                 cordon_key("other"): "true",
             },
             "labels": {status_label_key("p"): "Complete", status_label_key("other"): "Complete"},
@@ -167,6 +166,6 @@ def test_leftovers_name_only_this_profiles_writes() -> None:
         },
     }
     assert leftovers(node, "p") == Leftovers(
-        annotations=(annotation_key("p"),), cordon=True, label=True, condition=True
+        annotations=(state_key("p"),), cordon=True, label=True, condition=True
     )
     assert not leftovers({"metadata": {"name": "n2"}}, "p")

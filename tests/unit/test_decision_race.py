@@ -14,10 +14,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fleetwright.activities.rollout import patch_nodes, raced_claims
+from fleetwright.api.keys import claim_key
 from fleetwright.errors import NotFoundError, PermanentError
 from fleetwright.localcluster import examples
 from fleetwright.localcluster import nodes as fleet_nodes
-from fleetwright.planner.fleet import claim_key
 
 pytestmark = pytest.mark.unit
 

@@ -9,10 +9,8 @@ from typing import Any
 
 import pytest
 
-from fleetwright.activities.drain import BLOCKED_REASON, DRAINED_REASON
 from fleetwright.activities.rollout import held_waits
-from fleetwright.activities.stage import PULL_WAIT_REASON
-from fleetwright.activities.status import condition_type
+from fleetwright.api.keys import NodeReason, condition_type
 from fleetwright.worker.status import Inputs, derive
 from fleetwright.workflows.payloads import Progress
 
@@ -40,21 +38,23 @@ def node(name: str, *conditions: tuple[str, str, str, str]) -> dict[str, Any]:
 def test_a_running_node_whose_drain_a_pdb_holds_is_held_with_the_pod_and_the_pdb() -> None:
     own = condition_type(PROFILE)
     nodes = [
-        node("gpu-1", (own, "False", BLOCKED_REASON, DRAIN_MESSAGE)),
-        node("gpu-2", (own, "Unknown", DRAINED_REASON, "drained")),
-        node("gpu-3", (own, "False", PULL_WAIT_REASON, "image ghcr.io/x not pulled yet")),
-        node("gpu-4", (condition_type("other"), "False", BLOCKED_REASON, "another profile's drain")),
-        node("gpu-5", (own, "False", BLOCKED_REASON, "an old block on a node not running here")),
+        node("gpu-1", (own, "False", NodeReason.DRAIN_BLOCKED, DRAIN_MESSAGE)),
+        node("gpu-2", (own, "Unknown", NodeReason.DRAINED, "drained")),
+        node("gpu-3", (own, "False", NodeReason.IMAGE_PULL_WAITING, "image ghcr.io/x not pulled yet")),
+        node(
+            "gpu-4", (condition_type("other"), "False", NodeReason.DRAIN_BLOCKED, "another profile's drain")
+        ),
+        node("gpu-5", (own, "False", NodeReason.DRAIN_BLOCKED, "an old block on a node not running here")),
     ]
     held = held_waits(nodes, PROFILE, running=["gpu-1", "gpu-2", "gpu-3", "gpu-4"])
     assert [(b.node, b.reason) for b in held] == [
-        ("gpu-1", f"{BLOCKED_REASON}: {DRAIN_MESSAGE}"),
-        ("gpu-3", f"{PULL_WAIT_REASON}: image ghcr.io/x not pulled yet"),
+        ("gpu-1", f"{NodeReason.DRAIN_BLOCKED}: {DRAIN_MESSAGE}"),
+        ("gpu-3", f"{NodeReason.IMAGE_PULL_WAITING}: image ghcr.io/x not pulled yet"),
     ]
 
 
 def test_a_held_running_node_sets_blocked_nodes_blocked_and_an_issue_naming_the_pdb() -> None:
-    reason = f"{BLOCKED_REASON}: {DRAIN_MESSAGE}"
+    reason = f"{NodeReason.DRAIN_BLOCKED}: {DRAIN_MESSAGE}"
     progress = Progress(
         profile=PROFILE,
         phase="Progressing",

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fleetwright.api.keys import state_key
 from fleetwright.errors import InvalidSpecError
 from fleetwright.planner.interrupts import (
     NO_INTERRUPT,
@@ -24,7 +25,6 @@ from fleetwright.planner.nodestate import (
     NodePackageState,
     PackageRecord,
     PendingChange,
-    annotation_key,
     format_annotation,
     parse_annotation,
     read_profile_state,
@@ -306,7 +306,7 @@ def test_annotation_round_trips_and_is_keyed_per_profile() -> None:
 
 def test_long_profile_names_get_a_short_unique_key() -> None:
     long_a, long_b = "a" * 80 + ".x", "a" * 80 + ".y"
-    key_a, key_b = annotation_key(long_a), annotation_key(long_b)
+    key_a, key_b = state_key(long_a), state_key(long_b)
     assert key_a != key_b
     assert all(len(k.split("/", 1)[1]) <= 63 for k in (key_a, key_b))
     state = NodePackageState(profile=long_a)

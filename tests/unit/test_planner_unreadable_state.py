@@ -12,12 +12,13 @@ import pytest
 
 from fleetwright.activities.payloads import DecideReport, DecideRequest
 from fleetwright.activities.rollout import plan_turn
+from fleetwright.api.keys import state_key
 from fleetwright.api.nodeprofile import NodeProfile
 from fleetwright.localcluster import examples
 from fleetwright.localcluster import nodes as fleet_nodes
 from fleetwright.planner import convert
 from fleetwright.planner.fleet import observe_node
-from fleetwright.planner.nodestate import NodePackageState, PackageRecord, annotation_key, format_annotation
+from fleetwright.planner.nodestate import NodePackageState, PackageRecord, format_annotation
 from fleetwright.planner.priority import earlier_profiles, waiting_on
 from fleetwright.planner.rollout import begin
 from fleetwright.planner.runtime import complete_on
@@ -59,7 +60,7 @@ def turn(nodes: list[dict[str, Any]], p: NodeProfile, *profiles: NodeProfile) ->
 def test_an_unreadable_own_record_blocks_that_node_and_the_rest_start() -> None:
     tuning = examples.profile("tuning")
     nodes = ready_fleet(3)
-    key = annotation_key("tuning")
+    key = state_key("tuning")
     nodes[0]["metadata"]["annotations"][key] = CORRUPT
     report = turn(nodes, tuning)
     assert [s.node for s in report.decision.start] == [name(n) for n in nodes[1:]]
@@ -73,7 +74,7 @@ def test_an_unreadable_own_record_blocks_that_node_and_the_rest_start() -> None:
 def test_a_fleet_complete_but_for_an_unreadable_record_ends_with_the_node_left_out() -> None:
     tuning = examples.profile("tuning")
     nodes = ready_fleet(3)
-    nodes[0]["metadata"]["annotations"][annotation_key("tuning")] = "not json"
+    nodes[0]["metadata"]["annotations"][state_key("tuning")] = "not json"
     for node in nodes[1:]:
         node["metadata"]["annotations"].update(complete(tuning))
     decision = turn(nodes, tuning).decision
@@ -86,7 +87,7 @@ def test_a_fleet_complete_but_for_an_unreadable_record_ends_with_the_node_left_o
 
 def test_a_record_of_the_wrong_format_version_is_unreadable_too() -> None:
     node = ready_fleet(1)[0]
-    node["metadata"]["annotations"][annotation_key("tuning")] = '{"v":9,"profile":"tuning","packages":{}}'
+    node["metadata"]["annotations"][state_key("tuning")] = '{"v":9,"profile":"tuning","packages":{}}'
     observation = observe_node(node, "tuning")
     assert observation.unreadable is not None
     assert "unknown state format v9" in observation.unreadable
@@ -96,7 +97,7 @@ def test_a_record_of_the_wrong_format_version_is_unreadable_too() -> None:
 def test_an_unreadable_record_of_another_profile_means_that_profile_is_busy_there() -> None:
     tuning = examples.profile("tuning")
     nodes = ready_fleet(2)
-    other = annotation_key("gpu-driver")
+    other = state_key("gpu-driver")
     nodes[0]["metadata"]["annotations"][other] = CORRUPT
     assert observe_node(nodes[0], "tuning").disruptions == (f"{other} unreadable",)
     assert observe_node(nodes[0], "tuning").unreadable is None
@@ -111,7 +112,7 @@ def test_an_unreadable_record_of_an_earlier_profile_is_not_complete() -> None:
     body = examples.profile("tuning").model_dump(mode="json", by_alias=True, exclude_none=True)
     body["spec"]["priority"] = infra.spec.priority + 1
     tuning = NodeProfile.model_validate(body)
-    corrupt = {annotation_key("infra"): CORRUPT}
+    corrupt = {state_key("infra"): CORRUPT}
     assert waiting_on(earlier_profiles(tuning, [infra, tuning]), {}, corrupt) == ("infra",)
     assert not complete_on(infra, corrupt)
     assert complete_on(infra, complete(infra))

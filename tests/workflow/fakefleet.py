@@ -32,9 +32,9 @@ from fleetwright.activities.payloads import (
 )
 from fleetwright.activities.rollout import cleared_failure, plan_turn
 from fleetwright.activities.starts import NodeStarter
+from fleetwright.api.keys import cordon_key, state_key
 from fleetwright.localcluster import nodes as fleet_nodes
-from fleetwright.planner.fleet import cordon_key
-from fleetwright.planner.nodestate import annotation_key, format_annotation
+from fleetwright.planner.nodestate import format_annotation
 from fleetwright.stagejob.outcome import StageOutcome, StageReport
 
 
@@ -159,7 +159,7 @@ class FakeFleet:
             had_cordon = cordon_key(request.profile) in annotations
             if had_cordon:
                 await self.uncordon(UncordonRequest(profile=request.profile, node=name))
-            if annotations.pop(annotation_key(request.profile), None) is not None or had_cordon:
+            if annotations.pop(state_key(request.profile), None) is not None or had_cordon:
                 cleaned.append(name)
             self.statuses.pop(name, None)
         return CleanupReport(nodes=tuple(cleaned))

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from temporalio.client import Client, WorkflowHandle
 
+from fleetwright.api.keys import cordon_key, state_key
 from fleetwright.api.nodeprofile import NodeProfile
 from fleetwright.localcluster import examples
-from fleetwright.planner.fleet import cordon_key
-from fleetwright.planner.nodestate import annotation_key, read_profile_state
+from fleetwright.planner.nodestate import read_profile_state
 from fleetwright.worker.temporal import build_worker
 from fleetwright.workflows.payloads import Deletion, EngineSettings, Progress, RolloutInput
 from fleetwright.workflows.rollout import DELETED, RolloutWorkflow
@@ -85,7 +85,7 @@ async def test_deletion_uninstalls_canary_first_under_the_cap_then_cleans_up_and
     assert [r.profile for r in fleet.cleaned_up] == [name]
     assert fleet.cleaned_up[0].profile_uid == profile.metadata.uid
     for node in fleet.nodes:
-        assert annotation_key(name) not in fleet.annotations(node)
+        assert state_key(name) not in fleet.annotations(node)
         assert cordon_key(name) not in fleet.annotations(node)
     assert not fleet.cordoned()
 
@@ -104,7 +104,7 @@ async def test_deletion_without_removable_packages_only_cleans_up(client: Client
     assert result.phase == DELETED
     assert fleet.started_stages[before:] == []  # nothing is uninstalled, nothing installed
     assert len(fleet.cleaned_up) == 1
-    assert all(annotation_key(profile.metadata.name) not in fleet.annotations(n) for n in fleet.nodes)
+    assert all(state_key(profile.metadata.name) not in fleet.annotations(n) for n in fleet.nodes)
 
 
 async def test_a_failed_uninstall_halts_the_deletion_and_never_cleans_up(client: Client) -> None:
