@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -19,6 +18,7 @@ from pathlib import Path
 from fleetwright.kube.client import ApiClient, from_kubeconfig
 from fleetwright.worker import controller, main
 from fleetwright.worker.controller import ControllerOptions, run_controller
+from fleetwright.worker.process import run_and_exit, stop_on_signals
 from fleetwright.worker.settings import WorkerSettings
 
 
@@ -31,27 +31,22 @@ def tagged(agent: str) -> Callable[..., ApiClient]:
     return build
 
 
-async def serve_controller(settings: WorkerSettings) -> None:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    await run_controller(settings, stop, ControllerOptions())
-
-
-def run() -> None:
-    role = sys.argv[1]
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    settings = WorkerSettings.load()
+async def serve(role: str, settings: WorkerSettings) -> None:
+    stop = stop_on_signals()
     if role == "worker":
         main.from_kubeconfig = tagged("fleetwright-worker")  # type: ignore[attr-defined]
-        asyncio.run(main.run_worker(settings))
+        await main.run_worker(settings, stop)
     elif role == "controller":
         controller.from_kubeconfig = tagged("fleetwright-controller")  # type: ignore[attr-defined]
-        asyncio.run(serve_controller(settings))
+        await run_controller(settings, stop, ControllerOptions())
     else:
         raise SystemExit(f"unknown role {role!r}: worker or controller")
 
 
+def run() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    asyncio.run(serve(sys.argv[1], WorkerSettings.load()))
+
+
 if __name__ == "__main__":
-    run()
+    run_and_exit(run)

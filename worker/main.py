@@ -1,5 +1,5 @@
 """Runs the fleetwright worker: the rollout and node workflows and every Kubernetes activity,
-until SIGTERM or SIGINT; and the process-level observability every fleetwright process sets up
+until told to stop; and the process-level observability every fleetwright process sets up
 (logs, the Prometheus endpoint, traces) before it connects to Temporal."""
 
 from __future__ import annotations
@@ -8,7 +8,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import signal
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
@@ -61,15 +60,11 @@ def cache_bytecode() -> None:
 ROLES = {"all": "workflows and activities", "workflows": "workflows", "activities": "activities"}
 
 
-async def run_worker(settings: WorkerSettings, stop: asyncio.Event | None = None) -> None:
-    """The worker until ``stop`` (or SIGTERM/SIGINT): the workflows, the activities, or both, as
+async def run_worker(settings: WorkerSettings, stop: asyncio.Event) -> None:
+    """The worker until ``stop``: the workflows, the activities, or both, as
     ``settings.worker_role`` says."""
     cache_bytecode()
     client = await connect_with(settings)
-    stop = stop or asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
     with contextlib.ExitStack() as resources:
         activities = [] if settings.worker_role == "workflows" else _activities(settings, resources)
         worker = build_worker(
@@ -107,17 +102,3 @@ def _activities(settings: WorkerSettings, resources: contextlib.ExitStack) -> li
         *all_activities(api, executor=threads, job_watches=job_watches),
         *rollout_activities(api, tracing.client_interceptors()),
     ]
-
-
-async def serve_worker(settings: WorkerSettings) -> None:
-    """The worker process: observability, then the worker until SIGTERM/SIGINT."""
-    with observability(settings, "worker"):
-        await run_worker(settings)
-
-
-def main() -> None:
-    asyncio.run(serve_worker(WorkerSettings.load()))
-
-
-if __name__ == "__main__":
-    main()

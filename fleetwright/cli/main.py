@@ -17,6 +17,7 @@ from fleetwright.cli import (
     validate,
 )
 from fleetwright.cli.app import app
+from fleetwright.worker.process import run_and_exit
 
 # Command modules register on import; keep this list the one place that names them.
 COMMAND_MODULES = (
@@ -36,7 +37,8 @@ COMMAND_MODULES = (
 
 
 def main() -> None:
-    app()
+    """Every command ends through one exit (see ``fleetwright.worker.process``)."""
+    run_and_exit(app)
 
 
 if __name__ == "__main__":

@@ -10,32 +10,30 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import signal
 
 from fleetwright.cli.app import app
 from fleetwright.kube.client import from_kubeconfig
 from fleetwright.kube.resources import ApiResourceLookup
 from fleetwright.worker.controller import run_controller
-from fleetwright.worker.main import observability, serve_worker
+from fleetwright.worker.main import observability, run_worker
+from fleetwright.worker.process import stop_on_signals
 from fleetwright.worker.settings import WorkerSettings
 from fleetwright.worker.webhook import WebhookServer, load_admission_policy
 
 log = logging.getLogger("fleetwright.serve")
 
 
-def _stop_on_signals() -> asyncio.Event:
-    """An event set by SIGTERM (the kubelet stopping the pod) or SIGINT (Ctrl-C)."""
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    return stop
-
-
 @app.command("worker")
 def worker() -> None:
     """Run the worker: the rollout and node workflows and the Kubernetes activities."""
-    asyncio.run(serve_worker(WorkerSettings.load()))
+    settings = WorkerSettings.load()
+
+    async def run() -> None:
+        stop = stop_on_signals()
+        with observability(settings, "worker"):
+            await run_worker(settings, stop)
+
+    asyncio.run(run())
 
 
 @app.command("controller")
@@ -44,8 +42,9 @@ def controller() -> None:
     settings = WorkerSettings.load()
 
     async def run() -> None:
+        stop = stop_on_signals()
         with observability(settings, "controller"):
-            await run_controller(settings, _stop_on_signals())
+            await run_controller(settings, stop)
         log.info("controller stopped")
 
     asyncio.run(run())
@@ -57,6 +56,7 @@ def webhook() -> None:
     settings = WorkerSettings.load()
 
     async def run() -> None:
+        stop = stop_on_signals()
         with observability(settings, "webhook"):
             lookup = ApiResourceLookup(from_kubeconfig(settings.kubeconfig))
             server = WebhookServer(
@@ -67,7 +67,6 @@ def webhook() -> None:
                 host=settings.webhook_host,
                 port=settings.webhook_port,
             )
-            stop = _stop_on_signals()
             with server:
                 log.info("webhook serving on %s:%d", settings.webhook_host, server.port)
                 await stop.wait()
