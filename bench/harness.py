@@ -1,9 +1,10 @@
 """The benchmarks' running stack and their measurements.
 
 ``Stack`` starts the local control plane (kube-apiserver with an audit log of every write and of
-every request made with the admin identity), the Temporal dev server, the CRDs, the worker and the
+every request made with the admin identity), a local Temporal server (the dev server, or
+temporal-server on PostgreSQL), the CRDs, the worker and the
 controller as separate processes (``bench/serve.py``) and the simulated kubelet. The measuring
-helpers read per-process CPU seconds and peak RSS from /proc, the apiserver's
+helpers read CPU seconds (of each process with everything it started) and peak RSS from /proc, the apiserver's
 ``apiserver_request_total`` counters, and who made each write from the audit log.
 """
 
@@ -32,7 +33,7 @@ from fleetwright.kube.listwatch import ListWatch, WatchEvent, start_thread
 from fleetwright.localcluster.cluster import ClusterOptions, LocalCluster, wait_established
 from fleetwright.localcluster.kubelet import INTERRUPT_SELECTOR, SimulatedKubelet
 from fleetwright.localcluster.processes import Supervised
-from fleetwright.localcluster.temporal import LocalTemporal
+from fleetwright.localcluster.temporal import Backend, TemporalServer, local_temporal
 from fleetwright.worker.settings import WorkerSettings
 from fleetwright.workflows.payloads import EngineSettings
 from fleetwright.workflows.search import REGISTRATION
@@ -148,10 +149,38 @@ def _machine_jiffies() -> tuple[int, int]:
     return sum(fields) - idle, sum(fields)
 
 
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of a live process (fields 14 and 15 of /proc/<pid>/stat)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / _TICK
+def _stat(pid: int) -> list[str]:
+    """The fields of /proc/<pid>/stat after the command name (state is [0], ppid [1])."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
+def process_children() -> dict[int, list[int]]:
+    """pid -> its live children's pids, from one pass over /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError):
+                children.setdefault(int(_stat(int(entry.name))[1]), []).append(int(entry.name))
+    return children
+
+
+def cpu_seconds(pid: int, children: dict[int, list[int]] | None = None) -> float:
+    """CPU seconds of a live process and everything it started: its utime + stime, its waited-for
+    children's (cutime + cstime), and the same of every live descendant (PostgreSQL serves each
+    connection from a child process). ``children``: a ``process_children()`` reading to reuse."""
+    children = process_children() if children is None else children
+    total, todo = 0, [pid]
+    while todo:
+        current = todo.pop()
+        try:
+            fields = _stat(current)
+        except OSError:
+            if current == pid:
+                raise
+            continue  # a descendant that just exited: its parent's cutime has it
+        total += sum(int(value) for value in fields[11:15])
+        todo += children.get(current, [])
+    return total / _TICK
 
 
 def peak_rss_mib(pid: int) -> float:
@@ -241,8 +270,10 @@ class Stack:
     """The worker's ``max_concurrent_activities``: a rollout wider than it queues its stages."""
     split_worker: bool = False
     """Workflows and activities in two worker processes (``worker_role``) instead of one."""
+    backend: Backend = Backend.DEV
+    """The Temporal server: the dev server (sqlite) or temporal-server on PostgreSQL."""
     cluster: LocalCluster = field(init=False)
-    temporal: LocalTemporal = field(init=False)
+    temporal: TemporalServer = field(init=False)
     processes: dict[str, Supervised] = field(init=False, default_factory=dict)
     _exit: contextlib.ExitStack = field(init=False, default_factory=contextlib.ExitStack)
 
@@ -282,7 +313,7 @@ class Stack:
         )
         self.cluster = self._exit.enter_context(LocalCluster(options))
         self.temporal = self._exit.enter_context(
-            LocalTemporal(search_attributes=REGISTRATION, workdir=self.rundir / "temporal", ui=False)
+            local_temporal(self.backend, search_attributes=REGISTRATION, workdir=self.rundir / "temporal")
         )
         crds = list(rendered_files().values())
         self.cluster.kubectl("apply", "-f", "-", input="---\n".join(crds))
@@ -329,9 +360,7 @@ class Stack:
         return api
 
     def pids(self) -> dict[str, int]:
-        pids = dict(self.cluster.pids)
-        if self.temporal.process.pid is not None:
-            pids["temporal"] = self.temporal.process.pid
+        pids = {**self.cluster.pids, **self.temporal.pids}
         for role, process in self.processes.items():
             if not process.running or process.pid is None:
                 raise RuntimeError(f"the {role} process died: see {process.log_path}")
@@ -339,7 +368,8 @@ class Stack:
         return pids
 
     def cpu(self) -> dict[str, float]:
-        return {name: cpu_seconds(pid) for name, pid in self.pids().items()}
+        children = process_children()
+        return {name: cpu_seconds(pid, children) for name, pid in self.pids().items()}
 
     def request_counts(self) -> Counter[tuple[str, str]]:
         """apiserver_request_total summed over codes: (verb, resource[/subresource]) -> count."""

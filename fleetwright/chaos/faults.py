@@ -38,6 +38,8 @@ class Injected:
     outage: Outage | None = None
     at: float = 0.0
     """When it was injected, on the watcher's clock."""
+    jobs_before: int = 0
+    """Stage Jobs of the rollout seen just before: how far the rollout had come."""
 
 
 def choose_node(fault: Fault, nodes: Sequence[NodeView], profile: str, rng: random.Random) -> str:

@@ -52,6 +52,9 @@ class Injection:
     """Seconds after the profile is applied."""
     pause: float = 0.0
     """How long a killed process stays down (an unreachable server stays unreachable)."""
+    after_jobs: int = 0
+    """Also wait until the rollout has created this many stage Jobs: a fault that must land
+    mid-rollout (stages done behind it, more to run) whatever the machine's pace."""
 
 
 @dataclass(frozen=True)

@@ -13,12 +13,13 @@ import random
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fleetwright.chaos.faults import Injected, Injector
 from fleetwright.chaos.invariants import FINAL_PHASES, Violation, check_run
 from fleetwright.chaos.plan import Fault, IterationPlan, Outcome
+from fleetwright.chaos.snapshot import Snapshot
 from fleetwright.chaos.stack import GROUP_LABEL, ChaosStack
 from fleetwright.chaos.watcher import Watcher
 from fleetwright.kube.client import from_kubeconfig
@@ -46,6 +47,8 @@ class IterationResult:
     failed_reads: int
     revived: tuple[str, ...] = ()
     """Processes that exited on their own and were started again (as the kubelet would)."""
+    final: Snapshot | None = None
+    """The last snapshot, read after the rollout ended."""
 
     @property
     def completed(self) -> bool:
@@ -149,6 +152,7 @@ class Iteration:
             snapshots=len(watcher.timeline),
             failed_reads=watcher.failed_reads,
             revived=tuple(self.revived),
+            final=final,
         )
 
     def _inject(self, watcher: Watcher, applied: float) -> None:
@@ -156,9 +160,22 @@ class Iteration:
         injector = Injector(self.stack, self.name, watcher.now)
         for injection in self.plan.injections:
             self._pause(applied + injection.at - watcher.now())
+            self._await_jobs(watcher, injection.after_jobs)
             # The latest snapshot (read now if the watcher has none yet) says which nodes exist.
-            nodes = (watcher.timeline[-1] if watcher.timeline else watcher.final()).nodes
-            self.injected.append(injector.inject(injection, nodes, rng))
+            latest = watcher.timeline[-1] if watcher.timeline else watcher.final()
+            injected = injector.inject(injection, latest.nodes, rng)
+            self.injected.append(replace(injected, jobs_before=self._jobs(latest)))
+
+    def _await_jobs(self, watcher: Watcher, count: int) -> None:
+        """Until the watcher has seen ``count`` stage Jobs of the rollout (or the deadline)."""
+        started = time.monotonic()
+        while count and time.monotonic() - started < self.deadline:
+            if watcher.timeline and self._jobs(watcher.timeline[-1]) >= count:
+                return
+            self._pause(0.2)
+
+    def _jobs(self, snap: Snapshot) -> int:
+        return sum(1 for job in snap.jobs if job.profile == self.name)
 
     def _release_cordons(self, watcher: Watcher) -> None:
         injector = Injector(self.stack, self.name, watcher.now)

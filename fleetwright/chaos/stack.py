@@ -1,6 +1,7 @@
-"""The system under chaos: the local control plane with kwok nodes, the Temporal dev server on a
-persistent sqlite database, the simulated kubelet, and the worker and the controller as separate
-processes so each can be SIGKILLed and restarted on its own.
+"""The system under chaos: the local control plane with kwok nodes, a local Temporal server (its
+own dev server on a persistent sqlite database, or an attached server of either backend), the
+simulated kubelet, and the worker and the controller as separate processes so each can be
+SIGKILLed and restarted on its own.
 
 Owns starting, killing, freezing and restarting those pieces and making fresh node groups; it must
 not decide when to break what (``faults`` and ``runner`` do).
@@ -23,7 +24,7 @@ from fleetwright.localcluster import nodes as fleet_nodes
 from fleetwright.localcluster.cluster import ClusterOptions, LocalCluster, wait_established
 from fleetwright.localcluster.kubelet import SimulatedKubelet
 from fleetwright.localcluster.processes import Supervised, wait_until
-from fleetwright.localcluster.temporal import LocalTemporal
+from fleetwright.localcluster.temporal import LocalTemporal, TemporalServer
 from fleetwright.worker.settings import WorkerSettings
 from fleetwright.workflows.payloads import EngineSettings
 from fleetwright.workflows.search import REGISTRATION
@@ -36,10 +37,10 @@ ATTACHED_FIRST_NODE = 50_000
 class ChaosStack:
     workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="fleetwright-chaos-")))
     cluster: LocalCluster = field(init=False)
-    temporal: LocalTemporal = field(init=False)
+    temporal: TemporalServer = field(init=False)
     worker: Supervised = field(init=False)
     controller: Supervised = field(init=False)
-    attached: tuple[LocalCluster, LocalTemporal] | None = None
+    attached: tuple[LocalCluster, TemporalServer] | None = None
     """A running control plane and Temporal server to use (and leave running) instead of own ones."""
     _next_node: int = 0
     _exit: ExitStack = field(default_factory=ExitStack)

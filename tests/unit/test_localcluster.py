@@ -1,4 +1,5 @@
-"""Pure parts of the local control plane: node manifests, PKI, binary lookup, providers."""
+"""Pure parts of the local control plane: node manifests, PKI, binary lookup, providers, the
+PostgreSQL-backed Temporal server's configuration."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ from cryptography import x509
 from fleetwright.localcluster import nodes
 from fleetwright.localcluster.binaries import MissingBinaryError, control_plane_binary
 from fleetwright.localcluster.cluster import kwok_configuration
+from fleetwright.localcluster.postgres import LocalPostgres
 from fleetwright.localcluster.pki import LocalCA
+from fleetwright.localcluster.temporal import STORES, Backend, local_temporal, server_config
 from tests.support import providers
 
 pytestmark = pytest.mark.unit
@@ -83,3 +86,25 @@ def test_k3s_provider_reports_itself_unavailable_without_docker(monkeypatch: pyt
 def test_unknown_provider_is_an_error() -> None:
     with pytest.raises(providers.ProviderUnavailableError, match="expected 'local' or 'k3s'"):
         providers.start_cluster("minikube")
+
+
+def test_the_postgres_server_config_uses_both_stores_on_loopback_with_ringpop_ports_in_a_smallint(
+    tmp_path: Path,
+) -> None:
+    database = LocalPostgres(tmp_path / "postgres")
+    config = server_config(database, frontend_port=41000, shards=4)
+    stores = config["persistence"]["datastores"]
+    assert set(stores) == {config["persistence"]["defaultStore"], config["persistence"]["visibilityStore"]}
+    assert {s["sql"]["databaseName"] for s in stores.values()} == {s.database for s in STORES}
+    assert all(s["sql"]["pluginName"] == "postgres12" for s in stores.values())
+    assert all(s["sql"]["connectAddr"] == f"127.0.0.1:{database.port}" for s in stores.values())
+    rpcs = [service["rpc"] for service in config["services"].values()]
+    assert config["services"]["frontend"]["rpc"]["grpcPort"] == 41000
+    assert all(rpc["bindOnIP"] == "127.0.0.1" for rpc in rpcs)
+    # The schema's cluster_membership.rpc_port is a SMALLINT: a member above 32767 cannot join.
+    assert all(20000 <= rpc["membershipPort"] < 32768 for rpc in rpcs)
+
+
+def test_only_the_dev_server_has_a_web_ui() -> None:
+    with pytest.raises(ValueError, match="no Web UI"):
+        local_temporal(Backend.POSTGRES, ui=True)
