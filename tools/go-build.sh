@@ -1,8 +1,10 @@
+# shellcheck shell=bash
 # Sourced by the tools/build-*.sh scripts: the one way a pinned Go module under tools/ is built into
 # the cache outside the repository (static, -trimpath, stripped), and the toolchain it needs.
 # Env: FLEETWRIGHT_CACHE  cache root (default: ${XDG_CACHE_HOME:-~/.cache}/fleetwright)
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck disable=SC2034 # read by the scripts that source this file
 cache="${FLEETWRIGHT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/fleetwright}"
 
 export CGO_ENABLED=0

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: lint and type gates, layering contracts, shellcheck,
 # generated-file drift, then all three pytest tiers (unit, workflow with fake activities on
-# Temporal, integration on the real local control plane and Temporal dev server, which the
-# fixtures start themselves).
+# Temporal, integration on the real local control plane and the Temporal dev server or
+# temporal-server on PostgreSQL, which the fixtures start themselves).
 # Extra arguments go to pytest, e.g. tools/test.sh -m unit
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."

@@ -12,8 +12,8 @@ from cryptography import x509
 from fleetwright.localcluster import nodes
 from fleetwright.localcluster.binaries import MissingBinaryError, control_plane_binary
 from fleetwright.localcluster.cluster import kwok_configuration
-from fleetwright.localcluster.postgres import LocalPostgres
 from fleetwright.localcluster.pki import LocalCA
+from fleetwright.localcluster.postgres import LocalPostgres
 from fleetwright.localcluster.temporal import STORES, Backend, local_temporal, server_config
 from tests.support import providers
 
