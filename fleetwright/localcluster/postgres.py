@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -132,7 +131,3 @@ class LocalPostgres:
     def stop(self) -> None:
         """SIGTERM to the server's process group: its sessions end and the postmaster shuts down."""
         self.process.stop(timeout=30)
-
-    def remove(self) -> None:
-        self.stop()
-        shutil.rmtree(self.workdir, ignore_errors=True)

@@ -167,13 +167,14 @@ class PostgresTemporal(TemporalServer):
     shards: int = 4
     """History shards: upstream's PostgreSQL development configuration uses 4."""
     database: LocalPostgres = field(init=False)
+    config_path: Path = field(init=False)
     _registered: bool = field(init=False, default=False)
 
     def __post_init__(self) -> None:
         super().__post_init__()
         assert self.workdir is not None
         self.database = LocalPostgres(self.workdir / "postgres")
-        config = self.workdir / "temporal-server.yaml"
+        self.config_path = self.workdir / "temporal-server.yaml"
         self.process = Supervised(
             "temporal-server",
             [
@@ -181,7 +182,7 @@ class PostgresTemporal(TemporalServer):
                 # Loopback only, like the dev server: no authorizer, said explicitly.
                 "--allow-no-auth",
                 "--config-file",
-                str(config),
+                str(self.config_path),
                 "start",
             ],
             self.workdir / "temporal-server.log",
@@ -195,16 +196,17 @@ class PostgresTemporal(TemporalServer):
         return pids
 
     def start(self, timeout: float = 60.0) -> None:
-        if not self.database.process.running:
-            if self._owns_workdir:
-                # The service account must reach its data directory inside.
-                assert self.workdir is not None
-                self.workdir.chmod(0o755)
-            self.database.start()
+        """The database (created with both schemas the first time), then the server; a restart
+        after ``kill`` starts the server alone, on the same stores and configuration."""
+        if self._owns_workdir and self.workdir is not None:
+            self.workdir.chmod(0o755)  # the database's service account reaches its directory inside
+        self.database.start()
+        if not self.config_path.exists():
             for store in STORES:
                 self._setup_schema(store)
             config = server_config(self.database, self.port, self.shards)
-            (self.workdir or Path()).joinpath("temporal-server.yaml").write_text(yaml.safe_dump(config))
+            self.config_path.touch(mode=0o600)  # it holds the database password
+            self.config_path.write_text(yaml.safe_dump(config))
         super().start(timeout)
         if not self._registered:
             self._register(timeout)
