@@ -158,6 +158,25 @@ class LocalTemporal(TemporalServer):
         return f"http://{LOOPBACK}:{self.ui_port}"
 
 
+# The PostgreSQL persistence plugin of temporal-server (PostgreSQL 12 and later).
+PLUGIN = "postgres12"
+
+
+@dataclass(frozen=True)
+class Store:
+    name: str
+    database: str
+    schema: str
+    """The schema embedded in temporal-sql-tool."""
+    max_conns: int
+
+
+STORES = (
+    Store("default", "temporal", "postgresql/v12/temporal", 20),
+    Store("visibility", "temporal_visibility", "postgresql/v12/visibility", 10),
+)
+
+
 @dataclass
 class PostgresTemporal(TemporalServer):
     """``temporal-server`` on its own PostgreSQL: the default store and advanced visibility
@@ -275,24 +294,6 @@ def _succeeds(args: list[str]) -> bool:
 def _check(result: subprocess.CompletedProcess[str]) -> None:
     if result.returncode != 0:
         raise RuntimeError(f"temporal {' '.join(result.args[1:4])} failed:\n{result.stdout}{result.stderr}")
-
-
-PLUGIN = "postgres12"
-
-
-@dataclass(frozen=True)
-class Store:
-    name: str
-    database: str
-    schema: str
-    """The schema embedded in temporal-sql-tool."""
-    max_conns: int
-
-
-STORES = (
-    Store("default", "temporal", "postgresql/v12/temporal", 20),
-    Store("visibility", "temporal_visibility", "postgresql/v12/visibility", 10),
-)
 
 
 def server_config(database: LocalPostgres, frontend_port: int, shards: int) -> dict[str, Any]:
