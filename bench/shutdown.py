@@ -55,7 +55,7 @@ ROLES: tuple[tuple[str, str, dict[str, str]], ...] = (
     ("controller", "controller", {}),
     ("webhook", "webhook", {}),
 )
-FATAL = ("Fatal Python error", "Traceback (most recent call last)", "Segmentation fault")
+FATAL = ("Fatal Python error", "Segmentation fault")
 
 
 def manifests(version: str) -> str:
