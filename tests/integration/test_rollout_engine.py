@@ -372,7 +372,7 @@ async def test_a_worker_killed_during_a_drain_loses_nothing_and_runs_no_stage_tw
     def worker_process() -> subprocess.Popen[bytes]:
         log = (tmp_path / "worker.log").open("ab")
         return subprocess.Popen(
-            [sys.executable, "-m", "fleetwright.worker"],
+            [sys.executable, "-m", "fleetwright.cli.main", "worker"],
             env={**os.environ, "FLEETWRIGHT_SETTINGS": str(settings_file)},
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -398,6 +398,7 @@ async def test_a_worker_killed_during_a_drain_loses_nothing_and_runs_no_stage_tw
             )
             deadline = asyncio.get_running_loop().time() + 90
             while not await asyncio.to_thread(drain_blocked):
+                assert first.poll() is None, (tmp_path / "worker.log").read_text()
                 assert asyncio.get_running_loop().time() < deadline, "the drain never blocked"
                 await asyncio.sleep(0.5)
             first.send_signal(signal.SIGKILL)
