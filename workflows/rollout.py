@@ -1,10 +1,11 @@
 """The rollout workflow (``nodeprofile/<name>``): one long-lived workflow per NodeProfile.
 
 Each turn it asks the observe-and-decide activity (which reads the fleet and runs the pure
-planner) what to do, starts the node workflows the decision names, publishes progress (search
-attributes, memo, current details), and sleeps until a node reports, a human acts, the spec
-changes, the decision's wake-up time comes or the observe interval passes. It continues as new
-when its history grows, carrying the planner state, the controls and unfolded node results.
+planner) what to do, starts the node workflows the decision names, publishes its progress
+(``progress``: search attributes, memo, current details), and sleeps until a node reports, a
+human acts, the spec changes, the decision's wake-up time comes or the observe interval passes.
+It continues as new when its history grows, carrying the planner state, the controls and unfolded
+node results.
 
 Node workflows are started by one activity per decision (``activities.starts``) and report back by
 signal, so they keep running across this workflow's continue-as-new.
@@ -26,17 +27,13 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from fleetwright.activities.payloads import (
-        NAMES,
-        CleanupReport,
-        CleanupRequest,
-        StartNodesRequest,
-        WorkflowStart,
-    )
+    from fleetwright.activities.node import NodeActivities
+    from fleetwright.activities.payloads import CleanupRequest, StartNodesRequest, WorkflowStart
+    from fleetwright.activities.rollout import RolloutActivities
+    from fleetwright.activities.starts import NodeStarter
     from fleetwright.api.deploymentpolicy import DeploymentPolicy
     from fleetwright.api.nodeprofile import NodeProfile
     from fleetwright.planner import convert
-    from fleetwright.planner.policy import GATES_SCOPE, ApprovalStep
     from fleetwright.planner.rollout import begin, retarget
     from fleetwright.planner.spec import RolloutSpec
     from fleetwright.planner.state import BlockedNode, Decision, NodeStart, Phase, RolloutState
@@ -54,6 +51,7 @@ with workflow.unsafe.imports_passed_through():
         RolloutInput,
         SpecChange,
     )
+    from fleetwright.workflows.progress import current_details, rollout_progress, search_attributes
 
 ROLLOUT_WORKFLOW = "fleetwright.rollout"
 ABORTED = "Aborted"
@@ -179,14 +177,7 @@ class RolloutWorkflow:
     def _approval_ids(self) -> list[str]:
         if self._state is None:
             return []
-        policy = self._state.spec.policy
-        ids = [f"{GATES_SCOPE}/{s.name}" for s in policy.gate_steps() if isinstance(s, ApprovalStep)]
-        for compartment in sorted(
-            {c.name for c in policy.compartments} | {s.name for s in self._state.compartments}
-        ):
-            steps = policy.compartment_steps(compartment)
-            ids += [f"{compartment}/{s.name}" for s in steps if isinstance(s, ApprovalStep)]
-        return sorted(set(ids))
+        return self._state.spec.policy.approval_ids(s.name for s in self._state.compartments)
 
     # ----- the loop -------------------------------------------------------------------------
     @workflow.run
@@ -253,10 +244,9 @@ class RolloutWorkflow:
         meta = self._profile.metadata
         request = CleanupRequest(profile=meta.name, profile_uid=meta.uid or "")
         try:
-            report: CleanupReport = await workflow.execute_activity(
-                NAMES.CLEAN_UP,
+            report = await workflow.execute_activity_method(
+                NodeActivities.clean_up,
                 request,
-                result_type=CleanupReport,
                 start_to_close_timeout=timedelta(minutes=5),
                 retry_policy=retry.API_CALL,
                 summary=f"remove {meta.name} from its nodes and release the finalizer",
@@ -283,11 +273,7 @@ class RolloutWorkflow:
 
     async def _observe_and_decide(self) -> DecideReport:
         assert self._state is not None
-        retried, self._retry = self._retry, []
-        if retried:
-            self._state = self._state.model_copy(
-                update={"failed": tuple(f for f in self._state.failed if f.node not in retried), "halt": None}
-            )
+        retried = self._take_retried()
         folded: list[NodeResult] = []
         unclaim: tuple[str, ...] = ()
         while True:
@@ -299,27 +285,40 @@ class RolloutWorkflow:
                 state=self._state,
                 results=tuple(folded),
                 controls=controls,
-                reset_failed=tuple(retried),
+                reset_failed=retried,
                 release_claims=unclaim,
             )
-            asked = workflow.now()
-            report: DecideReport = await workflow.execute_activity(
-                NAMES.OBSERVE_AND_DECIDE,
-                request,
-                result_type=DecideReport,
-                # One list and a pure decision (about a second at 10,000 nodes): the bound is how long a
-                # worker lost mid-call stalls the rollout before another attempt (chaos: it was 5 minutes).
-                start_to_close_timeout=retry.API_CALL_TIMEOUT,
-                retry_policy=retry.API_CALL,
-                summary=f"observe the nodes of {self._profile.metadata.name} and decide the next turn",
-            )
-            self._last_turn = (asked, workflow.now())
+            report = await self._decide(request)
             # A pause or abort that arrived while the activity ran: the decision was taken without
             # it, so its starts must not happen (a node started after a handled pause). Decide again
             # from the same state under the new controls, dropping the claims this decision wrote.
             if not (report.decision.start and _stopped_since(controls, self._controls)):
                 return report
             unclaim = tuple(s.node for s in report.decision.start)
+
+    def _take_retried(self) -> tuple[str, ...]:
+        """The nodes a human retried or skipped since the last turn: their failures leave the state
+        (and a halt they caused with them)."""
+        assert self._state is not None
+        retried, self._retry = tuple(self._retry), []
+        if retried:
+            failed = tuple(f for f in self._state.failed if f.node not in retried)
+            self._state = self._state.model_copy(update={"failed": failed, "halt": None})
+        return retried
+
+    async def _decide(self, request: DecideRequest) -> DecideReport:
+        asked = workflow.now()
+        report = await workflow.execute_activity_method(
+            RolloutActivities.observe_and_decide,
+            request,
+            # One list and a pure decision (about a second at 10,000 nodes): the bound is how long a
+            # worker lost mid-call stalls the rollout before another attempt.
+            start_to_close_timeout=retry.API_CALL_TIMEOUT,
+            retry_policy=retry.API_CALL,
+            summary=f"observe the nodes of {self._profile.metadata.name} and decide the next turn",
+        )
+        self._last_turn = (asked, workflow.now())
+        return report
 
     async def _start_nodes(self, starts: tuple[NodeStart, ...], report: DecideReport) -> None:
         if not starts:
@@ -341,10 +340,9 @@ class RolloutWorkflow:
                 for start in starts
             ),
         )
-        await workflow.execute_activity(
-            NAMES.START_NODES,
+        await workflow.execute_activity_method(
+            NodeStarter.start_nodes,
             request,
-            result_type=int,
             start_to_close_timeout=START_NODES_TIMEOUT,
             heartbeat_timeout=retry.HEARTBEAT,
             retry_policy=retry.API_CALL,
@@ -452,60 +450,15 @@ class RolloutWorkflow:
 
     # ----- visibility ----------------------------------------------------------------------
     def _publish(self, decision: Decision, phase: str | None = None) -> Progress:
-        if self._controls.aborted and phase is None and decision.phase is Phase.PAUSED:
-            # The planner decides an aborted rollout like a paused one (nothing starts), but it is
-            # not paused: its running nodes finish their current stage, then it ends Aborted.
-            decision = decision.model_copy(
-                update={
-                    "phase": Phase.PROGRESSING,
-                    "message": f"aborting: waiting for {len(decision.state.running)} running node(s)",
-                }
-            )
-        state = decision.state
-        # Running nodes held in a wait (a PDB-blocked drain, ...) are blocked too, and listed first:
-        # they are the ones a human can unblock.
-        running = {r.node for r in state.running}
-        held = tuple(b for b in self._held if b.node in running)
-        blocked = (held + tuple(b for b in decision.blocked if b.node not in running))[:20]
-        shown_phase = phase or (
-            Phase.PAUSED.value
-            if self._controls.paused and decision.phase is not Phase.HALTED
-            else decision.phase.value
-        )
-        progress = Progress(
-            profile=state.spec.profile,
-            phase=shown_phase,
-            message=decision.message,
-            step=_current_step(state),
-            targeted=decision.counts.targeted,
-            # Nodes that carry the target, whichever pass updated them (a joined node starts a new pass).
-            updated=decision.counts.targeted - decision.counts.needs_work,
-            running=decision.counts.running,
-            failed=decision.counts.failed,
-            blocked=decision.counts.blocked + len(held),
-            max_unavailable=decision.counts.max_unavailable,
-            running_nodes=tuple(r.node for r in state.running),
-            failed_nodes=tuple(f.node for f in state.failed),
-            blocked_nodes=tuple(b.node for b in blocked),
-            blocked_reasons={b.node: b.reason for b in blocked},
-            paused=self._controls.paused,
-            generation=self._profile.metadata.generation or 0,
-            target=state.spec.target,
-            deleting=self._controls.deleting,
+        generation = self._profile.metadata.generation or 0
+        progress = rollout_progress(
+            decision, controls=self._controls, held=self._held, generation=generation, phase=phase
         )
         self._progress = progress
         if self._settings.search_attributes:
-            workflow.upsert_search_attributes(
-                [
-                    sa.PHASE.value_set(progress.phase),
-                    sa.PACKAGES.value_set([f"{p.name}@{p.version}" for p in state.spec.packages]),
-                    sa.NODES_DONE.value_set(progress.updated),
-                    sa.NODES_FAILED.value_set(progress.failed),
-                    sa.NODES_BLOCKED.value_set(progress.blocked),
-                ]
-            )
+            workflow.upsert_search_attributes(search_attributes(progress, decision.state.spec.packages))
         workflow.upsert_memo(self._memo())
-        workflow.set_current_details(_details(progress, decision))
+        workflow.set_current_details(current_details(progress, decision))
         return progress
 
 
@@ -521,42 +474,3 @@ def _stopped_since(before: Controls, now: Controls) -> bool:
 def _removed(decision: Decision) -> bool:
     """The removal target holds on every targeted node and no node workflow is still running."""
     return decision.phase is Phase.COMPLETE and decision.counts.needs_work == 0 and not decision.state.running
-
-
-def _current_step(state: RolloutState) -> str:
-    policy = state.spec.policy
-    gates = policy.gate_steps()
-    if state.gates.step < len(gates):
-        return f"{GATES_SCOPE}: {gates[state.gates.step].name}"
-    parts = []
-    for scope in state.compartments:
-        steps = policy.compartment_steps(scope.name)
-        if scope.step < len(steps):
-            parts.append(f"{scope.name}: {steps[scope.step].name} (batch {scope.batch.batches + 1})")
-    return "; ".join(parts) or "done"
-
-
-def _details(progress: Progress, decision: Decision) -> str:
-    """The Temporal UI's current details: a short progress table in Markdown."""
-    rows = [
-        f"**{progress.profile}** — {progress.phase}: {progress.message}",
-        "",
-        "| step | targeted | updated | running | failed | blocked | maxUnavailable |",
-        "|---|---|---|---|---|---|---|",
-        f"| {progress.step} | {progress.targeted} | {progress.updated} | {progress.running} | "
-        f"{progress.failed} | {progress.blocked} | {progress.max_unavailable} |",
-    ]
-    # Node workflows are started by an activity, not as children: say how to list them.
-    rows += [
-        "",
-        f'Node workflows: `WorkflowType="{NODE_WORKFLOW}" AND {sa.PROFILE.name}="{progress.profile}"`',
-    ]
-    if progress.running_nodes:
-        rows += ["", "Running: " + ", ".join(progress.running_nodes[:20])]
-    if decision.state.failed:
-        rows += ["", "Failed:"] + [f"- {f.node}: {f.message}" for f in decision.state.failed[:10]]
-    if progress.blocked_nodes:
-        rows += ["", "Blocked:"] + [
-            f"- {n}: {progress.blocked_reasons.get(n, 'blocked')}" for n in progress.blocked_nodes[:10]
-        ]
-    return "\n".join(rows)

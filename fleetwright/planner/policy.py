@@ -15,6 +15,7 @@ Owns only data and its validation; must not decide anything.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from enum import StrEnum
 from typing import Annotated, Literal
 
@@ -151,6 +152,14 @@ class RolloutPolicy(Frozen):
             if compartment.name == name and compartment.steps:
                 return compartment.steps
         return (self.batches_step(),)
+
+    def approval_ids(self, compartments: Iterable[str] = ()) -> list[str]:
+        """``<scope>/<step>`` of every approval step a human may approve: the rollout-wide gates',
+        then each compartment's (the policy's own and ``compartments``, the rollout's)."""
+        ids = [f"{GATES_SCOPE}/{s.name}" for s in self.gate_steps() if isinstance(s, ApprovalStep)]
+        for name in sorted({c.name for c in self.compartments} | set(compartments)):
+            ids += [f"{name}/{s.name}" for s in self.compartment_steps(name) if isinstance(s, ApprovalStep)]
+        return sorted(set(ids))
 
     def compartment(self, name: str) -> Compartment | None:
         return next((c for c in self.compartments if c.name == name), None)

@@ -190,6 +190,19 @@ def test_approval_gate_waits_for_its_id_and_halts_on_timeout() -> None:
     assert late.decide().phase is Phase.HALTED
 
 
+def test_the_approval_ids_a_human_may_approve_are_scoped_by_gate_or_compartment() -> None:
+    gated = Compartment(
+        name="gb200",
+        selector=Selector(match_labels={"gpu": "gb200"}),
+        steps=(ApprovalStep(name="go-gb200"), BatchesStep(name="rest")),
+    )
+    rollout_policy = policy(ApprovalStep(name="go"), batches(), compartments=(gated,))
+    assert rollout_policy.approval_ids() == ["gb200/go-gb200", "rollout/go"]
+    # A compartment the rollout has but the policy no longer names runs the default batches.
+    assert rollout_policy.approval_ids(["default", "gb200"]) == ["gb200/go-gb200", "rollout/go"]
+    assert policy(batches()).approval_ids(["default"]) == []
+
+
 def test_a_rollout_with_nothing_to_do_completes_without_waiting_for_gates() -> None:
     fleet = Fleet(3, policy(ApprovalStep(), SoakStep(duration_seconds=3600), batches()))
     for name in fleet.nodes:

@@ -1,0 +1,78 @@
+"""The package state one node workflow advances as its stages pass: what it records on the Node
+after each stage (``NodePackageState``), so a restarted run resumes after the last passed stage
+instead of running it again.
+
+Pure bookkeeping over the planner's records: it starts from the state the decision read, and
+never talks to the API server (the stage's activity writes what it returns).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from fleetwright.planner.nodestate import NodePackageState, PackageRecord, PendingChange
+from fleetwright.planner.nodework import NodeWork, PackageWork
+from fleetwright.planner.packages import DesiredPackage
+from fleetwright.planner.stages import Action, Stage
+
+MAX_FAILURE = 500
+
+
+class PackageLedger:
+    """One node's records of one profile as its work advances."""
+
+    def __init__(
+        self,
+        profile: str,
+        records: Mapping[str, PackageRecord],
+        work: NodeWork,
+        desired: Iterable[DesiredPackage],
+    ) -> None:
+        self.profile = profile
+        self.records: dict[str, PackageRecord] = dict(records)
+        self.works = {w.package: w for w in work.packages}
+        self.desired = {p.name: p for p in desired}
+
+    def state(self) -> NodePackageState:
+        return NodePackageState(profile=self.profile, packages=dict(sorted(self.records.items())))
+
+    def stage_done(self, package: str, stage: Stage) -> None:
+        pending = self._pending(package)
+        done = (*pending.done, stage) if stage not in pending.done else pending.done
+        pending = pending.model_copy(update={"done": done, "failed": None})
+        record = self.records.get(package, PackageRecord())
+        if pending.remaining():
+            self.records[package] = record.model_copy(update={"pending": pending})
+        else:
+            self.records[package] = _completed(self.works[package], pending)
+
+    def state_after(self, packages: Iterable[str], stage: Stage) -> NodePackageState:
+        """The state once ``stage`` of ``packages`` is done, without recording that it is."""
+        kept = dict(self.records)
+        for package in packages:
+            self.stage_done(package, stage)
+        after, self.records = self.state(), kept
+        return after
+
+    def failed(self, package: str, message: str) -> None:
+        pending = self._pending(package).model_copy(update={"failed": message[:MAX_FAILURE]})
+        record = self.records.get(package, PackageRecord())
+        self.records[package] = record.model_copy(update={"pending": pending})
+
+    def _pending(self, package: str) -> PendingChange:
+        work = self.works[package]
+        record = self.records.get(package, PackageRecord())
+        want_version = work.to_version or record.version or ""
+        want_config = dict(self.desired[package].config) if package in self.desired else {}
+        # A pending change toward this very target carries the stages already done (by this run or
+        # by an earlier one that was interrupted); anything else starts the change afresh.
+        pending = record.pending
+        if pending is not None and pending.version == want_version and pending.config == want_config:
+            return pending
+        return PendingChange(version=want_version, config=want_config, stages=work.stages)
+
+
+def _completed(work: PackageWork, pending: PendingChange) -> PackageRecord:
+    if work.action is Action.UNINSTALL:
+        return PackageRecord()
+    return PackageRecord(version=pending.version, config=pending.config)

@@ -1,0 +1,150 @@
+"""What a rollout shows, without Temporal: its progress from a decision and the controls (held
+running nodes listed first among the blocked, an abort that is not a pause, a pause that does not
+hide a halt), the step it is at, its search attributes and the Temporal UI's details."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from fleetwright.localcluster import examples
+from fleetwright.planner import convert
+from fleetwright.planner.rollout import begin
+from fleetwright.planner.state import (
+    BlockedNode,
+    Counts,
+    Decision,
+    FailedNode,
+    NodeRun,
+    Phase,
+    RolloutState,
+)
+from fleetwright.workflows import search as sa
+from fleetwright.workflows.payloads import Controls
+from fleetwright.workflows.progress import (
+    current_details,
+    current_step,
+    rollout_progress,
+    search_attributes,
+)
+
+pytestmark = pytest.mark.unit
+
+NOW = datetime(2026, 1, 1, 12, tzinfo=UTC)
+STEPS = [
+    {"name": "canary", "canary": {"count": 1}},
+    {"name": "gate", "approval": {}},
+    {"name": "rest", "batches": {"strategy": "fixed", "initial": 2}},
+]
+
+
+def state(**update: Any) -> RolloutState:
+    spec = convert.rollout_spec(examples.profile("gpu"), examples.policy(steps=STEPS))
+    return begin(spec, NOW).model_copy(update=update)
+
+
+def running(*nodes: str) -> tuple[NodeRun, ...]:
+    return tuple(NodeRun(node=n, scope="rollout", batch=0, started_at=NOW) for n in nodes)
+
+
+def decision(**update: Any) -> Decision:
+    base: dict[str, Any] = {
+        "state": state(),
+        "phase": Phase.PROGRESSING,
+        "message": "rolling",
+        "counts": Counts(targeted=10, needs_work=4, running=1, failed=1, blocked=2, max_unavailable=2),
+    }
+    return Decision(**{**base, **update})
+
+
+def test_the_counts_and_nodes_of_a_decision() -> None:
+    failed = (FailedNode(node="n9", scope="default", message="apply-check exited 1"),)
+    shown = rollout_progress(
+        decision(state=state(running=running("n1"), failed=failed)),
+        controls=Controls(),
+        held=(),
+        generation=3,
+    )
+    assert (shown.profile, shown.phase, shown.message, shown.generation) == (
+        "gpu",
+        "Progressing",
+        "rolling",
+        3,
+    )
+    assert (shown.targeted, shown.updated, shown.running, shown.failed) == (10, 6, 1, 1)
+    assert shown.max_unavailable == 2
+    assert (shown.running_nodes, shown.failed_nodes) == (("n1",), ("n9",))
+    assert shown.target == state().spec.target
+    assert not shown.paused
+    assert not shown.deleting
+
+
+def test_held_running_nodes_are_blocked_too_and_listed_first() -> None:
+    waiting = tuple(BlockedNode(node=f"w{i}", reason="window closed") for i in range(30))
+    held = (BlockedNode(node="n1", reason="DrainBlocked: pdb"), BlockedNode(node="gone", reason="x"))
+    shown = rollout_progress(
+        decision(state=state(running=running("n1")), blocked=waiting),
+        controls=Controls(),
+        held=held,
+        generation=1,
+    )
+    assert shown.blocked == 2 + 1  # the decision's count, and the held node that still runs
+    assert shown.blocked_nodes[:2] == ("n1", "w0")
+    assert len(shown.blocked_nodes) == 20
+    assert shown.blocked_reasons["n1"] == "DrainBlocked: pdb"
+    assert "gone" not in shown.blocked_reasons
+
+
+def test_an_aborted_rollout_is_not_shown_paused_while_its_nodes_finish() -> None:
+    paused = decision(state=state(running=running("n1", "n2")), phase=Phase.PAUSED, message="paused")
+    aborting = rollout_progress(paused, controls=Controls(aborted=True), held=(), generation=1)
+    assert (aborting.phase, aborting.message) == ("Progressing", "aborting: waiting for 2 running node(s)")
+    ended = rollout_progress(paused, controls=Controls(aborted=True), held=(), generation=1, phase="Aborted")
+    assert (ended.phase, ended.message) == ("Aborted", "paused")
+
+
+def test_a_pause_shows_unless_the_rollout_halted() -> None:
+    controls = Controls(paused=True)
+    assert rollout_progress(decision(), controls=controls, held=(), generation=1).phase == "Paused"
+    halted = decision(phase=Phase.HALTED)
+    assert rollout_progress(halted, controls=controls, held=(), generation=1).phase == "Halted"
+    assert rollout_progress(halted, controls=controls, held=(), generation=1).paused
+
+
+def test_the_current_step_is_the_gate_then_each_compartments_step_and_batch() -> None:
+    assert current_step(state()) == "rollout: canary"
+    past_gates = state()
+    past_gates = past_gates.model_copy(update={"gates": past_gates.gates.model_copy(update={"step": 2})})
+    assert current_step(past_gates) == "default: rest (batch 1)"
+    default = past_gates.compartments[0]
+    done = past_gates.model_copy(update={"compartments": (default.model_copy(update={"step": 1}),)})
+    assert current_step(done) == "done"
+
+
+def test_search_attributes_name_the_phase_packages_and_counts() -> None:
+    one = decision()
+    shown = rollout_progress(one, controls=Controls(), held=(), generation=1)
+    updates = {u.key.name: u.value for u in search_attributes(shown, one.state.spec.packages)}
+    assert updates == {
+        sa.PHASE.name: "Progressing",
+        sa.PACKAGES.name: ["tuning@1.0.0"],
+        sa.NODES_DONE.name: 6,
+        sa.NODES_FAILED.name: 1,
+        sa.NODES_BLOCKED.name: 2,
+    }
+
+
+def test_the_details_table_lists_the_running_failed_and_blocked_nodes() -> None:
+    failed = tuple(FailedNode(node=f"f{i}", scope="default", message="exit 1") for i in range(12))
+    blocked = (BlockedNode(node="b1", reason="window closed"),)
+    one = decision(state=state(running=running("n1"), failed=failed), blocked=blocked)
+    details = current_details(rollout_progress(one, controls=Controls(), held=(), generation=1), one)
+    lines = details.splitlines()
+    assert lines[0] == "**gpu** — Progressing: rolling"
+    assert "| rollout: canary | 10 | 6 | 1 | 1 | 2 | 2 |" in lines
+    assert 'Node workflows: `WorkflowType="fleetwright.node" AND FleetwrightProfile="gpu"`' in lines
+    assert "Running: n1" in lines
+    assert [line for line in lines if line.startswith("- f")] == [f"- f{i}: exit 1" for i in range(10)]
+    assert "- b1: window closed" in lines

@@ -1,0 +1,136 @@
+"""What a rollout shows while it runs: its ``Progress`` (the workflow's query and memo, which the
+controller mirrors into the NodeProfile status and the CLI reads), the search attributes that make
+it findable, and the Markdown table of the Temporal UI's current details.
+
+Pure: built from a decision, the controls and the running nodes' held waits; the rollout workflow
+publishes what it returns. It must not decide anything (the planner did).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from temporalio.common import SearchAttributeUpdate
+
+from fleetwright.planner.packages import DesiredPackage
+from fleetwright.planner.policy import GATES_SCOPE
+from fleetwright.planner.state import BlockedNode, Decision, Phase, RolloutState
+from fleetwright.workflows import search as sa
+from fleetwright.workflows.node import NODE_WORKFLOW
+from fleetwright.workflows.payloads import Controls, Progress
+
+MAX_BLOCKED = 20
+"""Blocked nodes named in the progress (with their reasons)."""
+MAX_RUNNING_SHOWN = 20
+MAX_LISTED = 10
+"""Failed and blocked nodes listed in the current details."""
+
+
+def rollout_progress(
+    decision: Decision,
+    *,
+    controls: Controls,
+    held: tuple[BlockedNode, ...],
+    generation: int,
+    phase: str | None = None,
+) -> Progress:
+    """The progress of ``decision``; ``held``: running nodes waiting on something a human may
+    have to clear; ``phase``: the rollout's end (Aborted, Deleted), when it ended."""
+    decision = _aborting(decision, controls, phase)
+    state = decision.state
+    # Running nodes held in a wait (a PDB-blocked drain, ...) are blocked too, and listed first:
+    # they are the ones a human can unblock.
+    running = {r.node for r in state.running}
+    held = tuple(b for b in held if b.node in running)
+    blocked = (held + tuple(b for b in decision.blocked if b.node not in running))[:MAX_BLOCKED]
+    counts = decision.counts
+    return Progress(
+        profile=state.spec.profile,
+        phase=phase or _phase(decision, controls),
+        message=decision.message,
+        step=current_step(state),
+        targeted=counts.targeted,
+        # Nodes that carry the target, whichever pass updated them (a joined node starts a new pass).
+        updated=counts.targeted - counts.needs_work,
+        running=counts.running,
+        failed=counts.failed,
+        blocked=counts.blocked + len(held),
+        max_unavailable=counts.max_unavailable,
+        running_nodes=tuple(r.node for r in state.running),
+        failed_nodes=tuple(f.node for f in state.failed),
+        blocked_nodes=tuple(b.node for b in blocked),
+        blocked_reasons={b.node: b.reason for b in blocked},
+        paused=controls.paused,
+        generation=generation,
+        target=state.spec.target,
+        deleting=controls.deleting,
+    )
+
+
+def _aborting(decision: Decision, controls: Controls, phase: str | None) -> Decision:
+    """The planner decides an aborted rollout like a paused one (nothing starts), but it is not
+    paused: its running nodes finish their current stage, then it ends Aborted."""
+    if not controls.aborted or phase is not None or decision.phase is not Phase.PAUSED:
+        return decision
+    waiting = f"aborting: waiting for {len(decision.state.running)} running node(s)"
+    return decision.model_copy(update={"phase": Phase.PROGRESSING, "message": waiting})
+
+
+def _phase(decision: Decision, controls: Controls) -> str:
+    if controls.paused and decision.phase is not Phase.HALTED:
+        return Phase.PAUSED.value
+    return decision.phase.value
+
+
+def current_step(state: RolloutState) -> str:
+    """The policy step the rollout is at: a rollout-wide gate, else each compartment's step."""
+    policy = state.spec.policy
+    gates = policy.gate_steps()
+    if state.gates.step < len(gates):
+        return f"{GATES_SCOPE}: {gates[state.gates.step].name}"
+    parts = []
+    for scope in state.compartments:
+        steps = policy.compartment_steps(scope.name)
+        if scope.step < len(steps):
+            parts.append(f"{scope.name}: {steps[scope.step].name} (batch {scope.batch.batches + 1})")
+    return "; ".join(parts) or "done"
+
+
+def search_attributes(
+    progress: Progress, packages: Iterable[DesiredPackage]
+) -> list[SearchAttributeUpdate[Any]]:
+    return [
+        sa.PHASE.value_set(progress.phase),
+        sa.PACKAGES.value_set([f"{p.name}@{p.version}" for p in packages]),
+        sa.NODES_DONE.value_set(progress.updated),
+        sa.NODES_FAILED.value_set(progress.failed),
+        sa.NODES_BLOCKED.value_set(progress.blocked),
+    ]
+
+
+def current_details(progress: Progress, decision: Decision) -> str:
+    """The Temporal UI's current details: a short progress table in Markdown."""
+    rows = [
+        f"**{progress.profile}** — {progress.phase}: {progress.message}",
+        "",
+        "| step | targeted | updated | running | failed | blocked | maxUnavailable |",
+        "|---|---|---|---|---|---|---|",
+        f"| {progress.step} | {progress.targeted} | {progress.updated} | {progress.running} | "
+        f"{progress.failed} | {progress.blocked} | {progress.max_unavailable} |",
+    ]
+    # Node workflows are started by an activity, not as children: say how to list them.
+    rows += [
+        "",
+        f'Node workflows: `WorkflowType="{NODE_WORKFLOW}" AND {sa.PROFILE.name}="{progress.profile}"`',
+    ]
+    if progress.running_nodes:
+        rows += ["", "Running: " + ", ".join(progress.running_nodes[:MAX_RUNNING_SHOWN])]
+    if decision.state.failed:
+        rows += ["", "Failed:"] + [f"- {f.node}: {f.message}" for f in decision.state.failed[:MAX_LISTED]]
+    if progress.blocked_nodes:
+        rows += ["", "Blocked:"] + [
+            f"- {n}: {progress.blocked_reasons.get(n, 'blocked')}"
+            for n in progress.blocked_nodes[:MAX_LISTED]
+        ]
+    return "\n".join(rows)
