@@ -1,6 +1,7 @@
 """The one error taxonomy: every failure is either retryable or permanent.
 
-Activities raise these; ``fleetwright.retry`` maps them to Temporal retry policies. A permanent
+Activities raise these; ``fleetwright.activities.errors`` turns them into Temporal failures and
+``fleetwright.workflows.retry`` bounds the retries of the retryable ones. A permanent
 error is never retried (bad input, forbidden, a conflict only a human can resolve); a retryable
 error is retried by Temporal with backoff, never by a loop inside the activity.
 """

@@ -70,10 +70,6 @@ class IterationPlan:
     stage_failures: int
     injections: tuple[Injection, ...] = field(default=())
 
-    @property
-    def expects_halt(self) -> bool:
-        return self.outcome is not Outcome.SUCCEED
-
 
 def _steps(rng: random.Random, nodes: int) -> tuple[dict[str, Any], ...]:
     strategy = rng.choice(["fixed", "linear", "exponential"])
