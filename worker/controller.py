@@ -17,6 +17,9 @@ Restarts and replicas need no leader election:
 - Two replicas cannot double-start: the workflow id is ``nodeprofile/<name>`` and starts use
   ``USE_EXISTING``, so the second start returns the running workflow. Duplicate signals are
   idempotent for the same reason as above.
+- One task reconciles: the consumer of the watch events. The status mirror only asks it (through
+  the same queue) to retry the starts that failed, so two reconciles of one profile never
+  interleave and an older spec can never be signalled after a newer one.
 - Status is a derived view (``worker.status``: a pure function of the memo, the generation and the
   previous status), written whole; two replicas compute the same value, so they never fight.
   Events are keyed by the transition and the CR version they were seen at, so both replicas
@@ -108,7 +111,8 @@ class Controller:
         self.policies: dict[str, dict[str, Any]] = {}
         self.node_labels: dict[str, dict[str, str]] = {}
         self._signalled: dict[str, Signalled] = {}
-        self._events: asyncio.Queue[tuple[str, WatchEvent]] = asyncio.Queue()
+        # A watch event, or None: the mirror loop asking to retry the starts that failed.
+        self._events: asyncio.Queue[tuple[str, WatchEvent] | None] = asyncio.Queue()
         self._refresh = asyncio.Event()
         self._dirty: set[str] = set()
         self._nodes_task: asyncio.Task[None] | None = None
@@ -140,13 +144,20 @@ class Controller:
 
     # ----- watch events -> caches -> reconcile --------------------------------------------------
     async def _consume(self) -> None:
+        """The one task that reconciles profiles, one at a time."""
         while True:
-            self._apply(*await self._events.get())
+            self._take(await self._events.get())
             while not self._events.empty():  # a burst (a relist) costs one pass
-                self._apply(*self._events.get_nowait())
+                self._take(self._events.get_nowait())
             dirty, self._dirty = self._dirty, set()
             for name in sorted(dirty):
                 await self._reconcile(name)
+
+    def _take(self, item: tuple[str, WatchEvent] | None) -> None:
+        if item is None:
+            self._dirty |= {n for n in self.profiles if n not in self._signalled}
+        else:
+            self._apply(*item)
 
     def _apply(self, kind: str, event: WatchEvent) -> None:
         if kind == NODES:
@@ -342,10 +353,8 @@ class Controller:
     # ----- status mirror ----------------------------------------------------------------------
     async def _mirror_loop(self) -> None:
         while True:
-            self._dirty |= {n for n in self.profiles if n not in self._signalled}  # retry failed starts
-            for name in sorted(self._dirty):
-                self._dirty.discard(name)
-                await self._reconcile(name)
+            if any(n not in self._signalled for n in self.profiles):
+                self._events.put_nowait(None)  # the consumer retries the failed starts
             for name in sorted(self.profiles):
                 try:
                     await self.mirror(name)
@@ -430,7 +439,7 @@ async def run_controller(
 # ----- small pure helpers ------------------------------------------------------------------------
 def _forwarder(
     loop: asyncio.AbstractEventLoop,
-    queue: asyncio.Queue[tuple[str, WatchEvent]],
+    queue: asyncio.Queue[tuple[str, WatchEvent] | None],
     kind: str,
     stop: threading.Event,
 ) -> Any:
