@@ -117,7 +117,9 @@ class NodeReason:
     COMPLETE = "Complete"
     ABORTED = "Aborted"
     """An aborted node workflow ends Blocked with it."""
-    FAILED = "NodeFailedError"
+    FAILED = "StageFailed"
+    """A stage, or a bounded wait before it, failed; the message says which. The same word as the
+    profile's node issue for the node (``ProfileReason.STAGE_FAILED``)."""
     RESET = "Reset"
     """``fleetwright node reset`` forgot what the profile recorded there."""
     DRAIN_BLOCKED = "DrainBlocked"

@@ -87,7 +87,7 @@ def test_each_node_gets_the_rollouts_view_first_then_its_own_records() -> None:
     nodes = [
         node("n1", label="Blocked", reason="DrainBlocked", message=PDB_MESSAGE, cordoned=True),
         node("n2", label="Complete", version="1.0.0"),
-        node("n3", label="Failed", reason="NodeFailedError", message="apply of tuning failed (Failed)"),
+        node("n3", label="Failed", reason="StageFailed", message="apply of tuning failed (Failed)"),
         node("n4", label="Complete", version="0.9.0"),  # an older target: not updated
     ]
     view = rollout_view(

@@ -47,6 +47,8 @@ class FakeFleet:
     started_stages: list[tuple[str, str]] = field(default_factory=list)
     uncordoned: list[str] = field(default_factory=list)
     statuses: dict[str, str] = field(default_factory=dict)
+    reasons: dict[str, str] = field(default_factory=dict)
+    """The reason of each node's last status, as users read it on the node's condition."""
     max_cordoned: int = 0
     release: asyncio.Event = field(default_factory=asyncio.Event)
     cleaned_up: list[CleanupRequest] = field(default_factory=list)
@@ -139,6 +141,7 @@ class FakeFleet:
     def _show(self, target: NodeTarget, note: StatusNote | None) -> None:
         if note is not None:
             self.statuses[target.node] = note.phase.value
+            self.reasons[target.node] = note.reason
 
     @activity.defn(name=NAMES.RECORD_STATE)
     async def record_state(self, request: RecordStateRequest) -> None:
@@ -149,6 +152,7 @@ class FakeFleet:
     @activity.defn(name=NAMES.SET_NODE_STATUS)
     async def set_node_status(self, request: NodeStatusRequest) -> None:
         self.statuses[request.node] = request.phase.value
+        self.reasons[request.node] = request.reason
 
     @activity.defn(name=NAMES.CLEAN_UP)
     async def clean_up(self, request: CleanupRequest) -> CleanupReport:

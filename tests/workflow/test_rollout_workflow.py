@@ -463,7 +463,7 @@ async def test_skipping_a_failed_canary_leaves_it_alone_and_the_rollout_goes_on(
         await eventually(lambda: list(fleet.statuses.values()).count("Complete") == 2, "the other nodes")
         progress_now = await in_phase(handle, "Complete")
         await handle.terminate("test done")
-    assert fleet.statuses[canary] == "Failed"
+    assert (fleet.statuses[canary], fleet.reasons[canary]) == ("Failed", "StageFailed")
     assert [stage for node, stage in fleet.started_stages if node == canary] == ["apply"]
     assert progress_now.targeted == 2
 
