@@ -2,9 +2,10 @@
 
 It reads every Node once, keeps those the profile targets (minus skipped ones), folds in what the
 workflow learned from its node workflows, marks nodes where an earlier-priority profile is not
-complete yet (``planner.priority``; it reads the NodeProfiles for that), and calls
-``planner.rollout.decide`` with the workflow's ``now``. The decision is recorded in history, so
-the workflow stays deterministic while the fleet read stays out of it.
+complete yet, on the node or, for ``sequencing: all``, on any of its nodes (``planner.priority``;
+it reads the NodeProfiles for that), and calls ``planner.rollout.decide`` with the workflow's
+``now``. The decision is recorded in history, so the workflow stays deterministic while the fleet
+read stays out of it.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from fleetwright.planner import convert
 from fleetwright.planner.fleet import observe_node
 from fleetwright.planner.nodestate import format_annotation, read_profile_state
 from fleetwright.planner.observations import NodeObservation, Observations, RunStatus
-from fleetwright.planner.priority import earlier_profiles, waiting_on
+from fleetwright.planner.priority import earlier_profiles, fleet_completion, sequencing_hold, waiting_on
 from fleetwright.planner.rollout import decide
 from fleetwright.planner.state import BlockedNode, RolloutState
 
@@ -56,6 +57,11 @@ def _run_status(
     return observation.model_copy(update={"run": result.status, "message": result.message})
 
 
+def _identity(node: Mapping[str, Any]) -> tuple[str, Mapping[str, str], Mapping[str, str]]:
+    meta = node.get("metadata") or {}
+    return str(meta.get("name")), meta.get("labels") or {}, meta.get("annotations") or {}
+
+
 def observe(
     nodes: list[dict[str, Any]], request: DecideRequest, profiles: Iterable[NodeProfile] = ()
 ) -> tuple[Observations, dict[str, NodeObservation]]:
@@ -65,16 +71,22 @@ def observe(
     skipped = set(request.controls.skipped)
     results = {r.node: r for r in request.results}
     earlier = earlier_profiles(profile, profiles)
+    incomplete = (
+        fleet_completion(earlier, (_identity(node) for node in nodes))
+        if earlier and profile.spec.sequencing == "all"
+        else ()
+    )
     observed: dict[str, NodeObservation] = {}
     for node in nodes:
-        meta = node.get("metadata") or {}
-        name = str(meta.get("name"))
-        labels = meta.get("labels") or {}
+        name, labels, annotations = _identity(node)
         if name in skipped or not convert.targets(profile, labels):
             continue
         observation = _run_status(observe_node(node, profile.metadata.name), request.state, results)
-        waiting = waiting_on(earlier, labels, meta.get("annotations") or {}) if earlier else ()
-        observed[name] = observation.model_copy(update={"waiting_on": waiting}) if waiting else observation
+        waiting = waiting_on(earlier, labels, annotations) if earlier else ()
+        hold = sequencing_hold(profile, incomplete, labels)
+        if waiting or hold:
+            observation = observation.model_copy(update={"waiting_on": waiting, "sequencing_hold": hold})
+        observed[name] = observation
     observations = Observations(
         nodes=tuple(observed[n] for n in sorted(observed)),
         approvals=request.controls.approvals,

@@ -20,13 +20,17 @@ from fleetwright.planner.runtime import holding_taint
 
 
 def parse_profiles(objects: list[dict[str, Any]]) -> list[NodeProfile]:
-    """The NodeProfiles that parse (one that does not cannot hold a taint it never targeted)."""
+    """The NodeProfiles that parse (one that does not cannot hold a taint it never targeted), with
+    their status (``sequencing: all`` names what an earlier profile's rollout is stuck on), or
+    without it when only the status does not parse."""
     parsed = []
     for obj in objects:
-        try:
-            parsed.append(NodeProfile.model_validate({k: v for k, v in obj.items() if k != "status"}))
-        except ValidationError:
-            continue
+        for candidate in (obj, {k: v for k, v in obj.items() if k != "status"}):
+            try:
+                parsed.append(NodeProfile.model_validate(candidate))
+                break
+            except ValidationError:
+                continue
     return parsed
 
 

@@ -132,6 +132,8 @@ class FleetView:
             return "NotReady: the node is not Ready"
         if obs.disruptions:
             return f"Busy: {', '.join(obs.disruptions)}"
+        if obs.sequencing_hold:
+            return obs.sequencing_hold
         if obs.waiting_on:
             return f"WaitingFor: earlier profiles {', '.join(obs.waiting_on)}"
         return None

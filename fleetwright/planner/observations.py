@@ -37,6 +37,9 @@ class NodeObservation(Frozen):
     external disruptor; each counts against maxUnavailable and blocks a start here."""
     waiting_on: tuple[str, ...] = ()
     """Earlier-priority profiles not yet complete on this node: it must not start here yet."""
+    sequencing_hold: str | None = None
+    """With ``sequencing: all``, why an earlier-priority profile sharing this node holds it back
+    (``<Reason>: <message>``, ``priority.sequencing_hold``): it must not start here yet."""
     packages: dict[str, PackageRecord] = Field(default_factory=dict)
     """This profile's recorded package state on the node (``nodestate``)."""
     unreadable: str | None = None

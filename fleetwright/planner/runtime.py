@@ -10,6 +10,7 @@ node's labels and annotations and the profiles they read.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from enum import StrEnum
 
 from fleetwright.api.keys import state_key
 from fleetwright.api.nodeprofile import NodeProfile
@@ -32,16 +33,32 @@ def complete_on(profile: NodeProfile, annotations: Mapping[str, str]) -> bool:
     return complete_with(graph, profile.metadata.name, annotations)
 
 
-def complete_with(graph: PackageGraph, profile: str, annotations: Mapping[str, str]) -> bool:
-    """Whether ``profile``'s recorded state on the node needs no work towards ``graph``. A record
-    that cannot be read is not complete: later profiles wait and the taint holds, while that
-    profile's own rollout reports the record as blocked."""
+class Standing(StrEnum):
+    """Where a profile stands on one node, from its recorded state."""
+
+    COMPLETE = "complete"
+    INCOMPLETE = "incomplete"
+    FAILED = "failed"
+    """A stage failed there, or the record cannot be read: only a human moves it on."""
+
+
+def standing(graph: PackageGraph, profile: str, annotations: Mapping[str, str]) -> Standing:
+    """Where ``profile`` stands on the node towards ``graph``. A record that cannot be read is
+    failed (not complete): later profiles wait and the taint holds, while that profile's own
+    rollout reports the record as blocked."""
     try:
         records = read_profile_state(annotations, profile).packages
     except InvalidSpecError:
-        return False
+        return Standing.FAILED
     work = plan_node(graph, records)
-    return not work.needs_work and not work.blocked and work.failed is None
+    if work.failed is not None:
+        return Standing.FAILED
+    return Standing.INCOMPLETE if work.needs_work or work.blocked else Standing.COMPLETE
+
+
+def complete_with(graph: PackageGraph, profile: str, annotations: Mapping[str, str]) -> bool:
+    """Whether ``profile``'s recorded state on the node needs no work towards ``graph``."""
+    return standing(graph, profile, annotations) is Standing.COMPLETE
 
 
 def holding_taint(
