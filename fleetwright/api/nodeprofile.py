@@ -410,8 +410,10 @@ class NodeProfileSpec(ApiModel):
     )
     sequencing: Literal["node", "all"] = Field(
         default="node",
-        description="node: a node starts this profile once every earlier profile is complete on that node; "
-        "all: once earlier profiles are complete on all their nodes.",
+        description="node: a node starts this profile once every earlier profile targeting it is complete "
+        "there; all: once every earlier profile targeting it is complete on all its nodes. A wait that only "
+        "a human can end (an earlier profile failed or blocked on a node, or stopped with nodes left) is "
+        "shown as EarlierProfileFailed, EarlierProfileBlocked or EarlierProfileStopped.",
     )
     deployment_policy_ref: PolicyReference | None = Field(
         default=None,
