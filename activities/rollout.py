@@ -28,7 +28,7 @@ from fleetwright.activities.starts import NodeStarter
 from fleetwright.api.keys import CLAIM_PREFIX, NodeReason, claim_key, condition_type
 from fleetwright.api.nodeprofile import PLURAL as PROFILE_PLURAL
 from fleetwright.api.nodeprofile import NodeProfile
-from fleetwright.errors import NotFoundError, RetryableError
+from fleetwright.errors import InvalidSpecError, NotFoundError, RetryableError
 from fleetwright.kube import nodes as kube_nodes
 from fleetwright.kube import resources
 from fleetwright.kube.client import ApiClient
@@ -203,8 +203,9 @@ class RolloutActivities:
 
     def _clear_failure(self, profile: str, node: str) -> None:
         annotations = kube_nodes.get_node(self._api, node).metadata.annotations or {}
-        key, value = cleared_failure(annotations, profile)
-        kube_nodes.set_annotation(self._api, node, key, value)
+        cleared = cleared_failure(annotations, profile)
+        if cleared is not None:
+            kube_nodes.set_annotation(self._api, node, *cleared)
 
 
 def patch_nodes(patch: Callable[[str], None], nodes: Iterable[str]) -> None:
@@ -229,10 +230,16 @@ def rollout_activities(api: ApiClient, interceptors: Sequence[Interceptor] = ())
     return [RolloutActivities(api).observe_and_decide, NodeStarter(interceptors).start_nodes]
 
 
-def cleared_failure(annotations: Mapping[str, str], profile: str) -> tuple[str, str]:
+def cleared_failure(annotations: Mapping[str, str], profile: str) -> tuple[str, str] | None:
     """Pure: the state annotation with every recorded stage failure forgotten, so the planner plans
-    the node again (a human retried or skipped it); the stages already done stay done."""
-    state = read_profile_state(annotations, profile)
+    the node again (a human retried or skipped it); the stages already done stay done. None for a
+    record that cannot be read: there is no failure to forget, and the planner keeps the node
+    blocked as UnreadableState until a human repairs or resets the record (``fleetwright node
+    reset``), while the rest of the rollout goes on."""
+    try:
+        state = read_profile_state(annotations, profile)
+    except InvalidSpecError:
+        return None
     packages = {
         name: record.model_copy(update={"pending": record.pending.model_copy(update={"failed": None})})
         if record.pending is not None and record.pending.failed

@@ -79,8 +79,10 @@ class FakeFleet:
     @activity.defn(name=NAMES.OBSERVE_AND_DECIDE)
     async def observe_and_decide(self, request: DecideRequest) -> DecideReport:
         for node in request.reset_failed:
-            key, value = cleared_failure(self.annotations(node), request.profile.metadata.name)
-            self.annotations(node)[key] = value
+            cleared = cleared_failure(self.annotations(node), request.profile.metadata.name)
+            if cleared is not None:
+                key, value = cleared
+                self.annotations(node)[key] = value
         return plan_turn(list(self.nodes.values()), request)
 
     @activity.defn(name=NAMES.CORDON)

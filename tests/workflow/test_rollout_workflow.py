@@ -17,7 +17,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 
 from fleetwright.activities.payloads import NAMES, DecideReport, DecideRequest, DrainReport, DrainRequest
-from fleetwright.api.keys import condition_type
+from fleetwright.api.keys import condition_type, state_key
 from fleetwright.localcluster import examples
 from fleetwright.planner.nodestate import read_profile_state
 from fleetwright.worker.temporal import build_worker
@@ -446,6 +446,29 @@ async def test_retrying_a_failed_canary_reruns_it_and_the_rollout_goes_on(client
     canary_stages = [stage for node, stage in fleet.started_stages if node == canary]
     # The failed first stage ran again; nothing before it had passed.
     assert canary_stages == ["apply", "apply", "config", "interrupt", "post-interrupt"]
+
+
+async def test_retrying_a_failed_node_whose_record_is_corrupt_blocks_only_that_node(client: Client) -> None:
+    """The retry cannot forget a failure it cannot read: the rollout goes on without the node, which
+    is listed as UnreadableState until a human resets its record; then it completes too."""
+    fleet = FakeFleet(size=3)
+    fleet.failing_nodes = {f"gpu-node-000{i}" for i in range(3)}
+    name = unique()
+    rollout = RolloutInput(profile=examples.profile(name=name), policy=examples.policy(), settings=SETTINGS)
+    handle, queue = await start(client, fleet, rollout)
+    async with build_worker(client, fleet.activities(), task_queue=queue):
+        await halted(handle)
+        (canary,) = fleet.started_nodes()
+        fleet.failing_nodes = set()
+        fleet.annotations(canary)[state_key(name)] = '{"v":1,"profile":'
+        await handle.execute_update(RolloutWorkflow.retry_node, canary)
+        await eventually(lambda: list(fleet.statuses.values()).count("Complete") == 2, "the other nodes")
+        blocked = await until_progress(handle, lambda p: canary in p.blocked_reasons, "the canary blocked")
+        assert blocked.blocked_reasons[canary].startswith("UnreadableState")
+        del fleet.annotations(canary)[state_key(name)]  # what `fleetwright node reset` does
+        await handle.signal(RolloutWorkflow.nodes_changed)
+        await eventually(lambda: list(fleet.statuses.values()).count("Complete") == 3, "every node")
+        await handle.terminate("test done")
 
 
 async def test_skipping_a_failed_canary_leaves_it_alone_and_the_rollout_goes_on(client: Client) -> None:
