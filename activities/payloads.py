@@ -161,6 +161,9 @@ class DecideReport(Frozen):
     """Running nodes whose node workflow waits on something a human may have to clear (a drain
     held by a PodDisruptionBudget, protected pods, an image that does not pull), with the reason
     their node condition shows. They still count as running (they hold budget) and also as blocked."""
+    unregistered_search_attributes: tuple[str, ...] = ()
+    """fleetwright's search attributes the Temporal namespace lacks (the worker checked): the
+    workflows must not upsert them, and the status names them."""
 
 
 class CleanupRequest(Frozen):

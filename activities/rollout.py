@@ -162,8 +162,9 @@ def raced_claims(
 
 
 class RolloutActivities:
-    def __init__(self, api: ApiClient) -> None:
+    def __init__(self, api: ApiClient, unregistered: Callable[[], tuple[str, ...]] = tuple) -> None:
         self._api = api
+        self._unregistered = unregistered
 
     @activity.defn(name=NAMES.OBSERVE_AND_DECIDE)
     @temporal_errors
@@ -181,7 +182,7 @@ class RolloutActivities:
         patch_nodes(lambda node: status.claim(self._api, profile=name, node=node), starts)
         if starts and any(p.metadata.name != name for p in profiles):
             self._verify_claims(request.profile, nodes, starts)
-        return report
+        return report.model_copy(update={"unregistered_search_attributes": self._unregistered()})
 
     def _verify_claims(self, profile: NodeProfile, before: list[dict[str, Any]], starts: list[str]) -> None:
         """Read the fleet again after claiming: another profile that claimed nodes between this
@@ -224,10 +225,19 @@ def patch_nodes(patch: Callable[[str], None], nodes: Iterable[str]) -> None:
         future.result()  # the first error, raised
 
 
-def rollout_activities(api: ApiClient, interceptors: Sequence[Interceptor] = ()) -> list[Callable[..., Any]]:
+def rollout_activities(
+    api: ApiClient,
+    interceptors: Sequence[Interceptor] = (),
+    *,
+    unregistered: Callable[[], tuple[str, ...]] = tuple,
+) -> list[Callable[..., Any]]:
     """The rollout workflow's activities, ready for ``Worker(activities=...)``: observe-and-decide on
-    ``api``, and the node starts on the worker's client plus ``interceptors``."""
-    return [RolloutActivities(api).observe_and_decide, NodeStarter(interceptors).start_nodes]
+    ``api`` (reporting the search attributes ``unregistered`` says the namespace lacks), and the
+    node starts on the worker's client plus ``interceptors``."""
+    return [
+        RolloutActivities(api, unregistered).observe_and_decide,
+        NodeStarter(interceptors).start_nodes,
+    ]
 
 
 def cleared_failure(annotations: Mapping[str, str], profile: str) -> tuple[str, str] | None:

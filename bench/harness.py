@@ -16,7 +16,6 @@ import math
 import os
 import re
 import sys
-import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -27,13 +26,11 @@ from typing import Any
 import yaml
 
 from fleetwright.api.crdgen import CRDS, rendered_files
-from fleetwright.kube import nodestatus
 from fleetwright.kube.client import ApiClient, from_kubeconfig
-from fleetwright.kube.listwatch import ListWatch, WatchEvent, start_thread
 from fleetwright.localcluster.cluster import ClusterOptions, LocalCluster, wait_established
-from fleetwright.localcluster.kubelet import INTERRUPT_SELECTOR, SimulatedKubelet
 from fleetwright.localcluster.processes import Supervised
 from fleetwright.localcluster.temporal import Backend, TemporalServer, local_temporal
+from fleetwright.localstack.kubelet import KUBELET_AGENT, watched_kubelet
 from fleetwright.worker.settings import WorkerSettings
 from fleetwright.workflows.payloads import EngineSettings
 from fleetwright.workflows.search import REGISTRATION
@@ -66,10 +63,6 @@ _LABEL = re.compile(r'(\w+)="([^"]*)"')
 _TICK = os.sysconf("SC_CLK_TCK")
 # apiserver_request_total counts HTTP verbs; the audit log uses the API's verbs.
 _API_VERB = {"post": "create", "put": "update"}
-# The simulated kubelet looks at its watched interrupt pods five times a second (a look makes no
-# request): a reboot lands within 0.2 s of its pod, as a node's own agent would reboot it.
-KUBELET_POLL_SECONDS = 0.2
-KUBELET_AGENT = "simulated-kubelet"
 
 
 # kwok's workers are sized by the cluster from the node count. Simulated leases last 20 minutes
@@ -190,75 +183,6 @@ def peak_rss_mib(pid: int) -> float:
     return 0.0
 
 
-def slim_pod(pod: dict[str, Any]) -> dict[str, Any]:
-    """What the simulated kubelet reads of an interrupt pod: its uid, node and container args."""
-    spec = pod.get("spec") or {}
-
-    def args(key: str) -> list[dict[str, Any]]:
-        return [{"args": c.get("args") or []} for c in spec.get(key) or []]
-
-    return {
-        "metadata": {"uid": (pod.get("metadata") or {}).get("uid")},
-        "spec": {
-            "nodeName": spec.get("nodeName"),
-            "initContainers": args("initContainers"),
-            "containers": args("containers"),
-        },
-    }
-
-
-@dataclass
-class WatchedKubeletApi:
-    """The simulated kubelet's calls on one long-lived client; the interrupt pods come from one
-    watch, so a poll makes no request. Listing them each second was most of the simulation's cost:
-    stage Jobs and their pods are kept, so by the end of a 1,000-node run each poll listed 1,000
-    finished pods (0.14 CPU s per node in the bench process, more in the apiserver)."""
-
-    api: ApiClient
-    namespace: str
-    selector: str = INTERRUPT_SELECTOR
-    _pods: dict[str, dict[str, Any]] = field(default_factory=dict, init=False)
-    _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
-    _stop: threading.Event = field(default_factory=threading.Event, init=False)
-
-    def __enter__(self) -> WatchedKubeletApi:
-        watch = ListWatch(
-            self.api,
-            "pods",
-            self._deliver,
-            self._stop,
-            namespace=self.namespace,
-            label_selector=self.selector,
-            slim=slim_pod,
-        )
-        start_thread(watch)
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-
-    def _deliver(self, event: WatchEvent) -> None:
-        with self._lock:
-            if event.type == "SYNC":
-                self._pods = {str(p["metadata"]["uid"]): p for p in event.items}
-            elif event.obj is not None and event.type == "DELETED":
-                self._pods.pop(str(event.obj["metadata"]["uid"]), None)
-            elif event.obj is not None:
-                self._pods[str(event.obj["metadata"]["uid"])] = event.obj
-
-    def interrupt_pods(self, namespace: str, selector: str) -> list[dict[str, Any]]:
-        # Finished pods too (as a list would): an interrupt pod may finish between two polls.
-        if (namespace, selector) != (self.namespace, self.selector):
-            raise ValueError(
-                f"watching {self.selector!r} in {self.namespace}, asked {selector!r} in {namespace}"
-            )
-        with self._lock:
-            return list(self._pods.values())
-
-    def annotate_node(self, node: str, key: str, value: str) -> None:
-        nodestatus.merge_metadata(self.api, node, annotations={key: value})
-
-
 @dataclass
 class Stack:
     """Control plane + Temporal + worker + controller + simulated kubelet, in ``rundir``."""
@@ -335,11 +259,7 @@ class Stack:
             process.start()
             self._exit.callback(process.stop)
             self.processes[name] = process
-        kubelet_api = from_kubeconfig(self.cluster.kubeconfig)
-        kubelet_api.user_agent = KUBELET_AGENT
-        kubelet = SimulatedKubelet(self.cluster.kubectl, interval=KUBELET_POLL_SECONDS)
-        kubelet.api = self._exit.enter_context(WatchedKubeletApi(kubelet_api, kubelet.namespace))
-        self._exit.enter_context(kubelet)
+        self._exit.enter_context(watched_kubelet(self.cluster.kubeconfig, self.cluster.kubectl))
 
     def _roles(self) -> list[tuple[str, str, str]]:
         """(process name, serve.py role, worker_role) of each fleetwright process."""

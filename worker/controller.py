@@ -380,6 +380,7 @@ class Controller:
             progress=progress,
             policy_missing=ref is not None and ref not in self.policies,
             deleting=_deleting(obj),
+            namespace=self.settings.temporal_namespace,
         )
         previous = _status_of(obj)
         # metav1.Time has second precision: keep ours the same so re-reads compare equal.

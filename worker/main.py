@@ -19,6 +19,7 @@ from fleetwright.activities.rollout import rollout_activities
 from fleetwright.kube.client import from_kubeconfig
 from fleetwright.kube.jobwatch import JobWatches
 from fleetwright.worker import logs, metrics, tracing
+from fleetwright.worker.searchattrs import SearchAttributeCheck
 from fleetwright.worker.settings import WorkerSettings
 from fleetwright.worker.temporal import build_worker, connect_with
 
@@ -66,7 +67,13 @@ async def run_worker(settings: WorkerSettings, stop: asyncio.Event) -> None:
     cache_bytecode()
     client = await connect_with(settings)
     with contextlib.ExitStack() as resources:
-        activities = [] if settings.worker_role == "workflows" else _activities(settings, resources)
+        activities: list[Callable[..., Any]] = []
+        if settings.worker_role != "workflows":
+            registered = SearchAttributeCheck(client, settings.temporal_namespace)
+            await registered.check()
+            rechecks = asyncio.create_task(registered.run(stop))
+            resources.callback(rechecks.cancel)
+            activities = _activities(settings, resources, registered)
         worker = build_worker(
             client,
             activities,
@@ -86,8 +93,11 @@ async def run_worker(settings: WorkerSettings, stop: asyncio.Event) -> None:
     log.info("worker stopped")
 
 
-def _activities(settings: WorkerSettings, resources: contextlib.ExitStack) -> list[Callable[..., Any]]:
-    """Every activity, on one Kubernetes client, one thread pool and one stage Job watch."""
+def _activities(
+    settings: WorkerSettings, resources: contextlib.ExitStack, unregistered: Callable[[], tuple[str, ...]]
+) -> list[Callable[..., Any]]:
+    """Every activity, on one Kubernetes client, one thread pool and one stage Job watch;
+    ``unregistered`` says which search attributes the namespace lacks."""
     api = from_kubeconfig(settings.kubeconfig)
     # Kubernetes calls run on threads that keep the activity's trace and log context.
     # One thread per activity slot: an activity makes one blocking call at a time, so no call ever
@@ -100,5 +110,5 @@ def _activities(settings: WorkerSettings, resources: contextlib.ExitStack) -> li
     job_watches = resources.enter_context(JobWatches(api))
     return [
         *all_activities(api, executor=threads, job_watches=job_watches),
-        *rollout_activities(api, tracing.client_interceptors()),
+        *rollout_activities(api, tracing.client_interceptors(), unregistered=unregistered),
     ]

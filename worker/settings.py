@@ -1,5 +1,7 @@
-"""The fleetwright process's settings: one pydantic model, read from the environment
-(``FLEETWRIGHT_*``) or a JSON file. The Helm chart's values schema is generated from it.
+"""The fleetwright process's settings: one pydantic model, read from a JSON file (its path in
+``FLEETWRIGHT_SETTINGS``) and ``FLEETWRIGHT_<FIELD>`` environment overrides. The Helm chart's
+values schema and the settings reference (README, ``fleetwright worker --help``:
+``worker.settingsdoc``) are generated from it.
 
 Owns the shape, defaults and loading of the settings; it must not act on them (the process
 commands in ``fleetwright.cli.serve`` and ``worker.main`` do)."""
@@ -14,6 +16,10 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from fleetwright.workflows.payloads import EngineSettings
+
+SETTINGS_ENV = "FLEETWRIGHT_SETTINGS"
+"""The path of the JSON settings file (not the JSON itself)."""
+ENV_PREFIX = "FLEETWRIGHT_"
 
 LogFormat = Literal["auto", "json", "text"]
 TracesExporter = Literal["none", "console", "otlp"]
@@ -92,16 +98,14 @@ class WorkerSettings(BaseModel):
 
     @classmethod
     def load(cls, path: Path | None = None) -> WorkerSettings:
-        """From a JSON file (``FLEETWRIGHT_SETTINGS`` or ``path``), then ``FLEETWRIGHT_<FIELD>``
-        overrides for every top-level field except the nested ``engine``."""
+        """From a JSON file (``path``, else the file ``FLEETWRIGHT_SETTINGS`` names), then
+        ``FLEETWRIGHT_<FIELD>`` overrides for every top-level field except the nested ``engine``."""
         data: dict[str, object] = {}
-        source = path or (
-            Path(os.environ["FLEETWRIGHT_SETTINGS"]) if "FLEETWRIGHT_SETTINGS" in os.environ else None
-        )
+        source = path or (Path(os.environ[SETTINGS_ENV]) if SETTINGS_ENV in os.environ else None)
         if source is not None:
             data.update(json.loads(source.read_text()))
         for field in cls.model_fields:
-            value = os.environ.get(f"FLEETWRIGHT_{field.upper()}")
+            value = os.environ.get(f"{ENV_PREFIX}{field.upper()}")
             if value and field != "engine":
                 data[field] = value
         return cls.model_validate(data)

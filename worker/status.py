@@ -19,11 +19,13 @@ from fleetwright.api.keys import (
     PAUSED_ANNOTATION,
     PROGRESSING,
     READY,
+    SEARCHABLE,
     ProfileReason,
 )
 from fleetwright.api.nodeprofile import NodeIssue, NodeProfileStatus
 from fleetwright.api.status import Condition, ConditionStatus, Phase, set_condition
 from fleetwright.workflows.payloads import Progress
+from fleetwright.workflows.search import REGISTRATION
 
 MAX_ISSUES = 50
 MAX_LISTED = 10  # nodes named in one condition message
@@ -40,6 +42,8 @@ class Inputs:
     policy_missing: bool = False
     deleting: bool = False
     """The CR has a deletionTimestamp (our finalizer holds it until the nodes are clean)."""
+    namespace: str = "default"
+    """The Temporal namespace the rollout runs in."""
 
 
 @dataclass(frozen=True)
@@ -182,6 +186,7 @@ def _rollout_conditions(inputs: Inputs) -> tuple[Phase, list[_C]]:
         _paused(progress),
         _blocked(progress),
         _degraded(progress),
+        _searchable(progress, inputs.namespace),
     ]
 
 
@@ -238,6 +243,25 @@ def _degraded(progress: Progress) -> _C:
     return (DEGRADED, "False", ProfileReason.NOT_DEGRADED, "")
 
 
+def _searchable(progress: Progress, namespace: str) -> _C:
+    missing = progress.unregistered_search_attributes
+    if not missing:
+        return (SEARCHABLE, "True", ProfileReason.SEARCH_ATTRIBUTES_REGISTERED, "")
+    commands = "; ".join(
+        f"temporal operator search-attribute create --namespace {namespace} --name {name} "
+        f"--type {REGISTRATION.get(name, 'Keyword')}"
+        for name in missing
+    )
+    return (
+        SEARCHABLE,
+        "False",
+        ProfileReason.SEARCH_ATTRIBUTES_MISSING,
+        f"Temporal namespace {namespace} lacks the search attributes {', '.join(missing)}: the rollout runs "
+        f"without them, and the Temporal UI and fleetwright history cannot find it by them. "
+        f"Register them ({commands}); the worker notices within a minute.",
+    )
+
+
 def _names(nodes: tuple[str, ...]) -> str:
     shown = ", ".join(nodes[:MAX_LISTED]) or "none"
     return shown + (f" (and {len(nodes) - MAX_LISTED} more)" if len(nodes) > MAX_LISTED else "")
@@ -278,6 +302,14 @@ def _deletion_transitions(previous: NodeProfileStatus | None, current: NodeProfi
     return out
 
 
+def _searchable_transitions(previous: NodeProfileStatus | None, current: NodeProfileStatus) -> list[Transition]:
+    now = next((c for c in current.conditions if c.type == SEARCHABLE), None)
+    was = next((c for c in previous.conditions if c.type == SEARCHABLE), None) if previous else None
+    if now is not None and now.status == "False" and (was is None or was.status != "False"):
+        return [Transition("Warning", ProfileReason.SEARCH_ATTRIBUTES_MISSING, now.message)]
+    return []
+
+
 def transitions(previous: NodeProfileStatus | None, current: NodeProfileStatus) -> list[Transition]:
     """Events for the change from ``previous`` to ``current`` (phase changes and a newly adopted
     generation); none when nothing a human cares about changed."""
@@ -298,6 +330,7 @@ def transitions(previous: NodeProfileStatus | None, current: NodeProfileStatus) 
             )
         )
     out += _deletion_transitions(previous, current)
+    out += _searchable_transitions(previous, current)
     if after in (before, "Deleting"):
         return out
     progress = current.progress or "0/0"

@@ -126,13 +126,14 @@ class NodeWorkflow:
 
     def _announce(self) -> None:
         if self._input.settings.search_attributes:
-            workflow.upsert_search_attributes(
+            sa.upsert(
                 [
                     sa.PROFILE.value_set(self._input.profile),
                     sa.NODE.value_set(self._input.node),
                     sa.PHASE.value_set(NodePhase.IN_PROGRESS.value),
                     sa.PACKAGES.value_set([f"{p.name}@{p.version}" for p in self._input.packages]),
-                ]
+                ],
+                self._input.unregistered_search_attributes,
             )
 
     def _carries_complete(self) -> bool:
@@ -309,7 +310,7 @@ class NodeWorkflow:
     def _phase(self, phase: str) -> None:
         """The phase a status activity showed, for the Temporal UI's search."""
         if self._input.settings.search_attributes:
-            workflow.upsert_search_attributes([sa.PHASE.value_set(phase)])
+            sa.upsert([sa.PHASE.value_set(phase)], self._input.unregistered_search_attributes)
 
     async def _report(self, status: RunStatus, message: str) -> NodeResult:
         result = NodeResult(node=self._input.node, target=self._input.target, status=status, message=message)

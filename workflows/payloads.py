@@ -6,7 +6,7 @@ planner's state, the human controls received so far and node results not yet fol
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from fleetwright.activities.payloads import Controls, DecideReport, DecideRequest, NodeResult
 from fleetwright.api.common import LabelSelector, Toleration
@@ -24,7 +24,11 @@ DEFAULT_AGENT_IMAGE = "ghcr.io/fleetwright/agent:0.1.0"
 class EngineSettings(Frozen):
     """Operator-level knobs the workflows need (activity tuning lives with the worker)."""
 
+    # Each attribute's docstring is its description in the chart's schema and the settings reference.
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
     agent_image: str = DEFAULT_AGENT_IMAGE
+    """The agent image every stage Job runs (it executes the package's steps on the host root)."""
     host_root: str = Field(default="/", pattern=r"^/")
     """The node directory stage Jobs mount as the host root (the agent chroots into it). Always
     ``/`` on a real fleet; a test node points it at a scratch root tree so nothing a package runs
@@ -32,20 +36,29 @@ class EngineSettings(Frozen):
     observe_interval_seconds: int = Field(default=30, ge=1)
     """Re-observe the fleet at least this often (new nodes, foreign cordons, health gates)."""
     reboot_timeout_seconds: int = Field(default=1800, ge=1)
+    """How long a rebooting node may take to come back with a new boot id before it fails."""
     protected_pods_timeout_seconds: int = Field(default=6 * 3600, ge=1)
+    """How long a node waits for its protected pods (podNonInterruptLabels) to finish before the
+    node fails (it shows as blocked meanwhile)."""
     history_events_before_continue: int = Field(default=2000, ge=100)
+    """Continue the rollout workflow as new past this many history events."""
     history_bytes_before_continue: int = Field(default=4 * 1024 * 1024, ge=64 * 1024)
     """Also continue as new past this history size: at thousands of nodes every turn carries the
     rollout's node lists, so bytes reach the server's 50 MB limit before events reach theirs."""
     stage_pod_labels: dict[str, str] = Field(default_factory=dict)
     """Extra labels on every stage pod (cost attribution; the simulated fleet reads outcomes here)."""
     stage_pod_annotations: dict[str, str] = Field(default_factory=dict)
+    """Extra annotations on every stage pod."""
     stage_backoff_limit: int | None = Field(default=None, ge=0)
     """Override the stage Jobs' backoffLimit (default 3)."""
     image_pull_timeout_seconds: int = Field(default=300, ge=1)
+    """How long a stage pod may fail to pull its image before the stage fails (the node shows as
+    blocked meanwhile)."""
     drain_poll_seconds: float = Field(default=5.0, gt=0)
+    """How often a drain re-checks the pods it evicts and the PodDisruptionBudgets that hold them."""
     search_attributes: bool = True
-    """Publish search attributes (off on servers that have them unregistered)."""
+    """Publish the Fleetwright* search attributes (those the namespace lacks are skipped and named
+    in the NodeProfile's Searchable condition either way)."""
 
 
 class RolloutInput(Frozen):
@@ -93,6 +106,8 @@ class NodeInput(Frozen):
     runtime_required: bool = False
     """The profile is runtime-required: once complete here, release the node's runtime taint."""
     settings: EngineSettings = EngineSettings()
+    unregistered_search_attributes: tuple[str, ...] = ()
+    """Search attributes the namespace lacks when the node started: not upserted."""
 
 
 class Progress(Frozen):
@@ -119,6 +134,8 @@ class Progress(Frozen):
     target: str = ""
     deleting: bool = False
     """The profile is being deleted: this rollout uninstalls, then cleans the nodes up."""
+    unregistered_search_attributes: tuple[str, ...] = ()
+    """fleetwright's search attributes the Temporal namespace lacks (not published)."""
 
 
 __all__ = ["Controls", "DecideReport", "DecideRequest", "NodeResult"]

@@ -34,9 +34,11 @@ def rollout_progress(
     held: tuple[BlockedNode, ...],
     generation: int,
     phase: str | None = None,
+    unregistered_search_attributes: tuple[str, ...] = (),
 ) -> Progress:
     """The progress of ``decision``; ``held``: running nodes waiting on something a human may
-    have to clear; ``phase``: the rollout's end (Aborted, Deleted), when it ended."""
+    have to clear; ``phase``: the rollout's end (Aborted, Deleted), when it ended;
+    ``unregistered_search_attributes``: those the namespace lacks (not published)."""
     decision = _aborting(decision, controls, phase)
     state = decision.state
     # Running nodes held in a wait (a PDB-blocked drain, ...) are blocked too, and listed first:
@@ -65,6 +67,7 @@ def rollout_progress(
         generation=generation,
         target=state.spec.target,
         deleting=controls.deleting,
+        unregistered_search_attributes=unregistered_search_attributes,
     )
 
 
@@ -101,6 +104,7 @@ def search_attributes(
     progress: Progress, packages: Iterable[DesiredPackage]
 ) -> list[SearchAttributeUpdate[Any]]:
     return [
+        sa.PROFILE.value_set(progress.profile),
         sa.PHASE.value_set(progress.phase),
         sa.PACKAGES.value_set([f"{p.name}@{p.version}" for p in packages]),
         sa.NODES_DONE.value_set(progress.updated),

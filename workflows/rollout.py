@@ -81,6 +81,7 @@ class RolloutWorkflow:
         self._abort_sent: set[str] = set()
         self._fresh_pass = False
         self._held: tuple[BlockedNode, ...] = ()
+        self._unregistered: tuple[str, ...] = ()
 
     # ----- signals, updates, queries --------------------------------------------------------
     @workflow.signal(name=NODE_FINISHED_SIGNAL)
@@ -186,13 +187,12 @@ class RolloutWorkflow:
         self._controls = rollout.controls
         self._results = list(rollout.results)
         self._state = rollout.state or begin(self._spec(), workflow.now())
-        if self._settings.search_attributes:
-            workflow.upsert_search_attributes([sa.PROFILE.value_set(self._profile.metadata.name)])
         while True:
             self._apply_spec_change()
             report = await self._observe_and_decide()
             decision = report.decision
             self._held = report.held
+            self._unregistered = report.unregistered_search_attributes
             self._state = decision.state
             if self._controls.aborted and not self._state.running:
                 return self._publish(decision, phase=ABORTED)
@@ -371,6 +371,7 @@ class RolloutWorkflow:
             attempt=self._controls.attempts.get(start.node, 0),
             runtime_required=self._profile.spec.runtime_required,
             settings=self._settings,
+            unregistered_search_attributes=self._unregistered,
         )
 
     async def _abort_children(self) -> None:
@@ -451,12 +452,18 @@ class RolloutWorkflow:
     # ----- visibility ----------------------------------------------------------------------
     def _publish(self, decision: Decision, phase: str | None = None) -> Progress:
         generation = self._profile.metadata.generation or 0
+        unregistered = self._unregistered if self._settings.search_attributes else ()
         progress = rollout_progress(
-            decision, controls=self._controls, held=self._held, generation=generation, phase=phase
+            decision,
+            controls=self._controls,
+            held=self._held,
+            generation=generation,
+            phase=phase,
+            unregistered_search_attributes=unregistered,
         )
         self._progress = progress
         if self._settings.search_attributes:
-            workflow.upsert_search_attributes(search_attributes(progress, decision.state.spec.packages))
+            sa.upsert(search_attributes(progress, decision.state.spec.packages), self._unregistered)
         workflow.upsert_memo(self._memo())
         workflow.set_current_details(current_details(progress, decision))
         return progress

@@ -97,6 +97,8 @@ CONTROLLER_REPORTER = PREFIX + "controller"
 """The reporting controller of the controller's Events."""
 WEBHOOK_NAME = f"validate.{GROUP}"
 """The validating webhook's name in its ValidatingWebhookConfiguration (the chart's too)."""
+NODE_WEBHOOK_NAME = f"runtime-taint.{GROUP}"
+"""The Node CREATE mutation's name in its MutatingWebhookConfiguration (the chart's too)."""
 
 # ----- NodeProfile and DeploymentPolicy condition types -----------------------------------------
 READY = "Ready"
@@ -106,6 +108,9 @@ BLOCKED = "Blocked"
 DEGRADED = "Degraded"
 DELETING = "Deleting"
 """Only while the profile is being deleted: True, reason Uninstalling or DeletionBlocked."""
+SEARCHABLE = "Searchable"
+"""Whether the rollout's Temporal namespace has fleetwright's search attributes: False names the
+missing ones (the rollout runs without them; the Temporal UI cannot find it by them)."""
 IN_USE = "InUse"
 """A DeploymentPolicy's: profiles reference it."""
 
@@ -169,3 +174,5 @@ class ProfileReason:
     NODE_BLOCKED = "NodeBlocked"
     """A node issue: the node waits on something a human may have to clear."""
     RUNTIME_TAINT_ADDED = "RuntimeTaintAdded"
+    SEARCH_ATTRIBUTES_REGISTERED = "SearchAttributesRegistered"
+    SEARCH_ATTRIBUTES_MISSING = "SearchAttributesMissing"

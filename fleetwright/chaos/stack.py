@@ -1,10 +1,11 @@
-"""The system under chaos: the local control plane with kwok nodes, a local Temporal server (its
-own dev server on a persistent sqlite database, or an attached server of either backend), the
-simulated kubelet, and the worker and the controller as separate processes so each can be
-SIGKILLed and restarted on its own.
+"""The system under chaos: the local stack (``localstack``: control plane with kwok nodes, a local
+Temporal server (its own dev server on a persistent sqlite database, or an attached server of
+either backend), the simulated kubelet, and the worker and the controller as separate processes so
+each can be SIGKILLed and restarted on its own), without the webhook, the scheduler or the UI,
+which no fault touches.
 
-Owns starting, killing, freezing and restarting those pieces and making fresh node groups; it must
-not decide when to break what (``faults`` and ``runner`` do).
+Owns killing, freezing and restarting those pieces and making fresh node groups; it must not
+decide when to break what (``faults`` and ``runner`` do), nor start the stack (``localstack`` does).
 """
 
 from __future__ import annotations
@@ -12,22 +13,17 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sys
 import tempfile
-from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
-from fleetwright.api.crdgen import CRDS, rendered_files
 from fleetwright.localcluster import nodes as fleet_nodes
-from fleetwright.localcluster.cluster import ClusterOptions, LocalCluster, wait_established
-from fleetwright.localcluster.kubelet import SimulatedKubelet
+from fleetwright.localcluster.cluster import ClusterOptions, LocalCluster
 from fleetwright.localcluster.processes import Supervised, wait_until
-from fleetwright.localcluster.temporal import LocalTemporal, TemporalServer
-from fleetwright.worker.settings import WorkerSettings
+from fleetwright.localcluster.temporal import TemporalServer
+from fleetwright.localstack.stack import LocalStack, StackOptions
 from fleetwright.workflows.payloads import EngineSettings
-from fleetwright.workflows.search import REGISTRATION
 
 GROUP_LABEL = "chaos.fleetwright.io/group"
 ATTACHED_FIRST_NODE = 50_000
@@ -36,72 +32,50 @@ ATTACHED_FIRST_NODE = 50_000
 @dataclass
 class ChaosStack:
     workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="fleetwright-chaos-")))
-    cluster: LocalCluster = field(init=False)
-    temporal: TemporalServer = field(init=False)
-    worker: Supervised = field(init=False)
-    controller: Supervised = field(init=False)
     attached: tuple[LocalCluster, TemporalServer] | None = None
     """A running control plane and Temporal server to use (and leave running) instead of own ones."""
+    stack: LocalStack = field(init=False)
     _next_node: int = 0
-    _exit: ExitStack = field(default_factory=ExitStack)
 
     def __post_init__(self) -> None:
+        options = StackOptions(
+            cluster=ClusterOptions(), workdir=self.workdir, engine=EngineSettings(), ui=False, webhook=False
+        )
+        self.stack = LocalStack(options, attached=self.attached)
         if self.attached is not None:
-            self.cluster, self.temporal = self.attached
             # Far above the indexes the launcher gives its own nodes, so names never collide.
             self._next_node = ATTACHED_FIRST_NODE
-        else:
-            self.cluster = LocalCluster(ClusterOptions(workdir=self.workdir / "cluster"))
-            self.temporal = LocalTemporal(
-                search_attributes=REGISTRATION, workdir=self.workdir / "temporal", ui=False
-            )
-        self.settings_path = self.workdir / "settings.json"
-        env = {**os.environ, "FLEETWRIGHT_SETTINGS": str(self.settings_path)}
-        logs = self.workdir / "logs"
-        # The processes the Helm chart deploys, started as ``fleetwright worker|controller``.
-        command = [sys.executable, "-m", "fleetwright.cli.main"]
-        self.worker = Supervised("worker", [*command, "worker"], logs / "worker.log", env)
-        self.controller = Supervised("controller", [*command, "controller"], logs / "controller.log", env)
+
+    @property
+    def cluster(self) -> LocalCluster:
+        return self.stack.cluster
+
+    @property
+    def temporal(self) -> TemporalServer:
+        return self.stack.temporal
+
+    @property
+    def worker(self) -> Supervised:
+        return self.stack.worker
+
+    @property
+    def controller(self) -> Supervised:
+        return self.stack.controller
 
     # ----- lifecycle -------------------------------------------------------------------------
     def __enter__(self) -> ChaosStack:
-        try:
-            if self.attached is None:
-                self.cluster.start()
-                self._exit.callback(self.cluster.stop)
-                self.temporal.start()
-                self._exit.callback(self.temporal.stop)
-            crds = "---\n".join(rendered_files().values())
-            self.cluster.kubectl("apply", "-f", "-", input=crds)
-            wait_established(self.cluster.kubectl, [spec.name for spec in CRDS])
-            self._exit.enter_context(SimulatedKubelet(self.cluster.kubectl))
-            self.configure(EngineSettings())
-            self.worker.start()
-            self._exit.callback(self.worker.stop)
-            self._exit.callback(self.controller.stop)
-        except BaseException:
-            self._exit.close()
-            raise
+        self.stack.__enter__()
         return self
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.thaw_temporal()
-        self._exit.close()
+        self.stack.__exit__(exc_type, exc, tb)
 
     def configure(self, engine: EngineSettings) -> None:
-        """Engine settings for the next rollout: the controller hands them to new workflows, so it
-        restarts (gracefully) to read them."""
-        settings = WorkerSettings(
-            temporal_address=self.temporal.address,
-            temporal_namespace=self.temporal.namespace,
-            kubeconfig=self.cluster.kubeconfig,
-            engine=engine,
-        )
-        self.settings_path.write_text(json.dumps(settings.model_dump(mode="json")))
-        self.controller.stop()
-        self.controller.start()
+        """Engine settings for the next rollout (the controller restarts to read them)."""
+        self.stack.configure(engine)
 
     # ----- faults ----------------------------------------------------------------------------
     def kill(self, name: str) -> None:

@@ -1,50 +1,99 @@
-"""``fleetwright cluster up``: run the local control plane (and optionally Temporal) until Ctrl-C."""
+"""``fleetwright cluster up``: the whole local stack (``localstack``), kept running until Ctrl-C or
+SIGTERM, with what a new user needs printed once it is ready: how to reach it, which examples to
+apply and how to watch them, where the logs are, and how to stop it.
+
+Owns the command and its text; starting and stopping the pieces is ``localstack``'s.
+"""
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
+from fleetwright.activities.status import status_label_key
 from fleetwright.cli.app import app
-from fleetwright.localcluster.cluster import ClusterOptions, LocalCluster
-from fleetwright.localcluster.temporal import LocalTemporal
+from fleetwright.cli.text import console
+from fleetwright.localcluster.cluster import ClusterOptions
+from fleetwright.localstack.stack import EXAMPLES, LocalStack, StackOptions, example_profiles
 
 cluster_app = typer.Typer(
-    help="The local control plane: real etcd, kube-apiserver, controller-manager, kwok."
+    help="The local stack: a real control plane with simulated GPU nodes, Temporal, and fleetwright's "
+    "webhook, worker and controller."
 )
 app.add_typer(cluster_app, name="cluster")
-console = Console()
+
+
+def next_steps(stack: LocalStack, kept: bool) -> list[str]:
+    """What to do with a running stack, one command per line (never wrapped, so it can be pasted)."""
+    profile = next(iter(example_profiles()), "<profile>")
+    logs = stack.logs()
+    ours = ", ".join(path.name for name, path in logs.items() if path.parent == stack.log_dir)
+    lines = [
+        f"  Kubernetes API   {stack.cluster.server}",
+        f"  Temporal         {stack.temporal.address}   Web UI: {stack.ui_url}",
+        f"  Work directory   {stack.workdir}" + ("" if kept else " (removed on stop; --workdir keeps one)"),
+        "",
+        "In another shell (from the repository):",
+        f"  source {stack.env_path}  # KUBECONFIG, FLEETWRIGHT_TEMPORAL_ADDRESS, PATH (kubectl, fleetwright)",
+        f"  kubectl apply -f {_shown(EXAMPLES)}/  # a DeploymentPolicy, a NodeProfile, a training Deployment",
+        f"  fleetwright status {profile} --watch   # the rollout, live, until it ends",
+        f"  kubectl get nodes -L {status_label_key(profile)}",
+        "  kubectl get pods -n training -o wide   # placed by kube-scheduler, moved by the drains",
+        "",
+        f"Logs: {stack.log_dir}/ ({ours})",
+        f"      Temporal: {logs['temporal']}",
+        f"Stop: Ctrl-C here, or kill -TERM {os.getpid()}: every process of the stack stops.",
+    ]
+    return lines
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the working directory when it is under it (shorter to paste)."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
 
 
 @cluster_app.command("up")
 def up(
-    nodes: Annotated[int, typer.Option(help="Simulated GPU nodes to create.")] = 24,
-    workdir: Annotated[Path | None, typer.Option(help="Keep state here (default: a temp dir).")] = None,
-    temporal: Annotated[bool, typer.Option(help="Also start a Temporal dev server with its UI.")] = True,
+    nodes: Annotated[int, typer.Option(help="Simulated GPU nodes to create (in racks and zones).")] = 24,
+    workdir: Annotated[
+        Path | None, typer.Option(help="Keep state and logs here, also after stopping (default: a temp dir).")
+    ] = None,
 ) -> None:
-    """Start everything on loopback, print how to reach it, and stop cleanly on Ctrl-C."""
+    """Start the local stack, print how to use it, and keep it running until Ctrl-C or SIGTERM."""
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    with LocalCluster(ClusterOptions(nodes=nodes, workdir=workdir)) as cluster:
-        console.print(f"[green]control plane ready[/] in {cluster.startup_seconds:.1f}s with {nodes} nodes")
-        console.print(f"  export KUBECONFIG={cluster.kubeconfig}")
-        temporal_server = LocalTemporal() if temporal else None
-        try:
-            if temporal_server is not None:
-                temporal_server.start()
-                console.print(f"  Temporal: {temporal_server.address}   UI: {temporal_server.ui_url}")
-            console.print("Ctrl-C stops everything.")
-            try:
-                while not stop.wait(1.0):
-                    pass
-            except KeyboardInterrupt:
-                pass
-        finally:
-            if temporal_server is not None:
-                temporal_server.stop()
-    console.print("stopped")
+    options = StackOptions(cluster=ClusterOptions(nodes=nodes, scheduler=True), workdir=workdir)
+    console.print(f"starting the local stack with {nodes} simulated GPU nodes...")
+    with LocalStack(options) as stack:
+        console.print(
+            f"[green]ready[/] in {stack.startup_seconds:.0f}s: control plane, kube-scheduler, Temporal, "
+            "CRDs, admission webhook, worker, controller, simulated reboots"
+        )
+        for line in next_steps(stack, kept=workdir is not None):
+            console.print(line, markup=False, highlight=False)
+        failed = _run_until(stop, stack)
+        console.print("stopping...")
+    console.print("stopped: no process left behind")
+    if failed:
+        raise typer.Exit(1)
+
+
+def _run_until(stop: threading.Event, stack: LocalStack) -> bool:
+    """Until Ctrl-C or SIGTERM; True when a piece of the stack exited on its own (it is named)."""
+    try:
+        while not stop.wait(1.0):
+            stack.check_alive()
+    except KeyboardInterrupt:
+        pass
+    except RuntimeError as error:
+        console.print(str(error), style="red", markup=False, highlight=False)
+        return True
+    return False

@@ -1,7 +1,7 @@
 """``fleetwright worker``, ``fleetwright controller`` and ``fleetwright webhook``: the long-running
 processes the Helm chart deploys. Each reads ``WorkerSettings.load()`` (the JSON file named by
-FLEETWRIGHT_SETTINGS, then FLEETWRIGHT_* overrides), configures logs, metrics and traces, and
-stops cleanly (exit 0) on SIGTERM or SIGINT.
+FLEETWRIGHT_SETTINGS, then FLEETWRIGHT_* overrides; ``--help`` lists every setting), configures
+logs, metrics and traces, and stops cleanly (exit 0) on SIGTERM or SIGINT.
 
 Owns process wiring only; what each process does lives in ``fleetwright.worker``.
 """
@@ -18,12 +18,13 @@ from fleetwright.worker.controller import run_controller
 from fleetwright.worker.main import observability, run_worker
 from fleetwright.worker.process import stop_on_signals
 from fleetwright.worker.settings import WorkerSettings
+from fleetwright.worker.settingsdoc import help_text
 from fleetwright.worker.webhook import WebhookServer, load_admission_policy
 
 log = logging.getLogger("fleetwright.serve")
 
 
-@app.command("worker")
+@app.command("worker", epilog=help_text())
 def worker() -> None:
     """Run the worker: the rollout and node workflows and the Kubernetes activities."""
     settings = WorkerSettings.load()
@@ -36,7 +37,7 @@ def worker() -> None:
     asyncio.run(run())
 
 
-@app.command("controller")
+@app.command("controller", epilog=help_text())
 def controller() -> None:
     """Run the controller: NodeProfile/DeploymentPolicy/Node watches -> rollout workflows, status."""
     settings = WorkerSettings.load()
@@ -50,7 +51,7 @@ def controller() -> None:
     asyncio.run(run())
 
 
-@app.command("webhook")
+@app.command("webhook", epilog=help_text())
 def webhook() -> None:
     """Run the validating admission webhook (HTTPS) for NodeProfiles and DeploymentPolicies."""
     settings = WorkerSettings.load()

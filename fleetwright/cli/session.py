@@ -24,6 +24,7 @@ from rich.markup import escape
 from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
+from fleetwright.cli.text import human_console
 from fleetwright.errors import FleetwrightError, NotFoundError, RetryableError
 from fleetwright.kube.client import ApiClient, from_kubeconfig
 from fleetwright.worker.temporal import connect
@@ -165,12 +166,6 @@ def emit(
         typer.echo(json.dumps(plain, indent=2, sort_keys=False))
     else:
         typer.echo(yaml.safe_dump(plain, sort_keys=False).rstrip())
-
-
-def human_console() -> Console:
-    """A terminal keeps its width; piped output gets room for long reasons (a PDB's message)."""
-    probe = Console()
-    return Console(width=None if probe.is_terminal else 200)
 
 
 def _plain(data: Any) -> Any:

@@ -14,7 +14,6 @@ from datetime import UTC, datetime
 from typing import Annotated
 
 import typer
-from rich.live import Live
 
 from fleetwright.api.keys import PAUSED_ANNOTATION
 from fleetwright.api.nodeprofile import PLURAL as PROFILE_PLURAL
@@ -22,7 +21,7 @@ from fleetwright.api.nodeprofile import NodeProfile
 from fleetwright.cli import reading
 from fleetwright.cli.app import app
 from fleetwright.cli.plan import observe
-from fleetwright.cli.session import Output, OutputOpt, Session, check_output, emit, human_console
+from fleetwright.cli.session import Output, OutputOpt, Session, check_output, emit
 from fleetwright.cli.statusview import (
     TERMINAL_PHASES,
     RolloutView,
@@ -32,6 +31,7 @@ from fleetwright.cli.statusview import (
     rollout_view,
     tree,
 )
+from fleetwright.cli.text import human_console, refreshing
 from fleetwright.errors import InvalidSpecError
 from fleetwright.kube.resources import list_objects
 from fleetwright.kube.stagelogs import stage_jobs
@@ -122,10 +122,10 @@ def _watch(session: Session, name: str, fmt: Output, interval: float) -> None:
             if view.phase in TERMINAL_PHASES:
                 return
             time.sleep(interval)
-    with Live(console=console, auto_refresh=False) as live:
+    with refreshing(console) as show:
         while True:
             view, now = _snapshot(session, name)
-            live.update(tree(view, now), refresh=True)
+            show(tree(view, now))
             if view.phase in TERMINAL_PHASES:
                 return
             time.sleep(interval)

@@ -1,5 +1,5 @@
-"""The local control plane: real etcd, kube-apiserver and kube-controller-manager, and kwok
-simulating N GPU nodes, all on loopback.
+"""The local control plane: real etcd, kube-apiserver and kube-controller-manager (and, when asked,
+kube-scheduler), and kwok simulating N GPU nodes, all on loopback.
 
 ``LocalCluster`` owns a work directory (PKI, etcd data, logs, kubeconfigs) and the child
 processes. Components can be killed and restarted one by one, which the chaos suite uses.
@@ -98,6 +98,9 @@ class ClusterOptions:
     # fleetwright.
     node_lease_seconds: int = 40
     startup_timeout: float = 120.0
+    scheduler: bool = False
+    """Also run kube-scheduler, so that pods without a node name (a Deployment's) are placed on the
+    simulated nodes. Stage Jobs name their node and need none."""
 
 
 def _kubeconfig(server: str, ca: Path, client: CertPair, user: str) -> dict[str, Any]:
@@ -158,6 +161,8 @@ class LocalCluster:
             self._define_components()
             for name in ("etcd", "kube-apiserver", "kube-controller-manager", "kwok"):
                 self.start_component(name)
+            if self.options.scheduler:
+                self.start_component("kube-scheduler")
             self.add_nodes(self.options.nodes)
         except BaseException:
             self.stop()
@@ -166,7 +171,7 @@ class LocalCluster:
 
     def stop(self) -> None:
         # Reverse dependency order so nothing logs connection errors into a dying etcd.
-        for name in ("kwok", "kube-controller-manager", "kube-apiserver", "etcd"):
+        for name in ("kube-scheduler", "kwok", "kube-controller-manager", "kube-apiserver", "etcd"):
             component = self.components.get(name)
             if component is not None:
                 component.stop()
@@ -216,6 +221,11 @@ class LocalCluster:
         )
         self._kwok_kubeconfig = self.workdir / "kwok.kubeconfig"
         self._kwok_kubeconfig.write_text(yaml.safe_dump(_kubeconfig(self.server, ca.cert_path, kwok, "kwok")))
+        scheduler = ca.issue("scheduler", common_name="system:kube-scheduler")
+        self._scheduler_kubeconfig = self.workdir / "scheduler.kubeconfig"
+        self._scheduler_kubeconfig.write_text(
+            yaml.safe_dump(_kubeconfig(self.server, ca.cert_path, scheduler, "system:kube-scheduler"))
+        )
         self._admin = admin
 
     def _define_components(self) -> None:
@@ -292,6 +302,21 @@ class LocalCluster:
             ],
             logs / "kube-controller-manager.log",
         )
+        self._scheduler_port = free_port()
+        self.components["kube-scheduler"] = Supervised(
+            "kube-scheduler",
+            [
+                str(control_plane_binary("kube-scheduler")),
+                f"--kubeconfig={self._scheduler_kubeconfig}",
+                f"--authentication-kubeconfig={self._scheduler_kubeconfig}",
+                f"--authorization-kubeconfig={self._scheduler_kubeconfig}",
+                "--leader-elect=false",
+                f"--bind-address={LOOPBACK}",
+                f"--secure-port={self._scheduler_port}",
+                "--v=1",
+            ],
+            logs / "kube-scheduler.log",
+        )
         self.fleet = KwokFleet(
             self._kwok_kubeconfig,
             self.workdir,
@@ -323,6 +348,10 @@ class LocalCluster:
             check = lambda: _http_ok(f"{self._etcd_url}/health")  # noqa: E731
         elif name == "kube-apiserver":
             check = lambda: _http_ok(f"{self.server}/readyz", self._ssl_context())  # noqa: E731
+        elif name == "kube-scheduler":
+            # Its self-signed serving certificate: only liveness is checked here.
+            unverified = ssl._create_unverified_context()  # noqa: S323
+            check = lambda: _http_ok(f"https://{LOOPBACK}:{self._scheduler_port}/healthz", unverified)  # noqa: E731
         elif name == "kube-controller-manager":
             # Ready once the service-account controller has populated the default namespace.
             check = lambda: self.get("/api/v1/namespaces/default/serviceaccounts/default")[0] == 200  # noqa: E731

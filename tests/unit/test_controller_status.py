@@ -69,6 +69,7 @@ def test_complete_is_ready_with_counts() -> None:
         "Paused": ("False", "NotPaused"),
         "Blocked": ("False", "NotBlocked"),
         "Degraded": ("False", "NotDegraded"),
+        "Searchable": ("True", "SearchAttributesRegistered"),
     }
     assert all(c.observed_generation == 1 for c in s.conditions)
 
@@ -116,7 +117,7 @@ def test_transition_time_changes_only_when_status_changes() -> None:
     first = status(progress("Progressing", running=1))
     same = status(progress("Progressing", running=2, message="other"), first, now=T1)
     assert {c.type: c.last_transition_time for c in same.conditions} == dict.fromkeys(
-        ("Ready", "Progressing", "Paused", "Blocked", "Degraded"), T0
+        ("Ready", "Progressing", "Paused", "Blocked", "Degraded", "Searchable"), T0
     )
     done = status(progress("Complete", updated=4), same, now=T1)
     times = {c.type: c.last_transition_time for c in done.conditions}
@@ -160,3 +161,15 @@ def test_complete_with_targeted_nodes_left_over_is_not_ready() -> None:
     assert conditions(s)["Ready"] == ("False", "NodesNotUpdated")
     assert conditions(s)["Degraded"] == ("True", "NodesNotUpdated")
     assert conditions(s)["Progressing"] == ("False", "RolloutComplete")
+
+
+def test_missing_search_attributes_are_named_with_how_to_register_them() -> None:
+    missing = ("FleetwrightNode", "FleetwrightPackages")
+    s = status(progress("Progressing", unregistered_search_attributes=missing))
+    assert conditions(s)["Searchable"] == ("False", "SearchAttributesMissing")
+    message = next(c.message for c in s.conditions if c.type == "Searchable")
+    assert "FleetwrightNode, FleetwrightPackages" in message
+    assert "--name FleetwrightPackages --type KeywordList" in message
+    assert "FleetwrightProfile" not in message
+    assert [t.reason for t in transitions(None, s)].count("SearchAttributesMissing") == 1
+    assert "SearchAttributesMissing" not in [t.reason for t in transitions(s, s)]
