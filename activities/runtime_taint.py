@@ -16,7 +16,7 @@ from fleetwright.api.nodeprofile import PLURAL as PROFILE_PLURAL
 from fleetwright.api.nodeprofile import NodeProfile
 from fleetwright.kube import nodes, nodestatus, resources
 from fleetwright.kube.client import ApiClient
-from fleetwright.planner.runtime import holding_taint
+from fleetwright.planner.runtime import carries, holding_taint
 
 
 def parse_profiles(objects: list[dict[str, Any]]) -> list[NodeProfile]:
@@ -35,7 +35,7 @@ def parse_profiles(objects: list[dict[str, Any]]) -> list[NodeProfile]:
 
 
 def carries_taint(node: dict[str, Any]) -> bool:
-    return any(t.get("key") == RUNTIME_REQUIRED_TAINT for t in (node.get("spec") or {}).get("taints") or [])
+    return carries((node.get("spec") or {}).get("taints") or [])
 
 
 def release(api: ApiClient, node: str) -> RuntimeTaintReport:

@@ -5,9 +5,10 @@ status subresource (with Events on the profile for transitions a human cares abo
 It owns watching (through ``fleetwright.kube.listwatch``), the start/signal calls and the status
 writes. It must not write node state or decide anything about a rollout: the workflow is the one
 writer per profile, and a spec change is a signal to it, never a second writer. The one exception
-is the runtime-required taint on a node that just joined (``autoTaintNewNodes``): it must land
-before the scheduler places workloads, which a workflow turn cannot promise; it is idempotent, so
-two replicas adding it agree, and the node workflows remove it (``planner.runtime``).
+is the runtime-required taint on a node that just joined (``autoTaintNewNodes``): the webhook adds
+it at admission, and this is the fallback for a node admitted while the webhook was unreachable
+(it must land before the scheduler places workloads, which a workflow turn cannot promise); it is
+idempotent, so two replicas adding it agree, and the node workflows remove it (``planner.runtime``).
 
 Restarts and replicas need no leader election:
 - Nothing lives only here. Desired state is in the CRs, rollout state in Temporal; the in-memory
@@ -212,21 +213,22 @@ class Controller:
             task.add_done_callback(self._tainting.discard)
 
     async def _taint(self, node: str, uid: str, profiles: tuple[str, ...]) -> None:
-        """Taint a joined node for the runtime-required profiles that target it, with an Event."""
+        """Taint a joined node for the runtime-required profiles that target it (unless the webhook
+        did at admission), with an Event either way."""
         try:
             added = await self._add_taint(node)
-            if added:
-                await asyncio.to_thread(
-                    emit,
-                    self.api,
-                    node=node,
-                    node_uid=uid,
-                    kind="Normal",
-                    reason="RuntimeTaintAdded",
-                    action="Taint",
-                    note=f"tainted {RUNTIME_REQUIRED_TAINT}:NoSchedule until {', '.join(profiles)} complete",
-                    key=f"{uid}/runtime-taint",
-                )
+            how = "tainted" if added else "tainted at admission:"
+            await asyncio.to_thread(
+                emit,
+                self.api,
+                node=node,
+                node_uid=uid,
+                kind="Normal",
+                reason="RuntimeTaintAdded",
+                action="Taint",
+                note=f"{how} {RUNTIME_REQUIRED_TAINT}:NoSchedule until {', '.join(profiles)} complete",
+                key=f"{uid}/runtime-taint",
+            )
         except FleetwrightError as error:
             log.warning("node %s: could not add the runtime-required taint: %s", node, error)
 

@@ -1,22 +1,31 @@
-"""fleetwright's validating admission webhook: AdmissionReview v1 over HTTPS, answering with the
-pure validator (``fleetwright.api.validation``).
+"""fleetwright's admission webhooks: AdmissionReview v1 over HTTPS. The validating one answers with
+the pure validator (``fleetwright.api.validation``); the mutating one adds the runtime-required
+taint to a Node being created when an ``autoTaintNewNodes`` profile targets it
+(``planner.runtime.taint_on_join`` decides), so no joining node is ever schedulable before it.
 
 Owns the wire format (AdmissionReview in, AdmissionReview out), the HTTPS server (stdlib
-``http.server`` in a thread) and the ValidatingWebhookConfiguration it needs. Cluster facts the
-validator needs (which policies exist, which profiles reference a policy) come through the small
-``ResourceLookup`` protocol supplied by the caller, so this module never talks to the API itself.
-The operator's image rules (``AdmissionPolicy``: digest pinning, allowed registries) are settings
-given to the server, applied to every NodeProfile create and update.
+``http.server`` in a thread) and the webhook configurations it needs. Cluster facts the webhooks
+need (which policies exist, which profiles reference a policy, the NodeProfiles) come through the
+small ``ResourceLookup`` protocol supplied by the caller, so this module never talks to the API
+itself. The operator's image rules (``AdmissionPolicy``: digest pinning, allowed registries) are
+settings given to the server, applied to every NodeProfile create and update.
+
+The Node mutation never refuses a node and is registered with ``failurePolicy: Ignore``: node
+registration must not depend on a Deployment that itself needs nodes to run (a cluster whose
+webhook pods are gone could never get a node back). While it is unreachable a joining node
+registers untainted and the controller taints it when it sees the node (a window of
+milliseconds); ``kubelet --register-with-taints`` closes even that (docs/runtime-taint.md).
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import os
 import ssl
 import threading
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -24,10 +33,12 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 
+from fleetwright.activities.runtime_taint import parse_profiles
 from fleetwright.api.common import VERSION
 from fleetwright.api.deploymentpolicy import PLURAL as POLICY_PLURAL
-from fleetwright.api.keys import GROUP, WEBHOOK_NAME
+from fleetwright.api.keys import GROUP, NODE_WEBHOOK_NAME, WEBHOOK_NAME
 from fleetwright.api.nodeprofile import PLURAL as PROFILE_PLURAL
+from fleetwright.api.nodeprofile import NodeProfile
 from fleetwright.api.validation import (
     AdmissionPolicy,
     Issue,
@@ -36,10 +47,14 @@ from fleetwright.api.validation import (
     validate_nodeprofile,
     validate_policy_deletion,
 )
+from fleetwright.planner.runtime import carries, runtime_taint, taint_on_join
 
 log = logging.getLogger(__name__)
 
 WEBHOOK_PATH = "/validate"
+MUTATE_PATH = "/mutate-node"
+# A joining node's registration waits at most this long for the Node mutation (then it is ignored).
+NODE_WEBHOOK_TIMEOUT_SECONDS = 5
 HEALTH_PATH = "/healthz"
 # The apiserver refuses larger request bodies anyway (3 MiB objects, twice for UPDATE).
 _MAX_BODY = 8 * 1024 * 1024
@@ -80,6 +95,10 @@ class ResourceLookup(Protocol):
 
     def profiles_referencing(self, policy: str) -> Collection[str]:
         """Names of the NodeProfiles whose spec.deploymentPolicyRef.name is ``policy``."""
+        ...
+
+    def profile_objects(self) -> list[dict[str, Any]]:
+        """Every NodeProfile, as the API returns it."""
         ...
 
 
@@ -188,6 +207,49 @@ def review(body: Any, lookup: ResourceLookup, admission: AdmissionPolicy | None 
 
 
 # ---------------------------------------------------------------------------------------------
+# Node CREATE: the runtime-required taint at admission
+
+
+def node_patch(node: Any, profiles: Iterable[NodeProfile]) -> tuple[list[dict[str, Any]], tuple[str, ...]]:
+    """Pure: the JSON patch adding the runtime-required taint to a Node being created, and the
+    profiles that want it; no patch when none does or the node already carries it."""
+    meta = _metadata(node)
+    spec = node.get("spec") if isinstance(node, dict) else None
+    taints = (spec.get("taints") if isinstance(spec, dict) else None) or []
+    wanting = taint_on_join(meta.get("labels") or {}, meta.get("annotations") or {}, profiles)
+    if not wanting or carries(taints):
+        return [], wanting
+    if not isinstance(spec, dict):
+        return [{"op": "add", "path": "/spec", "value": {"taints": [runtime_taint()]}}], wanting
+    if not taints:
+        return [{"op": "add", "path": "/spec/taints", "value": [runtime_taint()]}], wanting
+    return [{"op": "add", "path": "/spec/taints/-", "value": runtime_taint()}], wanting
+
+
+def mutate(body: Any, lookup: ResourceLookup) -> dict[str, Any]:
+    """AdmissionReview in, AdmissionReview out, for a Node CREATE: always allowed, with the taint
+    patch when a profile wants it. A failed lookup admits the node untouched (logged): refusing
+    would stop nodes from joining, and the controller taints it once it sees it."""
+    request = body.get("request") if isinstance(body, dict) else None
+    request = request if isinstance(request, dict) else {}
+    response: dict[str, Any] = {"uid": request.get("uid", ""), "allowed": True}
+    resource_info = request.get("resource")
+    resource = resource_info.get("resource") if isinstance(resource_info, dict) else None
+    if resource == "nodes" and request.get("operation") == "CREATE":
+        node = request.get("object")
+        try:
+            patch, wanting = node_patch(node, parse_profiles(lookup.profile_objects()))
+        except Exception as exc:  # never refuse a node for our own failure
+            log.warning("node %s admitted untainted: cannot read the NodeProfiles: %s", request.get("name"), exc)
+            patch, wanting = [], ()
+        if patch:
+            log.info("node %s: tainted at admission for %s", _metadata(node).get("name"), ", ".join(wanting))
+            response["patchType"] = "JSONPatch"
+            response["patch"] = base64.b64encode(json.dumps(patch).encode()).decode()
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}
+
+
+# ---------------------------------------------------------------------------------------------
 # HTTPS server
 
 
@@ -212,7 +274,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(HTTPStatus.NOT_FOUND, b"not found", "text/plain")
 
     def do_POST(self) -> None:
-        if self.path.split("?", 1)[0] != WEBHOOK_PATH:
+        path = self.path.split("?", 1)[0]
+        if path not in (WEBHOOK_PATH, MUTATE_PATH):
             self._send(HTTPStatus.NOT_FOUND, b"not found", "text/plain")
             return
         length = int(self.headers.get("Content-Length") or 0)
@@ -224,7 +287,10 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             self._send(HTTPStatus.BAD_REQUEST, b"body is not JSON", "text/plain")
             return
-        answer = review(body, self.server.lookup, self.server.admission)
+        if path == MUTATE_PATH:
+            answer = mutate(body, self.server.lookup)
+        else:
+            answer = review(body, self.server.lookup, self.server.admission)
         self._send(HTTPStatus.OK, json.dumps(answer).encode(), "application/json")
 
 
@@ -280,6 +346,10 @@ class WebhookServer:
     def url(self) -> str:
         return f"https://{self._host}:{self.port}{WEBHOOK_PATH}"
 
+    @property
+    def base_url(self) -> str:
+        return f"https://{self._host}:{self.port}"
+
     def start(self) -> WebhookServer:
         self._thread.start()
         return self
@@ -300,6 +370,20 @@ class WebhookServer:
 # Registration
 
 
+def _client_config(
+    ca_bundle: str, url: str | None, service: tuple[str, str, int] | None, path: str
+) -> dict[str, Any]:
+    if (url is None) == (service is None):
+        raise ValueError("give exactly one of url or service")
+    client_config: dict[str, Any] = {"caBundle": ca_bundle}
+    if url is not None:
+        client_config["url"] = url
+    elif service is not None:
+        namespace, svc, port = service
+        client_config["service"] = {"namespace": namespace, "name": svc, "port": port, "path": path}
+    return client_config
+
+
 def webhook_configuration(
     *,
     ca_bundle: str,
@@ -310,14 +394,7 @@ def webhook_configuration(
 ) -> dict[str, Any]:
     """The ValidatingWebhookConfiguration for fleetwright's resources. Give either ``url`` (tests,
     out-of-cluster) or ``service`` = (namespace, name, port) (in-cluster)."""
-    if (url is None) == (service is None):
-        raise ValueError("give exactly one of url or service")
-    client_config: dict[str, Any] = {"caBundle": ca_bundle}
-    if url is not None:
-        client_config["url"] = url
-    elif service is not None:
-        namespace, svc, port = service
-        client_config["service"] = {"namespace": namespace, "name": svc, "port": port, "path": WEBHOOK_PATH}
+    client_config = _client_config(ca_bundle, url, service, WEBHOOK_PATH)
     return {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingWebhookConfiguration",
@@ -350,3 +427,49 @@ def webhook_configuration(
             }
         ],
     }
+
+
+def node_webhook_configuration(
+    *,
+    ca_bundle: str,
+    url: str | None = None,
+    service: tuple[str, str, int] | None = None,
+    name: str = "fleetwright",
+) -> dict[str, Any]:
+    """The MutatingWebhookConfiguration that taints joining nodes (Node CREATE only), with
+    ``failurePolicy: Ignore`` and a short timeout: node registration never waits on fleetwright
+    for long, nor fails because of it (see the module's docstring)."""
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": name, "labels": {"app.kubernetes.io/part-of": "fleetwright"}},
+        "webhooks": [
+            {
+                "name": NODE_WEBHOOK_NAME,
+                "admissionReviewVersions": ["v1"],
+                "sideEffects": "None",
+                "failurePolicy": "Ignore",
+                "timeoutSeconds": NODE_WEBHOOK_TIMEOUT_SECONDS,
+                "matchPolicy": "Equivalent",
+                "reinvocationPolicy": "Never",
+                "clientConfig": _client_config(ca_bundle, url, service, MUTATE_PATH),
+                "rules": [
+                    {
+                        "apiGroups": [""],
+                        "apiVersions": ["v1"],
+                        "operations": ["CREATE"],
+                        "resources": ["nodes"],
+                        "scope": "Cluster",
+                    }
+                ],
+            }
+        ],
+    }
+
+
+def webhook_configurations(*, ca_bundle: str, base_url: str, name: str = "fleetwright") -> list[dict[str, Any]]:
+    """Both webhooks of a server reached at ``base_url`` (``https://host:port``), out of cluster."""
+    return [
+        webhook_configuration(ca_bundle=ca_bundle, url=base_url + WEBHOOK_PATH, name=name),
+        node_webhook_configuration(ca_bundle=ca_bundle, url=base_url + MUTATE_PATH, name=name),
+    ]

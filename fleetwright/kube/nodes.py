@@ -19,6 +19,7 @@ from fleetwright.api.keys import CORDON_PREFIX, RUNTIME_REQUIRED_TAINT, cordon_k
 from fleetwright.errors import NodeGoneError
 from fleetwright.kube import inventory
 from fleetwright.kube.errors import classified
+from fleetwright.planner.runtime import carries, runtime_taint
 
 
 @dataclass(frozen=True)
@@ -110,9 +111,9 @@ def add_runtime_taint(api: client.ApiClient, name: str) -> bool:
     """Taint ``name`` with ``fleetwright.io/runtime-required:NoSchedule``; True when added now."""
     node = get_node(api, name)
     taints = _taints(node)
-    if any(t["key"] == RUNTIME_REQUIRED_TAINT for t in taints):
+    if carries(taints):
         return False
-    taints.append({"key": RUNTIME_REQUIRED_TAINT, "value": "true", "effect": "NoSchedule"})
+    taints.append(runtime_taint())
     with classified(f"taint node {name}", not_found=NodeGoneError):
         client.CoreV1Api(api).patch_node(name, _taint_patch(node, taints))
     return True

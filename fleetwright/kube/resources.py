@@ -60,6 +60,9 @@ class ApiResourceLookup:
     def policy_names(self) -> set[str]:
         return {o["metadata"]["name"] for o in list_objects(self.api, POLICY_PLURAL)}
 
+    def profile_objects(self) -> list[dict[str, Any]]:
+        return list_objects(self.api, PROFILE_PLURAL)
+
     def profiles_referencing(self, policy: str) -> list[str]:
         names = []
         for obj in list_objects(self.api, PROFILE_PLURAL):

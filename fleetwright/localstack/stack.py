@@ -47,7 +47,7 @@ from fleetwright.localcluster.processes import Supervised, wait_until
 from fleetwright.localcluster.temporal import LocalTemporal, TemporalServer
 from fleetwright.localstack.kubelet import watched_kubelet
 from fleetwright.worker.settings import WorkerSettings
-from fleetwright.worker.webhook import WEBHOOK_PATH, webhook_configuration
+from fleetwright.worker.webhook import webhook_configurations
 from fleetwright.workflows.payloads import EngineSettings
 from fleetwright.workflows.search import REGISTRATION
 
@@ -234,9 +234,9 @@ class LocalStack:
         webhook = self.processes["webhook"]
         webhook.start()
         self._exit.callback(webhook.stop)
-        url = f"https://{LOOPBACK}:{self.webhook_port}{WEBHOOK_PATH}"
-        config = webhook_configuration(ca_bundle=bundle.ca_bundle, url=url)
-        self.cluster.kubectl("apply", "-f", "-", input=json.dumps(config))
+        base_url = f"https://{LOOPBACK}:{self.webhook_port}"
+        for config in webhook_configurations(ca_bundle=bundle.ca_bundle, base_url=base_url):
+            self.cluster.kubectl("apply", "-f", "-", input=json.dumps(config))
         wait_for_webhook(self.cluster.kubectl, alive=webhook.check_alive)
 
     # ----- where things are ------------------------------------------------------------------

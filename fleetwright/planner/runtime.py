@@ -3,8 +3,10 @@ still hold it on a node (it comes off once that list is empty).
 
 A node carries ``fleetwright.io/runtime-required:NoSchedule`` until every ``runtimeRequired``
 profile that targets it is complete there: its recorded package state needs no more work (and
-has no failure). Profiles being deleted no longer hold it. Must not do I/O: callers pass the
-node's labels and annotations and the profiles they read.
+has no failure). Profiles being deleted no longer hold it. A joining node gets it at admission
+(the webhook's Node CREATE mutation) and, should the webhook be unreachable, from the controller
+when it sees the node; both ask ``taint_on_join``. Must not do I/O: callers pass the node's
+labels and annotations and the profiles they read.
 """
 
 from __future__ import annotations
@@ -12,13 +14,23 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from enum import StrEnum
 
-from fleetwright.api.keys import state_key
+from fleetwright.api.keys import RUNTIME_REQUIRED_TAINT, state_key
 from fleetwright.api.nodeprofile import NodeProfile
 from fleetwright.errors import InvalidSpecError
 from fleetwright.planner import convert
 from fleetwright.planner.nodestate import read_profile_state
 from fleetwright.planner.nodework import plan_node
 from fleetwright.planner.packages import PackageGraph
+
+
+def runtime_taint() -> dict[str, str]:
+    """The taint itself, as a Node's ``spec.taints`` spells it (a fresh dict each time)."""
+    return {"key": RUNTIME_REQUIRED_TAINT, "value": "true", "effect": "NoSchedule"}
+
+
+def carries(taints: Iterable[Mapping[str, object]]) -> bool:
+    """Whether a Node's ``spec.taints`` hold the runtime-required taint (whatever its value)."""
+    return any(t.get("key") == RUNTIME_REQUIRED_TAINT for t in taints)
 
 
 def _live(profiles: Iterable[NodeProfile]) -> list[NodeProfile]:

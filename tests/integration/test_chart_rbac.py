@@ -35,6 +35,8 @@ from tests.support.stack import Rollout, RunningController, engine_settings
 
 pytestmark = pytest.mark.integration
 
+WEBHOOK_KINDS = ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration")
+
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "helm" / "fleetwright"
 PACKAGES = "fleetwright-system"  # the engine's package namespace (activities.payloads)
@@ -115,8 +117,8 @@ def installed(cluster: ClusterUnderTest, tmp_path_factory: pytest.TempPathFactor
     cluster.kubectl("label", "namespace", namespace, "pod-security.kubernetes.io/enforce=restricted")
     crds = [d for d in docs if d["kind"] == "CustomResourceDefinition"]
     # A webhook whose pods never run (no scheduler here) must not gate the shared cluster's CRs:
-    # the ValidatingWebhookConfiguration is checked by a server-side dry run only.
-    webhooks = [d for d in docs if d["kind"] == "ValidatingWebhookConfiguration"]
+    # the webhook configurations are checked by a server-side dry run only.
+    webhooks = [d for d in docs if d["kind"] in WEBHOOK_KINDS]
     rest = [d for d in docs if d not in crds and d not in webhooks]
     try:
         here.apply({"apiVersion": "v1", "kind": "List", "items": crds})
@@ -144,7 +146,7 @@ def installed(cluster: ClusterUnderTest, tmp_path_factory: pytest.TempPathFactor
 
 def test_the_rendered_manifests_apply(installed: Installed, cluster: ClusterUnderTest) -> None:
     kinds = {d["kind"] for d in installed.docs}
-    assert {"Deployment", "PodDisruptionBudget", "ClusterRole", "ValidatingWebhookConfiguration"} <= kinds
+    assert {"Deployment", "PodDisruptionBudget", "ClusterRole", *WEBHOOK_KINDS} <= kinds
     ns = installed.namespace
     listed = json.loads(cluster.kubectl("get", "deploy,pdb,svc,secret,sa,cm", "-n", ns, "-o", "json").stdout)
     names = {f"{i['kind']}/{i['metadata']['name']}" for i in listed["items"]}

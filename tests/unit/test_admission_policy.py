@@ -45,6 +45,9 @@ class NoLookup:
     def profiles_referencing(self, policy: str) -> list[str]:
         return []
 
+    def profile_objects(self) -> list[dict[str, Any]]:
+        return []
+
 
 def test_without_a_policy_unpinned_images_from_anywhere_are_admitted() -> None:
     obj = profile(pkg("a", "quay.io/x/a"))

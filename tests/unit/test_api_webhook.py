@@ -27,9 +27,15 @@ NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 class FakeLookup:
     """Cluster facts as plain data (the real one lists CRs through the adapter)."""
 
-    def __init__(self, policies: set[str], references: dict[str, list[str]] | None = None) -> None:
+    def __init__(
+        self,
+        policies: set[str],
+        references: dict[str, list[str]] | None = None,
+        profiles: list[dict[str, Any]] | None = None,
+    ) -> None:
         self.policies = policies
         self.references = references or {}
+        self.profiles = profiles or []
         self.policy_calls = 0
 
     def policy_names(self) -> set[str]:
@@ -39,12 +45,18 @@ class FakeLookup:
     def profiles_referencing(self, policy: str) -> list[str]:
         return self.references.get(policy, [])
 
+    def profile_objects(self) -> list[dict[str, Any]]:
+        return self.profiles
+
 
 class BrokenLookup:
     def policy_names(self) -> set[str]:
         raise ConnectionError("apiserver unreachable")
 
     def profiles_referencing(self, policy: str) -> list[str]:
+        raise ConnectionError("apiserver unreachable")
+
+    def profile_objects(self) -> list[dict[str, Any]]:
         raise ConnectionError("apiserver unreachable")
 
 

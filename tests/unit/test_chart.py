@@ -18,7 +18,7 @@ from fleetwright import chart
 from fleetwright.api import keys
 from fleetwright.localcluster.binaries import control_plane_binary
 from fleetwright.worker.settings import WorkerSettings
-from fleetwright.worker.webhook import ADMISSION_ENV, load_admission_policy
+from fleetwright.worker.webhook import ADMISSION_ENV, load_admission_policy, node_webhook_configuration
 
 pytestmark = pytest.mark.unit
 
@@ -136,6 +136,24 @@ def test_helm_template_renders(name: str, tmp_path: Path) -> None:
         "port": 443,
         "path": "/validate",
     }
+
+
+def test_the_node_webhook_is_registered_as_the_server_defines_it(tmp_path: Path) -> None:
+    """The chart's MutatingWebhookConfiguration is the one ``node_webhook_configuration`` builds:
+    Node CREATE only, failurePolicy Ignore, the short timeout, the server's path, the chart's CA."""
+    docs = render({}, tmp_path)
+    [rendered] = by_kind(docs, "MutatingWebhookConfiguration")["fw-fleetwright"]["webhooks"]
+    ca = by_kind(docs, "Secret")["fw-fleetwright-webhook-tls"]["data"]["ca.crt"]
+    service = ("fw-system", "fw-fleetwright-webhook", 443)
+    [expected] = node_webhook_configuration(ca_bundle=ca, service=service)["webhooks"]
+    assert rendered == expected
+    injected = render(VALUE_SETS["cert-manager"], tmp_path)
+    config = by_kind(injected, "MutatingWebhookConfiguration")["fw-fleetwright"]
+    assert (
+        config["metadata"]["annotations"]["cert-manager.io/inject-ca-from"]
+        == "fw-system/fw-fleetwright-webhook"
+    )
+    assert "caBundle" not in config["webhooks"][0]["clientConfig"]
 
 
 def test_the_self_managed_certificate_serves_the_service_name(tmp_path: Path) -> None:

@@ -344,6 +344,9 @@ class Lookup:
     def profiles_referencing(self, policy: str) -> list[str]:
         return ["a"] if policy == "p" else []
 
+    def profile_objects(self) -> list[dict[str, Any]]:
+        return []
+
 
 @settings(max_examples=STRUCTURED_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
