@@ -302,7 +302,9 @@ def _deletion_transitions(previous: NodeProfileStatus | None, current: NodeProfi
     return out
 
 
-def _searchable_transitions(previous: NodeProfileStatus | None, current: NodeProfileStatus) -> list[Transition]:
+def _searchable_transitions(
+    previous: NodeProfileStatus | None, current: NodeProfileStatus
+) -> list[Transition]:
     now = next((c for c in current.conditions if c.type == SEARCHABLE), None)
     was = next((c for c in previous.conditions if c.type == SEARCHABLE), None) if previous else None
     if now is not None and now.status == "False" and (was is None or was.status != "False"):

@@ -240,7 +240,9 @@ def mutate(body: Any, lookup: ResourceLookup) -> dict[str, Any]:
         try:
             patch, wanting = node_patch(node, parse_profiles(lookup.profile_objects()))
         except Exception as exc:  # never refuse a node for our own failure
-            log.warning("node %s admitted untainted: cannot read the NodeProfiles: %s", request.get("name"), exc)
+            log.warning(
+                "node %s admitted untainted: cannot read the NodeProfiles: %s", request.get("name"), exc
+            )
             patch, wanting = [], ()
         if patch:
             log.info("node %s: tainted at admission for %s", _metadata(node).get("name"), ", ".join(wanting))
@@ -467,7 +469,9 @@ def node_webhook_configuration(
     }
 
 
-def webhook_configurations(*, ca_bundle: str, base_url: str, name: str = "fleetwright") -> list[dict[str, Any]]:
+def webhook_configurations(
+    *, ca_bundle: str, base_url: str, name: str = "fleetwright"
+) -> list[dict[str, Any]]:
     """Both webhooks of a server reached at ``base_url`` (``https://host:port``), out of cluster."""
     return [
         webhook_configuration(ca_bundle=ca_bundle, url=base_url + WEBHOOK_PATH, name=name),
