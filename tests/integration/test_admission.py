@@ -20,6 +20,7 @@ from fleetwright.api import crdgen
 from fleetwright.kube.client import from_kubeconfig
 from fleetwright.kube.resources import ApiResourceLookup
 from fleetwright.localcluster.cluster import wait_established
+from fleetwright.localstack.stack import wait_for_webhook
 from fleetwright.worker.webhook import WebhookServer, load_admission_policy, webhook_configuration
 from tests.support.providers import ClusterUnderTest
 
@@ -28,25 +29,6 @@ pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = Path(__file__).resolve().parent / "corpus"
 WEBHOOK_CONFIG = "fleetwright-admission-test"
-# A manifest only the webhook rejects (semver), used to wait until the webhook is in effect.
-PROBE = """
-apiVersion: fleetwright.io/v1alpha1
-kind: NodeProfile
-metadata: {name: admission-probe}
-spec:
-  nodeSelector: {matchLabels: {probe: "true"}}
-  packages: [{name: probe, version: "1.2", image: ghcr.io/example/probe}]
-"""
-
-
-def wait_for_webhook(cluster: ClusterUnderTest, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        done = cluster.kubectl("apply", "--dry-run=server", "-f", "-", input=PROBE, check=False)
-        if done.returncode != 0 and "spec.packages[0].version" in done.stderr:
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"webhook not in effect after {timeout}s: {done.stdout}{done.stderr}")
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +43,7 @@ def admission(cluster: ClusterUnderTest, tmp_path_factory: pytest.TempPathFactor
     config = webhook_configuration(ca_bundle=bundle.ca_bundle, url=server.url, name=WEBHOOK_CONFIG)
     try:
         cluster.kubectl("apply", "-f", "-", input=json.dumps(config))
-        wait_for_webhook(cluster)
+        wait_for_webhook(cluster.kubectl)
         yield server
     finally:
         # The webhook first: with failurePolicy Fail, a stopped server would block everyone.
