@@ -11,7 +11,6 @@ from typing import Any
 from pydantic import ValidationError
 
 from fleetwright.activities.payloads import RuntimeTaintReport
-from fleetwright.api.keys import RUNTIME_REQUIRED_TAINT
 from fleetwright.api.nodeprofile import PLURAL as PROFILE_PLURAL
 from fleetwright.api.nodeprofile import NodeProfile
 from fleetwright.kube import nodes, nodestatus, resources

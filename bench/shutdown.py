@@ -111,8 +111,14 @@ def cycle(cluster: LocalCluster, env: dict[str, str], rundir: Path, index: int) 
     if clean:
         for path in logs.values():
             path.unlink()
-    return {"cycle": index, "completed": completed, "seconds": round(rollout_seconds, 1), "codes": codes,
-            "fatal": fatal, "clean": clean}
+    return {
+        "cycle": index,
+        "completed": completed,
+        "seconds": round(rollout_seconds, 1),
+        "codes": codes,
+        "fatal": fatal,
+        "clean": clean,
+    }
 
 
 def _fatal_lines(path: Path) -> list[str]:

@@ -15,7 +15,7 @@ from typing import Annotated
 
 import typer
 
-from fleetwright.activities.status import status_label_key
+from fleetwright.api.keys import status_label_key
 from fleetwright.cli.app import app
 from fleetwright.cli.text import console
 from fleetwright.localcluster.cluster import ClusterOptions

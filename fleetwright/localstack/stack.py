@@ -32,6 +32,7 @@ from types import TracebackType
 import yaml
 
 from fleetwright import certs
+from fleetwright.api.common import API_VERSION
 from fleetwright.api.crdgen import CRDS, rendered_files
 from fleetwright.localcluster.binaries import wheel_binary
 from fleetwright.localcluster.cluster import (
@@ -65,14 +66,17 @@ LOCAL_ENGINE = EngineSettings(
 ROLES = ("webhook", "worker", "controller")
 # A NodeProfile only the webhook rejects (its version is not semver): once a server-side dry run
 # of it is refused naming the field, the webhook is registered and answering.
-WEBHOOK_PROBE = """
-apiVersion: fleetwright.io/v1alpha1
-kind: NodeProfile
-metadata: {name: admission-probe}
-spec:
-  nodeSelector: {matchLabels: {probe: "true"}}
-  packages: [{name: probe, version: "1.2", image: ghcr.io/example/probe}]
-"""
+WEBHOOK_PROBE = json.dumps(
+    {
+        "apiVersion": API_VERSION,
+        "kind": "NodeProfile",
+        "metadata": {"name": "admission-probe"},
+        "spec": {
+            "nodeSelector": {"matchLabels": {"probe": "true"}},
+            "packages": [{"name": "probe", "version": "1.2", "image": "ghcr.io/example/probe"}],
+        },
+    }
+)
 PROBE_FIELD = "spec.packages[0].version"
 
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from fleetwright import certs
-from fleetwright.api.nodeprofile import RUNTIME_REQUIRED_TAINT
+from fleetwright.api.keys import RUNTIME_REQUIRED_TAINT
 from fleetwright.kube.client import from_kubeconfig
 from fleetwright.kube.listwatch import ListWatch, WatchEvent, start_thread
 from fleetwright.kube.resources import ApiResourceLookup

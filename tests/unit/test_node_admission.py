@@ -12,9 +12,8 @@ from typing import Any
 
 import pytest
 
-from fleetwright.api.nodeprofile import RUNTIME_REQUIRED_TAINT
+from fleetwright.api.keys import RUNTIME_REQUIRED_TAINT, state_key
 from fleetwright.localcluster import examples
-from fleetwright.planner.nodestate import annotation_key
 from fleetwright.worker.webhook import MUTATE_PATH, mutate, node_webhook_configuration, webhook_configurations
 from tests.unit.test_api_webhook import BrokenLookup, FakeLookup
 
@@ -110,7 +109,7 @@ def test_a_node_already_tainted_or_with_history_is_left_alone() -> None:
     )
     assert "patch" not in admit(tainted, FakeLookup(set(), profiles=[profile()]))[0]
     # A node re-registering keeps its history: the profile recorded state on it already.
-    known = node({"pool": "gpu"}, annotations={annotation_key("drivers"): "{}"})
+    known = node({"pool": "gpu"}, annotations={state_key("drivers"): "{}"})
     assert "patch" not in admit(known, FakeLookup(set(), profiles=[profile()]))[0]
 
 
