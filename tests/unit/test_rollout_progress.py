@@ -128,12 +128,24 @@ def test_search_attributes_name_the_phase_packages_and_counts() -> None:
     shown = rollout_progress(one, controls=Controls(), held=(), generation=1)
     updates = {u.key.name: u.value for u in search_attributes(shown, one.state.spec.packages)}
     assert updates == {
+        sa.PROFILE.name: "gpu",
         sa.PHASE.name: "Progressing",
         sa.PACKAGES.name: ["tuning@1.0.0"],
         sa.NODES_DONE.name: 6,
         sa.NODES_FAILED.name: 1,
         sa.NODES_BLOCKED.name: 2,
     }
+
+
+def test_search_attributes_the_namespace_lacks_are_named_in_the_progress() -> None:
+    shown = rollout_progress(
+        decision(),
+        controls=Controls(),
+        held=(),
+        generation=1,
+        unregistered_search_attributes=("FleetwrightNode",),
+    )
+    assert shown.unregistered_search_attributes == ("FleetwrightNode",)
 
 
 def test_the_details_table_lists_the_running_failed_and_blocked_nodes() -> None:
