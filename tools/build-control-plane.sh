@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the real local control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
-# kwok, helm) from the Go modules under tools/ into a cache directory outside the repository, keyed
-# by version.
+# kwok, helm) and the real test node's kubelet from the Go modules under tools/ into a cache
+# directory outside the repository, keyed by version.
 # A binary already present in the cache is reused; nothing is ever committed or downloaded prebuilt.
 #
 # Usage: tools/build-control-plane.sh            (prints the bin directory on the last line)
@@ -30,6 +30,9 @@ kdir="$cache/kubernetes-$KUBE_VERSION"
 build kube k8s.io/kubernetes/cmd/kube-apiserver "$kdir/kube-apiserver" "$(kube_ldflags)"
 build kube k8s.io/kubernetes/cmd/kube-controller-manager "$kdir/kube-controller-manager" "$(kube_ldflags)"
 build kube k8s.io/kubernetes/cmd/kube-scheduler "$kdir/kube-scheduler" "$(kube_ldflags)"
+# The real test node's kubelet comes from the same module as the apiserver (tools/build-node.sh
+# builds the rest of that node).
+build kube k8s.io/kubernetes/cmd/kubelet "$kdir/kubelet" "$(kube_ldflags)"
 build etcd go.etcd.io/etcd/server/v3 "$cache/etcd-$ETCD_VERSION/etcd" ""
 build kwok sigs.k8s.io/kwok/cmd/kwok "$cache/kwok-$KWOK_VERSION/kwok" \
   "-X sigs.k8s.io/kwok/pkg/consts.Version=${KWOK_VERSION#v}"
@@ -42,6 +45,7 @@ mkdir -p "$bin"
 ln -sfn "$kdir/kube-apiserver" "$bin/kube-apiserver"
 ln -sfn "$kdir/kube-controller-manager" "$bin/kube-controller-manager"
 ln -sfn "$kdir/kube-scheduler" "$bin/kube-scheduler"
+ln -sfn "$kdir/kubelet" "$bin/kubelet"
 ln -sfn "$cache/etcd-$ETCD_VERSION/etcd" "$bin/etcd"
 ln -sfn "$cache/kwok-$KWOK_VERSION/kwok" "$bin/kwok"
 ln -sfn "$cache/helm-$HELM_VERSION/helm" "$bin/helm"

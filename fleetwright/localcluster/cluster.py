@@ -28,10 +28,13 @@ from typing import Any
 
 import yaml
 
+from fleetwright.images import offline
+from fleetwright.images.offline import Built
 from fleetwright.localcluster import nodes as fleet_nodes
-from fleetwright.localcluster.binaries import control_plane_binary, wheel_binary
+from fleetwright.localcluster.binaries import cache_dir, control_plane_binary, wheel_binary
 from fleetwright.localcluster.pki import CertPair, LocalCA, write_service_account_keys
 from fleetwright.localcluster.processes import Supervised, wait_until
+from fleetwright.localcluster.realnode import RealNode, RealNodeOptions
 
 LOOPBACK = "127.0.0.1"
 # Simulated stage pods (fleetwright's package namespace) all serve this log.
@@ -101,6 +104,11 @@ class ClusterOptions:
     scheduler: bool = False
     """Also run kube-scheduler, so that pods without a node name (a Deployment's) are placed on the
     simulated nodes. Stage Jobs name their node and need none."""
+    real_node: RealNodeOptions | None = None
+    """Also run one real node (kubelet, containerd, runc) beside the kwok fleet, and the
+    kube-scheduler so that Deployments land on it (see ``realnode``)."""
+    images: tuple[Built, ...] | None = None
+    """The image archives the real node imports; None: build (or find cached) this checkout's."""
 
 
 def _kubeconfig(server: str, ca: Path, client: CertPair, user: str) -> dict[str, Any]:
@@ -130,6 +138,7 @@ class LocalCluster:
     server: str = field(init=False)
     ca_cert: Path = field(init=False)
     components: dict[str, Supervised] = field(init=False, default_factory=dict)
+    real_node: RealNode | None = field(init=False, default=None)
     _owns_workdir: bool = field(init=False, default=False)
 
     def __post_init__(self) -> None:
@@ -158,11 +167,24 @@ class LocalCluster:
         started = time.monotonic()
         try:
             self._write_pki_and_configs()
+            if self.options.real_node is not None:
+                images = self.options.images
+                if images is None:
+                    builder = offline.Builder(offline.repository(), cache_dir(), control_plane_binary)
+                    images = tuple(builder.all())
+                self.real_node = RealNode(
+                    self.options.real_node, self.workdir, self._ca, self._apiserver_port, self.kubectl, images
+                )
             self._define_components()
-            for name in ("etcd", "kube-apiserver", "kube-controller-manager", "kwok"):
+            self.start_component("etcd")
+            if self.real_node is not None:
+                self.real_node.start_namespaces()
+            for name in ("kube-apiserver", "kube-controller-manager", "kwok"):
                 self.start_component(name)
-            if self.options.scheduler:
+            if self.options.scheduler or self.real_node is not None:
                 self.start_component("kube-scheduler")
+            if self.real_node is not None:
+                self.real_node.start_runtime()
             self.add_nodes(self.options.nodes)
         except BaseException:
             self.stop()
@@ -170,6 +192,8 @@ class LocalCluster:
         self.startup_seconds = time.monotonic() - started
 
     def stop(self) -> None:
+        if self.real_node is not None:
+            self.real_node.stop()
         # Reverse dependency order so nothing logs connection errors into a dying etcd.
         for name in ("kube-scheduler", "kwok", "kube-controller-manager", "kube-apiserver", "etcd"):
             component = self.components.get(name)
@@ -197,7 +221,7 @@ class LocalCluster:
     # ----- configuration ---------------------------------------------------------------
     def _write_pki_and_configs(self) -> None:
         pki = self.workdir / "pki"
-        ca = LocalCA(pki)
+        ca = self._ca = LocalCA(pki)
         self._serving = ca.issue(
             "apiserver",
             common_name="kube-apiserver",
@@ -265,7 +289,8 @@ class LocalCluster:
                 f"--client-ca-file={pki / 'ca.crt'}",
                 f"--kubelet-client-certificate={self._apiserver_kubelet_client.cert}",
                 f"--kubelet-client-key={self._apiserver_kubelet_client.key}",
-                "--authorization-mode=RBAC",
+                # The Node authorizer scopes a real node's kubelet to its own pods and secrets.
+                f"--authorization-mode={'RBAC' if self.real_node is None else 'Node,RBAC'}",
                 "--anonymous-auth=false",
                 f"--service-account-key-file={self._sa.cert}",
                 f"--service-account-signing-key-file={self._sa.key}",
@@ -276,6 +301,7 @@ class LocalCluster:
                 "--endpoint-reconciler-type=none",
                 "--profiling=false",
                 "--v=1",
+                *(self.real_node.apiserver_args() if self.real_node is not None else ()),
                 *self.options.apiserver_args,
             ],
             logs / "kube-apiserver.log",

@@ -44,6 +44,11 @@ def _find(candidates: tuple[str, ...], package: str) -> str:
     )
 
 
+def busybox() -> str:
+    """Debian's static busybox (the catalog's package images are built on it too)."""
+    return _find(BUSYBOX_CANDIDATES, "busybox-static")
+
+
 def fake_tools() -> dict[str, Path]:
     """Every fake host tool and helper, by its absolute path inside a root."""
     return {"/" + str(p.relative_to(FAKES)): p for p in sorted(FAKES.rglob("*")) if p.is_file()}
@@ -52,13 +57,13 @@ def fake_tools() -> dict[str, Path]:
 def install(root: str, flavour: Flavour) -> None:
     """Give ``root`` its shell, its busybox applets, the fake host tools every distribution has
     and those of ``flavour`` (its package manager and boot loader tools, with their aliases)."""
-    busybox = _find(BUSYBOX_CANDIDATES, "busybox-static")
+    busybox_binary = busybox()
     bash = _find(BASH_CANDIDATES, "bash-static")
     for directory in ("bin", "sbin", "usr/bin", "usr/sbin", "usr/local/bin", "usr/local/sbin"):
         os.makedirs(os.path.join(root, directory), exist_ok=True)
     shutil.copy2(bash, os.path.join(root, "bin", "bash"))
     os.symlink("bash", os.path.join(root, "bin", "sh"))
-    shutil.copy2(busybox, os.path.join(root, "bin", "busybox"))
+    shutil.copy2(busybox_binary, os.path.join(root, "bin", "busybox"))
     for applet in SAFE_APPLETS:
         os.symlink("busybox", os.path.join(root, "bin", applet))
     os.symlink("../../bin/env", os.path.join(root, "usr", "bin", "env"))
