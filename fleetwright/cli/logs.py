@@ -40,6 +40,8 @@ class ContainerLog(BaseModel):
     pod: str
     container: str
     log: str
+    never_started: str | None = None
+    """Why the container never ran (it has no log), e.g. PodInitializing after a failed step."""
 
 
 def choose(jobs: list[StageJob], every: bool) -> list[StageJob]:
@@ -63,6 +65,10 @@ async def read_logs(
             raise CliError(f"stage Job {namespace}/{job.name} has no pods left (its logs are gone)")
         pod = pods[-1]
         for container in pod.containers:
+            waiting = pod.never_started.get(container)
+            if waiting is not None:
+                out.append(_entry(job, pod.name, container, "", never_started=waiting))
+                continue
             try:
                 text = await asyncio.to_thread(container_log, session.api, namespace, pod.name, container)
             except FleetwrightError as error:
@@ -70,18 +76,23 @@ async def read_logs(
                     f"cannot read the log of pod {namespace}/{pod.name} container {container} "
                     f"(stage Job {job.name}, {job.stage} {job.package}): {error}"
                 ) from error
-            out.append(
-                ContainerLog(
-                    job=job.name,
-                    package=job.package,
-                    stage=job.stage,
-                    result=job.finished or ("Running" if job.active else "Pending"),
-                    pod=pod.name,
-                    container=container,
-                    log=text,
-                )
-            )
+            out.append(_entry(job, pod.name, container, text))
     return out
+
+
+def _entry(
+    job: StageJob, pod: str, container: str, log: str, never_started: str | None = None
+) -> ContainerLog:
+    return ContainerLog(
+        job=job.name,
+        package=job.package,
+        stage=job.stage,
+        result=job.finished or ("Running" if job.active else "Pending"),
+        pod=pod,
+        container=container,
+        log=log,
+        never_started=never_started,
+    )
 
 
 def render(logs: list[ContainerLog], console: Console) -> None:
@@ -91,7 +102,10 @@ def render(logs: list[ContainerLog], console: Console) -> None:
             f"pod/{escape(entry.pod)} container {escape(entry.container)} <==[/]",
             highlight=False,
         )
-        console.out(entry.log.rstrip("\n"), highlight=False)
+        if entry.never_started is not None:
+            console.out(f"(never started: {entry.never_started})", highlight=False)
+        else:
+            console.out(entry.log.rstrip("\n"), highlight=False)
 
 
 @app.command("logs")

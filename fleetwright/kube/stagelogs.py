@@ -9,7 +9,7 @@ pod runs in (init containers first). It must not decide which Job a human means;
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -47,6 +47,9 @@ class StagePod:
     containers: tuple[str, ...]
     """In the order they run: init containers, then the pod's containers."""
     created: datetime | None = None
+    never_started: dict[str, str] = field(default_factory=dict)
+    """Containers that never ran, by the reason they wait (the kubelet has no log of them: after
+    a failed stage step, the check and the main container never start)."""
 
 
 def _labels(profile: str | None, node: str | None, stage: str | None) -> dict[str, str]:
@@ -85,6 +88,16 @@ def _job(job: JobFacts) -> StageJob:
     )
 
 
+def _never_started(status: Any) -> dict[str, str]:
+    out = {}
+    for container in [*(status.init_container_statuses or []), *(status.container_statuses or [])]:
+        waiting = container.state.waiting if container.state else None
+        ran_before = container.last_state and container.last_state.terminated
+        if waiting is not None and not ran_before:
+            out[container.name] = waiting.reason or "Waiting"
+    return out
+
+
 def _pod(pod: Any) -> StagePod:
     spec = pod.spec
     return StagePod(
@@ -93,6 +106,7 @@ def _pod(pod: Any) -> StagePod:
         phase=(pod.status.phase if pod.status else None) or "Pending",
         containers=tuple(c.name for c in [*(spec.init_containers or []), *(spec.containers or [])]),
         created=pod.metadata.creation_timestamp,
+        never_started=_never_started(pod.status) if pod.status else {},
     )
 
 

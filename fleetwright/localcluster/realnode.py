@@ -37,7 +37,6 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import yaml
 
@@ -53,6 +52,7 @@ from fleetwright.packagetest import boot, hostroot
 from fleetwright.packagetest.hostroot import FAKE_STATE, HostRoot
 
 CGROUP_FS = Path("/sys/fs/cgroup")
+CGROUP_PREFIX = "fleetwright-node-"
 REBOOT_REQUESTS = f"{FAKE_STATE}/reboot-requested"
 KubectlRunner = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -163,7 +163,8 @@ class RealNode:
             bin_dir=cache_dir() / "bin",
             cni_bin_dir=(cache_dir() / "bin" / "cni").resolve(),
         )
-        self._cgroup_root = f"/fleetwright-node-{uuid.uuid4().hex[:8]}"
+        # The launcher's pid in the name: a later node removes what a killed launcher left.
+        self._cgroup_root = f"/{CGROUP_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self._write_files()
 
     # ----- files --------------------------------------------------------------------------
@@ -373,6 +374,7 @@ class RealNode:
             self.import_seconds[image.ref] = time.monotonic() - started
 
     def _make_cgroup_root(self) -> None:
+        _remove_stale_cgroups()
         for hierarchy in _cgroup_hierarchies("cgroup"):
             directory = hierarchy / self._cgroup_root.lstrip("/")
             directory.mkdir(exist_ok=True)
@@ -381,14 +383,7 @@ class RealNode:
                     (directory / name).write_text((hierarchy / name).read_text())
 
     def _remove_cgroup_root(self) -> None:
-        # runc also mirrors the pods' cgroups into the unified hierarchy of a hybrid host.
-        for hierarchy in _cgroup_hierarchies("cgroup", "cgroup2"):
-            top = hierarchy / self._cgroup_root.lstrip("/")
-            if not top.exists():
-                continue
-            for dirpath, _, _ in sorted(os.walk(top), key=lambda w: -w[0].count("/")):
-                with contextlib.suppress(OSError):
-                    os.rmdir(dirpath)
+        _remove_cgroup_tree(self._cgroup_root)
 
     def ready(self) -> bool:
         done = self.kubectl("get", "node", self.options.name, "-o", "json", check=False)
@@ -458,9 +453,36 @@ class RealNode:
     def boot_id(self) -> str:
         return self.host_root.boot_id()
 
-    def describe(self) -> dict[str, Any]:
-        return {
-            "name": self.options.name,
-            "scratch": str(self.layout.scratch),
-            "cgroup_root": self._cgroup_root,
-        }
+    @property
+    def cgroup_root(self) -> str:
+        """The pods' cgroup root (``/fleetwright-node-<id>`` in every hierarchy)."""
+        return self._cgroup_root
+
+
+def _remove_cgroup_tree(cgroup_root: str) -> None:
+    """rmdir, deepest first, in every hierarchy (runc also mirrors the pods' cgroups into the
+    unified one of a hybrid host); the kernel refuses a cgroup that still has a process."""
+    for hierarchy in _cgroup_hierarchies("cgroup", "cgroup2"):
+        top = hierarchy / cgroup_root.lstrip("/")
+        if top.exists():
+            for dirpath, _, _ in sorted(os.walk(top), key=lambda w: -w[0].count("/")):
+                with contextlib.suppress(OSError):
+                    os.rmdir(dirpath)
+
+
+def _remove_stale_cgroups() -> None:
+    """Cgroup roots of nodes whose launcher is gone (killed before it could clean up)."""
+    for hierarchy in _cgroup_hierarchies("cgroup", "cgroup2"):
+        for top in hierarchy.glob(f"{CGROUP_PREFIX}*"):
+            owner = top.name.removeprefix(CGROUP_PREFIX).split("-")[0]
+            if owner.isdigit() and not Path(f"/proc/{owner}").exists():
+                _remove_cgroup_tree("/" + top.name)
+
+
+def cgroups_left(cgroup_root: str) -> list[str]:
+    """Directories of ``cgroup_root`` still present in any hierarchy (none once a node stopped)."""
+    return [
+        str(hierarchy / cgroup_root.lstrip("/"))
+        for hierarchy in _cgroup_hierarchies("cgroup", "cgroup2")
+        if (hierarchy / cgroup_root.lstrip("/")).exists()
+    ]

@@ -17,6 +17,7 @@ from fleetwright.localcluster.kubelet import SimulatedKubelet
 from fleetwright.localcluster.temporal import LocalTemporal
 from fleetwright.worker.settings import WorkerSettings
 from fleetwright.worker.temporal import build_worker
+from fleetwright.workflows.payloads import EngineSettings
 from fleetwright.workflows.rollout import rollout_workflow_id
 from tests.support.engine import label_nodes, unique
 from tests.support.providers import ClusterUnderTest
@@ -44,15 +45,22 @@ async def worker(cluster: ClusterUnderTest, temporal_client: Client) -> AsyncIte
 
 
 @pytest.fixture
+def engine() -> EngineSettings:
+    """The rollout engine's settings for the controller fixture (the node tier points stage pods
+    at its real node's scratch host root)."""
+    return engine_settings()
+
+
+@pytest.fixture
 async def controller(
-    cluster: ClusterUnderTest, temporal_server: LocalTemporal, worker: str, crds: None
+    cluster: ClusterUnderTest, temporal_server: LocalTemporal, worker: str, crds: None, engine: EngineSettings
 ) -> AsyncIterator[RunningController]:
     settings = WorkerSettings(
         temporal_address=temporal_server.address,
         temporal_namespace=temporal_server.namespace,
         task_queue=worker,
         kubeconfig=cluster.kubeconfig,
-        engine=engine_settings(),
+        engine=engine,
     )
     running = RunningController(settings)
     running.start()

@@ -1,0 +1,72 @@
+"""The node tier: the local control plane with one real node (a real kubelet, containerd and runc
+running the images this checkout builds) beside the kwok fleet.
+
+One cluster serves the whole session; the first node test starts it. Stage pods mount the real
+node's scratch host root (``engine.host_root``), whose reboot, sysctl and systemctl only record.
+Around it all, this machine's kernel parameters and the kubelet's, containerd's and the CNI's
+default directories are compared before and after: a node test that changed them fails.
+
+A machine that cannot run the node fails every test here with the reason, never skips them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from fleetwright.localcluster import realnode
+from fleetwright.localcluster.cluster import ClusterOptions, LocalCluster
+from fleetwright.localcluster.nodeconfig import NODE_IP
+from fleetwright.localcluster.realnode import RealNode, RealNodeOptions
+from fleetwright.localcluster.temporal import LocalTemporal
+from fleetwright.packagetest.hostroot import HostRoot
+from fleetwright.workflows.payloads import EngineSettings
+from tests.support.stack import engine_settings
+
+# Where the real node's pods reach the Temporal dev server on this machine's loopback.
+TEMPORAL_PORT = 7233
+
+
+@pytest.fixture(scope="session")
+def cluster(temporal_server: LocalTemporal) -> Iterator[LocalCluster]:
+    missing = realnode.requirements()
+    if missing:
+        pytest.fail("the node tier cannot run on this machine: " + "; ".join(missing), pytrace=False)
+    kernel, defaults = realnode.kernel_parameters(), realnode.host_defaults_present()
+    options = ClusterOptions(real_node=RealNodeOptions(forwards=((TEMPORAL_PORT, temporal_server.port),)))
+    started = LocalCluster(options)
+    started.start()
+    assert started.real_node is not None
+    started.real_node.watch_reboots()
+    try:
+        yield started
+    finally:
+        cgroup_root = started.real_node.cgroup_root
+        started.stop()
+        assert realnode.kernel_parameters() == kernel, "the node changed this machine's kernel parameters"
+        assert realnode.host_defaults_present() == defaults, "the node wrote outside its scratch directory"
+        assert realnode.cgroups_left(cgroup_root) == [], "the node left cgroups behind"
+
+
+@pytest.fixture(scope="session")
+def real_node(cluster: LocalCluster) -> RealNode:
+    assert cluster.real_node is not None
+    return cluster.real_node
+
+
+@pytest.fixture(scope="session")
+def host_root(real_node: RealNode) -> HostRoot:
+    return real_node.host_root
+
+
+@pytest.fixture(scope="session")
+def temporal_on_node(real_node: RealNode) -> str:
+    """The Temporal dev server's address as the real node's pods see it."""
+    return f"{NODE_IP}:{TEMPORAL_PORT}"
+
+
+@pytest.fixture
+def engine(real_node: RealNode) -> EngineSettings:
+    return engine_settings().model_copy(update={"host_root": str(Path(real_node.host_root.path))})
