@@ -1,6 +1,6 @@
 """The on-node agent: runs one stage of a NodeWright-compatible package against a mounted host root.
 
-It owns the on-node half of ``/work/shared/reference/package-format.md``: validating
+It owns the on-node half of the package format (docs/package-format.md): validating
 ``config.json``, the ``root_dir/`` overlay, running step scripts in a chroot of the host,
 idempotence flags, the version history, interrupts and host logs.
 

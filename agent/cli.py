@@ -1,4 +1,4 @@
-"""The agent's command line (contract §6) and process entry point.
+"""The agent's command line (docs/package-format.md §7) and process entry point.
 
 It owns parsing ``<mode> <root> <copyDir> [interrupt-data]`` (and the legacy forms), exit code 2 for
 a malformed invocation, the unknown-mode no-op, and installing the SIGTERM handler.

@@ -1,4 +1,5 @@
-"""Loads and validates a package's ``config.json`` (schema v1 plus the loader rules, contract §4-§5).
+"""Loads and validates a package's ``config.json``: schema v1 plus the loading rules
+(docs/package-format.md §5-§6).
 
 It owns the typed view of the manifest (``PackageConfig``/``Step``) and every structural rule.
 It reports every problem at once, each naming its field (``modes.apply[0].returncodes``), and it
@@ -220,7 +221,8 @@ def _check_paths_exist(modes: dict[str, tuple[Step, ...]], skyhook_dir: str, err
 
 
 def _naming_warnings(modes: dict[str, tuple[Step, ...]]) -> tuple[str, ...]:
-    """Contract §5 rule 9: a work step ``dir/x.sh`` is expected to have a check ``dir/x_check.sh``."""
+    """A naming convention, warned about only (docs/package-format.md §6): a work step ``dir/x.sh``
+    is expected to have a check ``dir/x_check.sh``."""
     warnings = []
     for mode in WORK_MODES:
         checks = {s.path for s in modes.get(check_of(mode), ())}

@@ -1,4 +1,5 @@
-"""Runs one command on the host: in a chroot of the root mount, streaming its output (contract §8.3, §13).
+"""Runs one command on the host: in a chroot of the root mount, streaming its output
+(docs/package-format.md §9.2, §14).
 
 It owns process creation, the chroot and working directory, and copying stdout/stderr to the
 pod log (timestamped, ``[out]``/``[err]``) and to the host log files. It does not interpret exit

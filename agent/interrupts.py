@@ -1,4 +1,5 @@
-"""The ``interrupt`` mode: decodes the interrupt and runs its host commands once per resource id (§12).
+"""The ``interrupt`` mode: decodes the interrupt and runs its host commands once per resource id
+(docs/package-format.md §13).
 
 It owns the interrupt encoding, the command list per type, the per-command completion flags
 (``<type>_<i>.complete``, the v6 names, so a node that moves over mid-interrupt resumes at the right
@@ -42,7 +43,8 @@ class Interrupt:
         if self.type == NODE_RESTART:
             return [["reboot"]]
         if self.type == RESTART_ALL:
-            # Re-applies sysctl settings; despite the name it restarts no service (contract §12.1).
+            # Re-applies sysctl settings; despite the name it restarts no service
+            # (docs/package-format.md §13.1).
             return [["service", "procps", "force-reload"]]
         if self.type == SERVICE_RESTART:
             return [["systemctl", "daemon-reload"], *(["systemctl", "restart", s] for s in self.services)]
@@ -114,7 +116,7 @@ class _Runner:
             base = os.path.join(
                 self.paths.logs, self.rid.package, self.rid.version, "interrupts", f"{kind}_{index}"
             )
-        # Interrupt commands get no STEP_ROOT/SKYHOOK_DIR and no chmod (contract §12.2).
+        # Interrupt commands get no STEP_ROOT/SKYHOOK_DIR and no chmod (docs/package-format.md §13.2).
         return executor.run(argv, root=self.paths.root, cwd=self.paths.copy_dir, env=self.env, log_base=base)
 
     def plain(self, kind: str, index: int, argv: list[str]) -> bool:

@@ -1,4 +1,5 @@
-"""Timestamped agent output (the pod log) and the per-step host log files with retention (contract §13).
+"""Timestamped agent output (the pod log) and the per-step host log files with retention
+(docs/package-format.md §14).
 
 It owns the console line format, the host log file names and pruning. It must not decide what
 runs: callers hand it lines and file names.

@@ -1,4 +1,4 @@
-"""Agent mode names and how work modes pair with check modes (contract §4.2). Pure data."""
+"""Agent mode names and how work modes pair with check modes (docs/package-format.md §5.2); pure data."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ ALL_MODES: tuple[str, ...] = (*STEP_MODES, INTERRUPT)
 
 UNINSTALL_MODES = frozenset({"uninstall", "uninstall-check"})
 UPGRADE_MODES = frozenset({"upgrade", "upgrade-check"})
-# Only these work modes honour agent-tracked idempotence flags (contract §10).
+# Only these work modes honour agent-tracked idempotence flags (docs/package-format.md §11).
 FLAG_SKIP_MODES = frozenset({"apply", "post-interrupt"})
-# A successful check in these modes writes the version history (contract §11).
+# A successful check in these modes writes the version history (docs/package-format.md §12).
 HISTORY_MODES = frozenset({"apply-check", "upgrade-check", "uninstall-check"})
 
 

@@ -1,4 +1,4 @@
-"""Merges the package's ``root_dir/`` onto the host root (contract §7 step 6).
+"""Merges the package's ``root_dir/`` onto the host root (docs/package-format.md §8 step 6).
 
 It owns the overlay copy. The copy runs in a forked child that chroots into the host root, so
 absolute symlinks on the host (``/etc/alternatives/...``) resolve to host paths, never to the

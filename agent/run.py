@@ -1,4 +1,4 @@
-"""One agent invocation from parsed arguments to exit code (contract §7).
+"""One agent invocation from parsed arguments to exit code (docs/package-format.md §8).
 
 It owns the order of operations: legacy self-copy, interrupt dispatch, loading ``config.json``,
 expected config files, the ``root_dir/`` overlay, START marker, stepping through a work mode (stop at

@@ -1,4 +1,4 @@
-"""The agent's environment settings (contract §3.4) and the frozen host paths derived from them (§15).
+"""The agent's environment settings (docs/package-format.md §4) and the host paths they give (§16).
 
 It owns reading ``SKYHOOK_*`` and related variables into one immutable ``Settings`` value and
 turning host-absolute paths into paths under the root mount. It does no I/O besides ``os.environ``.
@@ -23,7 +23,7 @@ class SettingsError(Exception):
 
 
 def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:
-    # Contract: only the case-insensitive string "true" is true.
+    # Only the case-insensitive string "true" is true (docs/package-format.md §4.2).
     value = env.get(name)
     return default if value is None else value.strip().lower() == "true"
 

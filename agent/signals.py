@@ -1,4 +1,4 @@
-"""SIGTERM handling: finish the running step, start no other (contract §14).
+"""SIGTERM handling: finish the running step, start no other (docs/package-format.md §15).
 
 It owns the one process-wide "stop requested" flag. It must never forward the signal to a step.
 """

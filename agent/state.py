@@ -1,7 +1,7 @@
 """Host state the agent keeps between runs: idempotence flags, check results and version history.
 
-It owns the on-disk formats of contract §9-§11, byte-compatible with NodeWright so that nodes that
-move over keep their state. It must not decide whether a step runs; ``run`` does that.
+It owns the on-disk formats of docs/package-format.md §10-§12, byte-compatible with NodeWright so
+that nodes that move over keep their state. It must not decide whether a step runs; ``run`` does that.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ UNINSTALLED = "uninstalled"
 
 
 def flag_marker(arguments: Sequence[str], returncodes: Sequence[int]) -> str:
-    """Standard base64 of ``repr(args)_repr(codes)``, as the v6 agent computes it (contract §10).
+    """Standard base64 of ``repr(args)_repr(codes)``, as the v6 agent computes it
+    (docs/package-format.md §11).
 
     Arguments are taken before ``env:`` substitution, exactly like the reference.
     """
@@ -57,7 +58,8 @@ def write_check_results(flags_dir: str, results: Sequence[tuple[str, bool]]) -> 
 
 
 def read_history(path: str) -> dict[str, object]:
-    """The history document, or an empty one. A corrupt file is kept as ``.backup`` (contract §11)."""
+    """The history document, or an empty one. A corrupt file is kept as ``.backup``
+    (docs/package-format.md §12)."""
     try:
         with open(path, encoding="utf-8") as handle:
             doc = json.load(handle)

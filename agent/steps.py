@@ -1,4 +1,5 @@
-"""Runs one step of ``config.json`` (contract §8): arguments, environment, chroot, return codes.
+"""Runs one step of ``config.json`` (docs/package-format.md §9): arguments, environment, chroot,
+return codes.
 
 Every step runs in the host's chroot, ``on_host: false`` included (``config`` warns that it is
 ignored): NodeWright's production agent does the same, and packages rely on the host's tools.
@@ -58,7 +59,7 @@ def step_env(
 def _make_executable(path: str) -> None:
     mode = os.stat(path).st_mode
     # Ordinary permission bits only: never carry set-id or sticky bits onto a host script.
-    # Adding u+x,g+x,o+x is the contract (§8.3), not an accident.
+    # Adding u+x,g+x,o+x is deliberate: packages need not set exec bits (docs/package-format.md §9.2).
     os.chmod(path, stat.S_IMODE(mode) & 0o777 | 0o111)  # noqa: S103
 
 

@@ -2,7 +2,8 @@
 action per package (install, upgrade, downgrade, config-only, uninstall), its stages in dependency
 order, and the merged interrupt(s) the node needs.
 
-Semantics (NodeWright's, see DESIGN "Per-package lifecycle"):
+Semantics (NodeWright's, so packages see the stage order they were written for; the stages are
+docs/package-format.md §3.2):
 - semver decides install / upgrade / downgrade; a downgrade runs ``apply`` of the lower version and
   no automatic uninstall (NodeWright v0.16+).
 - a config-only change runs ``config`` and only the interrupts its changed keys map to

@@ -2,7 +2,7 @@
 compartments, normalised (defaults resolved) into the shape the rollout engine needs.
 ``convert`` builds it from the API models.
 
-How the steps apply (the engine's reading of DESIGN):
+How the steps apply (the rollout as a whole: docs/architecture.md):
 - the policy's steps before ``batches`` (canary, soak, approval) are *rollout gates*: they run once,
   over all targeted nodes, before any compartment starts; so a failed canary stops the rollout
   before any other node is touched.

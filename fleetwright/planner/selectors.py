@@ -1,8 +1,8 @@
 """Label selectors as the planner evaluates them (compartments, selector canaries).
 
 Kubernetes semantics, with one deliberate difference: an empty selector matches *no* node here,
-because an empty selector that means "everything" is how a copy-pasted spec reboots a whole fleet
-(field notes §2). Admission rejects empty selectors where they are not allowed.
+because an empty selector that means "everything" is how a copy-pasted spec reboots a whole fleet.
+Admission rejects empty selectors where they are not allowed.
 """
 
 from __future__ import annotations

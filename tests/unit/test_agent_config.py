@@ -139,7 +139,7 @@ def test_load_reports_unreadable_json(tmp_path: Path) -> None:
 
 
 def test_flag_marker_matches_nodewright() -> None:
-    # The example from the contract (§10): arguments ['apply'], return codes [0].
+    # The example of docs/package-format.md §11: arguments ['apply'], return codes [0].
     assert state.flag_marker(["apply"], [0]) == "WydhcHBseSddX1swXQ=="
     assert state.flag_marker([], [0, 1]) == base64.b64encode(b"[]_[0, 1]").decode()
 
