@@ -101,8 +101,8 @@ def _activities(
     api = from_kubeconfig(settings.kubeconfig)
     # Kubernetes calls run on threads that keep the activity's trace and log context.
     # One thread per activity slot: an activity makes one blocking call at a time, so no call ever
-    # queues for a thread. With 64 threads, a 128-wide rollout's drain and stage waits starved each
-    # other past the 30 s heartbeat timeout and the stages were retried over and over.
+    # queues for a thread. With fewer threads than slots, a wide rollout's drain and stage waits
+    # starve each other past the 30 s heartbeat timeout and the stages are retried over and over.
     threads = tracing.ContextThreadPool(
         max(DEFAULT_THREADS, settings.max_concurrent_activities), thread_name_prefix="fleetwright-kube"
     )

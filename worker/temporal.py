@@ -27,7 +27,7 @@ WORKFLOWS: tuple[type, ...] = (RolloutWorkflow, NodeWorkflow)
 # (a node workflow per node): pydantic and fleetwright's payload models and pure core, and the
 # workflows' own payload models, retry policies and search attribute keys. They hold no mutable
 # module state, and the pure core takes ``now`` as data (import-linter keeps its I/O out).
-# Re-importing them was the largest part of starting a workflow in the worker's profile; only the
+# Re-importing them is the largest part of starting a workflow in the worker's profile; only the
 # workflow modules themselves (``workflows.node``, ``workflows.rollout``) are imported afresh.
 PASSTHROUGH_MODULES = (
     "pydantic",

@@ -37,7 +37,7 @@ from fleetwright.kube.pods import JOB_NAME_LABEL, PodFacts, json_facts
 # Every stage Job carries it (``fleetwright.stagejob``); nothing else of the namespace is cached.
 STAGE_JOBS = f"{MANAGED_BY_LABEL}={MANAGED_BY}"
 # The Jobs are indexed by their node: a stage's lookups are per node, and a scan of every Job of a
-# 10,000-node fleet per stage was 3 % of the worker's CPU.
+# 10,000-node fleet per stage costs 3 % of the worker's CPU.
 
 
 def slim_job(job: dict[str, Any]) -> dict[str, Any]:

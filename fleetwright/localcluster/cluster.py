@@ -434,8 +434,8 @@ def kwok_configuration(nodes: int) -> dict[str, Any] | None:
     """kwok's worker pools sized for the fleet it starts with, or None where its defaults do. One
     kwok process stands in for every node's kubelet; with its defaults (4 lease workers) on 2
     loaded cores, 1,000 leases are not renewed within the grace period and the node lifecycle
-    controller marks hundreds of nodes NotReady mid-rollout (seen in the first 1,000-node
-    benchmark). Real nodes each renew their own."""
+    controller marks hundreds of nodes NotReady mid-rollout, which fleetwright then rightly
+    refuses to touch. Real nodes each renew their own."""
     leases = max(KWOK_DEFAULT_WORKERS, math.ceil(nodes / NODES_PER_LEASE_WORKER))
     if leases == KWOK_DEFAULT_WORKERS:
         return None
@@ -526,7 +526,7 @@ class KwokFleet:
         for chunk_start in range(0, len(manifests), 500):
             chunk = manifests[chunk_start : chunk_start + 500]
             # kubectl's default 120 s is not enough for 500 Nodes on an apiserver that is already
-            # serving thousands of them on a loaded machine (a 10,000-node benchmark stopped there).
+            # serving thousands of them on a loaded machine (a 10,000-node fleet).
             self._kubectl(
                 "create",
                 "-f",

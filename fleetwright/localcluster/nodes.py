@@ -33,7 +33,7 @@ def stage_pod_timing(complete_seconds: float, ready_seconds: float = 0.0) -> dic
     """Pod annotations under which a simulated stage pod is Ready after ``ready_seconds`` and
     completes ``complete_seconds`` after it started. The jitter bound is the delay itself: kwok
     draws a delay between the two, and one at or below the delay REPLACES it (kwok v0.8.0
-    ``Stage.Delay``), so the old ``jitter-delay: 0s`` made every stage complete at once."""
+    ``Stage.Delay``), so a ``jitter-delay`` of ``0s`` would make every stage complete at once."""
     complete = f"{round(complete_seconds * 1000)}ms"
     return {
         POD_COMPLETE_DELAY: complete,

@@ -63,7 +63,7 @@ class RunningController:
         self.stop_event.set()
         if self.task is not None:
             # A pod's default termination grace period: cancelled tasks wait for the Kubernetes or
-            # Temporal call their thread is in (a CI run beside a chaos run once took over 10 s).
+            # Temporal call their thread is in, which can take over 10 s on a loaded machine.
             await asyncio.wait_for(self.task, timeout=30)
             self.task = None
 

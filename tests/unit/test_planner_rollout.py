@@ -230,7 +230,7 @@ def test_a_foreign_cordon_is_worked_under_at_no_extra_cost() -> None:
 
 
 def test_a_node_cordoned_by_someone_else_mid_rollout_waits_for_our_own_node() -> None:
-    # Chaos seed 4242, iterations 6 and 52: maxUnavailable 1, our node mid-update, then someone
+    # docs/chaos.md, finding 5: maxUnavailable 1, our node mid-update, then someone
     # cordons a pending node. It still runs its pods: working under that cordon (draining it) while
     # our node is disrupted would disrupt two nodes for this profile.
     fleet = Fleet(3, policy(batches(initial=3), cap=1))

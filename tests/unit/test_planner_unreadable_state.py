@@ -1,7 +1,7 @@
-"""A malformed ``fleetwright.io/state.<profile>`` annotation stops work on that node only (chaos
-finding 3): the turn still decides, the node is listed as blocked with the key and the problem, an
-unreadable record of another profile counts as that profile being busy there, and the rest of the
-fleet proceeds."""
+"""A malformed ``fleetwright.io/state.<profile>`` annotation stops work on that node only
+(docs/chaos.md, finding 3): the turn still decides, the node is listed as blocked with the key and
+the problem, an unreadable record of another profile counts as that profile being busy there, and
+the rest of the fleet proceeds."""
 
 from __future__ import annotations
 
