@@ -11,6 +11,7 @@ is a supervised child process, so tests can kill and restart it; nothing is down
 from __future__ import annotations
 
 import functools
+import json
 import shutil
 import subprocess
 import tempfile
@@ -30,6 +31,25 @@ from fleetwright.localcluster.processes import Supervised, wait_until
 
 # Retention long enough for a rollout that waits at a canary gate for days.
 RETENTION = "720h"
+# Dynamic configuration both backends run with; everything else keeps the server's defaults.
+DYNAMIC_CONFIG: dict[str, Any] = {
+    # One partition per task queue instead of four: fleetwright's queues carry a few hundred tasks
+    # a second at most, and with four the matching service spreads its few pollers over
+    # partitions and forwards tasks between them, which costs CPU and latency.
+    "matching.numTaskqueueReadPartitions": 1,
+    "matching.numTaskqueueWritePartitions": 1,
+}
+# The dev server's own overrides. The CLI bypasses the search attribute cache so attributes added
+# while it runs are seen at once; ours are registered when it starts, and the bypass made every
+# request that carries search attributes read them from the database.
+DEV_DYNAMIC_CONFIG: dict[str, Any] = {
+    **DYNAMIC_CONFIG,
+    "system.forceSearchAttributesCacheRefreshOnRead": False,
+}
+# sqlite with a write-ahead log synced at checkpoints: a committed transaction survives the
+# server's kill -9 (what the chaos tests do), only a crash of the machine may lose the last ones;
+# the default journal synced every commit twice.
+DEV_SQLITE_PRAGMAS = {"journal_mode": "wal", "synchronous": "normal"}
 
 
 class Backend(StrEnum):
@@ -147,6 +167,10 @@ class LocalTemporal(TemporalServer):
         ]
         for name, kind in sorted(self.search_attributes.items()):
             argv += ["--search-attribute", f"{name}={kind}"]
+        for key, value in DEV_DYNAMIC_CONFIG.items():
+            argv += ["--dynamic-config-value", f"{key}={json.dumps(value)}"]
+        for pragma, setting in DEV_SQLITE_PRAGMAS.items():
+            argv += ["--sqlite-pragma", f"{pragma}={setting}"]
         if self.ui:
             argv += ["--ui-ip", LOOPBACK, "--ui-port", str(self.ui_port), "--ui-disable-news-fetch"]
         else:
@@ -187,6 +211,7 @@ class PostgresTemporal(TemporalServer):
     """History shards: upstream's PostgreSQL development configuration uses 4."""
     database: LocalPostgres = field(init=False)
     config_path: Path = field(init=False)
+    dynamic_config_path: Path = field(init=False)
     _registered: bool = field(init=False, default=False)
 
     def __post_init__(self) -> None:
@@ -194,6 +219,7 @@ class PostgresTemporal(TemporalServer):
         assert self.workdir is not None
         self.database = LocalPostgres(self.workdir / "postgres")
         self.config_path = self.workdir / "temporal-server.yaml"
+        self.dynamic_config_path = self.workdir / "dynamic-config.yaml"
         self.process = Supervised(
             "temporal-server",
             [
@@ -223,7 +249,9 @@ class PostgresTemporal(TemporalServer):
         if not self.config_path.exists():
             for store in STORES:
                 self._setup_schema(store)
-            config = server_config(self.database, self.port, self.shards)
+            values = {key: [{"value": value}] for key, value in DYNAMIC_CONFIG.items()}
+            self.dynamic_config_path.write_text(yaml.safe_dump(values))
+            config = server_config(self.database, self.port, self.shards, self.dynamic_config_path)
             self.config_path.touch(mode=0o600)  # it holds the database password
             self.config_path.write_text(yaml.safe_dump(config))
         super().start(timeout)
@@ -296,9 +324,11 @@ def _check(result: subprocess.CompletedProcess[str]) -> None:
         raise RuntimeError(f"temporal {' '.join(result.args[1:4])} failed:\n{result.stdout}{result.stderr}")
 
 
-def server_config(database: LocalPostgres, frontend_port: int, shards: int) -> dict[str, Any]:
+def server_config(
+    database: LocalPostgres, frontend_port: int, shards: int, dynamic_config: Path
+) -> dict[str, Any]:
     """temporal-server's configuration: the four services in one process on loopback, the stores
-    on ``database``, no archival, metrics or pprof, dynamic config at its defaults."""
+    on ``database``, no archival, metrics or pprof, dynamic config from ``dynamic_config``."""
 
     def service(grpc_port: int) -> dict[str, Any]:
         # The schema keeps a member's ringpop port in a SMALLINT.
@@ -351,6 +381,7 @@ def server_config(database: LocalPostgres, frontend_port: int, shards: int) -> d
             },
         },
         "dcRedirectionPolicy": {"policy": "noop"},
+        "dynamicConfigClient": {"filepath": str(dynamic_config), "pollInterval": "60s"},
         "archival": {"history": {"state": "disabled"}, "visibility": {"state": "disabled"}},
         "namespaceDefaults": {
             "archival": {"history": {"state": "disabled"}, "visibility": {"state": "disabled"}}

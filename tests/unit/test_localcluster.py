@@ -92,7 +92,8 @@ def test_the_postgres_server_config_uses_both_stores_on_loopback_with_ringpop_po
     tmp_path: Path,
 ) -> None:
     database = LocalPostgres(tmp_path / "postgres")
-    config = server_config(database, frontend_port=41000, shards=4)
+    config = server_config(database, frontend_port=41000, shards=4, dynamic_config=tmp_path / "dynamic.yaml")
+    assert config["dynamicConfigClient"]["filepath"] == str(tmp_path / "dynamic.yaml")
     stores = config["persistence"]["datastores"]
     assert set(stores) == {config["persistence"]["defaultStore"], config["persistence"]["visibilityStore"]}
     assert {s["sql"]["databaseName"] for s in stores.values()} == {s.database for s in STORES}
