@@ -14,7 +14,9 @@ DeploymentPolicy applied with kubectl, as a user would. Every package stage pod 
 own preview of the same rollout with those stage durations and zero overhead; wall time / ideal is
 fleetwright's overhead. Also printed: API requests per node by verb and resource (the apiserver's
 ``apiserver_request_total``), write requests per node by who made them (the audit log), the largest
-workflow history, peak RSS of the worker and controller, CPU seconds per process, how busy the
+workflow history, the history events and workflow tasks per node over every workflow run, peak RSS
+of the worker and controller, CPU seconds per process and fleetwright's own share of them (its
+processes, the Temporal server and its database) per node, how busy the
 machine's cores were (sampled each second) and how fast they were (a calibration before and after),
 and where a node's time goes (``bench/nodetimes.py``, from a sample of node workflow histories).
 """
