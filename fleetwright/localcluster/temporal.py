@@ -40,8 +40,9 @@ DYNAMIC_CONFIG: dict[str, Any] = {
     "matching.numTaskqueueWritePartitions": 1,
 }
 # The dev server's own overrides. The CLI bypasses the search attribute cache so attributes added
-# while it runs are seen at once; ours are registered when it starts, and the bypass made every
-# request that carries search attributes read them from the database.
+# while it runs are seen at once; ours are registered when it starts (one added later is seen
+# within the cache's minute, as on any server), and the bypass made every request that carries
+# search attributes read them from the database.
 DEV_DYNAMIC_CONFIG: dict[str, Any] = {
     **DYNAMIC_CONFIG,
     "system.forceSearchAttributesCacheRefreshOnRead": False,
