@@ -8,6 +8,7 @@ Owns the command and its text; starting and stopping the pieces is ``localstack`
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import threading
 from pathlib import Path
@@ -19,6 +20,8 @@ from fleetwright.api.keys import status_label_key
 from fleetwright.cli.app import app
 from fleetwright.cli.text import console
 from fleetwright.localcluster.cluster import ClusterOptions
+from fleetwright.localcluster.nodeconfig import TEMPORAL_ADDRESS
+from fleetwright.localcluster.realnode import RealNodeOptions, chart_settings
 from fleetwright.localstack.stack import EXAMPLES, LocalStack, StackOptions, example_profiles
 
 cluster_app = typer.Typer(
@@ -49,7 +52,29 @@ def next_steps(stack: LocalStack, kept: bool) -> list[str]:
         f"      Temporal: {logs['temporal']}",
         f"Stop: Ctrl-C here, or kill -TERM {os.getpid()}: every process of the stack stops.",
     ]
-    return lines
+    return lines + _real_node_steps(stack)
+
+
+def _real_node_steps(stack: LocalStack) -> list[str]:
+    """The real node, and the command that installs the chart on it instead of the host processes."""
+    node = stack.cluster.real_node
+    if node is None:
+        return []
+    install = [
+        "helm",
+        "install",
+        "fleetwright",
+        "helm/fleetwright",
+        "-n",
+        "fleetwright",
+        "--create-namespace",
+    ]
+    return [
+        "",
+        f"Real node {node.options.name}: its stage pods mount the scratch host root {node.host_root.path}",
+        "  fleetwright in-cluster on it (the chart, with the locally built image):",
+        "  " + shlex.join([*install, *chart_settings(node, TEMPORAL_ADDRESS)]),
+    ]
 
 
 def _shown(path: Path) -> str:
@@ -66,11 +91,22 @@ def up(
     workdir: Annotated[
         Path | None, typer.Option(help="Keep state and logs here, also after stopping (default: a temp dir).")
     ] = None,
+    real_node: Annotated[
+        bool,
+        typer.Option(
+            "--real-node",
+            help="Also run one real node (kubelet, containerd, runc; needs root) with the images this "
+            "checkout builds, its stage pods confined to a scratch host root.",
+        ),
+    ] = False,
 ) -> None:
     """Start the local stack, print how to use it, and keep it running until Ctrl-C or SIGTERM."""
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    options = StackOptions(cluster=ClusterOptions(nodes=nodes, scheduler=True), workdir=workdir)
+    node = RealNodeOptions() if real_node else None
+    options = StackOptions(
+        cluster=ClusterOptions(nodes=nodes, scheduler=True, real_node=node), workdir=workdir
+    )
     console.print(f"starting the local stack with {nodes} simulated GPU nodes...")
     with LocalStack(options) as stack:
         console.print(

@@ -313,7 +313,7 @@ class LocalCluster:
                 f"--kubeconfig={self._kcm_kubeconfig}",
                 f"--authentication-kubeconfig={self._kcm_kubeconfig}",
                 f"--authorization-kubeconfig={self._kcm_kubeconfig}",
-                f"--controllers={','.join(CONTROLLERS)}",
+                f"--controllers={','.join(self._controllers())}",
                 "--use-service-account-credentials=true",
                 f"--service-account-private-key-file={self._sa.key}",
                 f"--root-ca-file={pki / 'ca.crt'}",
@@ -351,6 +351,11 @@ class LocalCluster:
             lease_seconds=self.options.node_lease_seconds,
         )
         self.components["kwok"] = self.fleet.process
+
+    def _controllers(self) -> tuple[str, ...]:
+        # A real node's pods back Services (the chart's webhook): the apiserver reaches them by
+        # their EndpointSlices.
+        return CONTROLLERS if self.real_node is None else (*CONTROLLERS, "endpointslice-controller")
 
     # ----- readiness -------------------------------------------------------------------
     def _ssl_context(self) -> ssl.SSLContext:

@@ -21,6 +21,9 @@ NODE_IP = "10.213.0.2"
 POD_CIDR = "10.88.0.0/24"
 KUBERNETES_SERVICE_IP = "10.96.0.1"
 KUBERNETES_SERVICE_PORT = 443
+# Where the node's pods reach a Temporal server running on the host (relayed to its loopback port).
+TEMPORAL_PORT = 7233
+TEMPORAL_ADDRESS = f"{NODE_IP}:{TEMPORAL_PORT}"
 KUBELET_PORT = 10250
 BRIDGE = "fw0"
 # The kernel parameters the kubelet's container manager sets on start (vm.overcommit_memory=1,

@@ -35,7 +35,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import yaml
@@ -366,11 +366,14 @@ class RealNode:
         return done
 
     def _import_images(self) -> None:
+        """Each archive under its tag, and under ``repository@digest`` too: a pod that pins the
+        image by digest (the chart's ``image.digest``) finds it as a registry pull would leave it."""
         for image in self.images:
             started = time.monotonic()
             self._ctr(
                 "-n", "k8s.io", "images", "import", f"--base-name={image.repository}", str(image.archive)
             )
+            self._ctr("-n", "k8s.io", "images", "tag", "--force", image.ref, image.pinned())
             self.import_seconds[image.ref] = time.monotonic() - started
 
     def _make_cgroup_root(self) -> None:
@@ -477,6 +480,24 @@ def _remove_stale_cgroups() -> None:
             owner = top.name.removeprefix(CGROUP_PREFIX).split("-")[0]
             if owner.isdigit() and not Path(f"/proc/{owner}").exists():
                 _remove_cgroup_tree("/" + top.name)
+
+
+def linked_to_temporal(options: RealNodeOptions, host_port: int) -> RealNodeOptions:
+    """``options`` whose pods reach the Temporal server on the host's loopback ``host_port`` at
+    ``nodeconfig.TEMPORAL_ADDRESS``."""
+    return replace(options, forwards=(*options.forwards, (nodeconfig.TEMPORAL_PORT, host_port)))
+
+
+def chart_settings(node: RealNode, temporal_address: str | None) -> list[str]:
+    """``helm install`` flags that run the chart's processes on this node (the scheduler would
+    otherwise also place them on kwok nodes, which only pretend to run them), reaching Temporal at
+    ``temporal_address`` and pointing stage Jobs at the node's scratch host root."""
+    flags = ["--set", f"settings.engine.host_root={node.host_root.path}"]
+    if temporal_address is not None:
+        flags += ["--set", f"settings.temporal_address={temporal_address}"]
+    for component in ("worker", "controller", "webhook"):
+        flags += ["--set", f"{component}.nodeSelector.kubernetes\\.io/hostname={node.options.name}"]
+    return flags
 
 
 def cgroups_left(cgroup_root: str) -> list[str]:

@@ -5,8 +5,9 @@ the Temporal dev server with fleetwright's search attributes registered, the CRD
 webhook (``fleetwright webhook``, serving with a certificate of its own CA and registered with that
 CA), the worker and the controller (``fleetwright worker`` and ``fleetwright controller``, the
 processes the Helm chart deploys, reading one settings file), and the simulated kubelet that turns
-a reboot stage into a new boot id. ``cluster up`` keeps it running, the demo rolls an example out
-on it, the chaos suite kills and restarts its pieces.
+a reboot stage into a new boot id; with ``ClusterOptions.real_node``, also one real node (a real
+kubelet, containerd and runc) whose stage pods mount its scratch host root. ``cluster up`` keeps it
+running, the demo rolls an example out on it, the chaos suite kills and restarts its pieces.
 
 Owns starting, stopping and restarting those pieces and saying where they are (addresses, the
 environment file, logs). It must not decide what is rolled out (the callers apply manifests) nor
@@ -45,6 +46,7 @@ from fleetwright.localcluster.cluster import (
 )
 from fleetwright.localcluster.nodes import stage_pod_timing
 from fleetwright.localcluster.processes import Supervised, wait_until
+from fleetwright.localcluster.realnode import linked_to_temporal
 from fleetwright.localcluster.temporal import LocalTemporal, TemporalServer
 from fleetwright.localstack.kubelet import watched_kubelet
 from fleetwright.worker.settings import WorkerSettings
@@ -116,10 +118,17 @@ class LocalStack:
         if self.attached is not None:
             self.cluster, self.temporal = self.attached
         else:
-            # One directory for the control plane's and fleetwright's logs alike.
-            self.cluster = LocalCluster(replace(self.options.cluster, workdir=self.workdir))
-            self.temporal = LocalTemporal(
+            temporal = LocalTemporal(
                 search_attributes=REGISTRATION, workdir=self.workdir / "temporal", ui=self.options.ui
+            )
+            self.temporal = temporal
+            # One directory for the control plane's and fleetwright's logs alike; a real node's
+            # pods reach this Temporal server through the node's link.
+            real_node = self.options.cluster.real_node
+            if real_node is not None:
+                real_node = linked_to_temporal(real_node, temporal.port)
+            self.cluster = LocalCluster(
+                replace(self.options.cluster, workdir=self.workdir, real_node=real_node)
             )
         self.settings_path = self.workdir / "settings.json"
         self.env_path = self.workdir / "env"
@@ -168,6 +177,8 @@ class LocalStack:
         if self.attached is None:
             self.cluster.start()
             self._exit.callback(self.cluster.stop)
+            if self.cluster.real_node is not None:
+                self.cluster.real_node.watch_reboots()
             self.temporal.start()
             self._exit.callback(self.temporal.stop)
         self._write_settings(self.options.engine)
@@ -208,7 +219,7 @@ class LocalStack:
             temporal_address=self.temporal.address,
             temporal_namespace=self.temporal.namespace,
             kubeconfig=self.cluster.kubeconfig,
-            engine=engine,
+            engine=self._on_nodes(engine),
             # Log files for a human to read.
             log_format="text",
             webhook_host=LOOPBACK,
@@ -216,6 +227,13 @@ class LocalStack:
             webhook_cert_file=tls / "tls.crt",
             webhook_key_file=tls / "tls.key",
         )
+
+    def _on_nodes(self, engine: EngineSettings) -> EngineSettings:
+        """A real node's stage pods mount its scratch host root, never this machine's ``/``."""
+        node = self.cluster.real_node
+        if node is None:
+            return engine
+        return engine.model_copy(update={"host_root": str(node.host_root.path)})
 
     def _write_settings(self, engine: EngineSettings) -> None:
         self.settings_path.write_text(json.dumps(self.settings(engine).model_dump(mode="json"), indent=2))

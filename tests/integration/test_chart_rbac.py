@@ -8,27 +8,29 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import subprocess
-import time
-from collections.abc import AsyncIterator, Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-import yaml
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 from fleetwright.api.keys import FINALIZER
-from fleetwright.errors import ForbiddenError, NotFoundError
-from fleetwright.kube import events, eviction, jobs, nodes, nodestatus, pods, resources
-from fleetwright.kube.client import ApiClient, from_kubeconfig
-from fleetwright.localcluster.binaries import control_plane_binary
+from fleetwright.kube import resources
 from fleetwright.localcluster.cluster import wait_established
 from fleetwright.localcluster.temporal import LocalTemporal
 from fleetwright.worker.main import run_worker
 from fleetwright.worker.settings import WorkerSettings
+from tests.support.chartrbac import (
+    PACKAGES,
+    RULE_IDS,
+    RULES,
+    Installed,
+    RuleCase,
+    assert_rule_is_needed,
+    eventually,
+    render,
+)
 from tests.support.engine import unique
 from tests.support.providers import ClusterUnderTest
 from tests.support.stack import Rollout, RunningController, engine_settings
@@ -38,73 +40,6 @@ pytestmark = pytest.mark.integration
 WEBHOOK_KINDS = ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration")
 
 REPO = Path(__file__).resolve().parents[2]
-CHART = REPO / "helm" / "fleetwright"
-PACKAGES = "fleetwright-system"  # the engine's package namespace (activities.payloads)
-PROBE_LABEL = {"test.fleetwright.io/rbac-probe": "true"}
-
-
-@dataclass
-class Installed:
-    """The chart rendered and applied under a unique release; tokens per ServiceAccount."""
-
-    cluster: ClusterUnderTest
-    release: str
-    namespace: str
-    docs: list[dict[str, Any]]
-    workdir: Path
-
-    @property
-    def fullname(self) -> str:
-        return f"{self.release}-fleetwright"
-
-    def role(self, kind: str, name: str) -> dict[str, Any]:
-        return next(d for d in self.docs if d["kind"] == kind and d["metadata"]["name"] == name)
-
-    def kubeconfig(self, component: str) -> Path:
-        """A kubeconfig holding only the ServiceAccount's token and the cluster CA."""
-        account = f"{self.fullname}-{component}"
-        token = self.cluster.kubectl(
-            "create", "token", account, "-n", self.namespace, "--duration=2h"
-        ).stdout.strip()
-        admin = yaml.safe_load(self.cluster.kubeconfig.read_text())
-        cluster_entry = admin["clusters"][0]
-        config = {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [cluster_entry],
-            "users": [{"name": account, "user": {"token": token}}],
-            "contexts": [{"name": account, "context": {"cluster": cluster_entry["name"], "user": account}}],
-            "current-context": account,
-        }
-        path = self.workdir / f"{component}.kubeconfig"
-        path.write_text(yaml.safe_dump(config))
-        path.chmod(0o600)
-        return path
-
-    def api(self, component: str) -> ApiClient:
-        return from_kubeconfig(self.kubeconfig(component))
-
-    def apply(self, doc: dict[str, Any], *extra: str) -> subprocess.CompletedProcess[str]:
-        return self.cluster.kubectl("apply", *extra, "-f", "-", input=json.dumps(doc))
-
-
-def render(release: str, namespace: str) -> list[dict[str, Any]]:
-    done = subprocess.run(
-        [
-            str(control_plane_binary("helm")),
-            "template",
-            release,
-            str(CHART),
-            "-n",
-            namespace,
-            "--include-crds",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=120,
-    )
-    return [d for d in yaml.safe_load_all(done.stdout) if d]
 
 
 @pytest.fixture(scope="module")
@@ -212,110 +147,6 @@ async def test_worker_and_controller_as_the_charts_service_accounts_complete_a_r
 
 # ----- every rule is needed ------------------------------------------------------------------------
 
-Operation = Callable[[ApiClient, str], object]
-
-
-def _get_node(api: ApiClient, node: str) -> object:
-    return nodes.get_node(api, node)
-
-
-def _set_condition(api: ApiClient, node: str) -> object:
-    wanted = nodestatus.Condition("fleetwright.io/RbacProbe", "True", "Probe", str(time.time()))
-    return nodestatus.set_condition(api, node, wanted)
-
-
-def _pods_on_node(api: ApiClient, node: str) -> object:
-    return pods.pods_on_node(api, node)
-
-
-def _delete_pod(api: ApiClient, node: str) -> object:
-    return pods.delete_pod(api, "default", f"absent-{node}", grace_period_seconds=0)
-
-
-def _evict(api: ApiClient, node: str) -> object:
-    return eviction.evict(api, "default", f"absent-{node}")
-
-
-def _ensure_namespace(api: ApiClient, node: str) -> object:
-    # A client of its own each time: the adapter skips a namespace this client already ensured.
-    jobs.ensure_namespace(ApiClient(api.configuration), PACKAGES)
-    return None
-
-
-def _ensure_config_map(api: ApiClient, node: str) -> object:
-    name = f"rbac-probe-{node}"[:63]
-    jobs.ensure_config_map(api, PACKAGES, name, {"k": str(time.time())}, PROBE_LABEL)
-    return None
-
-
-def _read_job(api: ApiClient, node: str) -> object:
-    return jobs.read_job(api, PACKAGES, f"absent-{node}")
-
-
-def _emit(api: ApiClient, node: str) -> object:
-    return events.emit_for(
-        api,
-        api_version="v1",
-        kind="Node",
-        name=node,
-        uid="",
-        type_="Normal",
-        reason="RbacProbe",
-        note="RBAC test",
-        key=str(time.time()),
-    )
-
-
-def _list_nodes(api: ApiClient, node: str) -> object:
-    return nodes.list_nodes(api)
-
-
-def _list_profiles(api: ApiClient, node: str) -> object:
-    return resources.list_objects(api, "nodeprofiles")
-
-
-def _patch_status(api: ApiClient, node: str) -> object:
-    return resources.patch_status(api, "nodeprofiles", f"absent-{node}", {"phase": "Pending"})
-
-
-def _remove_finalizer(api: ApiClient, node: str) -> object:
-    return resources.remove_finalizer(api, "nodeprofiles", f"absent-{node}", "", FINALIZER)
-
-
-def _add_finalizer(api: ApiClient, node: str) -> object:
-    absent = {"metadata": {"name": f"absent-{node}", "resourceVersion": "1", "finalizers": []}}
-    return resources.add_finalizer(api, "nodeprofiles", absent, FINALIZER)
-
-
-def _add_runtime_taint(api: ApiClient, node: str) -> object:
-    return nodes.add_runtime_taint(api, node)
-
-
-def _policy_names(api: ApiClient, node: str) -> object:
-    return resources.ApiResourceLookup(api).policy_names()
-
-
-# (role kind, role suffix, rule index, who calls, the product's call that needs the rule)
-RULES: list[tuple[str, str, int, str, Operation]] = [
-    ("ClusterRole", "worker", 0, "worker", _get_node),
-    ("ClusterRole", "worker", 1, "worker", _set_condition),
-    ("ClusterRole", "worker", 2, "worker", _pods_on_node),
-    ("ClusterRole", "worker", 3, "worker", _delete_pod),
-    ("ClusterRole", "worker", 4, "worker", _evict),
-    ("ClusterRole", "worker", 5, "worker", _ensure_namespace),
-    ("ClusterRole", "worker", 6, "worker", _remove_finalizer),
-    ("ClusterRole", "worker", 7, "worker", _list_profiles),
-    ("Role", "packages", 0, "worker", _ensure_config_map),
-    ("Role", "packages", 1, "worker", _read_job),
-    ("Role", "events", 0, "worker", _emit),
-    ("ClusterRole", "controller", 0, "controller", _list_nodes),
-    ("ClusterRole", "controller", 1, "controller", _list_profiles),
-    ("ClusterRole", "controller", 2, "controller", _patch_status),
-    ("ClusterRole", "controller", 3, "controller", _add_finalizer),
-    ("ClusterRole", "controller", 4, "controller", _add_runtime_taint),
-    ("ClusterRole", "webhook", 0, "webhook", _policy_names),
-]
-
 
 def test_every_rule_the_chart_grants_is_covered(installed: Installed) -> None:
     granted = {
@@ -327,60 +158,17 @@ def test_every_rule_the_chart_grants_is_covered(installed: Installed) -> None:
     assert granted == {(kind, role, index) for kind, role, index, _, _ in RULES}
 
 
-def _forbidden(operation: Operation, api: ApiClient, node: str) -> bool:
-    try:
-        operation(api, node)
-    except ForbiddenError:
-        return True
-    except NotFoundError:
-        pass  # authorised; the object is just absent
-    return False
-
-
-def _eventually(predicate: Callable[[], bool], what: str, timeout: float = 20.0) -> None:
-    # RBAC changes reach the authorizer through an informer: allow it a moment.
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 @pytest.fixture(scope="module")
 def probe_node(installed: Installed, cluster: ClusterUnderTest) -> str:
     (node,) = cluster.add_nodes(1)
     return node
 
 
-@pytest.mark.parametrize(
-    ("kind", "role", "index", "caller", "operation"),
-    RULES,
-    ids=[f"{k}-{r}-{i}-{op.__name__.lstrip('_')}" for k, r, i, _, op in RULES],
-)
+@pytest.mark.parametrize("case", RULES, ids=RULE_IDS)
 def test_removing_a_rule_makes_its_operation_forbidden(
-    installed: Installed,
-    probe_node: str,
-    kind: str,
-    role: str,
-    index: int,
-    caller: str,
-    operation: Operation,
+    installed: Installed, probe_node: str, case: RuleCase
 ) -> None:
-    api = installed.api(caller)
-    full = installed.role(kind, f"{installed.fullname}-{role}")
-    assert not _forbidden(operation, api, probe_node), f"{operation.__name__} is forbidden with the full role"
-    reduced = json.loads(json.dumps(full))
-    removed = reduced["rules"].pop(index)
-    installed.apply(reduced)
-    try:
-        _eventually(lambda: _forbidden(operation, api, probe_node), f"403 without {removed}")
-    finally:
-        installed.apply(full)
-        _eventually(lambda: not _forbidden(operation, api, probe_node), "the role restored")
-
-
-# ----- the spec guard and the example RBAC for people --------------------------------------------
+    assert_rule_is_needed(installed, probe_node, case)
 
 
 def test_the_operators_own_accounts_cannot_change_a_profile_spec(
@@ -415,7 +203,7 @@ def test_the_operators_own_accounts_cannot_change_a_profile_spec(
         return False
 
     try:
-        _eventually(spec_write_denied, "the spec guard to deny the controller")
+        eventually(spec_write_denied, "the spec guard to deny the controller")
         assert "never its spec" in denials[0], denials[0]
         obj = resources.get_object(worker, "nodeprofiles", name)
         assert obj["spec"]["nodeSelector"]["matchLabels"]["test.fleetwright.io/nothing"] != attempts[-1]

@@ -121,6 +121,8 @@ def test_helm_template_renders(name: str, tmp_path: Path) -> None:
         assert container["command"] == ["fleetwright", component.rsplit("-", 1)[1]]
         assert container["readinessProbe"]
         assert container["livenessProbe"]
+        startup = container["startupProbe"]
+        assert startup["failureThreshold"] * startup["periodSeconds"] >= 300
         assert container["resources"]["requests"]
         assert container["securityContext"]["allowPrivilegeEscalation"] is False
         assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}

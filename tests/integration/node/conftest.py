@@ -18,15 +18,12 @@ import pytest
 
 from fleetwright.localcluster import realnode
 from fleetwright.localcluster.cluster import ClusterOptions, LocalCluster
-from fleetwright.localcluster.nodeconfig import NODE_IP
-from fleetwright.localcluster.realnode import RealNode, RealNodeOptions
+from fleetwright.localcluster.nodeconfig import TEMPORAL_ADDRESS
+from fleetwright.localcluster.realnode import RealNode, RealNodeOptions, linked_to_temporal
 from fleetwright.localcluster.temporal import LocalTemporal
 from fleetwright.packagetest.hostroot import HostRoot
 from fleetwright.workflows.payloads import EngineSettings
 from tests.support.stack import engine_settings
-
-# Where the real node's pods reach the Temporal dev server on this machine's loopback.
-TEMPORAL_PORT = 7233
 
 
 @pytest.fixture(scope="session")
@@ -35,7 +32,7 @@ def cluster(temporal_server: LocalTemporal) -> Iterator[LocalCluster]:
     if missing:
         pytest.fail("the node tier cannot run on this machine: " + "; ".join(missing), pytrace=False)
     kernel, defaults = realnode.kernel_parameters(), realnode.host_defaults_present()
-    options = ClusterOptions(real_node=RealNodeOptions(forwards=((TEMPORAL_PORT, temporal_server.port),)))
+    options = ClusterOptions(real_node=linked_to_temporal(RealNodeOptions(), temporal_server.port))
     started = LocalCluster(options)
     started.start()
     assert started.real_node is not None
@@ -64,7 +61,7 @@ def host_root(real_node: RealNode) -> HostRoot:
 @pytest.fixture(scope="session")
 def temporal_on_node(real_node: RealNode) -> str:
     """The Temporal dev server's address as the real node's pods see it."""
-    return f"{NODE_IP}:{TEMPORAL_PORT}"
+    return TEMPORAL_ADDRESS
 
 
 @pytest.fixture

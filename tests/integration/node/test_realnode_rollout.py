@@ -14,97 +14,23 @@ real kubelet, containerd and runc, against the node's scratch host root.
 from __future__ import annotations
 
 import asyncio
-import json
-from typing import Any
 
 import pytest
 
 from fleetwright.api.keys import condition_type, cordon_key, status_label_key
-from fleetwright.localcluster import examples, realnode
+from fleetwright.localcluster import realnode
 from fleetwright.localcluster.cluster import LocalCluster
 from fleetwright.localcluster.realnode import RealNode
 from fleetwright.localcluster.temporal import LocalTemporal
 from fleetwright.packagetest.hostroot import HostRoot
 from fleetwright.planner.nodestate import read_profile_state
 from tests.support.cli import Cli
-from tests.support.engine import kubectl_json, label_nodes, unique
-from tests.support.stack import GROUP_LABEL, RunningController
+from tests.support.engine import kubectl_json, unique
+from tests.support.realnode import apply_rollout, delete_rollout, group, ran_in_containerd, real_stage_pods
+from tests.support.stack import RunningController
 
 # The first node test also starts the session's cluster (and builds any image the code changed).
 pytestmark = [pytest.mark.node, pytest.mark.timeout(1200)]
-
-SHELLSCRIPT = "ghcr.io/fleetwright/packages/shellscript"
-
-
-def apply_rollout(
-    cluster: LocalCluster,
-    name: str,
-    scripts: dict[str, str],
-    *,
-    interrupt: dict[str, Any] | None = None,
-    canary: str | None = None,
-) -> None:
-    """A shellscript profile on the nodes labelled for ``name``; the canary is ``canary`` when
-    given (the real node), then the rest one at a time."""
-    package: dict[str, Any] = {
-        "name": "shellscript",
-        "version": "1.0.0",
-        "image": SHELLSCRIPT,
-        "configMap": scripts,
-        "stageTimeoutSeconds": 300,
-    }
-    if interrupt is not None:
-        package["interrupt"] = interrupt
-    first = (
-        {"canary": {"count": 1}}
-        if canary is None
-        else {"canary": {"selector": {"matchLabels": {"kubernetes.io/hostname": canary}}}}
-    )
-    steps = [{"name": "canary", **first}, {"name": "rest", "batches": {"strategy": "fixed", "initial": 1}}]
-    policy = examples.policy(name, max_unavailable=1, steps=steps).model_dump(
-        mode="json", by_alias=True, exclude_none=True
-    )
-    policy.pop("status", None)
-    profile = {
-        "apiVersion": "fleetwright.io/v1alpha1",
-        "kind": "NodeProfile",
-        "metadata": {"name": name},
-        "spec": {
-            "nodeSelector": {"matchLabels": {GROUP_LABEL: name}},
-            "packages": [package],
-            "deploymentPolicyRef": {"name": name},
-        },
-    }
-    items = {"apiVersion": "v1", "kind": "List", "items": [policy, profile]}
-    cluster.kubectl("apply", "-f", "-", input=json.dumps(items))
-
-
-def delete_rollout(cluster: LocalCluster, name: str) -> None:
-    cluster.kubectl("delete", "nodeprofile,deploymentpolicy", name, "--wait=false", check=False)
-    cluster.kubectl(
-        "patch", "nodeprofile", name, "--type=merge", "-p", '{"metadata":{"finalizers":null}}', check=False
-    )
-
-
-async def group(cluster: LocalCluster, real_node: RealNode, name: str, kwok: int) -> list[str]:
-    nodes = [*await asyncio.to_thread(cluster.add_nodes, kwok), real_node.options.name]
-    await asyncio.to_thread(label_nodes, cluster, nodes, f"{GROUP_LABEL}={name}")
-    return nodes
-
-
-def real_stage_pods(cluster: LocalCluster, node: str, name: str) -> list[dict[str, Any]]:
-    pods = kubectl_json(cluster, "pods", "-n", "fleetwright-system", "-l", f"fleetwright.io/profile={name}")
-    return [p for p in pods["items"] if p["spec"].get("nodeName") == node]
-
-
-def ran_in_containerd(pod: dict[str, Any]) -> list[tuple[str, int]]:
-    """(container, exit code) of every init container containerd ran to completion."""
-    out = []
-    for status in pod["status"].get("initContainerStatuses") or []:
-        terminated = status.get("state", {}).get("terminated") or {}
-        if status.get("containerID", "").startswith("containerd://") and "exitCode" in terminated:
-            out.append((status["name"], terminated["exitCode"]))
-    return out
 
 
 @pytest.fixture
@@ -116,7 +42,7 @@ async def test_a_rollout_runs_its_stages_as_real_containers_on_the_real_node(
     cluster: LocalCluster, real_node: RealNode, host_root: HostRoot, controller: RunningController
 ) -> None:
     name = unique("rn")
-    nodes = await group(cluster, real_node, name, kwok=2)
+    nodes = await asyncio.to_thread(group, cluster, real_node, name, 2)
     marker = f"/etc/fleetwright-test/{name}"
     service = f"fleetwright-test-{name}"
     scripts = {
@@ -174,7 +100,7 @@ async def test_a_failing_script_fails_the_real_job_halts_the_rollout_and_logs_sh
     cluster: LocalCluster, real_node: RealNode, controller: RunningController, cli: Cli
 ) -> None:
     name = unique("rnf")
-    nodes = await group(cluster, real_node, name, kwok=1)
+    nodes = await asyncio.to_thread(group, cluster, real_node, name, 1)
     scripts = {
         "apply.sh": f"echo '{name}: this stage fails on purpose' >&2; exit 3",
         "apply_check.sh": "exit 0",
@@ -218,7 +144,7 @@ async def test_a_reboot_interrupt_reboots_the_real_node_and_the_new_boot_id_is_c
     cluster: LocalCluster, real_node: RealNode, host_root: HostRoot, controller: RunningController
 ) -> None:
     name = unique("rnb")
-    await group(cluster, real_node, name, kwok=0)
+    await asyncio.to_thread(group, cluster, real_node, name, 0)
     before, boots = real_node.boot_id(), real_node.boots
     scripts = {
         "apply.sh": "exit 0",

@@ -1,0 +1,210 @@
+"""``helm install`` of the chart with the image this checkout builds, on the real node: the worker,
+controller and webhook run as real pods of the fleetwright image, admission goes through the
+in-cluster webhook (the apiserver reaches its pod through the node link), a rollout over kwok nodes
+and the real node is driven entirely by the in-cluster processes (Temporal reached at the node's
+address), every RBAC rule is needed by the very tokens the kubelet mounted into those pods, and
+``helm uninstall`` leaves nothing behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+from fleetwright.images import spec as image_spec
+from fleetwright.localcluster import realnode
+from fleetwright.localcluster.binaries import control_plane_binary
+from fleetwright.localcluster.cluster import LocalCluster
+from fleetwright.localcluster.realnode import RealNode
+from fleetwright.packagetest.hostroot import HostRoot
+from tests.support.chartrbac import (
+    CHART,
+    PACKAGES,
+    RULE_IDS,
+    RULES,
+    Installed,
+    RuleCase,
+    assert_rule_is_needed,
+)
+from tests.support.engine import kubectl_json, unique
+from tests.support.realnode import SHELLSCRIPT, apply_rollout, delete_rollout, group
+
+pytestmark = [pytest.mark.node, pytest.mark.timeout(1200)]
+
+COMPONENTS = ("worker", "controller", "webhook")
+TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+
+
+def helm(cluster: LocalCluster, home: Path, *args: str, timeout: float = 600) -> str:
+    env = {**os.environ, **{f"HELM_{k}_HOME": str(home / k.lower()) for k in ("CACHE", "CONFIG", "DATA")}}
+    done = subprocess.run(
+        [str(control_plane_binary("helm")), "--kubeconfig", str(cluster.kubeconfig), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def install_args(release: str, namespace: str, digest: str, queue: str, settings: list[str]) -> list[str]:
+    """The install command the README shows: the image this checkout built, pinned by digest, and
+    the local real node's settings (``realnode.chart_settings``)."""
+    return [
+        "install",
+        release,
+        str(CHART),
+        "-n",
+        namespace,
+        "--create-namespace",
+        "--set",
+        f"image.digest={digest}",
+        "--set",
+        f"settings.task_queue={queue}",
+        *settings,
+        "--wait",
+        "--timeout",
+        "10m",
+    ]
+
+
+@dataclass
+class InCluster(Installed):
+    """The installed release, its ServiceAccounts' tokens read from inside their running pods."""
+
+    def pod(self, component: str) -> str:
+        listed = kubectl_json(
+            self.cluster, "pods", "-n", self.namespace, "-l", f"app.kubernetes.io/component={component}"
+        )
+        return str(listed["items"][0]["metadata"]["name"])
+
+    def token(self, component: str) -> str:
+        done = self.cluster.kubectl("exec", "-n", self.namespace, self.pod(component), "--", "cat", TOKEN)
+        return done.stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def release(
+    cluster: LocalCluster,
+    real_node: RealNode,
+    temporal_on_node: str,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[InCluster]:
+    name, namespace = unique("fwr"), unique("fwr-system")
+    home = tmp_path_factory.mktemp("helm")
+    # The chart creates the package namespace; the rollout tests' in-process worker may have.
+    cluster.kubectl("delete", "namespace", PACKAGES, "--ignore-not-found", "--timeout=120s", timeout=180)
+    (image,) = [i for i in real_node.images if i.ref == image_spec.FLEETWRIGHT.ref]
+    settings = realnode.chart_settings(real_node, temporal_on_node)
+    args = install_args(name, namespace, image.digest, unique("chart"), settings)
+    helm(cluster, home, *args)
+    manifest = helm(cluster, home, "get", "manifest", name, "-n", namespace)
+    docs = [d for d in yaml.safe_load_all(manifest) if d]
+    installed = InCluster(cluster, name, namespace, docs, home)
+    try:
+        yield installed
+    finally:
+        helm(cluster, home, "uninstall", name, "-n", namespace, "--ignore-not-found", "--wait")
+        cluster.kubectl("delete", "namespace", namespace, "--ignore-not-found", "--wait=false", check=False)
+
+
+def test_the_chart_runs_on_the_real_node_admits_through_its_webhook_and_completes_a_rollout(
+    cluster: LocalCluster, real_node: RealNode, host_root: HostRoot, release: InCluster
+) -> None:
+    (image,) = [i for i in real_node.images if i.ref == image_spec.FLEETWRIGHT.ref]
+    pods = kubectl_json(cluster, "pods", "-n", release.namespace)["items"]
+    assert sorted(p["metadata"]["labels"]["app.kubernetes.io/component"] for p in pods) == sorted(
+        [c for c in COMPONENTS for _ in range(2)]
+    )
+    for pod in pods:
+        assert pod["spec"]["nodeName"] == real_node.options.name
+        ready = {c["type"]: c["status"] for c in pod["status"]["conditions"]}
+        assert ready["Ready"] == "True", pod["metadata"]["name"]
+        (status,) = pod["status"]["containerStatuses"]
+        assert status["containerID"].startswith("containerd://")
+        # The image this checkout built, pinned by its digest.
+        assert pod["spec"]["containers"][0]["image"] == image.pinned()
+
+    # Admission: a version that is not semver passes the CRD schema; only the webhook rejects it.
+    bad = {
+        "apiVersion": "fleetwright.io/v1alpha1",
+        "kind": "NodeProfile",
+        "metadata": {"name": unique("bad")},
+        "spec": {"allNodes": True, "packages": [{"name": "p", "version": "1.2", "image": SHELLSCRIPT}]},
+    }
+    denied = cluster.kubectl("apply", "-f", "-", input=json.dumps(bad), check=False)
+    assert denied.returncode != 0
+    # The webhook's own message (CEL has no semver rule), and the release's is the only webhook.
+    assert "spec.packages[0].version: '1.2' is not a semantic version" in denied.stderr
+    webhooks = kubectl_json(cluster, "validatingwebhookconfigurations")["items"]
+    assert [w["metadata"]["name"] for w in webhooks] == [release.fullname]
+
+    # A rollout driven only by the in-cluster worker and controller.
+    name = unique("rnc")
+    nodes = group(cluster, real_node, name, 2)
+    marker = f"/etc/fleetwright-test/{name}"
+    scripts = {
+        "apply.sh": f"mkdir -p /etc/fleetwright-test && echo in-cluster > {marker}",
+        "apply_check.sh": f"test -f {marker}",
+        "config.sh": "exit 0",
+        "config_check.sh": "exit 0",
+    }
+    apply_rollout(cluster, name, scripts)
+    try:
+        cluster.kubectl("wait", "--for=condition=Ready", f"nodeprofile/{name}", "--timeout=400s", timeout=420)
+        assert host_root.read(marker) == "in-cluster\n"
+        status = kubectl_json(cluster, "nodeprofile", name)["status"]
+        assert status["phase"] == "Complete"
+        assert status["progress"] == f"{len(nodes)}/{len(nodes)}"
+    finally:
+        delete_rollout(cluster, name)
+
+
+@pytest.fixture(scope="module")
+def probe_node(cluster: LocalCluster, release: InCluster) -> str:
+    (node,) = cluster.add_nodes(1)
+    return node
+
+
+@pytest.mark.parametrize("case", RULES, ids=RULE_IDS)
+def test_every_rule_is_needed_by_the_tokens_the_kubelet_mounted(
+    release: InCluster, probe_node: str, case: RuleCase
+) -> None:
+    assert_rule_is_needed(release, probe_node, case)
+
+
+def test_helm_uninstall_leaves_nothing(
+    cluster: LocalCluster, real_node: RealNode, release: InCluster
+) -> None:
+    helm(cluster, release.workdir, "uninstall", release.release, "-n", release.namespace, "--wait")
+    selector = f"app.kubernetes.io/instance={release.release}"
+    left = cluster.kubectl(
+        "get",
+        "clusterrole,clusterrolebinding,validatingwebhookconfiguration,validatingadmissionpolicy,"
+        "validatingadmissionpolicybinding",
+        "-l",
+        selector,
+        "-o",
+        "name",
+    ).stdout
+    assert left.strip() == ""
+    # The pods stop gracefully (SIGTERM, exit 0) after helm returns; the package namespace goes.
+    deadline = time.monotonic() + 120
+    while kubectl_json(cluster, "all", "-n", release.namespace)["items"] or (
+        cluster.kubectl("get", "namespace", PACKAGES, check=False).returncode == 0
+    ):
+        assert time.monotonic() < deadline, "the release's pods or the package namespace are still there"
+        time.sleep(1)
+    on_node = kubectl_json(
+        cluster, "pods", "-A", "--field-selector", f"spec.nodeName={real_node.options.name}"
+    )
+    assert on_node["items"] == []
