@@ -185,9 +185,12 @@ def test_every_rule_is_needed_by_the_tokens_the_kubelet_mounted(
 def test_helm_uninstall_leaves_nothing(
     cluster: LocalCluster, real_node: RealNode, release: InCluster
 ) -> None:
+    """Nothing of the release is left but what the chart keeps on purpose: the CRDs (Helm never
+    deletes them) and the package namespace with its stage Jobs, kept for their logs until the
+    operator deletes it."""
     helm(cluster, release.workdir, "uninstall", release.release, "-n", release.namespace, "--wait")
     selector = f"app.kubernetes.io/instance={release.release}"
-    left = cluster.kubectl(
+    cluster_scoped = cluster.kubectl(
         "get",
         "clusterrole,clusterrolebinding,validatingwebhookconfiguration,validatingadmissionpolicy,"
         "validatingadmissionpolicybinding",
@@ -196,15 +199,25 @@ def test_helm_uninstall_leaves_nothing(
         "-o",
         "name",
     ).stdout
-    assert left.strip() == ""
-    # The pods stop gracefully (SIGTERM, exit 0) after helm returns; the package namespace goes.
-    deadline = time.monotonic() + 120
-    while kubectl_json(cluster, "all", "-n", release.namespace)["items"] or (
-        cluster.kubectl("get", "namespace", PACKAGES, check=False).returncode == 0
-    ):
-        assert time.monotonic() < deadline, "the release's pods or the package namespace are still there"
+    assert cluster_scoped.strip() == ""
+    kept = kubectl_json(cluster, "namespace", PACKAGES)["metadata"]["annotations"]
+    assert kept["helm.sh/resource-policy"] == "keep"
+    cluster.kubectl("delete", "namespace", PACKAGES, "--wait=false")
+    # The pods stop gracefully (SIGTERM, exit 0) after helm returns; the real kubelet confirms.
+    deadline = time.monotonic() + 180
+    while left := _leftovers(cluster, release.namespace):
+        assert time.monotonic() < deadline, f"still there after uninstall: {left}"
         time.sleep(1)
     on_node = kubectl_json(
         cluster, "pods", "-A", "--field-selector", f"spec.nodeName={real_node.options.name}"
     )
     assert on_node["items"] == []
+
+
+def _leftovers(cluster: LocalCluster, namespace: str) -> list[str]:
+    items = kubectl_json(cluster, "all", "-n", namespace)["items"]
+    names = [f"{namespace}/{i['kind']}/{i['metadata']['name']}" for i in items]
+    if cluster.kubectl("get", "namespace", PACKAGES, check=False).returncode == 0:
+        pods = kubectl_json(cluster, "pods", "-n", PACKAGES)["items"]
+        names += [f"namespace {PACKAGES}", *(f"{PACKAGES}/pod/{p['metadata']['name']}" for p in pods)]
+    return names
