@@ -192,8 +192,8 @@ def test_helm_uninstall_leaves_nothing(
     selector = f"app.kubernetes.io/instance={release.release}"
     cluster_scoped = cluster.kubectl(
         "get",
-        "clusterrole,clusterrolebinding,validatingwebhookconfiguration,validatingadmissionpolicy,"
-        "validatingadmissionpolicybinding",
+        "clusterrole,clusterrolebinding,validatingwebhookconfiguration,mutatingwebhookconfiguration,"
+        "validatingadmissionpolicy,validatingadmissionpolicybinding",
         "-l",
         selector,
         "-o",
