@@ -85,6 +85,7 @@ def derive(inputs: Inputs, previous: NodeProfileStatus | None, now: datetime) ->
         nodes_complete=progress.updated if progress else 0,
         nodes_in_progress=progress.running if progress else 0,
         nodes_blocked=progress.blocked if progress else 0,
+        nodes_waiting=progress.waiting if progress else 0,
         nodes_failed=progress.failed if progress else 0,
         progress=f"{progress.updated}/{progress.targeted}" if progress else None,
         current_step=(progress.step or None) if progress else None,
@@ -132,6 +133,34 @@ def _deleting(progress: Progress | None) -> _C:
     return (DELETING, "True", ProfileReason.UNINSTALLING, f"{clean}; {progress.message}")
 
 
+# The engine's phases that keep their word in the status.
+_SAME_WORD: dict[str, Phase] = {
+    "Halted": "Halted",
+    "Aborted": "Aborted",
+    "Paused": "Paused",
+    "Blocked": "Blocked",
+}
+
+
+def rollout_phase(progress: Progress, generation: int, *, deleting: bool = False) -> Phase:
+    """The rollout's phase in the one vocabulary the NodeProfile's status.phase, the CLI and the
+    Events share (``deleting``: the profile is being deleted)."""
+    if deleting:
+        return "Deleting"
+    phase: Phase
+    if progress.phase == "Complete":
+        # The steps ran out before every targeted node was updated (failed, left out, or joined
+        # after the last batch): Ready promises that every targeted node carries every package.
+        phase = "Degraded" if progress.updated < progress.targeted else "Complete"
+    else:
+        # Waiting (a soak, a window, its own budget) is Progressing: the message says for what.
+        phase = _SAME_WORD.get(progress.phase, "Progressing")
+    if progress.generation < generation and phase in ("Complete", "Degraded"):
+        # The CR changed but the workflow has not picked the new generation up yet.
+        return "Progressing"
+    return phase
+
+
 def _rollout_conditions(inputs: Inputs) -> tuple[Phase, list[_C]]:
     progress = inputs.progress
     if progress is None:
@@ -143,29 +172,22 @@ def _rollout_conditions(inputs: Inputs) -> tuple[Phase, list[_C]]:
         starting: tuple[ConditionStatus, str, str] = ("True", ProfileReason.ROLLOUT_STARTING, text)
         return "Pending", _quiet(ProfileReason.ROLLOUT_PENDING, text, progressing=starting)
     counts = f"{progress.updated}/{progress.targeted} nodes updated"
-    phase: Phase
-    if progress.phase == "Complete" and progress.updated < progress.targeted:
-        # The steps ran out before every targeted node was updated (failed, left out, or joined
-        # after the last batch): Ready promises that every targeted node carries every package.
-        phase = "Degraded"
+    phase = rollout_phase(progress, inputs.generation)
+    if phase == "Degraded":
         missing = progress.targeted - progress.updated
         text = f"{counts}; {missing} targeted node(s) not updated; {progress.message}"
         ready: tuple[ConditionStatus, str, str] = ("False", ProfileReason.NODES_NOT_UPDATED, text)
         moving: tuple[ConditionStatus, str, str] = ("False", ProfileReason.ROLLOUT_COMPLETE, progress.message)
     elif progress.phase == "Complete":
-        phase = "Complete"
         ready = ("True", ProfileReason.ROLLOUT_COMPLETE, f"{counts}; {progress.message}")
         moving = ("False", ProfileReason.ROLLOUT_COMPLETE, progress.message)
     elif progress.phase in ("Halted", "Aborted"):
-        phase = "Failed"
         reason = ProfileReason.ROLLOUT_HALTED if progress.phase == "Halted" else ProfileReason.ROLLOUT_ABORTED
         ready, moving = ("False", reason, counts), ("False", reason, progress.message)
     elif progress.phase == "Paused":
-        phase = "Paused"
         ready = ("False", ProfileReason.ROLLOUT_PAUSED, counts)
         moving = ("False", ProfileReason.PAUSED, progress.message)
     else:
-        phase = "Blocked" if progress.phase == "Blocked" else "Progressing"
         reason = {"Blocked": ProfileReason.NODES_BLOCKED, "Waiting": ProfileReason.WAITING}.get(
             progress.phase, ProfileReason.ROLLING_OUT
         )
@@ -179,7 +201,6 @@ def _rollout_conditions(inputs: Inputs) -> tuple[Phase, list[_C]]:
         text = f"generation {inputs.generation} not yet picked up (rollout is at {progress.generation})"
         pending = ProfileReason.SPEC_CHANGE_PENDING
         ready, moving = ("False", pending, text), ("True", pending, text)
-        phase = "Progressing" if phase in ("Complete", "Degraded") else phase
     return phase, [
         (READY, *ready),
         (PROGRESSING, *moving),
@@ -272,7 +293,7 @@ def _issues(progress: Progress) -> list[NodeIssue]:
         NodeIssue(
             node=n,
             reason=ProfileReason.STAGE_FAILED,
-            message="a stage failed; see the node's conditions and Events",
+            message=progress.failed_reasons.get(n, "failed; see the node's conditions and Events")[:4096],
         )
         for n in progress.failed_nodes
     ]
@@ -349,7 +370,7 @@ def transitions(previous: NodeProfileStatus | None, current: NodeProfileStatus) 
         out.append(
             Transition("Normal", ProfileReason.ROLLOUT_RESUMED, f"resumed at {progress} nodes updated")
         )
-    if after == "Failed":
+    if after in ("Halted", "Aborted"):
         out.append(
             Transition("Warning", ProfileReason.ROLLOUT_HALTED, degraded.message if degraded else "halted")
         )

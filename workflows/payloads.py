@@ -123,12 +123,21 @@ class Progress(Frozen):
     running: int = 0
     failed: int = 0
     blocked: int = 0
+    """Nodes that cannot move until something outside the rollout changes (a PDB, a node
+    someone cordoned holding the budget, a NotReady node...)."""
+    waiting: int = 0
+    """Nodes that start by themselves later: the rollout's own work holds the budget, or a window
+    opens. Not a problem: a healthy rollout with ``maxUnavailable: 1`` has all but one waiting."""
     max_unavailable: int = 0
     running_nodes: tuple[str, ...] = ()
     failed_nodes: tuple[str, ...] = ()
+    failed_reasons: dict[str, str] = Field(default_factory=dict)
+    """node -> what failed on it (the stage and package) for the first failed nodes."""
     blocked_nodes: tuple[str, ...] = ()
     blocked_reasons: dict[str, str] = Field(default_factory=dict)
     """node -> reason for the first blocked nodes (drain blocked by PDB X for pod Y, ...)."""
+    waiting_reasons: dict[str, str] = Field(default_factory=dict)
+    """node -> what it waits for, for the first waiting nodes."""
     paused: bool = False
     generation: int = 0
     target: str = ""

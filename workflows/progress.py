@@ -21,7 +21,7 @@ from fleetwright.workflows.node import NODE_WORKFLOW
 from fleetwright.workflows.payloads import Controls, Progress
 
 MAX_BLOCKED = 20
-"""Blocked nodes named in the progress (with their reasons)."""
+"""Blocked, waiting and failed nodes named in the progress (with their reasons)."""
 MAX_RUNNING_SHOWN = 20
 MAX_LISTED = 10
 """Failed and blocked nodes listed in the current details."""
@@ -46,6 +46,7 @@ def rollout_progress(
     running = {r.node for r in state.running}
     held = tuple(b for b in held if b.node in running)
     blocked = (held + tuple(b for b in decision.blocked if b.node not in running))[:MAX_BLOCKED]
+    failed = state.failed[:MAX_BLOCKED]
     counts = decision.counts
     return Progress(
         profile=state.spec.profile,
@@ -58,11 +59,14 @@ def rollout_progress(
         running=counts.running,
         failed=counts.failed,
         blocked=counts.blocked + len(held),
+        waiting=counts.waiting,
         max_unavailable=counts.max_unavailable,
         running_nodes=tuple(r.node for r in state.running),
         failed_nodes=tuple(f.node for f in state.failed),
+        failed_reasons={f.node: f.message for f in failed if f.message},
         blocked_nodes=tuple(b.node for b in blocked),
         blocked_reasons={b.node: b.reason for b in blocked},
+        waiting_reasons={w.node: w.reason for w in decision.waiting[:MAX_BLOCKED]},
         paused=controls.paused,
         generation=generation,
         target=state.spec.target,
@@ -118,10 +122,10 @@ def current_details(progress: Progress, decision: Decision) -> str:
     rows = [
         f"**{progress.profile}** — {progress.phase}: {progress.message}",
         "",
-        "| step | targeted | updated | running | failed | blocked | maxUnavailable |",
-        "|---|---|---|---|---|---|---|",
+        "| step | targeted | updated | running | waiting | blocked | failed | maxUnavailable |",
+        "|---|---|---|---|---|---|---|---|",
         f"| {progress.step} | {progress.targeted} | {progress.updated} | {progress.running} | "
-        f"{progress.failed} | {progress.blocked} | {progress.max_unavailable} |",
+        f"{progress.waiting} | {progress.blocked} | {progress.failed} | {progress.max_unavailable} |",
     ]
     # Node workflows are started by an activity, not as children: say how to list them.
     rows += [

@@ -397,7 +397,7 @@ class RolloutWorkflow:
         timeout: timedelta | None = None
         if decision.wake_at is not None:
             timeout = max(decision.wake_at - workflow.now(), timedelta(seconds=1))
-        if decision.state.running or decision.blocked:
+        if decision.state.running or decision.blocked or decision.waiting:
             interval = timedelta(seconds=self._settings.observe_interval_seconds)
             timeout = interval if timeout is None else min(timeout, interval)
         # A spec change or deletion signalled while this turn's activity ran must not wait for the

@@ -497,7 +497,16 @@ class NodeProfileStatus(ApiModel):
     nodes_complete: int = Field(default=0, description="Nodes on which every package is complete.", ge=0)
     nodes_in_progress: int = Field(default=0, description="Nodes being changed right now.", ge=0)
     nodes_blocked: int = Field(
-        default=0, description="Nodes waiting on a visible reason (PDB, protected pods...).", ge=0
+        default=0,
+        description="Nodes that cannot move until something outside the rollout changes (a PDB, protected "
+        "pods, a node someone else cordoned holding the maxUnavailable budget...); nodeIssues names them.",
+        ge=0,
+    )
+    nodes_waiting: int = Field(
+        default=0,
+        description="Nodes that start by themselves later (the rollout's own updates hold the "
+        "maxUnavailable budget, or a maintenance window opens): not a problem.",
+        ge=0,
     )
     nodes_failed: int = Field(default=0, description="Nodes on which a stage failed.", ge=0)
     progress: str | None = Field(

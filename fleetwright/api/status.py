@@ -16,7 +16,11 @@ from fleetwright.api.common import ApiModel
 
 ConditionStatus = Literal["True", "False", "Unknown"]
 
-Phase = Literal["Pending", "Progressing", "Paused", "Blocked", "Degraded", "Complete", "Failed", "Deleting"]
+Phase = Literal[
+    "Pending", "Progressing", "Paused", "Blocked", "Degraded", "Complete", "Halted", "Aborted", "Deleting"
+]
+"""The one rollout vocabulary: the NodeProfile's status.phase, ``fleetwright status`` and the
+Events use these words (docs/status.md says what each means)."""
 
 CONDITION_TYPE_PATTERN = (
     r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"

@@ -56,7 +56,7 @@ class IterationResult:
 
     @property
     def halted(self) -> bool:
-        return self.phase == "Failed"
+        return self.phase == "Halted"
 
 
 @dataclass

@@ -25,7 +25,7 @@ from fleetwright.localcluster.nodes import OUTCOME_LABEL
 from fleetwright.localstack.stack import EXAMPLES, LOCAL_ENGINE, LocalStack, StackOptions, example_profiles
 from fleetwright.stagejob.render import PACKAGE_NAMESPACE
 
-FINAL_PHASES = ("Complete", "Failed")
+FINAL_PHASES = ("Complete", "Halted")
 
 
 def _status(stack: LocalStack, profile: str) -> dict[str, Any]:
@@ -112,7 +112,7 @@ def _run(nodes: int, fail_canary: bool, keep_running: bool, within: float) -> in
         except KeyboardInterrupt:
             console.print("interrupted: stopping")
     console.print("stopped: no process left behind")
-    wanted = "Failed" if fail_canary else "Complete"
+    wanted = "Halted" if fail_canary else "Complete"
     return 0 if status.get("phase") == wanted else 1
 
 

@@ -22,14 +22,17 @@ from fleetwright.api.keys import condition_type, cordon_key, status_label_key
 from fleetwright.api.nodeprofile import NodeProfile
 from fleetwright.errors import InvalidSpecError
 from fleetwright.planner.nodestate import read_profile_state
+from fleetwright.worker.status import rollout_phase
 from fleetwright.workflows.payloads import Progress
 
 # The node condition reasons a drain shows while it waits (activities/drain.py).
 DRAIN_WAITS = frozenset({"DrainBlocked", "DrainTimeout"})
-TERMINAL_PHASES = frozenset({"Complete", "Halted", "Aborted"})
+# The NodeProfile's status.phase words (``rollout_phase``): the CLI says what the CR says.
+TERMINAL_PHASES = frozenset({"Complete", "Degraded", "Halted", "Aborted"})
 STATE_STYLE = {
     "Updated": "green",
     "Updating": "cyan",
+    "Waiting": "blue",
     "Blocked": "yellow",
     "Failed": "red",
     "Pending": "dim",
@@ -40,7 +43,8 @@ STATE_STYLE = {
 class NodeLine(BaseModel):
     node: str
     state: str
-    """Updated, Updating, Blocked, Failed or Pending."""
+    """Updated, Updating, Waiting (starts by itself later), Blocked (needs something outside the
+    rollout to change), Failed or Pending."""
     stage: str = ""
     """What the node is doing now: ``drain``, ``apply tuning`` (a running stage Job)..."""
     reason: str = ""
@@ -62,6 +66,7 @@ class RolloutView(BaseModel):
     running: int = 0
     failed: int = 0
     blocked: int = 0
+    waiting: int = 0
     max_unavailable: int = 0
     eta: datetime | None = None
     eta_note: str = ""
@@ -76,6 +81,7 @@ class ProfileLine(BaseModel):
     progress: str = ""
     step: str = ""
     policy: str = ""
+    waiting: int = 0
     blocked: int = 0
     failed: int = 0
     paused: bool = False
@@ -93,6 +99,7 @@ def profile_lines(objects: Sequence[Mapping[str, Any]], paused_annotation: str) 
                 progress=status.get("progress") or "",
                 step=status.get("currentStep") or "",
                 policy=status.get("policy") or "",
+                waiting=status.get("nodesWaiting") or 0,
                 blocked=status.get("nodesBlocked") or 0,
                 failed=status.get("nodesFailed") or 0,
                 paused=str(annotations.get(paused_annotation, "")).lower() == "true",
@@ -134,7 +141,8 @@ def node_line(
     )
     line = NodeLine(node=name, state="Pending", reason=reason, message=message, cordoned=cordoned)
     if progress is not None and name in progress.failed_nodes:
-        return line.model_copy(update={"state": "Failed"})
+        failure = progress.failed_reasons.get(name)
+        return line.model_copy(update={"state": "Failed", **({"message": failure} if failure else {})})
     if progress is not None and name in progress.running_nodes:
         waiting = reason in DRAIN_WAITS or label == "Blocked"
         stage = running_stage or ("drain" if reason in DRAIN_WAITS else "")
@@ -142,6 +150,9 @@ def node_line(
     if progress is not None and name in progress.blocked_nodes:
         why = progress.blocked_reasons.get(name, "blocked")
         return line.model_copy(update={"state": "Blocked", "reason": "NotStarted", "message": why})
+    if progress is not None and name in progress.waiting_reasons:
+        why = progress.waiting_reasons[name]
+        return line.model_copy(update={"state": "Waiting", "reason": "NotStarted", "message": why})
     if _carries_target(annotations, profile):
         return line.model_copy(update={"state": "Updated"})
     return line
@@ -160,8 +171,8 @@ def rollout_view(
     """The whole view; ``nodes`` are the profile's targeted nodes, ``running_stages`` maps a node
     to its active stage Job (``apply tuning``)."""
     lines = [node_line(n, profile, progress, running_stages.get(n["metadata"]["name"], "")) for n in nodes]
-    order = {"Failed": 0, "Blocked": 1, "Updating": 2, "Pending": 3, "Updated": 4}
-    lines.sort(key=lambda line: (order.get(line.state, 5), line.node))
+    order = {"Failed": 0, "Blocked": 1, "Updating": 2, "Waiting": 3, "Pending": 4, "Updated": 5}
+    lines.sort(key=lambda line: (order.get(line.state, 6), line.node))
     base = RolloutView(
         profile=profile.metadata.name,
         phase="Pending" if progress is None else progress.phase,
@@ -175,8 +186,15 @@ def rollout_view(
     )
     if progress is None:
         return base
+    # Running nodes the view shows as blocked (a drain's wait) that the progress does not count yet.
+    held = sum(
+        1
+        for line in lines
+        if line.state == "Blocked" and line.stage and line.node not in progress.blocked_nodes
+    )
     return base.model_copy(
         update={
+            "phase": rollout_phase(progress, generation=progress.generation, deleting=progress.deleting),
             "message": progress.message,
             "step": progress.step,
             "target": progress.target,
@@ -186,7 +204,8 @@ def rollout_view(
             "updated": progress.updated,
             "running": progress.running,
             "failed": progress.failed,
-            "blocked": progress.blocked + sum(1 for line in lines if line.state == "Blocked" and line.stage),
+            "blocked": progress.blocked + held,
+            "waiting": progress.waiting,
             "max_unavailable": progress.max_unavailable,
         }
     )
@@ -204,9 +223,13 @@ def render(view: RolloutView, console: Console, now: datetime, *, max_nodes: int
 def tree(view: RolloutView, now: datetime, *, max_nodes: int = 50) -> Tree:
     """The tree: header, step and counts, ETA, then one branch per node (problems first)."""
     paused = " [yellow](paused)[/]" if view.paused else ""
-    phase_style = {"Complete": "green", "Halted": "red", "Aborted": "red", "Blocked": "yellow"}.get(
-        view.phase, "cyan"
-    )
+    phase_style = {
+        "Complete": "green",
+        "Degraded": "yellow",
+        "Halted": "red",
+        "Aborted": "red",
+        "Blocked": "yellow",
+    }.get(view.phase, "cyan")
     root = Tree(
         f"[bold]NodeProfile {escape(view.profile)}[/]  [{phase_style}]{escape(view.phase)}[/]{paused}"
         + (f" — {escape(view.message)}" if view.message else "")
@@ -216,8 +239,8 @@ def tree(view: RolloutView, now: datetime, *, max_nodes: int = 50) -> Tree:
         f"generation {view.generation}"
     )
     root.add(
-        f"nodes: {view.updated}/{view.targeted} updated, {view.running} running, {view.blocked} blocked, "
-        f"{view.failed} failed (maxUnavailable {view.max_unavailable})"
+        f"nodes: {view.updated}/{view.targeted} updated, {view.running} running, {view.waiting} waiting, "
+        f"{view.blocked} blocked, {view.failed} failed (maxUnavailable {view.max_unavailable})"
     )
     if view.eta is not None:
         root.add(
@@ -254,11 +277,18 @@ def render_profiles(lines: Sequence[ProfileLine], console: Console) -> None:
         console.print("no NodeProfiles")
         return
     table = Table(title="NodeProfiles", title_justify="left")
-    for column in ("profile", "phase", "progress", "step", "blocked", "failed", "policy"):
+    for column in ("profile", "phase", "progress", "step", "waiting", "blocked", "failed", "policy"):
         table.add_column(column, no_wrap=column not in ("step",))
     for line in lines:
         phase = line.phase + (" (paused)" if line.paused and line.phase != "Paused" else "")
         table.add_row(
-            line.profile, phase, line.progress, line.step, str(line.blocked), str(line.failed), line.policy
+            line.profile,
+            phase,
+            line.progress,
+            line.step,
+            str(line.waiting),
+            str(line.blocked),
+            str(line.failed),
+            line.policy,
         )
     console.print(Group(table))

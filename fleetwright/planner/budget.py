@@ -15,26 +15,49 @@ are a second count, held to the same caps: a free start still needs this profile
 fewer nodes than the cap (the chaos suite caught a rollout with ``maxUnavailable: 1`` starting a
 node someone had just cordoned while its own node was mid-update: two nodes disrupted by it).
 
+A refusal names the nodes that hold the budget and why each counts, and says whether the node
+*waits* (this profile's own work holds part of the budget: it frees itself when that work ends) or
+is *blocked* (only others hold it: nothing moves until one of them is available again, e.g. a node
+someone cordoned and forgot).
+
 A small mutable tracker used inside one ``decide`` call; no I/O.
 """
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+# How many holders a refusal names (the rest are counted).
+HOLDERS_NAMED = 3
+BUDGET = "Budget"
+"""The kind of a budget refusal (the text before ':')."""
+OURS = "being updated by this profile"
+
+
+@dataclass(frozen=True)
+class Refusal:
+    reason: str
+    """``Budget: maxUnavailable 1 reached: gpu-7 (cordoned by someone else)``."""
+    waiting: bool
+    """This profile's own work holds part of the budget: the node starts once that work ends."""
 
 
 class BudgetTracker:
     def __init__(
         self,
-        unavailable: Iterable[str],
+        unavailable: Mapping[str, str],
         compartment_of: Mapping[str, str],
         cap: int,
         compartment_caps: Mapping[str, int],
         ours: Iterable[str] = (),
     ) -> None:
-        """``ours``: the nodes this profile is working on (they are unavailable too)."""
-        self.unavailable = set(unavailable)
+        """``unavailable``: node -> why it is unavailable for someone else's reason; ``ours``: the
+        nodes this profile is working on (they are unavailable too)."""
         self.ours = set(ours)
+        self.why = {**unavailable, **dict.fromkeys(self.ours, OURS)}
+        self.unavailable = set(self.why)
         self.compartment_of = compartment_of
         self.cap = cap
         self.compartment_caps = dict(compartment_caps)
@@ -58,32 +81,45 @@ class BudgetTracker:
     def compartment_room(self, name: str) -> int:
         return self.compartment_caps.get(name, 0) - self.used.get(name, 0)
 
-    def refusal(self, node: str) -> str | None:
+    def refusal(self, node: str) -> Refusal | None:
         """Why starting ``node`` now would break a cap, or None if it fits."""
         cost = self.cost(node)
         if cost == 0:
             return self._own_refusal(node)
         if self.room() < cost:
-            return f"Budget: maxUnavailable {self.cap} reached ({len(self.unavailable)} unavailable)"
+            return self._refuse(f"maxUnavailable {self.cap}", self.unavailable)
         name = self.compartment_of[node]
         if self.compartment_room(name) < cost:
             cap = self.compartment_caps.get(name, 0)
-            return f"Budget: compartment {name} maxUnavailable {cap} reached"
+            return self._refuse(f"compartment {name} maxUnavailable {cap}", self._in(name, self.unavailable))
         return None
 
-    def _own_refusal(self, node: str) -> str | None:
+    def _own_refusal(self, node: str) -> Refusal | None:
         """Why working on an already-unavailable node would take this profile's own disruptions
         past a cap, or None."""
         if len(self.ours) >= self.cap:
-            return f"Budget: maxUnavailable {self.cap} reached ({len(self.ours)} being updated)"
+            return self._refuse(f"maxUnavailable {self.cap}", self.ours)
         name = self.compartment_of[node]
         cap = self.compartment_caps.get(name, 0)
         if self.ours_used.get(name, 0) >= cap:
-            return f"Budget: compartment {name} maxUnavailable {cap} reached"
+            return self._refuse(f"compartment {name} maxUnavailable {cap}", self._in(name, self.ours))
         return None
+
+    def _in(self, compartment: str, nodes: Iterable[str]) -> list[str]:
+        return [n for n in nodes if self.compartment_of.get(n) == compartment]
+
+    def _refuse(self, budget: str, holders: Iterable[str]) -> Refusal:
+        """The refusal naming ``holders``: others' first (they are what a human can act on)."""
+        holders = list(holders)
+        shown = heapq.nsmallest(HOLDERS_NAMED, holders, key=lambda n: (n in self.ours, n))
+        named = ", ".join(f"{n} ({self.why[n]})" for n in shown)
+        more = f" and {len(holders) - len(shown)} more" if len(holders) > len(shown) else ""
+        waiting = any(n in self.ours for n in holders)
+        return Refusal(f"{BUDGET}: {budget} reached: {named}{more}", waiting)
 
     def take(self, node: str) -> None:
         name = self.compartment_of[node]
+        self.why[node] = OURS
         if node not in self.ours:
             self.ours.add(node)
             self.ours_used[name] = self.ours_used.get(name, 0) + 1

@@ -89,6 +89,15 @@ class Prepared:
         return self.spec.policy.max_unavailable
 
 
+def unavailable_because(node: NodeObservation) -> str:
+    """Why a node counts against maxUnavailable when this profile is not working on it."""
+    if not node.ready:
+        return "not Ready"
+    if node.unschedulable:
+        return "cordoned by someone else"
+    return "; ".join(node.disruptions)
+
+
 class FleetView:
     def __init__(
         self, spec: RolloutSpec, observations: Observations, prepared: Prepared | None = None
@@ -97,14 +106,15 @@ class FleetView:
         self.prepared = prepared if prepared is not None else Prepared(spec, observations)
         p = self.prepared
         self.nodes: dict[str, NodeObservation] = {}
-        self.foreign_unavailable: set[str] = set()
+        self.foreign_unavailable: dict[str, str] = {}
+        """node -> why it is unavailable for a reason other than this profile's work."""
         self.reported_running: set[str] = set()
         # One pass: this runs on every decision, over every targeted node.
         for node in observations.nodes:
             name = node.name
             self.nodes[name] = node
             if not node.ready or node.unschedulable or node.disruptions:
-                self.foreign_unavailable.add(name)
+                self.foreign_unavailable[name] = unavailable_because(node)
             if node.run is RunStatus.RUNNING:
                 self.reported_running.add(name)
         self.work = p.work

@@ -60,7 +60,7 @@ def waiting_on(
 
 
 # The earlier profile's own rollout will not move these nodes on by itself in these phases.
-STOPPED_PHASES = frozenset({"Complete", "Degraded", "Failed", "Paused"})
+STOPPED_PHASES = frozenset({"Complete", "Degraded", "Halted", "Aborted", "Paused"})
 NODES_NAMED = 5
 
 

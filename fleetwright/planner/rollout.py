@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 
 from fleetwright.planner.batches import evaluate_batch, next_batch_size, record_nodes
-from fleetwright.planner.budget import BudgetTracker
+from fleetwright.planner.budget import BUDGET, BudgetTracker, Refusal
 from fleetwright.planner.fleetview import FleetView, Prepared
 from fleetwright.planner.nodework import NodeWork
 from fleetwright.planner.observations import Observations, RunStatus
@@ -198,7 +198,7 @@ class _Engine:
         self.failed = {f.node: f for f in state.failed}
         busy = self.running | set(state.carried) | view.reported_running
         self.tracker = BudgetTracker(
-            view.foreign_unavailable | busy, view.compartment_of, view.cap, view.compartment_caps, ours=busy
+            view.foreign_unavailable, view.compartment_of, view.cap, view.compartment_caps, ours=busy
         )
         self.pending = (
             view.prepared.needing
@@ -209,10 +209,15 @@ class _Engine:
         )
         self.starts: list[NodeStart] = []
         self.waits: list[datetime] = []
+        # Nodes that need work and cannot start now, and why: blocked (only a change outside the
+        # rollout lets them start) or waiting (they start by themselves once the rollout's own
+        # work frees budget, or a window opens). A node is in one of them at most.
         self.blocked: dict[str, str] = {}
-        # (reason, members, from index): the rest of a compartment found the cap full; their reasons
-        # are filled in only when the decision is assembled (a full cap must not cost O(n) refusals).
-        self.budget_waits: list[tuple[str, list[str], int]] = []
+        self.waiting: dict[str, str] = {}
+        # (refusal, members, from index): the rest of a compartment found the cap full; their
+        # reasons are filled in only when the decision is assembled (a full cap must not cost O(n)
+        # refusals).
+        self.budget_waits: list[tuple[Refusal, list[str], int]] = []
         self.notes: list[str] = []
         self.halt: Halt | None = None
         self.window_left = longest_remaining(self.policy.windows, now)
@@ -447,10 +452,10 @@ class _Engine:
                 break
             if self._try_start(node, scope.name, number):
                 started.append(node)
-            elif self.blocked[node].startswith("Budget"):
+            elif (refusal := self._budget_refusal(node)) is not None:
                 # Rooms only shrink within a call and every member shares this compartment's room:
                 # the rest can start only if it costs nothing (a node already unavailable).
-                self.budget_waits.append((self.blocked[node], members, index + 1))
+                self.budget_waits.append((refusal, members, index + 1))
                 started += self._start_free(members[index + 1 :], want - len(started), scope.name, number)
                 break
         if not started:
@@ -507,14 +512,15 @@ class _Engine:
     # -- starting a node ----------------------------------------------------------------------
 
     def _try_start(self, node: str, scope: str, batch: int) -> bool:
-        reason = self.view.node_refusal(node) or self.tracker.refusal(node) or self._window_refusal(node)
-        if reason is not None:
-            self.blocked[node] = reason
+        refusal = self._refusal(node)
+        if refusal is not None:
+            self._hold(node, refusal)
             return False
         self.tracker.take(node)
         self.pending.discard(node)
         self.running.add(node)
         self.blocked.pop(node, None)
+        self.waiting.pop(node, None)
         self.starts.append(
             NodeStart(
                 node=node,
@@ -527,7 +533,25 @@ class _Engine:
         )
         return True
 
-    def _window_refusal(self, node: str) -> str | None:
+    def _refusal(self, node: str) -> Refusal | None:
+        """Why ``node`` cannot start now: the node itself, the budget, then the windows."""
+        reason = self.view.node_refusal(node)
+        if reason is not None:
+            return Refusal(reason, waiting=False)
+        return self.tracker.refusal(node) or self._window_refusal(node)
+
+    def _budget_refusal(self, node: str) -> Refusal | None:
+        """The refusal just recorded for ``node`` when it was the budget's."""
+        waiting = node in self.waiting
+        reason = self.waiting.get(node) or self.blocked.get(node, "")
+        return Refusal(reason, waiting) if reason.startswith(BUDGET) else None
+
+    def _hold(self, node: str, refusal: Refusal) -> None:
+        held, other = (self.waiting, self.blocked) if refusal.waiting else (self.blocked, self.waiting)
+        held[node] = refusal.reason
+        other.pop(node, None)
+
+    def _window_refusal(self, node: str) -> Refusal | None:
         if self.window_left is None:
             return None
         seconds = self.view.expected_seconds(node)
@@ -537,13 +561,14 @@ class _Engine:
             self._fit_cache[seconds] = next_fit(self.policy.windows, self.now, seconds)
         opens = self._fit_cache[seconds]
         if opens is None:
-            return f"NeverFits: needs {_minutes(seconds)}, longer than every window"
+            return Refusal(f"NeverFits: needs {_minutes(seconds)}, longer than every window", waiting=False)
         self.waits.append(opens)
         left = _minutes(int(self.window_left.total_seconds()))
-        return (
+        reason = (
             f"OutsideWindow: needs {_minutes(seconds)}, {left} left in the open window; "
             f"next fit {opens.isoformat()}"
         )
+        return Refusal(reason, waiting=True)
 
     # -- the decision -------------------------------------------------------------------------
 
@@ -555,24 +580,35 @@ class _Engine:
             s.step >= len(self.policy.compartment_steps(s.name)) for s in state.compartments
         )
         if done and not state.running and not state.carried:
-            message = f"complete: {len(state.updated)} node(s) updated"
+            # The same count as every status shows: targeted nodes that carry the target.
+            carrying = len(self.view.nodes) - len(self.view.prepared.needing)
+            message = f"complete: {carrying}/{len(self.view.nodes)} nodes updated"
             if state.failed or self.blocked:
                 message += f", {len(state.failed)} failed, {len(self.blocked)} left out (see blocked)"
             return self.decision(state, Phase.COMPLETE, message)
         if self.starts or state.running:
             phase = Phase.PROGRESSING
-        elif self.waits:
+        elif self.waits or self.waiting:
             phase = Phase.WAITING
         else:
             phase = Phase.BLOCKED
-        message = "; ".join(self.notes) or f"{len(self.blocked)} node(s) blocked"
-        return self.decision(state, phase, message)
+        return self.decision(state, phase, "; ".join(self.notes) or self._held_message())
+
+    def _held_message(self) -> str:
+        """What holds the rollout when no step has a note: the first held node (rollout order)
+        and its reason, blocked ones first (they need someone to act)."""
+        for what, held in (("blocked", self.blocked), ("waiting", self.waiting)):
+            if held:
+                node = min(held, key=lambda n: self.view.rank.get(n, 0))
+                return f"{len(held)} node(s) {what}, first {node}: {held[node]}"
+        return "nothing can start now"
 
     def _materialize_blocked(self) -> None:
-        for reason, members, start in self.budget_waits:
+        for refusal, members, start in self.budget_waits:
+            held = self.waiting if refusal.waiting else self.blocked
             for node in members[start:]:
-                if node in self.pending and node not in self.blocked:
-                    self.blocked[node] = reason
+                if node in self.pending and node not in self.blocked and node not in self.waiting:
+                    held[node] = refusal.reason
         self.budget_waits = []
         for node, failure in self.view.prepared.failed_earlier.items():
             if node not in self.blocked and node not in self.failed and node in self.view.nodes:
@@ -584,9 +620,11 @@ class _Engine:
     def decision(self, state: RolloutState, phase: Phase, message: str) -> Decision:
         self._materialize_blocked()
         rank = self.view.rank
-        listed = heapq.nsmallest(
-            MAX_BLOCKED_LISTED, self.blocked.items(), key=lambda item: rank.get(item[0], 0)
-        )
+
+        def listed(held: dict[str, str]) -> tuple[BlockedNode, ...]:
+            first = heapq.nsmallest(MAX_BLOCKED_LISTED, held.items(), key=lambda item: rank.get(item[0], 0))
+            return tuple(BlockedNode(node=n, reason=r) for n, r in first)
+
         reasons: dict[str, int] = {}
         for reason in self.blocked.values():
             kind = reason.split(":", 1)[0]
@@ -599,8 +637,9 @@ class _Engine:
             phase=phase,
             message=message,
             wake_at=wake,
-            blocked=tuple(BlockedNode(node=n, reason=r) for n, r in listed),
+            blocked=listed(self.blocked),
             blocked_reasons=reasons,
+            waiting=listed(self.waiting),
             counts=self._counts(state, len(self.blocked)),
         )
 
@@ -614,6 +653,7 @@ class _Engine:
             failed=len(state.failed),
             pending=len(self.pending),
             blocked=blocked,
+            waiting=len(self.waiting),
             unavailable=len(self.tracker.unavailable),
             max_unavailable=self.view.cap,
         )

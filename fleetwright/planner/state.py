@@ -115,6 +115,10 @@ class Counts(Frozen):
     failed: int = 0
     pending: int = 0
     blocked: int = 0
+    """Nodes that need work and cannot start until something outside the rollout changes."""
+    waiting: int = 0
+    """Nodes that need work and start by themselves later (the rollout's own work holds the
+    budget, or a window opens): a healthy rollout has many."""
     unavailable: int = 0
     max_unavailable: int = 0
 
@@ -131,7 +135,11 @@ class Decision(Frozen):
     """Call ``decide`` again at this time even if nothing else happens (soak end, approval timeout,
     a window opening)."""
     blocked: tuple[BlockedNode, ...] = ()
-    """Nodes that need work but cannot start now, and why (first ``MAX_BLOCKED_LISTED``)."""
+    """Nodes that need work but cannot start until something outside the rollout changes, and why
+    (first ``MAX_BLOCKED_LISTED``)."""
     blocked_reasons: dict[str, int] = Field(default_factory=dict)
     """How many nodes are blocked per reason kind (the text before ':')."""
+    waiting: tuple[BlockedNode, ...] = ()
+    """Nodes that need work and will start by themselves (budget held by this rollout's own work,
+    a window to open), and why (first ``MAX_BLOCKED_LISTED``)."""
     counts: Counts = Counts()

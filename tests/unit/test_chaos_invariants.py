@@ -69,7 +69,7 @@ def profile(
             "message": blocked,
         },
     ]
-    if phase in ("Failed", "Degraded"):
+    if phase in ("Halted", "Degraded"):
         conditions.append(
             {"type": "Degraded", "status": "True", "reason": "RolloutHalted", "message": "halted"}
         )
@@ -152,7 +152,7 @@ def test_a_new_generation_is_a_new_job() -> None:
 
 
 # ----- rollout ended ------------------------------------------------------------------------------
-@pytest.mark.parametrize("phase", ["Complete", "Failed", "Degraded"])
+@pytest.mark.parametrize("phase", ["Complete", "Halted", "Degraded"])
 def test_final_phases_with_reasons_are_ended(phase: str) -> None:
     final = snap(0, [], profile=profile(phase)).profile
     assert inv.rollout_ended(final, 0) == []
@@ -165,7 +165,7 @@ def test_a_rollout_still_going_fires(phase: str) -> None:
 
 
 def test_a_halt_without_a_reason_or_an_old_generation_fires() -> None:
-    silent = profile("Failed")
+    silent = profile("Halted")
     silent["status"]["conditions"] = [c for c in silent["status"]["conditions"] if c["type"] != "Degraded"]
     assert inv.rollout_ended(snap(0, [], profile=silent).profile, 0)
     assert inv.rollout_ended(snap(0, [], profile=profile("Complete", generation=2)).profile, 0)
@@ -177,7 +177,7 @@ def test_clean_end_and_a_failed_node_kept_cordoned_are_fine() -> None:
     final = snap(
         9,
         [node("a"), node("b", ours=True), node("c", cordoned=True)],
-        profile=profile("Failed", failed=("b",)),
+        profile=profile("Halted", failed=("b",)),
     )
     assert inv.left_behind(final, P) == []
 

@@ -142,7 +142,7 @@ def test_the_tree_shows_step_counts_eta_and_the_blocking_pdb_and_pod_verbatim() 
     text = console.export_text()
     assert "NodeProfile gpu  Progressing — rollout: canary 0/1 done" in text
     assert "step: rollout: canary" in text
-    assert "1/4 updated, 1 running, 1 blocked, 0 failed (maxUnavailable 2)" in text
+    assert "1/4 updated, 1 running, 0 waiting, 1 blocked, 0 failed (maxUnavailable 2)" in text
     assert "ETA: 2026-11-29T21:15:00+00:00 (in 1h15m; planner estimate)" in text
     assert "n1  Blocked  drain  cordoned  — DrainBlocked: " + PDB_MESSAGE in text
 
@@ -216,3 +216,34 @@ def test_plan_prints_yaml_too(tmp_path: Path) -> None:
     plan = yaml.safe_load(result.stdout)
     assert plan["profile"] == "gpu"
     assert plan["targeted"] == 2
+
+
+def test_nodes_waiting_for_the_budget_are_waiting_and_a_foreign_cordon_holding_it_is_named() -> None:
+    own = "Budget: maxUnavailable 1 reached: n1 (being updated by this profile)"
+    foreign = "Budget: maxUnavailable 1 reached: n9 (cordoned by someone else)"
+    healthy = rollout_view(
+        PROFILE,
+        progress(running_nodes=("n1",), running=1, waiting=1, waiting_reasons={"n2": own}),
+        [node("n1", label="InProgress"), node("n2")],
+        {},
+        workflow_id="nodeprofile/gpu",
+    )
+    assert [(line.node, line.state) for line in healthy.nodes] == [("n1", "Updating"), ("n2", "Waiting")]
+    assert (healthy.blocked, healthy.waiting) == (0, 1)  # waiting for its own update is no problem
+    stuck = rollout_view(
+        PROFILE,
+        progress(phase="Blocked", blocked=1, blocked_nodes=("n2",), blocked_reasons={"n2": foreign}),
+        [node("n2")],
+        {},
+        workflow_id="nodeprofile/gpu",
+    )
+    assert (stuck.phase, stuck.blocked, stuck.nodes[0].message) == ("Blocked", 1, foreign)
+    console = Console(width=200, record=True)
+    render(stuck, console, NOW)
+    assert "n9 (cordoned by someone else)" in console.export_text()
+
+
+def test_the_cli_says_the_phase_the_nodeprofile_status_says() -> None:
+    halted = rollout_view(PROFILE, progress(phase="Halted"), [], {}, workflow_id="nodeprofile/gpu")
+    waiting = rollout_view(PROFILE, progress(phase="Waiting"), [], {}, workflow_id="nodeprofile/gpu")
+    assert (halted.phase, waiting.phase) == ("Halted", "Progressing")

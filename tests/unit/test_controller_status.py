@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from fleetwright.api.nodeprofile import NodeProfileStatus
-from fleetwright.worker.status import Inputs, derive, transitions
+from fleetwright.worker.status import Inputs, derive, rollout_phase, transitions
 from fleetwright.workflows.payloads import Progress
 
 pytestmark = pytest.mark.unit
@@ -97,13 +97,38 @@ def test_blocked_names_nodes_and_reasons_and_lists_issues() -> None:
     assert [(i.node, i.reason) for i in s.node_issues] == [("n1", "NodeBlocked")]
 
 
-def test_halted_is_failed_and_degraded_naming_failed_nodes() -> None:
-    s = status(progress("Halted", failed=1, failed_nodes=("n2",)))
-    assert s.phase == "Failed"
+def test_halted_is_halted_and_degraded_naming_failed_nodes_and_their_stage() -> None:
+    failure = "stage apply of tuning failed: Job fleetwright-tuning-apply-n2 (exit 1)"
+    s = status(progress("Halted", failed=1, failed_nodes=("n2",), failed_reasons={"n2": failure}))
+    assert s.phase == "Halted"  # the word the CLI and the engine use, not "Failed"
     assert conditions(s)["Degraded"] == ("True", "RolloutHalted")
     assert conditions(s)["Progressing"] == ("False", "RolloutHalted")
     assert "n2" in next(c for c in s.conditions if c.type == "Degraded").message
-    assert [(i.node, i.reason) for i in s.node_issues] == [("n2", "StageFailed")]
+    assert [(i.node, i.reason, i.message) for i in s.node_issues] == [("n2", "StageFailed", failure)]
+
+
+@pytest.mark.parametrize(
+    ("engine", "fields", "shown"),
+    [
+        ("Progressing", {}, "Progressing"),
+        ("Waiting", {}, "Progressing"),
+        ("Blocked", {}, "Blocked"),
+        ("Paused", {}, "Paused"),
+        ("Halted", {}, "Halted"),
+        ("Aborted", {}, "Aborted"),
+        ("Complete", {"updated": 4}, "Complete"),
+        ("Complete", {"updated": 3}, "Degraded"),
+    ],
+)
+def test_one_vocabulary_the_status_phase_is_the_clis(engine: str, fields: dict[str, int], shown: str) -> None:
+    p = progress(engine, **fields)
+    assert status(p).phase == shown == rollout_phase(p, generation=1)
+
+
+def test_nodes_waiting_for_their_own_budget_are_counted_apart_from_blocked_ones() -> None:
+    s = status(progress("Progressing", running=1, waiting=3))
+    assert (s.phase, s.nodes_in_progress, s.nodes_waiting, s.nodes_blocked) == ("Progressing", 1, 3, 0)
+    assert conditions(s)["Blocked"] == ("False", "NotBlocked")
 
 
 def test_paused_sets_paused_and_stops_progressing() -> None:

@@ -217,9 +217,60 @@ def test_nodes_unavailable_for_other_reasons_use_up_the_cap() -> None:
     decision = fleet.decide()
     assert len(decision.start) == 1
     assert decision.counts.unavailable == 3
-    assert decision.blocked_reasons["Budget"] >= 1
+    # n00 and n01 cannot be worked on themselves; the rest wait for the node this rollout
+    # started, which holds part of the budget.
+    assert {b.node for b in decision.blocked} == {"n00", "n01"}
+    assert decision.counts.waiting == 7
+    reason = decision.waiting[0].reason
+    assert "n00 (not Ready)" in reason
+    assert "n01 (profile/security-agent in progress)" in reason
     assert "n00" not in started(decision)
     assert "n01" not in started(decision)
+
+
+def test_a_healthy_rollout_waits_for_its_own_budget_and_blocks_nothing() -> None:
+    fleet = Fleet(10, policy(batches(initial=10), cap=1))
+    decision = fleet.decide()
+    assert len(decision.start) == 1
+    decision = fleet.decide()
+    assert decision.phase is Phase.PROGRESSING
+    assert decision.counts.blocked == 0
+    assert not decision.blocked
+    assert not decision.blocked_reasons
+    assert decision.counts.waiting == 9
+    (ours,) = decision.state.running
+    assert decision.waiting[0].reason == (
+        f"Budget: maxUnavailable 1 reached: {ours.node} (being updated by this profile)"
+    )
+
+
+def test_a_node_cordoned_by_someone_else_that_holds_the_budget_blocks_the_rollout_by_name() -> None:
+    # The cordoned node carries the target already: nothing of this rollout can free the budget.
+    fleet = Fleet(3, policy(batches(initial=3), cap=1))
+    fleet.set("n01", unschedulable=True, packages={"driver": PackageRecord(version="2.0.0")})
+    decision = fleet.decide()
+    assert decision.phase is Phase.BLOCKED
+    assert not decision.start
+    assert decision.counts.blocked == 2
+    assert decision.counts.waiting == 0
+    expected = "Budget: maxUnavailable 1 reached: n01 (cordoned by someone else)"
+    assert {b.reason for b in decision.blocked} == {expected}
+    assert decision.message == f"2 node(s) blocked, first {decision.blocked[0].node}: {expected}"
+    fleet.set("n01", unschedulable=False)  # uncordoned: the rollout moves on its own
+    assert len(fleet.decide().start) == 1
+
+
+def test_the_complete_message_counts_the_nodes_that_carry_the_target() -> None:
+    fleet = Fleet(2, policy(batches(initial=2), cap=2))
+    fleet.set("n00", packages={"driver": PackageRecord(version="2.0.0")})  # updated before this pass
+    fleet.decide()
+    for node in fleet.finish_running():
+        fleet.set(node, packages={"driver": PackageRecord(version="2.0.0")})
+    decision = fleet.decide()
+    assert decision.phase is Phase.COMPLETE
+    # This pass updated one node; the status shows 2/2, and so does the message.
+    assert len(decision.state.updated) == 1
+    assert decision.message == "complete: 2/2 nodes updated"
 
 
 def test_a_foreign_cordon_is_worked_under_at_no_extra_cost() -> None:
@@ -240,7 +291,7 @@ def test_a_node_cordoned_by_someone_else_mid_rollout_waits_for_our_own_node() ->
     fleet.set(cordoned, unschedulable=True)
     decision = fleet.decide()
     assert started(decision) == []
-    assert any(b.node == cordoned and b.reason.startswith("Budget") for b in decision.blocked)
+    assert any(b.node == cordoned and b.reason.startswith("Budget") for b in decision.waiting)
     fleet.finish_running()
     # Once ours is done, the cordoned node is the one start that adds no unavailable node.
     assert started(fleet.decide()) == [cordoned]
@@ -344,7 +395,10 @@ def test_nodes_start_only_when_their_work_fits_the_open_window() -> None:
     fleet.now = datetime(2026, 1, 5, 21, 45, tzinfo=UTC)  # 22:45 in Berlin: 15 minutes left
     decision = fleet.decide()
     assert decision.start == ()  # a driver upgrade with reboot and drain is expected to take 19 minutes
-    assert decision.blocked_reasons == {"OutsideWindow": 2}
+    # A window opens by itself: the nodes wait, nothing is blocked.
+    assert not decision.blocked_reasons
+    assert decision.phase is Phase.WAITING
+    assert [w.reason.split(":")[0] for w in decision.waiting] == ["OutsideWindow"] * 2
     assert decision.wake_at == datetime(2026, 1, 6, 21, 0, tzinfo=UTC)
     fleet.now = decision.wake_at
     assert len(fleet.decide().start) == 2

@@ -155,7 +155,7 @@ def test_the_details_table_lists_the_running_failed_and_blocked_nodes() -> None:
     details = current_details(rollout_progress(one, controls=Controls(), held=(), generation=1), one)
     lines = details.splitlines()
     assert lines[0] == "**gpu** — Progressing: rolling"
-    assert "| rollout: canary | 10 | 6 | 1 | 1 | 2 | 2 |" in lines
+    assert "| rollout: canary | 10 | 6 | 1 | 0 | 2 | 1 | 2 |" in lines
     assert 'Node workflows: `WorkflowType="fleetwright.node" AND FleetwrightProfile="gpu"`' in lines
     assert "Running: n1" in lines
     assert [line for line in lines if line.startswith("- f")] == [f"- f{i}: exit 1" for i in range(10)]
