@@ -38,7 +38,7 @@ from fleetwright.api.keys import PAUSED_ANNOTATION, cordon_key
 from fleetwright.kube.client import ApiClient
 from fleetwright.localcluster import examples
 from fleetwright.localcluster.nodes import stage_pod_timing
-from fleetwright.worker.temporal import connect
+from fleetwright.worker.client import connect
 from fleetwright.workflows.payloads import EngineSettings
 from fleetwright.workflows.rollout import rollout_workflow_id
 

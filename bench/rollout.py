@@ -46,7 +46,7 @@ from fleetwright.planner.durations import StageDurations
 from fleetwright.planner.fleet import observe_fleet
 from fleetwright.planner.observations import Observations
 from fleetwright.planner.preview import preview
-from fleetwright.worker.temporal import connect
+from fleetwright.worker.client import connect
 from fleetwright.workflows.payloads import EngineSettings, RolloutInput
 from fleetwright.workflows.rollout import rollout_workflow_id
 

@@ -70,9 +70,9 @@ from fleetwright.kube.listwatch import ListWatch, WatchEvent, start_thread
 from fleetwright.kube.resources import add_finalizer, patch_status
 from fleetwright.planner.runtime import taint_on_join
 from fleetwright.worker import metrics
+from fleetwright.worker.client import connect_with
 from fleetwright.worker.settings import WorkerSettings
 from fleetwright.worker.status import Inputs, derive, transitions
-from fleetwright.worker.temporal import connect_with
 from fleetwright.workflows.payloads import Controls, Deletion, Progress, RolloutInput, SpecChange
 from fleetwright.workflows.rollout import ABORTED, RolloutWorkflow, rollout_workflow_id
 

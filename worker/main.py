@@ -19,9 +19,10 @@ from fleetwright.activities.rollout import rollout_activities
 from fleetwright.kube.client import from_kubeconfig
 from fleetwright.kube.jobwatch import JobWatches
 from fleetwright.worker import logs, metrics, tracing
+from fleetwright.worker.client import connect_with
 from fleetwright.worker.searchattrs import SearchAttributeCheck
 from fleetwright.worker.settings import WorkerSettings
-from fleetwright.worker.temporal import build_worker, connect_with
+from fleetwright.worker.temporal import build_worker
 
 log = logging.getLogger("fleetwright.worker")
 

@@ -1,43 +1,18 @@
-"""Entry point: imports every command module (each registers itself on the app) and runs it."""
+"""Entry point: imports the command module the run invokes (``fleetwright.cli.commands``; every
+module for the root help) and runs the app."""
 
 from __future__ import annotations
 
-from fleetwright.cli import (
-    chaos,
-    cluster,
-    control,
-    demo,
-    history,
-    logs,
-    node,
-    package,
-    plan,
-    serve,
-    status,
-    validate,
-)
-from fleetwright.cli.app import app
-from fleetwright.worker.process import run_and_exit
+import sys
 
-# Command modules register on import; keep this list the one place that names them.
-COMMAND_MODULES = (
-    chaos,
-    cluster,
-    control,
-    demo,
-    history,
-    logs,
-    node,
-    package,
-    plan,
-    serve,
-    status,
-    validate,
-)
+from fleetwright.cli.app import app
+from fleetwright.cli.commands import load
+from fleetwright.worker.process import run_and_exit
 
 
 def main() -> None:
     """Every command ends through one exit (see ``fleetwright.worker.process``)."""
+    load(sys.argv[1:])
     run_and_exit(app)
 
 

@@ -27,7 +27,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from fleetwright.cli.text import human_console
 from fleetwright.errors import FleetwrightError, NotFoundError, RetryableError
 from fleetwright.kube.client import ApiClient, from_kubeconfig
-from fleetwright.worker.temporal import connect
+from fleetwright.worker.client import connect
 
 T = TypeVar("T")
 

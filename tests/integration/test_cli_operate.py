@@ -19,9 +19,9 @@ import yaml
 from temporalio.client import Client
 from typer.testing import CliRunner
 
-import fleetwright.cli.main  # noqa: F401  (registers every command on the app)
 from fleetwright.api.keys import PAUSED_ANNOTATION, state_key, status_label_key
 from fleetwright.cli.app import app
+from fleetwright.cli.commands import load_all
 from fleetwright.localcluster.cluster import STAGE_LOG
 from fleetwright.localcluster.temporal import LocalTemporal
 from fleetwright.worker.settings import WorkerSettings
@@ -32,6 +32,7 @@ from tests.support.providers import ClusterUnderTest
 from tests.support.stack import Rollout, RunningController, engine_settings, until
 
 pytestmark = pytest.mark.integration
+load_all()  # every command registered on the app
 
 
 @pytest.fixture

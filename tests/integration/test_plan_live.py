@@ -10,14 +10,14 @@ import yaml
 from typer.testing import CliRunner
 
 from fleetwright.cli.app import app
-from fleetwright.cli.main import COMMAND_MODULES
+from fleetwright.cli.commands import load_all
 from fleetwright.localcluster import examples
 from tests.support.engine import label_nodes, unique
 from tests.support.providers import ClusterUnderTest
 
 pytestmark = pytest.mark.integration
 
-assert COMMAND_MODULES  # importing main registers every command on the app
+load_all()  # every command registered on the app
 
 
 def test_plan_reads_the_live_fleet(cluster: ClusterUnderTest, tmp_path: Path) -> None:

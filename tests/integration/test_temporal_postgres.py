@@ -24,7 +24,7 @@ from fleetwright.cli.history import runs
 from fleetwright.localcluster.cluster import LocalCluster
 from fleetwright.localcluster.temporal import TemporalServer
 from fleetwright.planner.stages import Stage
-from fleetwright.worker.temporal import connect
+from fleetwright.worker.client import connect
 from fleetwright.workflows import search as sa
 from fleetwright.workflows.node import NODE_WORKFLOW
 from fleetwright.workflows.rollout import ROLLOUT_WORKFLOW

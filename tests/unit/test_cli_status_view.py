@@ -15,9 +15,9 @@ import yaml
 from rich.console import Console
 from typer.testing import CliRunner
 
-import fleetwright.cli.main  # noqa: F401  (registers every command on the app)
 from fleetwright.api.keys import condition_type, cordon_key, status_label_key
 from fleetwright.cli.app import app
+from fleetwright.cli.commands import load_all
 from fleetwright.cli.history import describe_record, recorded
 from fleetwright.cli.logs import choose
 from fleetwright.cli.session import Output, check_output, emit
@@ -29,6 +29,7 @@ from fleetwright.planner.stages import Stage
 from fleetwright.workflows.payloads import Progress
 
 pytestmark = pytest.mark.unit
+load_all()  # every command registered on the app
 
 NOW = datetime(2026, 11, 29, 20, 0, tzinfo=UTC)
 PROFILE = examples.profile("gpu", version="1.0.0", selector={"pool": "a"})

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from fleetwright.agent.interrupts import NODE_RESTART, Interrupt
 from fleetwright.cli.app import app
-from fleetwright.cli.main import COMMAND_MODULES
+from fleetwright.cli.commands import load_all
 from fleetwright.packagetest.hostroot import build
 from fleetwright.packagetest.runner import REBOOT_STARTED, run_stages
 from tests.support.payloads import step, write_package
@@ -34,7 +34,7 @@ def test_catalog_is_complete() -> None:
         "gpu-driver-setup",
     }
     assert set(PACKAGES) == expected
-    assert any(m.__name__ == "fleetwright.cli.package" for m in COMMAND_MODULES)
+    assert any(m.__name__ == "fleetwright.cli.package" for m in load_all())
 
 
 @pytest.mark.parametrize("name", PACKAGES)

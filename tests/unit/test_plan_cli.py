@@ -11,13 +11,14 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-import fleetwright.cli.main  # noqa: F401  (registers every command on the app)
 from fleetwright.cli.app import app
+from fleetwright.cli.commands import load_all
 from fleetwright.cli.plan import load_fleet, load_inputs
 from fleetwright.planner import convert
 from fleetwright.planner.preview import Plan, preview
 
 pytestmark = pytest.mark.unit
+load_all()  # every command registered on the app
 
 ROOT = Path(__file__).resolve().parents[2]
 FLEET = ROOT / "tests" / "fixtures" / "fleet-200.json"
