@@ -269,10 +269,11 @@ class FailurePolicy(ApiModel):
         ge=1,
         le=1000,
     )
-    action: Literal["halt", "rollback"] = Field(
+    action: Literal["halt"] = Field(
         default="halt",
-        description="halt: start no further node and report Degraded; rollback: also return updated nodes to "
-        "the previous package versions.",
+        description="halt: start no further node and report Degraded. The only action: returning updated "
+        "nodes to their previous versions is not built, so `rollback` is refused rather than accepted "
+        "and ignored.",
     )
 
 

@@ -99,7 +99,6 @@ Step = Annotated[CanaryStep | SoakStep | ApprovalStep | BatchesStep, Field(discr
 
 class FailureAction(StrEnum):
     HALT = "halt"
-    ROLLBACK = "rollback"
 
 
 class FailurePolicy(Frozen):

@@ -70,7 +70,7 @@ class RolloutState(Frozen):
     compartments: tuple[ScopeState, ...] = ()
     running: tuple[NodeRun, ...] = ()
     updated: tuple[str, ...] = ()
-    """Nodes this rollout completed (sorted); soak health gates watch them, a rollback returns them."""
+    """Nodes this rollout completed (sorted); soak health gates watch them."""
     failed: tuple[FailedNode, ...] = ()
     carried: tuple[str, ...] = ()
     """Nodes still running work for an earlier target: they hold budget until they finish."""

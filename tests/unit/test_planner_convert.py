@@ -73,7 +73,7 @@ def policy() -> DeploymentPolicy:
                         }
                     },
                 ],
-                "failure": {"maxFailedNodes": 3, "failureThreshold": 2, "action": "rollback"},
+                "failure": {"maxFailedNodes": 3, "failureThreshold": 2, "action": "halt"},
                 "windows": [{"schedule": "0 22 * * *", "durationSeconds": 3600, "timeZone": "Europe/Berlin"}],
                 "compartments": [
                     {

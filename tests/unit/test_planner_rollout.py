@@ -344,15 +344,15 @@ def test_a_policy_only_change_keeps_progress() -> None:
 
 
 def test_failed_nodes_beyond_max_failed_nodes_halt_with_the_configured_action() -> None:
-    rollback = FailurePolicy(max_failed_nodes=1, action=FailureAction.ROLLBACK)
-    fleet = Fleet(6, policy(batches(initial=1), cap=1, failure=rollback))
+    halt = FailurePolicy(max_failed_nodes=1, action=FailureAction.HALT)
+    fleet = Fleet(6, policy(batches(initial=1), cap=1, failure=halt))
     for _ in range(2):
         fleet.decide()
         fleet.finish_running(ok=False)
     halted = fleet.decide()
     assert halted.phase is Phase.HALTED
     assert halted.state.halt is not None
-    assert halted.state.halt.action is FailureAction.ROLLBACK
+    assert halted.state.halt.action is FailureAction.HALT
     assert len(halted.state.failed) == 2
 
 
