@@ -48,7 +48,7 @@ def _run_status(
     observation: NodeObservation, state: RolloutState, results: Mapping[str, NodeResult]
 ) -> NodeObservation:
     """Attach this profile's node-workflow status: running nodes stay running until they report."""
-    busy = {r.node for r in state.running} | set(state.carried)
+    busy = {r.node for r in state.running} | set(state.running_for_earlier_target)
     if observation.name not in busy:
         return observation
     result = results.get(observation.name)

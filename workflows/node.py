@@ -136,7 +136,7 @@ class NodeWorkflow:
                 self._input.unregistered_search_attributes,
             )
 
-    def _carries_complete(self) -> bool:
+    def _last_activity_shows_complete(self) -> bool:
         """Complete rides on the last activity (the uncordon, else the last stage), unless the
         runtime taint's release still follows it."""
         return not self._input.runtime_required
@@ -177,7 +177,7 @@ class NodeWorkflow:
         for index, step in enumerate(steps):
             if self._abort:
                 raise NodeFailedError("aborted before " + step.stage.value)
-            last = self._carries_complete() and not ours and index == len(steps) - 1
+            last = self._last_activity_shows_complete() and not ours and index == len(steps) - 1
             await self._run_step(step, first, self._completed() if last else None)
             first = None
 
@@ -236,9 +236,9 @@ class NodeWorkflow:
         return await self._wait(NodeActivities.run_stage, request, bound)
 
     async def _finish(self, *, ours: bool) -> None:
-        carried = self._carries_complete()
+        shown_by_last = self._last_activity_shows_complete()
         if ours:
-            show = self._completed() if carried else None
+            show = self._completed() if shown_by_last else None
             await self._call(
                 NodeActivities.uncordon,
                 UncordonRequest(profile=self._input.profile, node=self._input.node, show_after=show),
@@ -247,7 +247,7 @@ class NodeWorkflow:
             # Workloads may land once every runtime-required profile is complete here.
             self._stage = "release-runtime-taint"
             await self._call(NodeActivities.release_runtime_taint, self._target)
-        if carried and (ours or self._input.work.steps):
+        if shown_by_last and (ours or self._input.work.steps):
             self._phase(NodePhase.COMPLETE.value)
         else:
             await self._status(self._completed())

@@ -72,7 +72,8 @@ class RolloutWorkflow:
         self._controls = Controls()
         # A policy of None keeps the current one (a deletion that outlived its policy).
         self._new_spec: tuple[NodeProfile, DeploymentPolicy | None] | None = None
-        self._nudged = False
+        # A signal or update asks for a decision now: the next turn waits for no timer or pacing.
+        self._decide_now = False
         # When the last observe-and-decide activity was asked for and when it answered.
         self._last_turn: tuple[datetime, datetime] | None = None
         self._state: RolloutState | None = None
@@ -91,22 +92,22 @@ class RolloutWorkflow:
     @workflow.signal(name="pause")
     def pause(self) -> None:
         self._controls = self._controls.model_copy(update={"paused": True})
-        self._nudged = True
+        self._decide_now = True
 
     @workflow.signal(name="resume")
     def resume(self) -> None:
         self._controls = self._controls.model_copy(update={"paused": False})
-        self._nudged = True
+        self._decide_now = True
 
     @workflow.signal(name="abort")
     def abort(self) -> None:
         self._controls = self._controls.model_copy(update={"aborted": True})
-        self._nudged = True
+        self._decide_now = True
 
     @workflow.signal(name="spec_changed")
     def spec_changed(self, change: SpecChange) -> None:
         self._new_spec = (change.profile, change.policy)
-        self._nudged = True
+        self._decide_now = True
 
     @workflow.signal(name="delete")
     def delete(self, deletion: Deletion) -> None:
@@ -115,18 +116,18 @@ class RolloutWorkflow:
         pending = self._new_spec[1] if self._new_spec else None
         self._new_spec = (deletion.profile, deletion.policy or pending)
         self._controls = self._controls.model_copy(update={"deleting": True, "aborted": False})
-        self._nudged = True
+        self._decide_now = True
 
     @workflow.signal(name="nodes_changed")
     def nodes_changed(self) -> None:
-        self._nudged = True
+        self._decide_now = True
 
     @workflow.update(name="approve")
     def approve(self, step: str) -> str:
         self._controls = self._controls.model_copy(
             update={"approvals": tuple(sorted({*self._controls.approvals, step}))}
         )
-        self._nudged = True
+        self._decide_now = True
         return f"approved {step}"
 
     @approve.validator
@@ -143,7 +144,7 @@ class RolloutWorkflow:
         attempts = dict(self._controls.attempts)
         attempts[node] = attempts.get(node, 0) + 1
         self._controls = self._controls.model_copy(update={"attempts": attempts})
-        self._nudged = True
+        self._decide_now = True
         return f"retrying {node}"
 
     @retry_node.validator
@@ -160,7 +161,7 @@ class RolloutWorkflow:
             update={"skipped": tuple(sorted({*self._controls.skipped, node}))}
         )
         self._retry.append(node)  # a skipped failed node no longer holds the rollout
-        self._nudged = True
+        self._decide_now = True
         return f"skipping {node}"
 
     @skip_node.validator
@@ -274,16 +275,16 @@ class RolloutWorkflow:
     async def _observe_and_decide(self) -> DecideReport:
         assert self._state is not None
         retried = self._take_retried()
-        folded: list[NodeResult] = []
+        reported: list[NodeResult] = []
         unclaim: tuple[str, ...] = ()
         while True:
-            folded, self._results = folded + self._results, []
+            reported, self._results = reported + self._results, []
             controls = self._controls
             request = DecideRequest(
                 now=workflow.now(),
                 profile=self._profile,
                 state=self._state,
-                results=tuple(folded),
+                results=tuple(reported),
                 controls=controls,
                 reset_failed=retried,
                 release_claims=unclaim,
@@ -404,9 +405,9 @@ class RolloutWorkflow:
         # next timer (a finished rollout has none).
         if self._new_spec is not None:
             return
-        self._nudged = False
+        self._decide_now = False
         with contextlib.suppress(TimeoutError):
-            await workflow.wait_condition(lambda: bool(self._results) or self._nudged, timeout=timeout)
+            await workflow.wait_condition(lambda: bool(self._results) or self._decide_now, timeout=timeout)
         await self._pace()
 
     async def _pace(self) -> None:
@@ -415,17 +416,17 @@ class RolloutWorkflow:
         CPU, and with reports arriving all the time back-to-back turns would spend a core on
         observing alone; spaced, observing takes at most half the time, and a slow turn (a loaded
         apiserver) spaces the next one further. A human's signal or a spec change does not wait."""
-        if self._nudged or self._last_turn is None:
+        if self._decide_now or self._last_turn is None:
             return
         asked, answered = self._last_turn
         resume = answered + (answered - asked)
         if resume <= workflow.now():
             return
         with contextlib.suppress(TimeoutError):
-            await workflow.wait_condition(lambda: self._nudged, timeout=resume - workflow.now())
+            await workflow.wait_condition(lambda: self._decide_now, timeout=resume - workflow.now())
 
     def _should_continue_as_new(self) -> bool:
-        # Requests not yet folded in (a spec change, a retry) are handled first: only the state,
+        # Requests not yet reported in (a spec change, a retry) are handled first: only the state,
         # the controls and node results travel to the next run.
         if self._new_spec is not None or self._retry:
             return False

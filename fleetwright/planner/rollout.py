@@ -62,19 +62,21 @@ CAPPED_RETRY = timedelta(seconds=1)
 
 
 def begin(spec: RolloutSpec, now: datetime, previous: RolloutState | None = None) -> RolloutState:
-    """A fresh rollout of ``spec``. Nodes still running for ``previous`` are carried: they keep
+    """A fresh rollout of ``spec``. Nodes still running for ``previous`` are carried over: they keep
     holding budget until they finish, so a spec change never bypasses the cap."""
     ensure_aware(now)
     names = sorted([DEFAULT_COMPARTMENT, *(c.name for c in spec.policy.compartments)])
-    carried: tuple[str, ...] = ()
+    earlier: tuple[str, ...] = ()
     if previous is not None:
-        carried = tuple(sorted(set(previous.carried) | {run.node for run in previous.running}))
+        earlier = tuple(
+            sorted(set(previous.running_for_earlier_target) | {run.node for run in previous.running})
+        )
     return RolloutState(
         spec=spec,
         started_at=now,
         gates=ScopeState(name=GATES_SCOPE),
         compartments=tuple(ScopeState(name=name) for name in names),
-        carried=carried,
+        running_for_earlier_target=earlier,
     )
 
 
@@ -147,13 +149,17 @@ def _absorb(state: RolloutState, view: FleetView) -> RolloutState:
             still.append(run)
             continue
         _count_finished(scopes, view.compartment_of[run.node], run, ok)
-    carried = tuple(n for n in state.carried if n in view.nodes and view.nodes[n].run is RunStatus.RUNNING)
+    earlier = tuple(
+        n
+        for n in state.running_for_earlier_target
+        if n in view.nodes and view.nodes[n].run is RunStatus.RUNNING
+    )
     return state.model_copy(
         update={
             "running": tuple(still),
             "updated": tuple(sorted(newly.union(state.updated))) if newly else state.updated,
             "failed": tuple(sorted(failed, key=lambda f: f.node)),
-            "carried": carried,
+            "running_for_earlier_target": earlier,
             "gates": scopes[state.gates.name],
             "compartments": tuple(scopes[s.name] for s in state.compartments),
         }
@@ -196,7 +202,7 @@ class _Engine:
         self.running = {run.node for run in state.running}
         self.updated = set(state.updated)
         self.failed = {f.node: f for f in state.failed}
-        busy = self.running | set(state.carried) | view.reported_running
+        busy = self.running | set(state.running_for_earlier_target) | view.reported_running
         self.tracker = BudgetTracker(
             view.foreign_unavailable, view.compartment_of, view.cap, view.compartment_caps, ours=busy
         )
@@ -579,7 +585,7 @@ class _Engine:
         done = state.gates.step >= len(self.policy.gate_steps()) and all(
             s.step >= len(self.policy.compartment_steps(s.name)) for s in state.compartments
         )
-        if done and not state.running and not state.carried:
+        if done and not state.running and not state.running_for_earlier_target:
             # The same count as every status shows: targeted nodes that carry the target.
             carrying = len(self.view.nodes) - len(self.view.prepared.needing)
             message = f"complete: {carrying}/{len(self.view.nodes)} nodes updated"

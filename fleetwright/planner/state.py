@@ -72,7 +72,7 @@ class RolloutState(Frozen):
     updated: tuple[str, ...] = ()
     """Nodes this rollout completed (sorted); soak health gates watch them."""
     failed: tuple[FailedNode, ...] = ()
-    carried: tuple[str, ...] = ()
+    running_for_earlier_target: tuple[str, ...] = ()
     """Nodes still running work for an earlier target: they hold budget until they finish."""
     halt: Halt | None = None
 

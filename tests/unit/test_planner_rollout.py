@@ -326,7 +326,7 @@ def test_a_spec_change_mid_rollout_keeps_running_nodes_on_the_budget() -> None:
         profile="p", packages=(DRIVER.model_copy(update={"version": "2.1.0"}),), policy=fleet.spec.policy
     )
     fleet.state = retarget(fleet.state, newer, fleet.now)
-    assert set(fleet.state.carried) == set(running)
+    assert set(fleet.state.running_for_earlier_target) == set(running)
     assert fleet.decide().start == ()  # the old target's two nodes still hold the cap
     fleet.finish(*running)
     assert len(fleet.decide().start) == 2
