@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from fleetwright.api.conditions import Condition, ConditionStatus, Phase, set_condition
 from fleetwright.api.keys import (
     BLOCKED,
     DEGRADED,
@@ -23,7 +24,6 @@ from fleetwright.api.keys import (
     ProfileReason,
 )
 from fleetwright.api.nodeprofile import NodeIssue, NodeProfileStatus
-from fleetwright.api.status import Condition, ConditionStatus, Phase, set_condition
 from fleetwright.workflows.payloads import Progress
 from fleetwright.workflows.search import REGISTRATION
 

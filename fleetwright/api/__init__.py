@@ -12,6 +12,7 @@ from fleetwright.api.common import (
     LabelSelector,
     resolve_int_or_percent,
 )
+from fleetwright.api.conditions import Condition
 from fleetwright.api.deploymentpolicy import (
     BUILTIN_POLICY,
     ApprovalStep,
@@ -36,7 +37,6 @@ from fleetwright.api.nodeprofile import (
     Package,
     PackageDependency,
 )
-from fleetwright.api.status import Condition
 
 __all__ = [
     "API_VERSION",

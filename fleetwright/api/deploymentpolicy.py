@@ -24,7 +24,7 @@ from fleetwright.api.common import (
     ObjectMeta,
     selector_nonempty_cel,
 )
-from fleetwright.api.status import Condition
+from fleetwright.api.conditions import Condition
 
 KIND = "DeploymentPolicy"
 PLURAL = "deploymentpolicies"

@@ -25,8 +25,8 @@ from fleetwright.api.common import (
     Toleration,
     selector_nonempty_cel,
 )
+from fleetwright.api.conditions import Condition, Phase
 from fleetwright.api.keys import RUNTIME_REQUIRED_TAINT
-from fleetwright.api.status import Condition, Phase
 
 KIND = "NodeProfile"
 PLURAL = "nodeprofiles"

@@ -17,8 +17,8 @@ from fleetwright.api import (
     resolve_int_or_percent,
 )
 from fleetwright.api.common import ApiModel
+from fleetwright.api.conditions import Condition, find_condition, set_condition
 from fleetwright.api.deploymentpolicy import check_cron, check_time_zone
-from fleetwright.api.status import Condition, find_condition, set_condition
 
 pytestmark = pytest.mark.unit
 

@@ -1,5 +1,5 @@
-"""Status building blocks shared by NodeProfile and DeploymentPolicy: metav1.Condition-shaped
-conditions and the rollout phase (the condition types and reasons are ``keys``').
+"""The conditions of NodeProfile and DeploymentPolicy statuses (metav1.Condition-shaped, with the
+helpers that find and set one) and the rollout phase; the condition types and reasons are ``keys``'.
 
 Owns the shapes only; computing conditions from rollout state belongs to the controller.
 Must not do I/O or read the clock (callers pass timestamps in).
