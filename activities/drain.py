@@ -23,7 +23,7 @@ from enum import StrEnum
 
 from temporalio.exceptions import ApplicationError
 
-from fleetwright.activities import status
+from fleetwright.activities import nodeprogress
 from fleetwright.activities.payloads import DrainReport, DrainRequest, NodePhase
 from fleetwright.activities.waiting import Clock, blocking, heartbeat_window
 from fleetwright.api.keys import NodeReason
@@ -203,7 +203,7 @@ class Drainer:
         if timed_out:
             message = f"drain timed out after {self.request.drain.timeout_seconds}s; {message}"
         if (reason, message) != self.shown:
-            await status.show(
+            await nodeprogress.show(
                 self.executor,
                 self.api,
                 profile=self.request.profile,
@@ -226,7 +226,7 @@ class Drainer:
 
     async def _clear(self) -> None:
         """A drain that ends lifts the waiting state it may have shown (this or an earlier attempt)."""
-        await status.lift(
+        await nodeprogress.lift(
             self.executor,
             self.api,
             profile=self.request.profile,

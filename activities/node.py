@@ -18,7 +18,7 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from fleetwright.activities import cleanup, runtime_taint, status
+from fleetwright.activities import cleanup, nodeprogress, runtime_taint
 from fleetwright.activities.drain import Drainer
 from fleetwright.activities.errors import temporal_errors
 from fleetwright.activities.payloads import (
@@ -186,7 +186,7 @@ class NodeActivities:
             await self._publish(target, note.phase, note.reason, note.message)
 
     async def _publish(self, target: NodeTarget, phase: NodePhase, reason: str, message: str) -> None:
-        await status.show(
+        await nodeprogress.show(
             self.executor,
             self.api,
             profile=target.profile,

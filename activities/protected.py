@@ -13,7 +13,7 @@ from concurrent.futures import Executor
 
 from temporalio.exceptions import ApplicationError
 
-from fleetwright.activities import status
+from fleetwright.activities import nodeprogress
 from fleetwright.activities.payloads import NodePhase, ProtectedPodsRequest
 from fleetwright.activities.waiting import Clock, blocking, heartbeat_window
 from fleetwright.api.keys import NodeReason
@@ -82,7 +82,7 @@ class ProtectedPodsWait:
 
     async def _release(self) -> None:
         """Lift the held state this (or an earlier) attempt showed; say nothing if none was shown."""
-        await status.lift(
+        await nodeprogress.lift(
             self.executor,
             self.api,
             profile=self.request.profile,
@@ -93,7 +93,7 @@ class ProtectedPodsWait:
         )
 
     async def _publish(self, phase: NodePhase, reason: str, message: str) -> None:
-        await status.show(
+        await nodeprogress.show(
             self.executor,
             self.api,
             profile=self.request.profile,

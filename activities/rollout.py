@@ -19,7 +19,7 @@ from typing import Any
 from temporalio import activity
 from temporalio.client import Interceptor
 
-from fleetwright.activities import status
+from fleetwright.activities import nodeprogress
 from fleetwright.activities.drain import DRAIN_WAIT_REASONS
 from fleetwright.activities.errors import temporal_errors
 from fleetwright.activities.payloads import NAMES, DecideReport, DecideRequest, NodeResult
@@ -179,7 +179,7 @@ class RolloutActivities:
         starts = [s.node for s in report.decision.start]
         # Claim the nodes to start before the workflow acts on the decision, so other profiles'
         # decisions count them against their budgets at once (the node workflow drops the claim).
-        patch_nodes(lambda node: status.claim(self._api, profile=name, node=node), starts)
+        patch_nodes(lambda node: nodeprogress.claim(self._api, profile=name, node=node), starts)
         if starts and any(p.metadata.name != name for p in profiles):
             self._verify_claims(request.profile, nodes, starts)
         return report.model_copy(update={"unregistered_search_attributes": self._unregistered()})
@@ -200,7 +200,7 @@ class RolloutActivities:
             )
 
     def _release(self, profile: str, nodes: Iterable[str]) -> None:
-        patch_nodes(lambda node: status.release(self._api, profile=profile, node=node), nodes)
+        patch_nodes(lambda node: nodeprogress.release(self._api, profile=profile, node=node), nodes)
 
     def _clear_failure(self, profile: str, node: str) -> None:
         annotations = kube_nodes.get_node(self._api, node).metadata.annotations or {}

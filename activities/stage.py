@@ -13,7 +13,7 @@ from concurrent.futures import Executor
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from fleetwright.activities import status
+from fleetwright.activities import nodeprogress
 from fleetwright.activities.payloads import NodePhase, StageRequest
 from fleetwright.activities.waiting import Clock, blocking, heartbeat_window
 from fleetwright.api import keys
@@ -194,7 +194,7 @@ class StageRunner:
             self.shown = None
 
     async def _publish(self, phase: NodePhase, reason: str, message: str) -> None:
-        await status.show(
+        await nodeprogress.show(
             self.executor,
             self.api,
             profile=self.request.profile,

@@ -15,7 +15,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from fleetwright.activities import drain as drain_module
-from fleetwright.activities import status
+from fleetwright.activities import nodeprogress
 from fleetwright.activities.drain import Blocker, Verdict, blocked_message, disposition
 from fleetwright.activities.errors import temporal_errors
 from fleetwright.activities.payloads import DrainRequest, NodePhase
@@ -107,13 +107,13 @@ def test_selector_syntax_covers_every_operator() -> None:
     assert selector_string(selector) == "app=train,tier in (a,b),zone notin (x),gpu,!spot"
 
 
-# ----- status ----------------------------------------------------------------------------------
+# ----- node progress ----------------------------------------------------------------------------
 
 
 def test_condition_status_reads_true_only_when_complete() -> None:
-    assert status.CONDITION_STATUS[NodePhase.COMPLETE] == "True"
-    assert status.CONDITION_STATUS[NodePhase.IN_PROGRESS] == "Unknown"
-    assert {status.CONDITION_STATUS[p] for p in (NodePhase.FAILED, NodePhase.BLOCKED)} == {"False"}
+    assert nodeprogress.CONDITION_STATUS[NodePhase.COMPLETE] == "True"
+    assert nodeprogress.CONDITION_STATUS[NodePhase.IN_PROGRESS] == "Unknown"
+    assert {nodeprogress.CONDITION_STATUS[p] for p in (NodePhase.FAILED, NodePhase.BLOCKED)} == {"False"}
 
 
 # ----- errors and the clock ------------------------------------------------------------------
