@@ -21,7 +21,7 @@ Restarts and replicas need no leader election:
 - One task reconciles: the consumer of the watch events. The status mirror only asks it (through
   the same queue) to retry the starts that failed, so two reconciles of one profile never
   interleave and an older spec can never be signalled after a newer one.
-- Status is a derived view (``worker.status``: a pure function of the memo, the generation and the
+- Status is a derived view (``worker.profilestatus``: a pure function of the memo, the generation and the
   previous status), written whole; two replicas compute the same value, so they never fight.
   Events are keyed by the transition and the CR version they were seen at, so both replicas
   create the same Event name and the second gets a 409.
@@ -71,8 +71,8 @@ from fleetwright.kube.resources import add_finalizer, patch_status
 from fleetwright.planner.runtime import taint_on_join
 from fleetwright.worker import metrics
 from fleetwright.worker.client import connect_with
+from fleetwright.worker.profilestatus import Inputs, derive, transitions
 from fleetwright.worker.settings import WorkerSettings
-from fleetwright.worker.status import Inputs, derive, transitions
 from fleetwright.workflows.payloads import Controls, Deletion, Progress, RolloutInput, SpecChange
 from fleetwright.workflows.rollout import ABORTED, RolloutWorkflow, rollout_workflow_id
 

@@ -16,7 +16,7 @@ from fleetwright.localcluster import examples
 from fleetwright.planner import convert
 from fleetwright.planner.nodestate import PackageRecord
 from fleetwright.planner.nodework import plan_node
-from fleetwright.worker.status import Inputs, derive, transitions
+from fleetwright.worker.profilestatus import Inputs, derive, transitions
 from fleetwright.workflows.payloads import Progress
 
 pytestmark = pytest.mark.unit
