@@ -8,7 +8,7 @@ scrape target has both. It must not decide anything: callers record what happene
 
 Where the numbers come from: profile-level gauges from the controller's status mirror
 (``record_progress``, the workflow's published progress); durations and Job failures from the
-worker's activity interceptor (``worker.observe``).
+worker's activity interceptor (``worker.interceptor``).
 """
 
 from __future__ import annotations

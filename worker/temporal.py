@@ -13,7 +13,7 @@ from temporalio.worker import Interceptor, Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from fleetwright.worker import tracing
-from fleetwright.worker.observe import ActivityObserver
+from fleetwright.worker.interceptor import ActivityInterceptor
 from fleetwright.workflows.node import NodeWorkflow
 from fleetwright.workflows.rollout import RolloutWorkflow
 
@@ -41,7 +41,7 @@ PASSTHROUGH_MODULES = (
 
 def interceptors() -> list[Interceptor]:
     """Log context and metrics for every activity; spans for workflows and activities."""
-    return [ActivityObserver(), *tracing.interceptors()]
+    return [ActivityInterceptor(), *tracing.interceptors()]
 
 
 def build_worker(

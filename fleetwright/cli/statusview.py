@@ -22,7 +22,7 @@ from fleetwright.api.keys import condition_type, cordon_key, status_label_key
 from fleetwright.api.nodeprofile import NodeProfile
 from fleetwright.errors import InvalidSpecError
 from fleetwright.planner.nodestate import read_profile_state
-from fleetwright.worker.status import rollout_phase
+from fleetwright.worker.profilestatus import rollout_phase
 from fleetwright.workflows.payloads import Progress
 
 # The node condition reasons a drain shows while it waits (activities/drain.py).

@@ -23,7 +23,7 @@ from fleetwright.activities.payloads import (
     UncordonRequest,
 )
 from fleetwright.stagejob.outcome import StageOutcome, StageReport
-from fleetwright.worker import metrics, observe
+from fleetwright.worker import interceptor, metrics
 from fleetwright.workflows.payloads import Progress
 
 pytestmark = pytest.mark.unit
@@ -70,7 +70,7 @@ def test_a_failed_stage_counts_a_job_failure_and_its_duration_comes_from_the_job
     report = StageReport(
         job="j", outcome=StageOutcome.FAILED, started_at=start, finished_at=start + timedelta(seconds=42)
     )
-    observe.record_result(NAMES.RUN_STAGE, fields, report, seconds=99.0, outcome="succeeded")
+    interceptor.record_result(NAMES.RUN_STAGE, fields, report, seconds=99.0, outcome="succeeded")
     labels = {"profile": "stages", "package": "tuning", "stage": "apply"}
     assert value("fleetwright_stage_job_failures_total", **labels, outcome="Failed") == 1
     assert value("fleetwright_stage_job_failures_total", **labels, outcome="ImagePullFailed") == 0
@@ -80,30 +80,30 @@ def test_a_failed_stage_counts_a_job_failure_and_its_duration_comes_from_the_job
 
 def test_held_drains_by_reason_from_heartbeats() -> None:
     beat = {"blocked": ["ml/trainer-0: PodDisruptionBudget (Cannot evict pod as it would violate ...)"]}
-    observe.drain_heartbeat("drains", "n1", [beat])
-    observe.drain_heartbeat("drains", "n2", [beat])
+    interceptor.drain_heartbeat("drains", "n1", [beat])
+    interceptor.drain_heartbeat("drains", "n2", [beat])
     assert value("fleetwright_drains_blocked", profile="drains", reason="PodDisruptionBudget") == 2
     assert value("fleetwright_drains_blocked", profile="drains", reason="DrainTimeout") == 0
-    observe.drain_heartbeat("drains", "n1", [{"blocked": []}])
+    interceptor.drain_heartbeat("drains", "n1", [{"blocked": []}])
     report = DrainReport(blocked_seconds=7.5)
-    observe.record_result(NAMES.DRAIN, {"profile": "drains", "node": "n2"}, report, 9.0, "succeeded")
+    interceptor.record_result(NAMES.DRAIN, {"profile": "drains", "node": "n2"}, report, 9.0, "succeeded")
     assert value("fleetwright_drains_blocked", profile="drains", reason="PodDisruptionBudget") == 0
     assert value("fleetwright_drain_blocked_seconds_total", profile="drains") == 7.5
     assert value("fleetwright_drain_duration_seconds_count", profile="drains", outcome="succeeded") == 1
 
 
 def test_node_update_duration_from_first_status_to_the_end() -> None:
-    observe.record_node_status("node/nodes/n1", "nodes", NodePhase.IN_PROGRESS)
-    observe.record_node_status("node/nodes/n1", "nodes", NodePhase.IN_PROGRESS)  # a retry: same start
-    observe.record_node_status("node/nodes/n1", "nodes", NodePhase.COMPLETE)
-    observe.record_node_status("node/nodes/n2", "nodes", NodePhase.FAILED)  # start not seen: skipped
+    interceptor.record_node_status("node/nodes/n1", "nodes", NodePhase.IN_PROGRESS)
+    interceptor.record_node_status("node/nodes/n1", "nodes", NodePhase.IN_PROGRESS)  # a retry: same start
+    interceptor.record_node_status("node/nodes/n1", "nodes", NodePhase.COMPLETE)
+    interceptor.record_node_status("node/nodes/n2", "nodes", NodePhase.FAILED)  # start not seen: skipped
     assert value("fleetwright_node_update_duration_seconds_count", profile="nodes", outcome="succeeded") == 1
     assert value("fleetwright_node_update_duration_seconds_count", profile="nodes", outcome="failed") is None
 
 
 def test_names_follow_prometheus_conventions() -> None:
-    observe.record_result(NAMES.RUN_STAGE, {"profile": "names"}, None, 1.0, "failed")
-    observe.record_result(NAMES.DRAIN, {"profile": "names"}, DrainReport(), 1.0, "succeeded")
+    interceptor.record_result(NAMES.RUN_STAGE, {"profile": "names"}, None, 1.0, "failed")
+    interceptor.record_result(NAMES.DRAIN, {"profile": "names"}, DrainReport(), 1.0, "succeeded")
     names = metrics.names_in(generate_latest(metrics.REGISTRY).decode())
     assert all(n.startswith("fleetwright_") for n in names)
     counters = {n for n in names if "failures" in n or "blocked_seconds" in n}
@@ -145,13 +145,13 @@ def test_the_statuses_other_activities_carry_count_as_the_nodes_first_and_last()
     updating = StatusNote(phase=NodePhase.IN_PROGRESS, reason="Updating")
     done = StatusNote(phase=NodePhase.COMPLETE, reason="Complete")
     status = NodeStatusRequest(profile="p", node="n", phase=NodePhase.FAILED, reason="X")
-    assert observe.shown_before(NAMES.SET_NODE_STATUS, status) is NodePhase.FAILED
-    assert observe.shown_before(NAMES.CORDON, CordonRequest(profile="p", node="n", show_before=updating)) is (
-        NodePhase.IN_PROGRESS
-    )
-    assert observe.shown_before(NAMES.CORDON, CordonRequest(profile="p", node="n")) is None
+    assert interceptor.shown_before(NAMES.SET_NODE_STATUS, status) is NodePhase.FAILED
+    assert interceptor.shown_before(
+        NAMES.CORDON, CordonRequest(profile="p", node="n", show_before=updating)
+    ) is (NodePhase.IN_PROGRESS)
+    assert interceptor.shown_before(NAMES.CORDON, CordonRequest(profile="p", node="n")) is None
     uncordon = UncordonRequest(profile="p", node="n", show_after=done)
-    assert observe.shown_after(uncordon, True) is NodePhase.COMPLETE
+    assert interceptor.shown_after(uncordon, True) is NodePhase.COMPLETE
     failed = StageReport(job="j", outcome=StageOutcome.FAILED)
-    assert observe.shown_after(uncordon, failed) is None  # a failed stage shows nothing after it
-    assert observe.shown_after(NodeTarget(profile="p", node="n"), None) is None
+    assert interceptor.shown_after(uncordon, failed) is None  # a failed stage shows nothing after it
+    assert interceptor.shown_after(NodeTarget(profile="p", node="n"), None) is None

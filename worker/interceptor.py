@@ -172,7 +172,7 @@ class _Outbound(ActivityOutboundInterceptor):
         super().heartbeat(*details)
 
 
-class ActivityObserver(Interceptor):
+class ActivityInterceptor(Interceptor):
     """Worker interceptor: log context and metrics for every activity attempt."""
 
     def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
