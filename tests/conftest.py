@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
+from hypothesis import settings
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
@@ -28,6 +29,11 @@ from fleetwright.workflows.search import REGISTRATION
 from tests.support.providers import ClusterUnderTest, start_cluster
 
 TIERS = ("unit", "workflow", "integration", "node")
+
+# Property tests check properties, not speed: Hypothesis' per-example deadline (200 ms) is a timed
+# assertion, and on a shared or loaded machine it fails examples that are merely slow.
+settings.register_profile("fleetwright", deadline=None)
+settings.load_profile("fleetwright")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
