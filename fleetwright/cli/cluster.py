@@ -7,10 +7,10 @@ Owns the command and its text; starting and stopping the pieces is ``localstack`
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import shlex
-import signal
-import threading
 from pathlib import Path
 from typing import Annotated
 
@@ -23,6 +23,7 @@ from fleetwright.localcluster.cluster import ClusterOptions
 from fleetwright.localcluster.nodeconfig import TEMPORAL_ADDRESS
 from fleetwright.localcluster.realnode import RealNodeOptions, chart_settings
 from fleetwright.localstack.stack import EXAMPLES, LocalStack, StackOptions, example_profiles
+from fleetwright.worker.process import stop_on_signals
 
 cluster_app = typer.Typer(
     help="The local stack: a real control plane with simulated GPU nodes, Temporal, and fleetwright's "
@@ -101,8 +102,6 @@ def up(
     ] = False,
 ) -> None:
     """Start the local stack, print how to use it, and keep it running until Ctrl-C or SIGTERM."""
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
     node = RealNodeOptions() if real_node else None
     options = StackOptions(
         cluster=ClusterOptions(nodes=nodes, scheduler=True, real_node=node), workdir=workdir
@@ -115,21 +114,23 @@ def up(
         )
         for line in next_steps(stack, kept=workdir is not None):
             console.print(line, markup=False, highlight=False)
-        failed = _run_until(stop, stack)
+        failed = asyncio.run(_run_until_stopped(stack))
         console.print("stopping...")
     console.print("stopped: no process left behind")
     if failed:
         raise typer.Exit(1)
 
 
-def _run_until(stop: threading.Event, stack: LocalStack) -> bool:
-    """Until Ctrl-C or SIGTERM; True when a piece of the stack exited on its own (it is named)."""
-    try:
-        while not stop.wait(1.0):
+async def _run_until_stopped(stack: LocalStack) -> bool:
+    """Until Ctrl-C or SIGTERM (the processes' one signal path); True when a piece of the stack
+    exited on its own (it is named)."""
+    stop = stop_on_signals()
+    while not stop.is_set():
+        try:
             stack.check_alive()
-    except KeyboardInterrupt:
-        pass
-    except RuntimeError as error:
-        console.print(str(error), style="red", markup=False, highlight=False)
-        return True
+        except RuntimeError as error:
+            console.print(str(error), style="red", markup=False, highlight=False)
+            return True
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), timeout=1.0)
     return False
