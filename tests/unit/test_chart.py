@@ -18,7 +18,12 @@ from fleetwright import chart
 from fleetwright.api import keys
 from fleetwright.localcluster.binaries import control_plane_binary
 from fleetwright.worker.settings import WorkerSettings
-from fleetwright.worker.webhook import ADMISSION_ENV, load_admission_policy, node_webhook_configuration
+from fleetwright.worker.webhook import (
+    ADMISSION_ENV,
+    load_admission_policy,
+    node_webhook_configuration,
+    webhook_configuration,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -138,6 +143,17 @@ def test_helm_template_renders(name: str, tmp_path: Path) -> None:
         "port": 443,
         "path": "/validate",
     }
+
+
+def test_the_validating_webhook_is_registered_as_the_server_defines_it(tmp_path: Path) -> None:
+    """The chart's ValidatingWebhookConfiguration is the one ``webhook_configuration`` builds (the
+    local stack registers that one): the same rules, policies and path, with the chart's CA."""
+    docs = render({}, tmp_path)
+    [rendered] = by_kind(docs, "ValidatingWebhookConfiguration")["fw-fleetwright"]["webhooks"]
+    ca = by_kind(docs, "Secret")["fw-fleetwright-webhook-tls"]["data"]["ca.crt"]
+    service = ("fw-system", "fw-fleetwright-webhook", 443)
+    [expected] = webhook_configuration(ca_bundle=ca, service=service)["webhooks"]
+    assert rendered == expected
 
 
 def test_the_node_webhook_is_registered_as_the_server_defines_it(tmp_path: Path) -> None:
