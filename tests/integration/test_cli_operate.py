@@ -263,7 +263,10 @@ async def test_approve_retry_skip_and_abort_act_on_a_halted_rollout(
 
     view = await _until_async(halted, 120, "the failing canary to halt the rollout")
     (canary,) = [n for n in view["nodes"] if n["state"] == "Failed"]
-    assert "failed" in canary["message"].lower()
+    # The failure names the package and the stage that failed, as nodeIssues does.
+    message = canary["message"]
+    assert "apply" in message, message
+    assert "tuning" in message, message
     assert f"{canary['node']}  Failed" in await cli.ok("status", name)
     others = [n for n in rollout.nodes if n != canary["node"]]
 

@@ -56,6 +56,6 @@ def test_the_demo_rolls_out_the_example_profile_and_cleans_up() -> None:
 
 def test_the_demo_with_a_failing_canary_halts() -> None:
     output = run_demo("--fail-canary")
-    assert "rollout Failed: 0/4 nodes complete" in lines(output)
+    assert "rollout Halted: 0/4 nodes complete" in lines(output)
     assert "StageFailed" in output
     assert_nothing_left(output)
