@@ -1,4 +1,4 @@
-"""The settings reference is generated from the settings model: the README's table does not drift
+"""The settings reference is generated from the settings model: docs/settings.md's table does not drift
 from it, every setting has a description, and ``fleetwright worker --help`` prints it."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
-from fleetwright.cli import main  # noqa: F401 - registers every command on the app
+from fleetwright.cli import serve  # noqa: F401 - registers the process commands on the app
 from fleetwright.cli.app import app
 from fleetwright.worker import settingsdoc
 from fleetwright.worker.settings import WorkerSettings
@@ -15,7 +15,7 @@ from fleetwright.workflows.payloads import EngineSettings
 pytestmark = pytest.mark.unit
 
 
-def test_the_readme_table_does_not_drift() -> None:
+def test_the_reference_table_does_not_drift() -> None:
     assert settingsdoc.drift() == "", "run python -m fleetwright.worker.settingsdoc"
 
 
@@ -36,7 +36,7 @@ def test_the_process_commands_print_the_reference(command: str) -> None:
         assert f"{setting.key} = {setting.default}" in result.output
 
 
-def test_the_readme_says_the_settings_variable_is_a_path() -> None:
-    readme = settingsdoc.README.read_text()
-    assert "`FLEETWRIGHT_SETTINGS` (JSON)" not in readme
-    assert "`FLEETWRIGHT_SETTINGS` is the **path** of a JSON file" in readme
+def test_the_reference_says_the_settings_variable_is_a_path() -> None:
+    page = settingsdoc.REFERENCE.read_text()
+    assert "`FLEETWRIGHT_SETTINGS` (JSON)" not in page
+    assert "`FLEETWRIGHT_SETTINGS` is the **path** of a JSON file" in page

@@ -57,7 +57,7 @@ def helm(cluster: LocalCluster, home: Path, *args: str, timeout: float = 600) ->
 
 
 def install_args(release: str, namespace: str, digest: str, queue: str, settings: list[str]) -> list[str]:
-    """The install command the README shows: the image this checkout built, pinned by digest, and
+    """The install command docs/real-node.md shows: the image this checkout built, pinned by digest, and
     the local real node's settings (``realnode.chart_settings``)."""
     return [
         "install",
