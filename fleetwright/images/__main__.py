@@ -11,8 +11,8 @@ import json
 import sys
 from pathlib import Path
 
+from fleetwright.binaries import cache_dir, control_plane_binary
 from fleetwright.images import catalog, dockerfile, offline
-from fleetwright.localcluster.binaries import cache_dir, control_plane_binary
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,29 +11,26 @@ from __future__ import annotations
 import json
 import math
 import random
-import shutil
 import socket
 import ssl
 import subprocess
-import tempfile
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import yaml
 
+from fleetwright.binaries import cache_dir, control_plane_binary, wheel_binary
 from fleetwright.images import offline
 from fleetwright.images.offline import Built
 from fleetwright.localcluster import nodes as fleet_nodes
-from fleetwright.localcluster.binaries import cache_dir, control_plane_binary, wheel_binary
+from fleetwright.localcluster.launcher import Launcher
 from fleetwright.localcluster.pki import CertPair, LocalCA, write_service_account_keys
-from fleetwright.localcluster.processes import Supervised, wait_until
+from fleetwright.localcluster.processes import Supervised, run_tool, wait_until
 from fleetwright.localcluster.realnode import RealNode, RealNodeOptions
 
 LOOPBACK = "127.0.0.1"
@@ -129,7 +126,7 @@ def _kubeconfig(server: str, ca: Path, client: CertPair, user: str) -> dict[str,
 
 
 @dataclass
-class LocalCluster:
+class LocalCluster(Launcher):
     """A running (or startable) local control plane. Use as a context manager."""
 
     options: ClusterOptions = field(default_factory=ClusterOptions)
@@ -139,59 +136,38 @@ class LocalCluster:
     ca_cert: Path = field(init=False)
     components: dict[str, Supervised] = field(init=False, default_factory=dict)
     real_node: RealNode | None = field(init=False, default=None)
-    _owns_workdir: bool = field(init=False, default=False)
 
     def __post_init__(self) -> None:
-        if self.options.workdir is None:
-            self.workdir = Path(tempfile.mkdtemp(prefix="fleetwright-cluster-"))
-            self._owns_workdir = True
-        else:
-            self.workdir = self.options.workdir
-            self.workdir.mkdir(parents=True, exist_ok=True)
+        self.workdir = self._work_directory(self.options.workdir, "fleetwright-cluster-")
         self.kubeconfig = self.workdir / "kubeconfig"
         self.ca_cert = self.workdir / "pki" / "ca.crt"
         self._apiserver_port = free_port()
         self.server = f"https://{LOOPBACK}:{self._apiserver_port}"
 
     # ----- lifecycle -------------------------------------------------------------------
-    def __enter__(self) -> LocalCluster:
-        self.start()
-        return self
+    def _start(self) -> None:
+        self._write_pki_and_configs()
+        if self.options.real_node is not None:
+            images = self.options.images
+            if images is None:
+                builder = offline.Builder(offline.repository(), cache_dir(), control_plane_binary)
+                images = tuple(builder.all())
+            self.real_node = RealNode(
+                self.options.real_node, self.workdir, self._ca, self._apiserver_port, self.kubectl, images
+            )
+        self._define_components()
+        self.start_component("etcd")
+        if self.real_node is not None:
+            self.real_node.start_namespaces()
+        for name in ("kube-apiserver", "kube-controller-manager", "kwok"):
+            self.start_component(name)
+        if self.options.scheduler or self.real_node is not None:
+            self.start_component("kube-scheduler")
+        if self.real_node is not None:
+            self.real_node.start_runtime()
+        self.add_nodes(self.options.nodes)
 
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
-
-    def start(self) -> None:
-        started = time.monotonic()
-        try:
-            self._write_pki_and_configs()
-            if self.options.real_node is not None:
-                images = self.options.images
-                if images is None:
-                    builder = offline.Builder(offline.repository(), cache_dir(), control_plane_binary)
-                    images = tuple(builder.all())
-                self.real_node = RealNode(
-                    self.options.real_node, self.workdir, self._ca, self._apiserver_port, self.kubectl, images
-                )
-            self._define_components()
-            self.start_component("etcd")
-            if self.real_node is not None:
-                self.real_node.start_namespaces()
-            for name in ("kube-apiserver", "kube-controller-manager", "kwok"):
-                self.start_component(name)
-            if self.options.scheduler or self.real_node is not None:
-                self.start_component("kube-scheduler")
-            if self.real_node is not None:
-                self.real_node.start_runtime()
-            self.add_nodes(self.options.nodes)
-        except BaseException:
-            self.stop()
-            raise
-        self.startup_seconds = time.monotonic() - started
-
-    def stop(self) -> None:
+    def _stop(self) -> None:
         if self.real_node is not None:
             self.real_node.stop()
         # Reverse dependency order so nothing logs connection errors into a dying etcd.
@@ -199,8 +175,6 @@ class LocalCluster:
             component = self.components.get(name)
             if component is not None:
                 component.stop()
-        if self._owns_workdir:
-            shutil.rmtree(self.workdir, ignore_errors=True)
 
     def start_component(self, name: str) -> None:
         component = self.components[name]
@@ -406,17 +380,8 @@ def run_kubectl(
     kubeconfig: Path, *args: str, input: str | None = None, check: bool = True, timeout: float = 120.0
 ) -> subprocess.CompletedProcess[str]:
     """Run the venv's kubectl with ``kubeconfig``; with ``check``, fail with kubectl's stderr."""
-    result = subprocess.run(
-        [str(wheel_binary("kubectl")), f"--kubeconfig={kubeconfig}", *args],
-        input=input,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-    if check and result.returncode != 0:
-        raise RuntimeError(f"kubectl {' '.join(args)} failed ({result.returncode}): {result.stderr.strip()}")
-    return result
+    argv = [str(wheel_binary("kubectl")), f"--kubeconfig={kubeconfig}", *args]
+    return run_tool(argv, what=f"kubectl {' '.join(args)}", input=input, check=check, timeout=timeout)
 
 
 KubectlRunner = Callable[..., subprocess.CompletedProcess[str]]

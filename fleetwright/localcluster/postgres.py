@@ -15,7 +15,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fleetwright.localcluster.binaries import SETUP_HINT, MissingBinaryError
+from fleetwright.binaries import SETUP_HINT, MissingBinaryError
 from fleetwright.localcluster.cluster import LOOPBACK, free_port
 from fleetwright.localcluster.processes import RunAs, Supervised, wait_until
 

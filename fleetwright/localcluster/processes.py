@@ -1,4 +1,5 @@
-"""Supervision of the local control plane's child processes: start with a log file, stop, kill.
+"""Supervision of the local control plane's child processes: start with a log file, stop, kill;
+and running a tool (kubectl, ctr) to completion.
 
 Children are put in their own session and get SIGKILL when the launcher process dies
 (``PR_SET_PDEATHSIG``), so a crashed test run leaves no etcd or apiserver behind.
@@ -127,3 +128,19 @@ def wait_until(
             return
         time.sleep(interval)
     raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+def run_tool(
+    argv: list[str],
+    *,
+    what: str,
+    input: str | None = None,
+    check: bool = True,
+    timeout: float = 120.0,
+) -> subprocess.CompletedProcess[str]:
+    """Run a tool to completion with its output captured; with ``check``, a failure raises naming
+    ``what`` (the command as a reader knows it) with the tool's stderr."""
+    result = subprocess.run(argv, input=input, capture_output=True, text=True, timeout=timeout, check=False)
+    if check and result.returncode != 0:
+        raise RuntimeError(f"{what} failed ({result.returncode}): {result.stderr.strip()}")
+    return result

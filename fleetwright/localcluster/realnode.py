@@ -40,13 +40,13 @@ from pathlib import Path
 
 import yaml
 
+from fleetwright.binaries import MissingBinaryError, cache_dir, control_plane_binary
 from fleetwright.images import spec as image_spec
 from fleetwright.images.offline import Built
 from fleetwright.localcluster import nodeconfig
-from fleetwright.localcluster.binaries import MissingBinaryError, cache_dir, control_plane_binary
 from fleetwright.localcluster.nodeconfig import NodeLayout
 from fleetwright.localcluster.pki import LocalCA
-from fleetwright.localcluster.processes import Supervised, wait_until
+from fleetwright.localcluster.processes import Supervised, run_tool, wait_until
 from fleetwright.localcluster.ticker import Ticker
 from fleetwright.packagetest import boot, hostroot
 from fleetwright.packagetest.hostroot import FAKE_STATE, HostRoot
@@ -354,16 +354,8 @@ class RealNode:
             self._reboots_seen = len(self.reboot_requests())
 
     def _ctr(self, *args: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run(
-            [str(control_plane_binary("ctr")), f"--address={self.layout.containerd_socket}", *args],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-        if check and done.returncode != 0:
-            raise RuntimeError(f"ctr {' '.join(args)} failed: {done.stderr.strip()}")
-        return done
+        argv = [str(control_plane_binary("ctr")), f"--address={self.layout.containerd_socket}", *args]
+        return run_tool(argv, what=f"ctr {' '.join(args)}", check=check, timeout=timeout)
 
     def _import_images(self) -> None:
         """Each archive under its tag, and under ``repository@digest`` too: a pod that pins the

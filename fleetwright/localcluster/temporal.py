@@ -12,25 +12,24 @@ from __future__ import annotations
 
 import functools
 import json
-import shutil
 import subprocess
-import tempfile
-import time
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 import yaml
 
-from fleetwright.localcluster.binaries import control_plane_binary, wheel_binary
+from fleetwright.binaries import control_plane_binary, wheel_binary
 from fleetwright.localcluster.cluster import LOOPBACK, free_port
+from fleetwright.localcluster.launcher import Launcher
 from fleetwright.localcluster.postgres import SUPERUSER, LocalPostgres
 from fleetwright.localcluster.processes import Supervised, wait_until
 
 # Retention long enough for a rollout that waits at a canary gate for days.
 RETENTION = "720h"
+# How long a start may take to answer health checks (and, on PostgreSQL, to register).
+START_TIMEOUT = 60.0
 # Dynamic configuration both backends run with; everything else keeps the server's defaults.
 DYNAMIC_CONFIG: dict[str, Any] = {
     # One partition per task queue instead of four: fleetwright's queues carry a few hundred tasks
@@ -68,7 +67,7 @@ def temporal_cli(*args: str, timeout: float = 30) -> subprocess.CompletedProcess
 
 
 @dataclass
-class TemporalServer:
+class TemporalServer(Launcher):
     """A running (or startable) local Temporal server. Use as a context manager."""
 
     search_attributes: dict[str, str] = field(default_factory=dict)
@@ -78,14 +77,9 @@ class TemporalServer:
     port: int = field(init=False)
     process: Supervised = field(init=False)
     """The Temporal server itself (what a chaos test kills)."""
-    startup_seconds: float = field(init=False, default=0.0)
-    _owns_workdir: bool = field(init=False, default=False)
 
     def __post_init__(self) -> None:
-        if self.workdir is None:
-            self.workdir = Path(tempfile.mkdtemp(prefix="fleetwright-temporal-"))
-            self._owns_workdir = True
-        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.workdir = self._work_directory(self.workdir, "fleetwright-temporal-")
         self.port = free_port()
 
     @property
@@ -97,30 +91,15 @@ class TemporalServer:
         """The server's processes by name (the benchmarks read their CPU)."""
         return {"temporal": self.process.pid} if self.process.pid is not None else {}
 
-    def __enter__(self) -> Self:
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
-
-    def start(self, timeout: float = 60.0) -> None:
-        started = time.monotonic()
+    def _start(self) -> None:
         self.process.start()
         wait_until(
             self._healthy,
-            timeout=timeout,
+            timeout=START_TIMEOUT,
             what=f"the Temporal server ({self.process.name})",
             alive=self.process.check_alive,
             interval=0.3,
         )
-        self.startup_seconds = time.monotonic() - started
 
     def _healthy(self) -> bool:
         result = temporal_cli("operator", "cluster", "health", "--address", self.address, timeout=10)
@@ -134,10 +113,8 @@ class TemporalServer:
         self.process.kill()
         self.start()
 
-    def stop(self) -> None:
+    def _stop(self) -> None:
         self.process.stop()
-        if self._owns_workdir and self.workdir is not None:
-            shutil.rmtree(self.workdir, ignore_errors=True)
 
 
 @dataclass
@@ -241,10 +218,10 @@ class PostgresTemporal(TemporalServer):
             pids["postgres"] = self.database.process.pid
         return pids
 
-    def start(self, timeout: float = 60.0) -> None:
+    def _start(self) -> None:
         """The database (created with both schemas the first time), then the server; a restart
         after ``kill`` starts the server alone, on the same stores and configuration."""
-        if self._owns_workdir and self.workdir is not None:
+        if self.owns_workdir and self.workdir is not None:
             self.workdir.chmod(0o755)  # the database's service account reaches its directory inside
         self.database.start()
         if not self.config_path.exists():
@@ -255,9 +232,9 @@ class PostgresTemporal(TemporalServer):
             config = server_config(self.database, self.port, self.shards, self.dynamic_config_path)
             self.config_path.touch(mode=0o600)  # it holds the database password
             self.config_path.write_text(yaml.safe_dump(config))
-        super().start(timeout)
+        super()._start()
         if not self._registered:
-            self._register(timeout)
+            self._register(START_TIMEOUT)
             self._registered = True
 
     def _setup_schema(self, store: Store) -> None:
@@ -310,10 +287,9 @@ class PostgresTemporal(TemporalServer):
                 interval=0.5,
             )
 
-    def stop(self) -> None:
-        self.process.stop()
+    def _stop(self) -> None:
+        super()._stop()
         self.database.stop()
-        super().stop()
 
 
 def _succeeds(args: list[str]) -> bool:

@@ -21,21 +21,17 @@ import datetime as dt
 import json
 import os
 import shlex
-import shutil
 import sys
-import tempfile
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from types import TracebackType
 
 import yaml
 
 from fleetwright import certs
 from fleetwright.api.common import API_VERSION
 from fleetwright.api.crdgen import CRDS, rendered_files
-from fleetwright.localcluster.binaries import wheel_binary
+from fleetwright.binaries import wheel_binary
 from fleetwright.localcluster.cluster import (
     LOOPBACK,
     ClusterOptions,
@@ -44,6 +40,7 @@ from fleetwright.localcluster.cluster import (
     free_port,
     wait_established,
 )
+from fleetwright.localcluster.launcher import Launcher
 from fleetwright.localcluster.nodes import stage_pod_timing
 from fleetwright.localcluster.processes import Supervised, wait_until
 from fleetwright.localcluster.realnode import linked_to_temporal
@@ -95,7 +92,7 @@ class StackOptions:
 
 
 @dataclass
-class LocalStack:
+class LocalStack(Launcher):
     """A running (or startable) local stack. Use as a context manager."""
 
     options: StackOptions = field(default_factory=StackOptions)
@@ -105,16 +102,10 @@ class LocalStack:
     cluster: LocalCluster = field(init=False)
     temporal: TemporalServer = field(init=False)
     processes: dict[str, Supervised] = field(init=False, default_factory=dict)
-    _owns_workdir: bool = field(init=False, default=False)
     _exit: contextlib.ExitStack = field(init=False, default_factory=contextlib.ExitStack)
 
     def __post_init__(self) -> None:
-        if self.options.workdir is None:
-            self.workdir = Path(tempfile.mkdtemp(prefix="fleetwright-stack-"))
-            self._owns_workdir = True
-        else:
-            self.workdir = self.options.workdir
-            self.workdir.mkdir(parents=True, exist_ok=True)
+        self.workdir = self._work_directory(self.options.workdir, "fleetwright-stack-")
         if self.attached is not None:
             self.cluster, self.temporal = self.attached
         else:
@@ -159,21 +150,7 @@ class LocalStack:
         return self.processes["controller"]
 
     # ----- lifecycle -------------------------------------------------------------------------
-    def __enter__(self) -> LocalStack:
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
-
-    def start(self) -> None:
-        started = time.monotonic()
+    def _start(self) -> None:
         if self.attached is None:
             self.cluster.start()
             self._exit.callback(self.cluster.stop)
@@ -192,12 +169,9 @@ class LocalStack:
         for role in ("worker", "controller"):
             self.processes[role].start()
             self._exit.callback(self.processes[role].stop)
-        self.startup_seconds = time.monotonic() - started
 
-    def stop(self) -> None:
+    def _stop(self) -> None:
         self._exit.close()
-        if self._owns_workdir:
-            shutil.rmtree(self.workdir, ignore_errors=True)
 
     def configure(self, engine: EngineSettings) -> None:
         """Engine settings for the next rollouts: the controller hands them to new workflows, so it

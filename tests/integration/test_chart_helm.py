@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from fleetwright.localcluster.binaries import control_plane_binary
+from fleetwright.binaries import control_plane_binary
 from tests.support.engine import unique
 from tests.support.providers import ClusterUnderTest
 

@@ -17,10 +17,10 @@ from typing import Any
 import yaml
 
 from fleetwright.api.keys import FINALIZER
+from fleetwright.binaries import control_plane_binary
 from fleetwright.errors import ForbiddenError, NotFoundError
 from fleetwright.kube import events, eviction, jobs, nodes, nodestatus, pods, resources
 from fleetwright.kube.client import ApiClient, from_kubeconfig
-from fleetwright.localcluster.binaries import control_plane_binary
 from tests.support.providers import ClusterUnderTest
 
 REPO = Path(__file__).resolve().parents[2]

@@ -16,7 +16,7 @@ from cryptography import x509
 
 from fleetwright import chart
 from fleetwright.api import keys
-from fleetwright.localcluster.binaries import control_plane_binary
+from fleetwright.binaries import control_plane_binary
 from fleetwright.worker.settings import WorkerSettings
 from fleetwright.worker.webhook import (
     ADMISSION_ENV,

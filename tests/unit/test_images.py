@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from fleetwright.binaries import control_plane_binary
 from fleetwright.images import catalog, dockerfile, offline, spec
-from fleetwright.localcluster.binaries import control_plane_binary
 
 pytestmark = pytest.mark.unit
 

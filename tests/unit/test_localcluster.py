@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from cryptography import x509
 
+from fleetwright.binaries import MissingBinaryError, control_plane_binary
 from fleetwright.localcluster import nodes
-from fleetwright.localcluster.binaries import MissingBinaryError, control_plane_binary
 from fleetwright.localcluster.cluster import kwok_configuration
 from fleetwright.localcluster.pki import LocalCA
 from fleetwright.localcluster.postgres import LocalPostgres

@@ -22,7 +22,7 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from fleetwright.localcluster.binaries import wheel_binary
+from fleetwright.binaries import wheel_binary
 
 
 @pytest.fixture(scope="session")

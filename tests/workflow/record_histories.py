@@ -14,8 +14,8 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
+from fleetwright.binaries import wheel_binary
 from fleetwright.localcluster import examples
-from fleetwright.localcluster.binaries import wheel_binary
 from fleetwright.worker.temporal import build_worker
 from fleetwright.workflows.node import node_workflow_id
 from fleetwright.workflows.payloads import EngineSettings, RolloutInput

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from fleetwright.binaries import control_plane_binary
 from fleetwright.images import spec as image_spec
 from fleetwright.localcluster import realnode
-from fleetwright.localcluster.binaries import control_plane_binary
 from fleetwright.localcluster.cluster import LocalCluster
 from fleetwright.localcluster.realnode import RealNode
 from fleetwright.packagetest.hostroot import HostRoot

@@ -1,11 +1,13 @@
-"""Where the local control plane's executables live.
+"""Where the executables that ``tools/setup.sh`` installs live, and the cache they are built into.
 
-Control-plane binaries (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok, helm),
-the production-shaped Temporal server (temporal-server, temporal-sql-tool) and the real test node's
-(kubelet, containerd, CNI plugins, pause, umoci) are built by ``tools/build-control-plane.sh``,
-``tools/build-temporal.sh`` and ``tools/build-node.sh`` into a cache outside the repository;
-kubectl and the Temporal dev and test servers come from PyPI wheels and sit beside the running
-interpreter. Nothing here downloads.
+The local cluster starts them and the image builder runs its tools (umoci) and keeps its archives
+in the same cache, so this module belongs to neither: both import it, and it imports nothing of
+fleetwright. Control-plane binaries (etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
+kwok, helm), the production-shaped Temporal server (temporal-server, temporal-sql-tool) and the
+real test node's (kubelet, containerd, CNI plugins, pause, umoci) are built by
+``tools/build-control-plane.sh``, ``tools/build-temporal.sh`` and ``tools/build-node.sh`` into a
+cache outside the repository; kubectl and the Temporal dev and test servers come from PyPI wheels
+and sit beside the running interpreter. Nothing here downloads.
 """
 
 from __future__ import annotations
