@@ -23,8 +23,9 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, star
 from prometheus_client.core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
-from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
+from temporalio.runtime import PrometheusConfig
 
+from fleetwright.worker.client import install_runtime
 from fleetwright.workflows.payloads import Progress
 
 log = logging.getLogger(__name__)
@@ -202,11 +203,11 @@ def _free_loopback_port() -> int:
 
 
 def install_temporal_runtime(process: str) -> TemporalMetricsBridge:
-    """Make the default Temporal runtime export SDK metrics with conventional Prometheus names
+    """Make the process's Temporal runtime export SDK metrics with conventional Prometheus names
     (``_total`` counters, ``_seconds`` durations) on a private loopback port, and return the
     bridge that folds them into our endpoint. Call before the process connects to Temporal."""
     address = f"127.0.0.1:{_free_loopback_port()}"
-    telemetry = TelemetryConfig(
+    install_runtime(
         metrics=PrometheusConfig(
             bind_address=address,
             counters_total_suffix=True,
@@ -215,7 +216,6 @@ def install_temporal_runtime(process: str) -> TemporalMetricsBridge:
         ),
         global_tags={"fleetwright_process": process},
     )
-    Runtime.set_default(Runtime(telemetry=telemetry), error_if_already_set=False)
     return TemporalMetricsBridge(f"http://{address}/metrics")
 
 

@@ -22,6 +22,7 @@ import pytest
 from fleetwright import certs
 from fleetwright.localcluster.cluster import free_port
 from fleetwright.localcluster.temporal import LocalTemporal
+from fleetwright.worker.client import CORE_LOGGER
 from fleetwright.worker.settings import WorkerSettings
 from tests.support.engine import unique
 from tests.support.providers import ClusterUnderTest
@@ -189,3 +190,37 @@ async def test_webhook_process_serves_https_and_stops_on_sigterm(
 
     await until(healthy, 60, "the webhook's /healthz", interval=0.3, details=processes.tails)
     assert await asyncio.to_thread(processes.stop, "webhook") == 0, processes.tails()
+
+
+async def test_the_sdk_cores_own_log_lines_come_out_in_the_process_format(tmp_path: Path) -> None:
+    """The SDK core warns when it cannot reach Temporal (its poll retries). Those lines go through
+    Python logging, so a worker's log is JSON lines with no terminal colour codes in them."""
+    with LocalTemporal(ui=False) as server:
+        settings = WorkerSettings(
+            temporal_address=server.address,
+            temporal_namespace=server.namespace,
+            worker_role="workflows",  # needs no cluster
+            kubeconfig=tmp_path / "no-kubeconfig",
+        )
+        settings_file = tmp_path / "settings.json"
+        settings_file.write_text(settings.model_dump_json())
+        worker = Processes(process_env(settings_file, task_queue=unique("core-logs")), tmp_path)
+        try:
+            worker.start("worker")
+            log = worker.log("worker")
+            await until(lambda: "worker polling" in log.read_text(), 60, "polling", details=worker.tails)
+            server.kill()
+
+            def core_records() -> list[dict[str, str]]:
+                lines = log.read_text().splitlines()
+                records = [json.loads(line) for line in lines if line.startswith("{")]
+                return [r for r in records if r["logger"] == CORE_LOGGER]
+
+            await until(core_records, 60, "the core's warnings about its polls", details=worker.tails)
+            assert await asyncio.to_thread(worker.stop, "worker") == 0, worker.tails()
+        finally:
+            worker.kill_all()
+    text = log.read_text()
+    assert "\x1b[" not in text, text[-3000:]
+    assert all(line.startswith("{") for line in text.splitlines()), text[-3000:]
+    assert any("poll" in r["message"] and r["level"] == "WARNING" for r in core_records()), text[-3000:]
