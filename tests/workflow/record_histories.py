@@ -16,6 +16,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from fleetwright.binaries import wheel_binary
 from fleetwright.localcluster import examples
+from fleetwright.worker.process import run_and_exit
 from fleetwright.worker.temporal import build_worker
 from fleetwright.workflows.node import node_workflow_id
 from fleetwright.workflows.payloads import EngineSettings, RolloutInput
@@ -72,6 +73,12 @@ async def record() -> None:
     await env.shutdown()
 
 
-if __name__ == "__main__":
+def main() -> None:
     HISTORIES.mkdir(exist_ok=True)
     asyncio.run(record())
+
+
+if __name__ == "__main__":
+    # The SDK runtime's threads outlive the environment: end as the fleetwright commands do, without
+    # the interpreter finalization they can abort.
+    run_and_exit(main)
