@@ -19,6 +19,7 @@ from fleetwright.worker.settings import WorkerSettings
 from fleetwright.worker.temporal import build_worker
 from fleetwright.workflows.payloads import EngineSettings
 from fleetwright.workflows.rollout import rollout_workflow_id
+from tests.support.chartrbac import Installed
 from tests.support.engine import label_nodes, unique
 from tests.support.providers import ClusterUnderTest
 from tests.support.stack import GROUP_LABEL, Rollout, RunningController, engine_settings, install_crds
@@ -42,6 +43,14 @@ async def worker(cluster: ClusterUnderTest, temporal_client: Client) -> AsyncIte
         ]
         async with build_worker(temporal_client, activities, task_queue=queue):
             yield queue
+
+
+@pytest.fixture(scope="module")
+def probe_node(installed: Installed) -> str:
+    """A node of its own for the chart's RBAC rule probes (``tests.support.chartrbac``), in the
+    modules that install the chart as ``installed``."""
+    (node,) = installed.cluster.add_nodes(1)
+    return node
 
 
 @pytest.fixture

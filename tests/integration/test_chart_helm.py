@@ -5,41 +5,19 @@ never flaps), and ``helm uninstall`` leaves no cluster-scoped object behind."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from fleetwright.binaries import control_plane_binary
+from tests.support.chartrbac import CHART, helm
 from tests.support.engine import unique
 from tests.support.providers import ClusterUnderTest
 
 pytestmark = pytest.mark.integration
 
-CHART = Path(__file__).resolve().parents[2] / "helm" / "fleetwright"
 # The package namespace already exists in this shared cluster (other tests' Jobs); a webhook whose
 # pods never run (no scheduler here) must not block the cluster's CR writes.
 SHARED = ["--set", "packageNamespace.create=false", "--set", "webhook.failurePolicy=Ignore"]
-
-
-def helm(cluster: ClusterUnderTest, home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {
-        **os.environ,
-        "HELM_CACHE_HOME": str(home / "cache"),
-        "HELM_CONFIG_HOME": str(home / "config"),
-        "HELM_DATA_HOME": str(home / "data"),
-    }
-    done = subprocess.run(
-        [str(control_plane_binary("helm")), "--kubeconfig", str(cluster.kubeconfig), *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    return done
 
 
 def ca_bundles(cluster: ClusterUnderTest, release: str, namespace: str) -> tuple[str, str]:

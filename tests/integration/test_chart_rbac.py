@@ -158,12 +158,6 @@ def test_every_rule_the_chart_grants_is_covered(installed: Installed) -> None:
     assert granted == {(kind, role, index) for kind, role, index, _, _ in RULES}
 
 
-@pytest.fixture(scope="module")
-def probe_node(installed: Installed, cluster: ClusterUnderTest) -> str:
-    (node,) = cluster.add_nodes(1)
-    return node
-
-
 @pytest.mark.parametrize("case", RULES, ids=RULE_IDS)
 def test_removing_a_rule_makes_its_operation_forbidden(
     installed: Installed, probe_node: str, case: RuleCase

@@ -7,6 +7,7 @@ tokens the kubelet mounted into the running pods)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 from collections.abc import Callable
@@ -77,6 +78,24 @@ class Installed:
 
     def apply(self, doc: dict[str, Any], *extra: str) -> subprocess.CompletedProcess[str]:
         return self.cluster.kubectl("apply", *extra, "-f", "-", input=json.dumps(doc))
+
+
+def helm(
+    cluster: ClusterUnderTest, home: Path, *args: str, timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
+    """Helm against the cluster, its cache, configuration and data under ``home`` (never the
+    user's); fails the test with Helm's output."""
+    env = {**os.environ, **{f"HELM_{k}_HOME": str(home / k.lower()) for k in ("CACHE", "CONFIG", "DATA")}}
+    done = subprocess.run(
+        [str(control_plane_binary("helm")), "--kubeconfig", str(cluster.kubeconfig), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done
 
 
 def render(release: str, namespace: str) -> list[dict[str, Any]]:

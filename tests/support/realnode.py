@@ -58,6 +58,13 @@ def apply_rollout(
     cluster.kubectl("apply", "-f", "-", input=json.dumps(items))
 
 
+def wait_complete(cluster: LocalCluster, name: str, timeout: int = 400) -> None:
+    """Until the profile is Ready: real stage pods take seconds each, a reboot a minute."""
+    cluster.kubectl(
+        "wait", "--for=condition=Ready", f"nodeprofile/{name}", f"--timeout={timeout}s", timeout=timeout + 20
+    )
+
+
 def delete_rollout(cluster: LocalCluster, name: str) -> None:
     cluster.kubectl("delete", "nodeprofile,deploymentpolicy", name, "--wait=false", check=False)
     cluster.kubectl(

@@ -8,17 +8,13 @@ address), every RBAC rule is needed by the very tokens the kubelet mounted into 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 import yaml
 
-from fleetwright.binaries import control_plane_binary
 from fleetwright.images import spec as image_spec
 from fleetwright.localcluster import realnode
 from fleetwright.localcluster.cluster import LocalCluster
@@ -32,28 +28,15 @@ from tests.support.chartrbac import (
     Installed,
     RuleCase,
     assert_rule_is_needed,
+    helm,
 )
 from tests.support.engine import kubectl_json, unique
-from tests.support.realnode import SHELLSCRIPT, apply_rollout, delete_rollout, group
+from tests.support.realnode import SHELLSCRIPT, apply_rollout, delete_rollout, group, wait_complete
 
 pytestmark = [pytest.mark.node, pytest.mark.timeout(1200)]
 
 COMPONENTS = ("worker", "controller", "webhook")
 TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
-
-
-def helm(cluster: LocalCluster, home: Path, *args: str, timeout: float = 600) -> str:
-    env = {**os.environ, **{f"HELM_{k}_HOME": str(home / k.lower()) for k in ("CACHE", "CONFIG", "DATA")}}
-    done = subprocess.run(
-        [str(control_plane_binary("helm")), "--kubeconfig", str(cluster.kubeconfig), *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=timeout,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    return done.stdout
 
 
 def install_args(release: str, namespace: str, digest: str, queue: str, settings: list[str]) -> list[str]:
@@ -93,7 +76,7 @@ class InCluster(Installed):
 
 
 @pytest.fixture(scope="module")
-def release(
+def installed(
     cluster: LocalCluster,
     real_node: RealNode,
     temporal_on_node: str,
@@ -107,21 +90,20 @@ def release(
     settings = realnode.chart_settings(real_node, temporal_on_node)
     args = install_args(name, namespace, image.digest, unique("chart"), settings)
     helm(cluster, home, *args)
-    manifest = helm(cluster, home, "get", "manifest", name, "-n", namespace)
+    manifest = helm(cluster, home, "get", "manifest", name, "-n", namespace).stdout
     docs = [d for d in yaml.safe_load_all(manifest) if d]
-    installed = InCluster(cluster, name, namespace, docs, home)
     try:
-        yield installed
+        yield InCluster(cluster, name, namespace, docs, home)
     finally:
         helm(cluster, home, "uninstall", name, "-n", namespace, "--ignore-not-found", "--wait")
         cluster.kubectl("delete", "namespace", namespace, "--ignore-not-found", "--wait=false", check=False)
 
 
 def test_the_chart_runs_on_the_real_node_admits_through_its_webhook_and_completes_a_rollout(
-    cluster: LocalCluster, real_node: RealNode, host_root: HostRoot, release: InCluster
+    cluster: LocalCluster, real_node: RealNode, host_root: HostRoot, installed: InCluster
 ) -> None:
     (image,) = [i for i in real_node.images if i.ref == image_spec.FLEETWRIGHT.ref]
-    pods = kubectl_json(cluster, "pods", "-n", release.namespace)["items"]
+    pods = kubectl_json(cluster, "pods", "-n", installed.namespace)["items"]
     assert sorted(p["metadata"]["labels"]["app.kubernetes.io/component"] for p in pods) == sorted(
         [c for c in COMPONENTS for _ in range(2)]
     )
@@ -146,7 +128,7 @@ def test_the_chart_runs_on_the_real_node_admits_through_its_webhook_and_complete
     # The webhook's own message (CEL has no semver rule), and the release's is the only webhook.
     assert "spec.packages[0].version: '1.2' is not a semantic version" in denied.stderr
     webhooks = kubectl_json(cluster, "validatingwebhookconfigurations")["items"]
-    assert [w["metadata"]["name"] for w in webhooks] == [release.fullname]
+    assert [w["metadata"]["name"] for w in webhooks] == [installed.fullname]
 
     # A rollout driven only by the in-cluster worker and controller.
     name = unique("rnc")
@@ -160,7 +142,7 @@ def test_the_chart_runs_on_the_real_node_admits_through_its_webhook_and_complete
     }
     apply_rollout(cluster, name, scripts)
     try:
-        cluster.kubectl("wait", "--for=condition=Ready", f"nodeprofile/{name}", "--timeout=400s", timeout=420)
+        wait_complete(cluster, name)
         assert host_root.read(marker) == "in-cluster\n"
         status = kubectl_json(cluster, "nodeprofile", name)["status"]
         assert status["phase"] == "Complete"
@@ -169,27 +151,21 @@ def test_the_chart_runs_on_the_real_node_admits_through_its_webhook_and_complete
         delete_rollout(cluster, name)
 
 
-@pytest.fixture(scope="module")
-def probe_node(cluster: LocalCluster, release: InCluster) -> str:
-    (node,) = cluster.add_nodes(1)
-    return node
-
-
 @pytest.mark.parametrize("case", RULES, ids=RULE_IDS)
 def test_every_rule_is_needed_by_the_tokens_the_kubelet_mounted(
-    release: InCluster, probe_node: str, case: RuleCase
+    installed: InCluster, probe_node: str, case: RuleCase
 ) -> None:
-    assert_rule_is_needed(release, probe_node, case)
+    assert_rule_is_needed(installed, probe_node, case)
 
 
 def test_helm_uninstall_leaves_nothing(
-    cluster: LocalCluster, real_node: RealNode, release: InCluster
+    cluster: LocalCluster, real_node: RealNode, installed: InCluster
 ) -> None:
     """Nothing of the release is left but what the chart keeps on purpose: the CRDs (Helm never
     deletes them) and the package namespace with its stage Jobs, kept for their logs until the
     operator deletes it."""
-    helm(cluster, release.workdir, "uninstall", release.release, "-n", release.namespace, "--wait")
-    selector = f"app.kubernetes.io/instance={release.release}"
+    helm(cluster, installed.workdir, "uninstall", installed.release, "-n", installed.namespace, "--wait")
+    selector = f"app.kubernetes.io/instance={installed.release}"
     cluster_scoped = cluster.kubectl(
         "get",
         "clusterrole,clusterrolebinding,validatingwebhookconfiguration,mutatingwebhookconfiguration,"
@@ -205,7 +181,7 @@ def test_helm_uninstall_leaves_nothing(
     cluster.kubectl("delete", "namespace", PACKAGES, "--wait=false")
     # The pods stop gracefully (SIGTERM, exit 0) after helm returns; the real kubelet confirms.
     deadline = time.monotonic() + 180
-    while left := _leftovers(cluster, release.namespace):
+    while left := _leftovers(cluster, installed.namespace):
         assert time.monotonic() < deadline, f"still there after uninstall: {left}"
         time.sleep(1)
     on_node = kubectl_json(

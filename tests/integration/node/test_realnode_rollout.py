@@ -26,7 +26,14 @@ from fleetwright.packagetest.hostroot import HostRoot
 from fleetwright.planner.nodestate import read_profile_state
 from tests.support.cli import Cli
 from tests.support.engine import kubectl_json, unique
-from tests.support.realnode import apply_rollout, delete_rollout, group, ran_in_containerd, real_stage_pods
+from tests.support.realnode import (
+    apply_rollout,
+    delete_rollout,
+    group,
+    ran_in_containerd,
+    real_stage_pods,
+    wait_complete,
+)
 from tests.support.stack import RunningController
 
 # The first node test also starts the session's cluster (and builds any image the code changed).
@@ -59,14 +66,7 @@ async def test_a_rollout_runs_its_stages_as_real_containers_on_the_real_node(
         apply_rollout, cluster, name, scripts, interrupt={"type": "service", "services": [service]}
     )
     try:
-        await asyncio.to_thread(
-            cluster.kubectl,
-            "wait",
-            "--for=condition=Ready",
-            f"nodeprofile/{name}",
-            "--timeout=400s",
-            timeout=420,
-        )
+        await asyncio.to_thread(wait_complete, cluster, name)
         # The package's script ran in the scratch root, through the real agent's chroot.
         assert host_root.read(marker) == f"applied-by-{name}\n"
         assert f"systemctl restart {service}" in host_root.calls()
@@ -156,14 +156,7 @@ async def test_a_reboot_interrupt_reboots_the_real_node_and_the_new_boot_id_is_c
     }
     await asyncio.to_thread(apply_rollout, cluster, name, scripts, interrupt={"type": "reboot"})
     try:
-        await asyncio.to_thread(
-            cluster.kubectl,
-            "wait",
-            "--for=condition=Ready",
-            f"nodeprofile/{name}",
-            "--timeout=400s",
-            timeout=420,
-        )
+        await asyncio.to_thread(wait_complete, cluster, name)
         assert [c for c in host_root.calls() if c.startswith("reboot")] == ["reboot "]
         assert real_node.boots == boots + 1
         after = real_node.boot_id()
