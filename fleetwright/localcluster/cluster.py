@@ -227,96 +227,17 @@ class LocalCluster(Launcher):
         self._admin = admin
 
     def _define_components(self) -> None:
-        logs = self.workdir / "logs"
         etcd_port, etcd_peer = free_port(), free_port()
         self._etcd_url = f"http://{LOOPBACK}:{etcd_port}"
-        self.components["etcd"] = Supervised(
-            "etcd",
-            [
-                str(control_plane_binary("etcd")),
-                "--name=fleetwright",
-                f"--data-dir={self.workdir / 'etcd'}",
-                f"--listen-client-urls={self._etcd_url}",
-                f"--advertise-client-urls={self._etcd_url}",
-                f"--listen-peer-urls=http://{LOOPBACK}:{etcd_peer}",
-                f"--initial-advertise-peer-urls=http://{LOOPBACK}:{etcd_peer}",
-                f"--initial-cluster=fleetwright=http://{LOOPBACK}:{etcd_peer}",
-                "--listen-metrics-urls=",
-                # A disposable test store: durability comes from etcd's WAL, fsync is skipped for speed.
-                "--unsafe-no-fsync",
-                "--quota-backend-bytes=4294967296",
-                "--log-level=warn",
-            ],
-            logs / "etcd.log",
-        )
-        pki = self.workdir / "pki"
-        self.components["kube-apiserver"] = Supervised(
-            "kube-apiserver",
-            [
-                str(control_plane_binary("kube-apiserver")),
-                f"--etcd-servers={self._etcd_url}",
-                f"--bind-address={LOOPBACK}",
-                f"--advertise-address={LOOPBACK}",
-                f"--secure-port={self._apiserver_port}",
-                f"--tls-cert-file={self._serving.cert}",
-                f"--tls-private-key-file={self._serving.key}",
-                f"--client-ca-file={pki / 'ca.crt'}",
-                f"--kubelet-client-certificate={self._apiserver_kubelet_client.cert}",
-                f"--kubelet-client-key={self._apiserver_kubelet_client.key}",
-                # The Node authorizer scopes a real node's kubelet to its own pods and secrets.
-                f"--authorization-mode={'RBAC' if self.real_node is None else 'Node,RBAC'}",
-                "--anonymous-auth=false",
-                f"--service-account-key-file={self._sa.cert}",
-                f"--service-account-signing-key-file={self._sa.key}",
-                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-                f"--service-cluster-ip-range={SERVICE_CIDR}",
-                # Package stage pods are privileged and use the host's namespaces by design.
-                "--allow-privileged=true",
-                "--endpoint-reconciler-type=none",
-                "--profiling=false",
-                "--v=1",
-                *(self.real_node.apiserver_args() if self.real_node is not None else ()),
-                *self.options.apiserver_args,
-            ],
-            logs / "kube-apiserver.log",
-        )
-        self.components["kube-controller-manager"] = Supervised(
-            "kube-controller-manager",
-            [
-                str(control_plane_binary("kube-controller-manager")),
-                f"--kubeconfig={self._kcm_kubeconfig}",
-                f"--authentication-kubeconfig={self._kcm_kubeconfig}",
-                f"--authorization-kubeconfig={self._kcm_kubeconfig}",
-                f"--controllers={','.join(self._controllers())}",
-                "--use-service-account-credentials=true",
-                f"--service-account-private-key-file={self._sa.key}",
-                f"--root-ca-file={pki / 'ca.crt'}",
-                "--leader-elect=false",
-                f"--bind-address={LOOPBACK}",
-                f"--secure-port={free_port()}",
-                "--concurrent-job-syncs=20",
-                "--kube-api-qps=200",
-                "--kube-api-burst=400",
-                "--v=1",
-                *self.options.controller_manager_args,
-            ],
-            logs / "kube-controller-manager.log",
-        )
         self._scheduler_port = free_port()
-        self.components["kube-scheduler"] = Supervised(
-            "kube-scheduler",
-            [
-                str(control_plane_binary("kube-scheduler")),
-                f"--kubeconfig={self._scheduler_kubeconfig}",
-                f"--authentication-kubeconfig={self._scheduler_kubeconfig}",
-                f"--authorization-kubeconfig={self._scheduler_kubeconfig}",
-                "--leader-elect=false",
-                f"--bind-address={LOOPBACK}",
-                f"--secure-port={self._scheduler_port}",
-                "--v=1",
-            ],
-            logs / "kube-scheduler.log",
-        )
+        argvs = {
+            "etcd": self._etcd_argv(etcd_peer),
+            "kube-apiserver": self._apiserver_argv(),
+            "kube-controller-manager": self._controller_manager_argv(),
+            "kube-scheduler": self._scheduler_argv(),
+        }
+        for name, argv in argvs.items():
+            self.components[name] = Supervised(name, argv, self.workdir / "logs" / f"{name}.log")
         self.fleet = KwokFleet(
             self._kwok_kubeconfig,
             self.workdir,
@@ -325,6 +246,83 @@ class LocalCluster(Launcher):
             lease_seconds=self.options.node_lease_seconds,
         )
         self.components["kwok"] = self.fleet.process
+
+    def _etcd_argv(self, peer_port: int) -> list[str]:
+        return [
+            str(control_plane_binary("etcd")),
+            "--name=fleetwright",
+            f"--data-dir={self.workdir / 'etcd'}",
+            f"--listen-client-urls={self._etcd_url}",
+            f"--advertise-client-urls={self._etcd_url}",
+            f"--listen-peer-urls=http://{LOOPBACK}:{peer_port}",
+            f"--initial-advertise-peer-urls=http://{LOOPBACK}:{peer_port}",
+            f"--initial-cluster=fleetwright=http://{LOOPBACK}:{peer_port}",
+            "--listen-metrics-urls=",
+            # A disposable test store: durability comes from etcd's WAL, fsync is skipped for speed.
+            "--unsafe-no-fsync",
+            "--quota-backend-bytes=4294967296",
+            "--log-level=warn",
+        ]
+
+    def _apiserver_argv(self) -> list[str]:
+        return [
+            str(control_plane_binary("kube-apiserver")),
+            f"--etcd-servers={self._etcd_url}",
+            f"--bind-address={LOOPBACK}",
+            f"--advertise-address={LOOPBACK}",
+            f"--secure-port={self._apiserver_port}",
+            f"--tls-cert-file={self._serving.cert}",
+            f"--tls-private-key-file={self._serving.key}",
+            f"--client-ca-file={self.ca_cert}",
+            f"--kubelet-client-certificate={self._apiserver_kubelet_client.cert}",
+            f"--kubelet-client-key={self._apiserver_kubelet_client.key}",
+            # The Node authorizer scopes a real node's kubelet to its own pods and secrets.
+            f"--authorization-mode={'RBAC' if self.real_node is None else 'Node,RBAC'}",
+            "--anonymous-auth=false",
+            f"--service-account-key-file={self._sa.cert}",
+            f"--service-account-signing-key-file={self._sa.key}",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            # Package stage pods are privileged and use the host's namespaces by design.
+            "--allow-privileged=true",
+            "--endpoint-reconciler-type=none",
+            "--profiling=false",
+            "--v=1",
+            *(self.real_node.apiserver_args() if self.real_node is not None else ()),
+            *self.options.apiserver_args,
+        ]
+
+    def _controller_manager_argv(self) -> list[str]:
+        return [
+            str(control_plane_binary("kube-controller-manager")),
+            f"--kubeconfig={self._kcm_kubeconfig}",
+            f"--authentication-kubeconfig={self._kcm_kubeconfig}",
+            f"--authorization-kubeconfig={self._kcm_kubeconfig}",
+            f"--controllers={','.join(self._controllers())}",
+            "--use-service-account-credentials=true",
+            f"--service-account-private-key-file={self._sa.key}",
+            f"--root-ca-file={self.ca_cert}",
+            "--leader-elect=false",
+            f"--bind-address={LOOPBACK}",
+            f"--secure-port={free_port()}",
+            "--concurrent-job-syncs=20",
+            "--kube-api-qps=200",
+            "--kube-api-burst=400",
+            "--v=1",
+            *self.options.controller_manager_args,
+        ]
+
+    def _scheduler_argv(self) -> list[str]:
+        return [
+            str(control_plane_binary("kube-scheduler")),
+            f"--kubeconfig={self._scheduler_kubeconfig}",
+            f"--authentication-kubeconfig={self._scheduler_kubeconfig}",
+            f"--authorization-kubeconfig={self._scheduler_kubeconfig}",
+            "--leader-elect=false",
+            f"--bind-address={LOOPBACK}",
+            f"--secure-port={self._scheduler_port}",
+            "--v=1",
+        ]
 
     def _controllers(self) -> tuple[str, ...]:
         # A real node's pods back Services (the chart's webhook): the apiserver reaches them by
