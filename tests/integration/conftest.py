@@ -60,9 +60,9 @@ def engine() -> EngineSettings:
     return engine_settings()
 
 
-@pytest.fixture
-async def controller(
-    cluster: ClusterUnderTest, temporal_server: LocalTemporal, worker: str, crds: None, engine: EngineSettings
+@contextlib.asynccontextmanager
+async def running_controller(
+    cluster: ClusterUnderTest, temporal_server: LocalTemporal, worker: str, engine: EngineSettings
 ) -> AsyncIterator[RunningController]:
     settings = WorkerSettings(
         temporal_address=temporal_server.address,
@@ -77,6 +77,25 @@ async def controller(
         yield running
     finally:
         await running.stop()
+
+
+@pytest.fixture
+async def controller(
+    cluster: ClusterUnderTest, temporal_server: LocalTemporal, worker: str, crds: None, engine: EngineSettings
+) -> AsyncIterator[RunningController]:
+    async with running_controller(cluster, temporal_server, worker, engine) as running:
+        yield running
+
+
+@pytest.fixture
+async def failing_controller(
+    cluster: ClusterUnderTest, temporal_server: LocalTemporal, worker: str, crds: None
+) -> AsyncIterator[RunningController]:
+    """A controller whose rollouts run every stage pod as a failing one (the simulated fleet reads
+    the outcome label)."""
+    engine = engine_settings().model_copy(update={"stage_pod_labels": {"sim.fleetwright.io/outcome": "fail"}})
+    async with running_controller(cluster, temporal_server, worker, engine) as running:
+        yield running
 
 
 @pytest.fixture

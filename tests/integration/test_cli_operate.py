@@ -10,7 +10,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -24,12 +23,11 @@ from fleetwright.cli.app import app
 from fleetwright.cli.commands import load_all
 from fleetwright.localcluster.cluster import STAGE_LOG
 from fleetwright.localcluster.temporal import LocalTemporal
-from fleetwright.worker.settings import WorkerSettings
 from fleetwright.workflows.rollout import rollout_workflow_id
 from tests.support.cli import Cli
 from tests.support.engine import kubectl_json, unique
 from tests.support.providers import ClusterUnderTest
-from tests.support.stack import Rollout, RunningController, engine_settings, until
+from tests.support.stack import Rollout, RunningController, until
 
 pytestmark = pytest.mark.integration
 load_all()  # every command registered on the app
@@ -216,27 +214,6 @@ async def test_logs_print_every_container_of_the_stage_job_through_the_apiserver
     assert f"no stage Job of stage uninstall of NodeProfile {rollout.name} on node {node}" in missing
     gone = await cli.fails("logs", rollout.name, node, "--namespace", "default")
     assert "in namespace default" in gone
-
-
-@pytest.fixture
-async def failing_controller(
-    cluster: ClusterUnderTest, temporal_server: LocalTemporal, worker: str, crds: None
-) -> AsyncIterator[RunningController]:
-    """The controller with every stage pod failing (the simulated fleet reads the outcome label)."""
-    engine = engine_settings().model_copy(update={"stage_pod_labels": {"sim.fleetwright.io/outcome": "fail"}})
-    settings = WorkerSettings(
-        temporal_address=temporal_server.address,
-        temporal_namespace=temporal_server.namespace,
-        task_queue=worker,
-        kubeconfig=cluster.kubeconfig,
-        engine=engine,
-    )
-    running = RunningController(settings)
-    running.start()
-    try:
-        yield running
-    finally:
-        await running.stop()
 
 
 async def test_approve_retry_skip_and_abort_act_on_a_halted_rollout(

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -17,14 +16,12 @@ from temporalio.client import Client
 from fleetwright.api.keys import FINALIZER, condition_type, cordon_key, state_key, status_label_key
 from fleetwright.localcluster import examples
 from fleetwright.localcluster.kubelet import SimulatedKubelet
-from fleetwright.localcluster.temporal import LocalTemporal
 from fleetwright.planner import convert
 from fleetwright.planner.nodestate import NodePackageState, PackageRecord, format_annotation
-from fleetwright.worker.settings import WorkerSettings
 from fleetwright.workflows.rollout import rollout_workflow_id
 from tests.support.engine import Sampler, cordoned_by, kubectl_json, label_nodes, unique
 from tests.support.providers import ClusterUnderTest
-from tests.support.stack import GROUP_LABEL, Rollout, RunningController, engine_settings, until
+from tests.support.stack import GROUP_LABEL, Rollout, RunningController, until
 
 pytestmark = pytest.mark.integration
 
@@ -116,27 +113,6 @@ async def test_deleting_a_profile_uninstalls_everywhere_cleans_the_nodes_and_rel
     reasons = await asyncio.to_thread(rollout.event_reasons)
     assert "DeletionStarted" in reasons
     cluster.kubectl("uncordon", foreign)
-
-
-@pytest.fixture
-async def failing_controller(
-    cluster: ClusterUnderTest, temporal_server: LocalTemporal, worker: str, crds: None
-) -> AsyncIterator[RunningController]:
-    """A controller whose rollouts run every stage pod as a failing one (kwok's outcome label)."""
-    engine = engine_settings().model_copy(update={"stage_pod_labels": {"sim.fleetwright.io/outcome": "fail"}})
-    settings = WorkerSettings(
-        temporal_address=temporal_server.address,
-        temporal_namespace=temporal_server.namespace,
-        task_queue=worker,
-        kubeconfig=cluster.kubeconfig,
-        engine=engine,
-    )
-    running = RunningController(settings)
-    running.start()
-    try:
-        yield running
-    finally:
-        await running.stop()
 
 
 def record_installed(rollout: Rollout) -> None:

@@ -22,6 +22,7 @@ from fleetwright.binaries import control_plane_binary
 from fleetwright.errors import ForbiddenError, NotFoundError
 from fleetwright.kube import events, eviction, jobs, nodes, nodestatus, pods, resources
 from fleetwright.kube.client import ApiClient, from_kubeconfig
+from fleetwright.localcluster.processes import wait_until
 from tests.support.providers import ClusterUnderTest
 
 REPO = Path(__file__).resolve().parents[2]
@@ -232,14 +233,9 @@ def forbidden(operation: Operation, api: ApiClient, node: str) -> bool:
     return False
 
 
-def eventually(predicate: Callable[[], bool], what: str, timeout: float = 20.0) -> None:
+def eventually(predicate: Callable[[], bool], what: str) -> None:
     # RBAC changes reach the authorizer through an informer: allow it a moment.
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}")
+    wait_until(predicate, timeout=20.0, what=what, interval=0.3)
 
 
 RuleCase = tuple[str, str, int, str, Operation]
