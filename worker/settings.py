@@ -1,6 +1,6 @@
 """The fleetwright process's settings: one pydantic model, read from a JSON file (its path in
 ``FLEETWRIGHT_SETTINGS``) and ``FLEETWRIGHT_<FIELD>`` environment overrides. The Helm chart's
-values schema and the settings reference (README, ``fleetwright worker --help``:
+values schema and the settings reference (docs/settings.md, ``fleetwright worker --help``:
 ``worker.settingsdoc``) are generated from it.
 
 Owns the shape, defaults and loading of the settings; it must not act on them (the process
