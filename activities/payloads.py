@@ -192,6 +192,9 @@ class WorkflowStart(Frozen):
     input: dict[str, Any]
     """The workflow's argument as JSON: forwarded untouched (the workflow validates it)."""
     summary: str = ""
+    """The Temporal UI's one-line summary of the workflow."""
+    details: str = ""
+    """The Temporal UI's details of the workflow (Markdown)."""
 
 
 class StartNodesRequest(Frozen):

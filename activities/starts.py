@@ -57,6 +57,7 @@ class NodeStarter:
                     task_queue=request.task_queue,
                     id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
                     static_summary=one.summary or None,
+                    static_details=one.details or None,
                 )
                 activity.heartbeat()
                 return True

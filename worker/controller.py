@@ -74,6 +74,7 @@ from fleetwright.worker.client import connect_with
 from fleetwright.worker.profilestatus import Inputs, derive, transitions
 from fleetwright.worker.settings import WorkerSettings
 from fleetwright.workflows.payloads import Controls, Deletion, Progress, RolloutInput, SpecChange
+from fleetwright.workflows.progress import rollout_details, rollout_summary
 from fleetwright.workflows.rollout import ABORTED, RolloutWorkflow, rollout_workflow_id
 
 log = logging.getLogger("fleetwright.controller")
@@ -329,6 +330,9 @@ class Controller:
             id=rollout_workflow_id(profile.metadata.name),
             task_queue=self.settings.task_queue,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            # What the UI shows of the run (a run continued as new shows only its current details).
+            static_summary=rollout_summary(rollout),
+            static_details=rollout_details(rollout),
         )
 
     async def _forget(self, name: str) -> None:

@@ -51,7 +51,13 @@ with workflow.unsafe.imports_passed_through():
         RolloutInput,
         SpecChange,
     )
-    from fleetwright.workflows.progress import current_details, rollout_progress, search_attributes
+    from fleetwright.workflows.progress import (
+        current_details,
+        node_details,
+        node_summary,
+        rollout_progress,
+        search_attributes,
+    )
 
 ROLLOUT_WORKFLOW = "fleetwright.rollout"
 ABORTED = "Aborted"
@@ -332,14 +338,7 @@ class RolloutWorkflow:
             workflow=NODE_WORKFLOW,
             task_queue=workflow.info().task_queue,
             decided_at=workflow.now(),
-            starts=tuple(
-                WorkflowStart(
-                    id=node_workflow_id(spec.profile, start.node),
-                    input=self._node_input(start, report).model_dump(mode="json"),
-                    summary=_summary(start),
-                )
-                for start in starts
-            ),
+            starts=tuple(self._node_start(self._node_input(start, report)) for start in starts),
         )
         await workflow.execute_activity_method(
             NodeStarter.start_nodes,
@@ -348,6 +347,14 @@ class RolloutWorkflow:
             heartbeat_timeout=retry.HEARTBEAT,
             retry_policy=retry.API_CALL,
             summary=f"start {len(starts)} node workflow(s) of {spec.profile}",
+        )
+
+    def _node_start(self, node: NodeInput) -> WorkflowStart:
+        return WorkflowStart(
+            id=node_workflow_id(node.profile, node.node),
+            input=node.model_dump(mode="json"),
+            summary=node_summary(node),
+            details=node_details(node, self._policy.metadata.name),
         )
 
     def _node_input(self, start: NodeStart, report: DecideReport) -> NodeInput:
@@ -468,10 +475,6 @@ class RolloutWorkflow:
         workflow.upsert_memo(self._memo())
         workflow.set_current_details(current_details(progress, decision))
         return progress
-
-
-def _summary(start: NodeStart) -> str:
-    return f"{start.node}: {', '.join(s.stage.value for s in start.work.steps)}"
 
 
 def _stopped_since(before: Controls, now: Controls) -> bool:

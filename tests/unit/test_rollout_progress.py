@@ -11,6 +11,7 @@ import pytest
 
 from fleetwright.localcluster import examples
 from fleetwright.planner import convert
+from fleetwright.planner.nodework import plan_node
 from fleetwright.planner.rollout import begin
 from fleetwright.planner.state import (
     BlockedNode,
@@ -22,11 +23,17 @@ from fleetwright.planner.state import (
     RolloutState,
 )
 from fleetwright.workflows import search as sa
-from fleetwright.workflows.payloads import Controls
+from fleetwright.workflows.payloads import Controls, NodeInput, RolloutInput
 from fleetwright.workflows.progress import (
+    NODE_COLUMNS,
     current_details,
     current_step,
+    markdown_table,
+    node_details,
+    node_summary,
+    rollout_details,
     rollout_progress,
+    rollout_summary,
     search_attributes,
 )
 
@@ -155,8 +162,61 @@ def test_the_details_table_lists_the_running_failed_and_blocked_nodes() -> None:
     details = current_details(rollout_progress(one, controls=Controls(), held=(), generation=1), one)
     lines = details.splitlines()
     assert lines[0] == "**gpu** — Progressing: rolling"
-    assert "| rollout: canary | 10 | 6 | 1 | 0 | 2 | 1 | 2 |" in lines
-    assert 'Node workflows: `WorkflowType="fleetwright.node" AND FleetwrightProfile="gpu"`' in lines
-    assert "Running: n1" in lines
+    assert "**Step** rollout: canary" in lines
+    assert "**Packages** `tuning@1.0.0`" in lines
+    table = [cells(line) for line in lines if line.startswith("|")]
+    assert table == [list(NODE_COLUMNS), ["--:"] * 7, ["10", "6", "1", "0", "2", "1", "2"]]
+    assert '**Node workflows** `WorkflowType="fleetwright.node" AND FleetwrightProfile="gpu"`' in lines
+    assert "**Running** n1" in lines
     assert [line for line in lines if line.startswith("- f")] == [f"- f{i}: exit 1" for i in range(10)]
     assert "- b1: window closed" in lines
+
+
+def cells(line: str) -> list[str]:
+    return [cell.strip() for cell in line.strip("|").split("|")]
+
+
+def test_table_cells_carry_padding_the_ui_renderer_keeps() -> None:
+    """The UI's stylesheet gives table cells no padding, and its Markdown renderer trims ASCII
+    spaces: only a wider space keeps the header words from running together."""
+    header, rule, row = markdown_table(("step", "targeted"), [("done", 3)], numeric=True)
+    assert header == "| \u2003step\u2003 | \u2003targeted\u2003 |"
+    assert rule == "|--:|--:|"
+    assert row == "| \u2003done\u2003 | \u20033\u2003 |"
+    assert cells(markdown_table(("a", "b"), [])[1]) == ["---", "---"]
+
+
+def test_a_rollout_is_started_with_its_profile_packages_and_policy_as_summary_and_details() -> None:
+    rollout = RolloutInput(profile=examples.profile("gpu"), policy=examples.policy(steps=STEPS))
+    assert rollout_summary(rollout) == "NodeProfile gpu: tuning@1.0.0 (policy careful)"
+    assert rollout_details(rollout).splitlines()[:4] == [
+        "**NodeProfile** `gpu` (generation 1)",
+        "**Packages** `tuning@1.0.0`",
+        "**Policy** `careful`: maxUnavailable 2; canary → gate (approval) → rest (batches)",
+        '**Node workflows** `WorkflowType="fleetwright.node" AND FleetwrightProfile="gpu"`',
+    ]
+
+
+def test_a_node_workflow_is_started_with_its_node_packages_stages_and_policy() -> None:
+    spec = convert.rollout_spec(examples.profile("gpu"), examples.policy(steps=STEPS))
+    node = NodeInput(
+        profile="gpu",
+        profile_uid="uid",
+        generation=3,
+        target=spec.target,
+        node="node-1",
+        parent_workflow_id="nodeprofile/gpu",
+        work=plan_node(spec.graph, {}),  # a fresh node
+        desired=spec.packages,
+    )
+    stages = ", ".join(s.stage.value for s in node.work.steps)
+    assert stages
+    assert node_summary(node) == f"node-1: tuning@1.0.0 ({stages})"
+    assert node_details(node, "careful").splitlines() == [
+        "**Node** `node-1`",
+        "**NodeProfile** `gpu` (generation 3)",
+        "**Packages** `tuning@1.0.0`",
+        f"**Stages** {stages}",
+        "**Policy** `careful`",
+        "**Rollout** `nodeprofile/gpu`",
+    ]

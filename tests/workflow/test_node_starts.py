@@ -27,7 +27,10 @@ def request(decided_at: datetime, *ids: str) -> StartNodesRequest:
         workflow=NODE_WORKFLOW,
         task_queue="no-worker",  # nothing runs them: the test looks at the starts alone
         decided_at=decided_at,
-        starts=tuple(WorkflowStart(id=i, input={"node": i}, summary=f"{i}: apply") for i in ids),
+        starts=tuple(
+            WorkflowStart(id=i, input={"node": i}, summary=f"{i}: apply", details=f"**Node** `{i}`")
+            for i in ids
+        ),
     )
 
 
@@ -44,6 +47,12 @@ async def test_starts_are_idempotent_within_a_decision_and_fresh_for_the_next(
 
     assert await first.run(starter.start_nodes, request(EPOCH, "node/p/a", "node/p/b")) == 2
     runs = {i: await run_id(client, i) for i in ("node/p/a", "node/p/b")}
+    # The UI's summary and details of each node workflow ride with its start.
+    described = await client.get_workflow_handle("node/p/a").describe()
+    assert (await described.static_summary(), await described.static_details()) == (
+        "node/p/a: apply",
+        "**Node** `node/p/a`",
+    )
     # The same attempt again (a duplicate delivery): both still run, none began again.
     assert await first.run(starter.start_nodes, request(EPOCH, "node/p/a", "node/p/b")) == 2
     assert {i: await run_id(client, i) for i in runs} == runs
