@@ -1,7 +1,8 @@
 """The Temporal Web UI as the rollout console: headless Chromium (driven over the DevTools
 protocol, networking features off, loopback only) opens the dev server's page for a running
-rollout workflow and finds the profile, its phase and its node count on it. The screenshot is kept
-under test-artifacts/ and refreshes docs/img/temporal-ui-rollout.png for the README."""
+rollout workflow and finds its summary and details (profile, packages, policy) and its current
+details (phase, step, the table of node counts) as rendered. The screenshot is kept under
+test-artifacts/ and refreshes docs/img/temporal-ui-rollout.png for the README."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import json
 import re
 import shutil
 import subprocess
+import time
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
@@ -57,35 +59,58 @@ FLAGS = (
 )
 
 
+BODY_TEXT = "document.body ? document.body.innerText : ''"
+
+
 @dataclass
 class Browser:
-    """One headless Chromium with one page, over a DevTools websocket."""
+    """One headless Chromium with one page, over a DevTools websocket.
+
+    Chromium's stderr goes to a file, never to a pipe: an undrained pipe fills up with its warnings
+    (more of them under load) and then Chromium blocks writing them, and every DevTools call times
+    out. Text is read with ``Runtime.evaluate`` in each frame, not with the DOM domain: once a
+    client asks for the document, Chromium streams it every DOM mutation of the live-updating UI,
+    and under load each call waded through thousands of those events."""
 
     profile: Path
-    process: subprocess.Popen[str] | None = None
+    process: subprocess.Popen[bytes] | None = None
     socket: Any = None
     _id: int = 0
 
+    @property
+    def log(self) -> Path:
+        return self.profile.parent / "chromium.log"
+
     def start(self) -> None:
-        self.process = subprocess.Popen(
-            [chromium(), *FLAGS, f"--user-data-dir={self.profile}", "about:blank"],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        assert self.process.stderr is not None
-        for line in self.process.stderr:
-            found = re.search(r"DevTools listening on (ws://\S+)", line)
-            if found:
-                port = found.group(1).split(":")[2].split("/")[0]
-                break
-        else:
-            raise RuntimeError("chromium exited before DevTools listened")
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10) as r:
+        self.profile.mkdir(parents=True, exist_ok=True)
+        with self.log.open("wb") as log:
+            self.process = subprocess.Popen(
+                [chromium(), *FLAGS, f"--user-data-dir={self.profile}", "about:blank"],
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+            )
+        port = self._devtools_port(timeout=60)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=30) as r:
             pages = [t for t in json.loads(r.read()) if t["type"] == "page"]
         self.socket = websocket.create_connection(
             pages[0]["webSocketDebuggerUrl"], timeout=30, suppress_origin=True
         )
+
+    def _devtools_port(self, timeout: float) -> int:
+        """The port Chromium writes to ``DevToolsActivePort`` in its profile once it listens."""
+        active = self.profile / "DevToolsActivePort"
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self.process is not None
+            if self.process.poll() is not None:
+                raise RuntimeError(
+                    f"chromium exited {self.process.returncode}: {self.log.read_text()[-2000:]}"
+                )
+            lines = active.read_text().splitlines() if active.exists() else []
+            if lines and lines[0].isdigit():
+                return int(lines[0])
+            time.sleep(0.1)
+        raise RuntimeError(f"chromium did not listen within {timeout}s: {self.log.read_text()[-2000:]}")
 
     def call(self, method: str, **params: Any) -> dict[str, Any]:
         self._id += 1
@@ -97,15 +122,33 @@ class Browser:
                     raise RuntimeError(f"{method}: {message['error']}")
                 return dict(message["result"])
 
-    def text(self) -> str:
-        expression = "document.body ? document.body.innerText : ''"
-        result = self.call("Runtime.evaluate", expression=expression, returnByValue=True)
-        return str(result["result"].get("value") or "")
+    def evaluate(self, expression: str, context: int | None = None) -> Any:
+        where = {} if context is None else {"contextId": context}
+        result = self.call("Runtime.evaluate", expression=expression, returnByValue=True, **where)
+        return result["result"].get("value")
 
-    def all_text(self) -> str:
-        """Every text node of the page including its iframes (the details' sandboxed frame)."""
-        root = self.call("DOM.getDocument", depth=-1, pierce=True)["root"]
-        return " ".join(_texts(root))
+    def text(self) -> str:
+        return str(self.evaluate(BODY_TEXT) or "")
+
+    def frame_texts(self) -> list[str]:
+        """The text of every frame of the page: the UI renders each Markdown field (summary,
+        details, current details) in a sandboxed frame of its own."""
+        tree = self.call("Page.getFrameTree")["frameTree"]
+        texts = []
+        for frame in _frames(tree):
+            try:
+                world = self.call("Page.createIsolatedWorld", frameId=frame, worldName="fleetwright-test")
+                texts.append(
+                    str(
+                        self.evaluate(
+                            "document.body ? document.body.innerText : ''", world["executionContextId"]
+                        )
+                        or ""
+                    )
+                )
+            except RuntimeError:
+                continue  # the frame was replaced meanwhile (the details re-rendered): read it next time
+        return texts
 
     def click(self, label: str) -> bool:
         """Click the first link or button whose text is ``label``; False when there is none yet."""
@@ -113,8 +156,7 @@ class Browser:
             "(() => { const e = [...document.querySelectorAll('a, button')]"
             f".find(e => e.innerText.trim() === {json.dumps(label)}); if (e) e.click(); return !!e; }})()"
         )
-        result = self.call("Runtime.evaluate", expression=expression, returnByValue=True)
-        return bool(result["result"].get("value"))
+        return bool(self.evaluate(expression))
 
     def screenshot(self, path: Path) -> None:
         path.write_bytes(base64.b64decode(self.call("Page.captureScreenshot", format="png")["data"]))
@@ -131,14 +173,15 @@ class Browser:
                 self.process.wait()
 
 
-def _texts(node: dict[str, Any]) -> Iterator[str]:
-    if node.get("nodeName") in ("SCRIPT", "STYLE"):
-        return
-    if node.get("nodeType") == 3 and node.get("nodeValue", "").strip():
-        yield node["nodeValue"].strip()
-    frames = [node["contentDocument"]] if "contentDocument" in node else []
-    for child in [*node.get("children", []), *frames]:
-        yield from _texts(child)
+def _frames(tree: dict[str, Any]) -> Iterator[str]:
+    yield tree["frame"]["id"]
+    for child in tree.get("childFrames", []):
+        yield from _frames(child)
+
+
+def words(text: str) -> str:
+    """``text`` with every run of whitespace (tabs between cells, the cells' em spaces) one space."""
+    return " ".join(text.split())
 
 
 def chromium() -> str:
@@ -178,28 +221,50 @@ async def test_the_ui_shows_a_running_rollouts_profile_phase_and_node_count(
     assert description.status.name == "RUNNING"  # the rollout waits for the next change
     browser.call("Page.enable")
     browser.call("Page.navigate", url=workflow_url(temporal_server, handle.id, description.run_id))
-    await until(lambda: rollout.name in browser.text(), 60, "the rollout's page", interval=0.5)
-    # The workflow's current details (the progress table) are under its User Metadata tab.
+    await until(lambda: handle.id in browser.text(), 60, "the rollout's page", interval=0.5)
+    # The summary, the details and the current details are under the User Metadata tab, each a
+    # Markdown field rendered in a frame of its own: wait until all three show their content.
     await until(lambda: browser.click("User Metadata"), 30, "the User Metadata tab", interval=0.5)
-    wanted = ("Current Details", rollout.name, "Complete", "targeted")
-    text = await until(
-        lambda: (t := browser.all_text()) and all(w in t for w in wanted) and t,
+    shown = await until(
+        lambda: metadata(browser, rollout.name),
         60,
-        "the rollout's current details",
+        "the rollout's summary, details and current details",
         interval=0.5,
-        details=lambda: browser.all_text()[-3000:],
+        details=browser.frame_texts,
     )
-    assert f"nodeprofile/{rollout.name}" in text
+    summary, details, current = shown
+    assert summary.startswith(f"NodeProfile {rollout.name}: tuning@"), summary
+    assert re.search(r"Packages tuning@\S+ Policy \S+: maxUnavailable \d+", details), details
     # Node workflows are no children of the rollout: the details say how to list them.
-    assert f'WorkflowType="fleetwright.node" AND FleetwrightProfile="{rollout.name}"' in text, text[-2000:]
-    # The progress table, as rendered: step, then targeted and updated node counts.
-    row = re.search(r"maxUnavailable (\S+) (\d+) (\d+) (\d+) (\d+) (\d+) (\d+)", text)
-    assert row is not None, text[-2000:]
-    assert (row.group(1), int(row.group(2)), int(row.group(3))) == ("done", len(rollout.nodes), 3)
+    assert f'WorkflowType="fleetwright.node" AND FleetwrightProfile="{rollout.name}"' in current, current
+    # The progress table, as rendered: a header of node counts, then the counts.
+    assert re.search(r"\bStep done\b", current), current
+    row = re.search(r"maxUnavailable (\d+) (\d+) (\d+) (\d+) (\d+) (\d+) (\d+)", current)
+    assert row is not None, current
+    assert (int(row.group(1)), int(row.group(2))) == (len(rollout.nodes), 3)
+    # The picture once the frames are laid out (the UI sizes each frame to its content).
+    await until(lambda: browser.evaluate(FRAMES_LAID_OUT), 30, "the frames laid out", interval=0.5)
     ARTIFACTS.mkdir(exist_ok=True)
     shot = ARTIFACTS / "temporal-ui-rollout.png"
-    await asyncio.sleep(1)  # let the last render settle for the picture
     browser.screenshot(shot)
     DOCS_SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(shot, DOCS_SCREENSHOT)
     assert shot.stat().st_size > 10_000
+
+
+FRAMES_LAID_OUT = (
+    "[...document.querySelectorAll('iframe')].every(f => f.clientHeight > 0)"
+    " && document.fonts.status === 'loaded'"
+)
+
+
+def metadata(browser: Browser, profile: str) -> tuple[str, str, str] | None:
+    """The rendered summary, details and current details of the profile's rollout, once all three
+    show it (whitespace collapsed), else None."""
+    texts = [words(t) for t in browser.frame_texts()]
+    summary = [t for t in texts if t.startswith(f"NodeProfile {profile}:")]
+    details = [t for t in texts if t.startswith(f"NodeProfile {profile} (generation")]
+    current = [t for t in texts if t.startswith(f"{profile} — Complete") and "maxUnavailable" in t]
+    if summary and details and current:
+        return summary[0], details[0], current[0]
+    return None
