@@ -39,6 +39,7 @@ from fleetwright.kube.client import ApiClient
 from fleetwright.localcluster import examples
 from fleetwright.localcluster.nodes import stage_pod_timing
 from fleetwright.worker.client import connect
+from fleetwright.worker.process import run_and_exit
 from fleetwright.workflows.payloads import EngineSettings
 from fleetwright.workflows.rollout import rollout_workflow_id
 
@@ -220,4 +221,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    # In-process workers and clients on the SDK runtime: end as the fleetwright commands do, without
+    # the interpreter finalization its threads can abort.
+    run_and_exit(main)

@@ -47,6 +47,7 @@ from fleetwright.planner.fleet import observe_fleet
 from fleetwright.planner.observations import Observations
 from fleetwright.planner.preview import preview
 from fleetwright.worker.client import connect
+from fleetwright.worker.process import run_and_exit
 from fleetwright.workflows.payloads import EngineSettings, RolloutInput
 from fleetwright.workflows.rollout import rollout_workflow_id
 
@@ -412,4 +413,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    # In-process workers and clients on the SDK runtime: end as the fleetwright commands do, without
+    # the interpreter finalization its threads can abort.
+    run_and_exit(main)
