@@ -136,6 +136,8 @@ def _deleting(progress: Progress | None) -> _C:
 # The engine's phases that keep their word in the status.
 _SAME_WORD: dict[str, Phase] = {
     "Halted": "Halted",
+    "RollingBack": "RollingBack",
+    "RolledBack": "RolledBack",
     "Aborted": "Aborted",
     "Paused": "Paused",
     "Blocked": "Blocked",
@@ -184,6 +186,8 @@ def _rollout_conditions(inputs: Inputs) -> tuple[Phase, list[_C]]:
     elif progress.phase in ("Halted", "Aborted"):
         reason = ProfileReason.ROLLOUT_HALTED if progress.phase == "Halted" else ProfileReason.ROLLOUT_ABORTED
         ready, moving = ("False", reason, counts), ("False", reason, progress.message)
+    elif progress.phase in ("RollingBack", "RolledBack"):
+        ready, moving = _rollback(progress)
     elif progress.phase == "Paused":
         ready = ("False", ProfileReason.ROLLOUT_PAUSED, counts)
         moving = ("False", ProfileReason.PAUSED, progress.message)
@@ -209,6 +213,24 @@ def _rollout_conditions(inputs: Inputs) -> tuple[Phase, list[_C]]:
         _degraded(progress),
         _searchable(progress, inputs.namespace),
     ]
+
+
+def _rollback(
+    progress: Progress,
+) -> tuple[tuple[ConditionStatus, str, str], tuple[ConditionStatus, str, str]]:
+    """Ready and Progressing of a rollout the failure rule rolls back (or rolled back)."""
+    generation = progress.rolled_back_generation
+    if progress.phase == "RolledBack":
+        text = (
+            f"generation {generation} rolled back; waiting for a spec with other packages: {progress.message}"
+        )
+        return ("False", ProfileReason.ROLLED_BACK, text), (
+            "False",
+            ProfileReason.ROLLED_BACK,
+            progress.message,
+        )
+    text = f"rolling back generation {generation}: {progress.message}"
+    return ("False", ProfileReason.ROLLING_BACK, text), ("True", ProfileReason.ROLLING_BACK, progress.message)
 
 
 def _quiet(reason: str, text: str, *, progressing: tuple[ConditionStatus, str, str]) -> list[_C]:
@@ -244,6 +266,14 @@ def _blocked(progress: Progress) -> _C:
 
 
 def _degraded(progress: Progress) -> _C:
+    if progress.phase in ("RollingBack", "RolledBack"):
+        what = "rolling back" if progress.phase == "RollingBack" else "rolled back"
+        return (
+            DEGRADED,
+            "True",
+            ProfileReason.ROLLING_BACK if progress.phase == "RollingBack" else ProfileReason.ROLLED_BACK,
+            f"generation {progress.rolled_back_generation} {what}: {progress.message}",
+        )
     if progress.phase == "Halted":
         return (
             DEGRADED,
@@ -370,7 +400,10 @@ def transitions(previous: NodeProfileStatus | None, current: NodeProfileStatus) 
         out.append(
             Transition("Normal", ProfileReason.ROLLOUT_RESUMED, f"resumed at {progress} nodes updated")
         )
-    if after in ("Halted", "Aborted"):
+    if after in ("RollingBack", "RolledBack"):
+        reason = ProfileReason.ROLLING_BACK if after == "RollingBack" else ProfileReason.ROLLED_BACK
+        out.append(Transition("Warning", reason, degraded.message if degraded else after))
+    elif after in ("Halted", "Aborted"):
         out.append(
             Transition("Warning", ProfileReason.ROLLOUT_HALTED, degraded.message if degraded else "halted")
         )

@@ -91,8 +91,9 @@ class NodeWorkflow:
     async def run(self, node_input: NodeInput) -> NodeResult:
         self._input = node_input
         self._target = NodeTarget(profile=node_input.profile, node=node_input.node)
+        rollout = (node_input.target, node_input.since) if node_input.since is not None else None
         self._ledger = PackageLedger(
-            node_input.profile, node_input.records, node_input.work, node_input.desired
+            node_input.profile, node_input.records, node_input.work, node_input.desired, rollout
         )
         self._packages = {p.name: p for p in node_input.packages}
         try:

@@ -6,6 +6,8 @@ planner's state, the human controls received so far and node results not yet fol
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from pydantic import ConfigDict, Field
 
 from fleetwright.activities.payloads import Controls, DecideReport, DecideRequest, NodeResult
@@ -64,6 +66,8 @@ class EngineSettings(Frozen):
 class RolloutInput(Frozen):
     profile: NodeProfile
     policy: DeploymentPolicy
+    previous: NodeProfile | None = None
+    """The profile as it was before its packages last changed: what a rollback returns to."""
     settings: EngineSettings = EngineSettings()
     state: RolloutState | None = None
     controls: Controls = Controls()
@@ -91,6 +95,9 @@ class NodeInput(Frozen):
     profile_uid: str
     generation: int
     target: str
+    since: datetime | None = None
+    """When the rollout of ``target`` began: with it, names the rollout in each package record's
+    ``before`` (what a rollback returns to). None: nothing is recorded."""
     node: str
     parent_workflow_id: str
     work: NodeWork
@@ -143,6 +150,9 @@ class Progress(Frozen):
     target: str = ""
     deleting: bool = False
     """The profile is being deleted: this rollout uninstalls, then cleans the nodes up."""
+    rolled_back_generation: int | None = None
+    """Set while the rollout rolls back and after it: the NodeProfile generation whose rollout
+    the failure rule rolled back (it waits for a spec with other packages)."""
     unregistered_search_attributes: tuple[str, ...] = ()
     """fleetwright's search attributes the Temporal namespace lacks (not published)."""
 

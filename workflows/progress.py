@@ -76,6 +76,7 @@ def rollout_progress(
         generation=generation,
         target=state.spec.target,
         deleting=controls.deleting,
+        rolled_back_generation=generation if state.spec.rollback is not None else None,
         unregistered_search_attributes=unregistered_search_attributes,
     )
 
@@ -233,6 +234,12 @@ def current_details(progress: Progress, decision: Decision) -> str:
         "",
         f"**Node workflows** `{node_query(progress.profile)}`",
     ]
+    if progress.rolled_back_generation is not None:
+        rows += [
+            "",
+            f"Rollback of generation {progress.rolled_back_generation}: the nodes it changed return to "
+            "what they carried before; a spec with other packages starts a new rollout.",
+        ]
     if progress.running_nodes:
         rows += ["", "**Running** " + ", ".join(progress.running_nodes[:MAX_RUNNING_SHOWN])]
     if decision.state.failed:

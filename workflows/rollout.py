@@ -32,7 +32,7 @@ with workflow.unsafe.imports_passed_through():
     from fleetwright.activities.rollout import RolloutActivities
     from fleetwright.activities.starts import NodeStarter
     from fleetwright.api.deploymentpolicy import DeploymentPolicy
-    from fleetwright.api.nodeprofile import NodeProfile
+    from fleetwright.api.nodeprofile import NodeProfile, Package
     from fleetwright.planner import convert
     from fleetwright.planner.rollout import begin, retarget
     from fleetwright.planner.spec import RolloutSpec
@@ -191,6 +191,7 @@ class RolloutWorkflow:
     @workflow.run
     async def run(self, rollout: RolloutInput) -> Progress:
         self._profile, self._policy, self._settings = rollout.profile, rollout.policy, rollout.settings
+        self._previous = rollout.previous
         self._controls = rollout.controls
         self._results = list(rollout.results)
         self._state = rollout.state or begin(self._spec(), workflow.now())
@@ -233,7 +234,9 @@ class RolloutWorkflow:
         return True
 
     def _spec(self) -> RolloutSpec:
-        return convert.rollout_spec(self._profile, self._policy, removing=self._controls.deleting)
+        return convert.rollout_spec(
+            self._profile, self._policy, removing=self._controls.deleting, previous=self._previous
+        )
 
     def _removal_done(self, decision: Decision) -> bool:
         """Deleting, and this decision (not one taken before the delete signal arrived) says the
@@ -270,9 +273,13 @@ class RolloutWorkflow:
     def _apply_spec_change(self) -> None:
         if self._new_spec is None or self._state is None:
             return
+        replaced, target = self._profile, self._spec().target
         self._profile, policy = self._new_spec
         self._policy = policy or self._policy
         self._new_spec = None
+        if self._spec().target != target:
+            # New packages: the profile they replace is what a rollback of their rollout returns to.
+            self._previous = replaced
         spec = self._spec()
         if spec.target != self._state.spec.target:
             self._controls = self._controls.model_copy(update={"approvals": (), "skipped": ()})
@@ -366,12 +373,13 @@ class RolloutWorkflow:
             profile_uid=meta.uid or "",
             generation=meta.generation or 0,
             target=spec.target,
+            since=self._state.rollout_since,
             node=start.node,
             parent_workflow_id=workflow.info().workflow_id,
             work=start.work,
             records=report.records.get(start.node, {}),
             desired=spec.packages,
-            packages=tuple(self._profile.spec.packages),
+            packages=self._stage_packages(start),
             drain=self._profile.spec.drain,
             protected_pods=self._profile.spec.pod_non_interrupt_labels,
             tolerations=tuple(self._profile.spec.additional_tolerations),
@@ -381,6 +389,18 @@ class RolloutWorkflow:
             settings=self._settings,
             unregistered_search_attributes=self._unregistered,
         )
+
+    def _stage_packages(self, start: NodeStart) -> tuple[Package, ...]:
+        """The package definitions the node's stage Jobs run: the profile's, or for a rollback
+        each package's definition in what it returns to (the replaced profile's; an uninstall
+        removes what the rolled-back profile installed)."""
+        current = tuple(self._profile.spec.packages)
+        returns = start.work.returns_to
+        if returns is None:
+            return current
+        replaced = {p.name: p for p in self._previous.spec.packages} if self._previous else {}
+        mine = {p.name: p for p in current}
+        return tuple(mine[p.name] if p.uninstall else replaced[p.name] for p in returns)
 
     async def _abort_children(self) -> None:
         assert self._state is not None
@@ -451,6 +471,7 @@ class RolloutWorkflow:
         return RolloutInput(
             profile=self._profile,
             policy=self._policy,
+            previous=self._previous,
             settings=self._settings,
             state=self._state,
             controls=self._controls,

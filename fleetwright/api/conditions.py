@@ -17,7 +17,17 @@ from fleetwright.api.common import ApiModel
 ConditionStatus = Literal["True", "False", "Unknown"]
 
 Phase = Literal[
-    "Pending", "Progressing", "Paused", "Blocked", "Degraded", "Complete", "Halted", "Aborted", "Deleting"
+    "Pending",
+    "Progressing",
+    "Paused",
+    "Blocked",
+    "Degraded",
+    "Complete",
+    "Halted",
+    "Aborted",
+    "Deleting",
+    "RollingBack",
+    "RolledBack",
 ]
 """The one rollout vocabulary: the NodeProfile's status.phase, ``fleetwright status`` and the
 Events use these words (docs/status.md says what each means)."""

@@ -269,11 +269,16 @@ class FailurePolicy(ApiModel):
         ge=1,
         le=1000,
     )
-    action: Literal["halt"] = Field(
+    action: Literal["halt", "rollback"] = Field(
         default="halt",
-        description="halt: start no further node and report Degraded. The only action: returning updated "
-        "nodes to their previous versions is not built, so `rollback` is refused rather than accepted "
-        "and ignored.",
+        description="halt: start no further node and report Degraded. rollback: enter phase RollingBack "
+        "and return every node this rollout changed (the failed one included) to the package versions "
+        "and config it carried before: a downgrade runs the lower version's apply, config and "
+        "interrupt; a package the rollout installed is uninstalled. It runs under the same "
+        "maxUnavailable, compartments, windows and batches (no canary, soak or approval), cordoning "
+        "and draining as going forward; any node failing it halts it (Halted, never another "
+        "rollback). It cannot undo what scripts did beyond the package's own stages. Afterwards the "
+        "profile shows RolledBack and waits for a spec with other packages.",
     )
 
 

@@ -150,6 +150,8 @@ class ProfileReason:
     ROLLOUT_COMPLETE = "RolloutComplete"
     NODES_NOT_UPDATED = "NodesNotUpdated"
     ROLLOUT_HALTED = "RolloutHalted"
+    ROLLING_BACK = "RollingBack"
+    ROLLED_BACK = "RolledBack"
     ROLLOUT_ABORTED = "RolloutAborted"
     ROLLOUT_BLOCKED = "RolloutBlocked"
     ROLLOUT_PAUSED = "RolloutPaused"

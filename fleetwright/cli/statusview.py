@@ -28,7 +28,7 @@ from fleetwright.workflows.payloads import Progress
 # The node condition reasons a drain shows while it waits (activities/drain.py).
 DRAIN_WAITS = frozenset({"DrainBlocked", "DrainTimeout"})
 # The NodeProfile's status.phase words (``rollout_phase``): the CLI says what the CR says.
-TERMINAL_PHASES = frozenset({"Complete", "Degraded", "Halted", "Aborted"})
+TERMINAL_PHASES = frozenset({"Complete", "Degraded", "Halted", "Aborted", "RolledBack"})
 STATE_STYLE = {
     "Updated": "green",
     "Updating": "cyan",
@@ -59,6 +59,7 @@ class RolloutView(BaseModel):
     step: str = ""
     target: str = ""
     generation: int = 0
+    rolled_back_generation: int | None = None
     workflow_id: str = ""
     paused: bool = False
     targeted: int = 0
@@ -199,6 +200,7 @@ def rollout_view(
             "step": progress.step,
             "target": progress.target,
             "generation": progress.generation,
+            "rolled_back_generation": progress.rolled_back_generation,
             "paused": progress.paused,
             "targeted": progress.targeted,
             "updated": progress.updated,
@@ -209,6 +211,15 @@ def rollout_view(
             "max_unavailable": progress.max_unavailable,
         }
     )
+
+
+def _rollback_note(view: RolloutView) -> str:
+    generation = view.rolled_back_generation
+    if generation is None:
+        return ""
+    if view.phase == "RollingBack":
+        return f" [magenta](rolling back generation {generation})[/]"
+    return f" [yellow](generation {generation} rolled back: apply a new spec)[/]"
 
 
 def _offset(eta: datetime, now: datetime) -> str:
@@ -229,6 +240,8 @@ def tree(view: RolloutView, now: datetime, *, max_nodes: int = 50) -> Tree:
         "Halted": "red",
         "Aborted": "red",
         "Blocked": "yellow",
+        "RollingBack": "magenta",
+        "RolledBack": "yellow",
     }.get(view.phase, "cyan")
     root = Tree(
         f"[bold]NodeProfile {escape(view.profile)}[/]  [{phase_style}]{escape(view.phase)}[/]{paused}"
@@ -236,7 +249,7 @@ def tree(view: RolloutView, now: datetime, *, max_nodes: int = 50) -> Tree:
     )
     root.add(
         f"step: {escape(view.step or '-')}   target: {escape(view.target or '-')}   "
-        f"generation {view.generation}"
+        f"generation {view.generation}{_rollback_note(view)}"
     )
     root.add(
         f"nodes: {view.updated}/{view.targeted} updated, {view.running} running, {view.waiting} waiting, "

@@ -152,14 +152,18 @@ def rollout_spec(
     durations: StageDurations | None = None,
     *,
     removing: bool = False,
+    previous: NodeProfile | None = None,
 ) -> RolloutSpec:
     """Everything one rollout of ``profile`` under ``deployment_policy`` needs. With ``removing``
-    (the profile is being deleted) the rollout converges to ``removal_packages`` instead."""
+    (the profile is being deleted) the rollout converges to ``removal_packages`` instead;
+    ``previous``: the profile as it was before its packages last changed (what a rollback returns
+    to)."""
     return RolloutSpec(
         profile=profile.metadata.name,
         packages=removal_packages(profile) if removing else tuple(package(p) for p in profile.spec.packages),
         policy=policy(deployment_policy),
         durations=durations or StageDurations(),
+        previous=tuple(package(p) for p in previous.spec.packages) if previous is not None else None,
     )
 
 

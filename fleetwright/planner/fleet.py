@@ -81,6 +81,7 @@ def observe_node(node: Mapping[str, Any], profile: str, cache: _Cache | None = N
         labels=dict(meta.get("labels") or {}),
         ready=conditions.get("Ready") == "True",
         unschedulable=unschedulable and cordon_key(profile) not in annotations,
+        own_cordon=unschedulable and cordon_key(profile) in annotations,
         conditions=conditions,
         disruptions=_other_profiles_busy(annotations, profile, cache),
         packages=own.packages,

@@ -16,12 +16,14 @@ from fleetwright.planner.nodework import NodeWork, PackageMemo, plan_node
 from fleetwright.planner.observations import NodeObservation, Observations, RunStatus
 from fleetwright.planner.ordering import order_nodes
 from fleetwright.planner.policy import DEFAULT_COMPARTMENT, Budget, RolloutPolicy
+from fleetwright.planner.rollback import plan_node_rollback
 from fleetwright.planner.spec import RolloutSpec
 
 
 def plan_fleet(spec: RolloutSpec, observations: Observations) -> dict[str, NodeWork]:
-    """Every observed node's work toward ``spec``. Nodes of one fleet share few distinct recorded
-    states: each distinct state is planned once, each distinct package record once."""
+    """Every observed node's work toward ``spec`` (a rollback's: back from it). Nodes of one fleet
+    share few distinct recorded states: each distinct state is planned once, each distinct package
+    record once."""
     graph = spec.graph
     memo = PackageMemo()
     planned: dict[Hashable, NodeWork] = {}
@@ -33,7 +35,10 @@ def plan_fleet(spec: RolloutSpec, observations: Observations) -> dict[str, NodeW
             key = tuple((name, record_key(records[name])) for name in sorted(records))
         work = planned.get(key)
         if work is None:
-            work = planned[key] = plan_node(graph, records, memo)
+            if spec.rollback is not None:
+                work = planned[key] = plan_node_rollback(spec, records)
+            else:
+                work = planned[key] = plan_node(graph, records, memo)
         out[node.name] = work
     return out
 
@@ -80,6 +85,12 @@ class Prepared:
         self.unreadable = {n: o.unreadable for n, o in nodes.items() if o.unreadable is not None}
         self.needing = {n for n, w in self.work.items() if w.needs_work and n not in self.unreadable}
         self.failed_earlier = {n: w.failed for n, w in self.work.items() if w.failed is not None}
+        # A rollback that cannot know what a package returns to holds its node as blocked.
+        self.not_returned = (
+            {n: "; ".join(b.reason for b in w.blocked) for n, w in self.work.items() if w.blocked}
+            if spec.rollback is not None
+            else {}
+        )
         self.seconds: dict[str, int] = {}
 
     def _budget(self, name: str) -> Budget:
@@ -95,6 +106,8 @@ def unavailable_because(node: NodeObservation) -> str:
         return "not Ready"
     if node.unschedulable:
         return "cordoned by someone else"
+    if node.own_cordon and not node.disruptions:
+        return "left cordoned by this profile (its change failed)"
     return "; ".join(node.disruptions)
 
 
@@ -113,7 +126,7 @@ class FleetView:
         for node in observations.nodes:
             name = node.name
             self.nodes[name] = node
-            if not node.ready or node.unschedulable or node.disruptions:
+            if not node.ready or node.unschedulable or node.disruptions or node.own_cordon:
                 self.foreign_unavailable[name] = unavailable_because(node)
             if node.run is RunStatus.RUNNING:
                 self.reported_running.add(name)

@@ -2,6 +2,9 @@
 after each stage (``NodePackageState``), so a restarted run resumes after the last passed stage
 instead of running it again.
 
+A change's first record also keeps what the package was before (``before``, naming the rollout),
+and a rollback's last record drops it: that is how a rollback finds what its rollout changed.
+
 Pure bookkeeping over the planner's records: it starts from the state the decision read, and
 never talks to the API server (the stage's activity writes what it returns).
 """
@@ -9,8 +12,9 @@ never talks to the API server (the stage's activity writes what it returns).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from datetime import datetime
 
-from fleetwright.planner.nodestate import NodePackageState, PackageRecord, PendingChange
+from fleetwright.planner.nodestate import Before, NodePackageState, PackageRecord, PendingChange
 from fleetwright.planner.nodework import NodeWork, PackageWork
 from fleetwright.planner.packages import DesiredPackage
 from fleetwright.planner.stages import Action, Stage
@@ -27,11 +31,16 @@ class PackageLedger:
         records: Mapping[str, PackageRecord],
         work: NodeWork,
         desired: Iterable[DesiredPackage],
+        rollout: tuple[str, datetime] | None = None,
     ) -> None:
+        """``rollout``: the target and since of the rollout this work is for, recorded in the
+        ``before`` of each package it starts to change (None: nothing is recorded)."""
         self.profile = profile
         self.records: dict[str, PackageRecord] = dict(records)
         self.works = {w.package: w for w in work.packages}
-        self.desired = {p.name: p for p in desired}
+        self.returning = work.returns_to is not None
+        self.desired = {p.name: p for p in (work.returns_to if work.returns_to is not None else desired)}
+        self.rollout = rollout
 
     def state(self) -> NodePackageState:
         return NodePackageState(profile=self.profile, packages=dict(sorted(self.records.items())))
@@ -42,9 +51,12 @@ class PackageLedger:
         pending = pending.model_copy(update={"done": done, "failed": None})
         record = self.records.get(package, PackageRecord())
         if pending.remaining():
-            self.records[package] = record.model_copy(update={"pending": pending})
+            self.records[package] = self._changing(record).model_copy(update={"pending": pending})
         else:
-            self.records[package] = _completed(self.works[package], pending)
+            before = None if self.returning else self._changing(record).before
+            self.records[package] = _completed(self.works[package], pending).model_copy(
+                update={"before": before}
+            )
 
     def state_after(self, packages: Iterable[str], stage: Stage) -> NodePackageState:
         """The state once ``stage`` of ``packages`` is done, without recording that it is."""
@@ -57,7 +69,18 @@ class PackageLedger:
     def failed(self, package: str, message: str) -> None:
         pending = self._pending(package).model_copy(update={"failed": message[:MAX_FAILURE]})
         record = self.records.get(package, PackageRecord())
-        self.records[package] = record.model_copy(update={"pending": pending})
+        self.records[package] = self._changing(record).model_copy(update={"pending": pending})
+
+    def _changing(self, record: PackageRecord) -> PackageRecord:
+        """``record`` naming this rollout in its ``before``: kept if it already does (a resumed
+        change) or this work returns it (a rollback keeps what it returns to until it is back)."""
+        if self.returning or self.rollout is None:
+            return record
+        target, since = self.rollout
+        if record.before is not None and record.before.by(target, since):
+            return record
+        before = Before(target=target, since=since, version=record.version, config=dict(record.config))
+        return record.model_copy(update={"before": before})
 
     def _pending(self, package: str) -> PendingChange:
         work = self.works[package]

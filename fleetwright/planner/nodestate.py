@@ -13,17 +13,24 @@ profile on that node; two profiles never rewrite each other's state, NodeWright 
                        "version": "1.3.0", "config": {...},
                        "stages": ["upgrade", "config", "interrupt", "post-interrupt"],
                        "done": ["upgrade"],            # stages whose check passed
-                       "failed": "config-check exited 1"}}}}   # set when the change failed
+                       "failed": "config-check exited 1"},     # set when the change failed
+                   "before": {                         # what the last rollout to change it replaced
+                       "target": "<digest>", "since": "<time>",
+                       "version": "1.1.0", "config": {...}}}}}  # version null = it was not installed
 
 The value is compact JSON with sorted keys. The key is ``keys.state_key``: a long profile name is
 shortened in it (``keys.qualified``), and the full name is kept in the value.
 Digests are ``sha256(value)[:16]`` of each config value (``packages.digest``).
+``before`` is written with the first record of a change and kept after it completes, until another
+rollout changes the package or a rollback of that rollout returns it (``planner.rollback``): it is
+how a rollback knows which nodes its rollout changed and what they carried before.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Hashable, Mapping
+from datetime import datetime
 
 from pydantic import Field, ValidationError
 
@@ -48,12 +55,28 @@ class PendingChange(Frozen):
         return tuple(stage for stage in self.stages if stage not in self.done)
 
 
+class Before(Frozen):
+    """What a package was on the node before a rollout changed it. The rollout is named by its
+    target and by when that target began (``RolloutState.since``), so a later rollout of an equal
+    spec is another rollout."""
+
+    target: str
+    since: datetime
+    version: str | None = None
+    """None: the package was not installed."""
+    config: dict[str, str] = Field(default_factory=dict)
+
+    def by(self, target: str, since: datetime) -> bool:
+        return self.target == target and self.since == since
+
+
 class PackageRecord(Frozen):
     """What a node carries of one package."""
 
     version: str | None = None
     config: dict[str, str] = Field(default_factory=dict)
     pending: PendingChange | None = None
+    before: Before | None = None
 
 
 class NodePackageState(Frozen):
@@ -70,14 +93,18 @@ def record_key(record: PackageRecord | None) -> Hashable:
     if record is None:
         return None
     pending = record.pending.model_dump_json() if record.pending is not None else None
-    return (record.version, tuple(record.config.items()), pending)
+    before = record.before.model_dump_json() if record.before is not None else None
+    return (record.version, tuple(record.config.items()), pending, before)
 
 
 def format_annotation(state: NodePackageState) -> tuple[str, str]:
-    """The (key, value) to write on the Node for ``state``."""
-    value = json.dumps(
-        state.model_dump(mode="json", exclude_defaults=False), sort_keys=True, separators=(",", ":")
-    )
+    """The (key, value) to write on the Node for ``state``. A record with no ``before`` omits it
+    (the field came later: such records read as they always did)."""
+    raw = state.model_dump(mode="json", exclude_defaults=False)
+    for record in raw["packages"].values():
+        if record["before"] is None:
+            del record["before"]
+    value = json.dumps(raw, sort_keys=True, separators=(",", ":"))
     return state_key(state.profile), value
 
 

@@ -83,6 +83,9 @@ class NodeWork(Frozen):
     blocked: tuple[BlockedPackage, ...] = ()
     failed: str | None = None
     """Set when a pending change toward the current target already failed on this node."""
+    returns_to: tuple[DesiredPackage, ...] | None = None
+    """Set on a rollback's work (``planner.rollback``): what each package with work returns to
+    (a rollback plans each node against its own records of what the rollout replaced)."""
 
     @property
     def needs_work(self) -> bool:

@@ -30,6 +30,9 @@ class NodeObservation(Frozen):
     ready: bool = True
     unschedulable: bool = False
     """Cordoned by someone other than this profile (a foreign cordon: work under it, never lift it)."""
+    own_cordon: bool = False
+    """This profile's cordon is on the node. Where no node workflow of it runs (a failed node is
+    left cordoned), the node counts against maxUnavailable like any other unavailable node."""
     conditions: dict[str, str] = Field(default_factory=dict)
     """Node condition type -> status, for soak health gates."""
     disruptions: tuple[str, ...] = ()

@@ -99,6 +99,7 @@ Step = Annotated[CanaryStep | SoakStep | ApprovalStep | BatchesStep, Field(discr
 
 class FailureAction(StrEnum):
     HALT = "halt"
+    ROLLBACK = "rollback"
 
 
 class FailurePolicy(Frozen):

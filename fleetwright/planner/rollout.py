@@ -39,6 +39,7 @@ from fleetwright.planner.policy import (
     SoakStep,
     Step,
 )
+from fleetwright.planner.rollback import fires, rollback_of, rollback_spec
 from fleetwright.planner.spec import RolloutSpec
 from fleetwright.planner.state import (
     MAX_BLOCKED_LISTED,
@@ -67,13 +68,17 @@ def begin(spec: RolloutSpec, now: datetime, previous: RolloutState | None = None
     ensure_aware(now)
     names = sorted([DEFAULT_COMPARTMENT, *(c.name for c in spec.policy.compartments)])
     earlier: tuple[str, ...] = ()
+    since = now
     if previous is not None:
         earlier = tuple(
             sorted(set(previous.running_for_earlier_target) | {run.node for run in previous.running})
         )
+        if previous.spec.target == spec.target:
+            since = previous.rollout_since  # another pass of the same rollout
     return RolloutState(
         spec=spec,
         started_at=now,
+        since=since,
         gates=ScopeState(name=GATES_SCOPE),
         compartments=tuple(ScopeState(name=name) for name in names),
         running_for_earlier_target=earlier,
@@ -82,7 +87,12 @@ def begin(spec: RolloutSpec, now: datetime, previous: RolloutState | None = None
 
 def retarget(state: RolloutState, spec: RolloutSpec, now: datetime) -> RolloutState:
     """Apply a spec change. New packages (a new target) start a new rollout, with a new canary;
-    a policy-only change keeps the progress and continues under the new policy."""
+    a policy-only change keeps the progress and continues under the new policy. The spec a
+    rollback returned from (re-applied, or edited in its policy only) does not start again: the
+    rollback stays, under the new policy, until a spec with other packages comes."""
+    of = state.spec.rollback
+    if of is not None and spec.target == of.target:
+        spec = rollback_spec(spec, of)
     if spec.target != state.spec.target:
         return begin(spec, now, previous=state)
     scopes = {c.name for c in spec.policy.compartments} | {DEFAULT_COMPARTMENT}
@@ -112,12 +122,31 @@ def decide(
     engine = _Engine(state, view, observations, now, max_starts)
     if state.halt is None:
         state = engine.check_failures(state)
+    if state.halt is None and not observations.paused:
+        state = engine.run(state)
+    if fires(state):
+        # The failure rule fired with action rollback: from this very decision on, the rollout
+        # returns what it changed (a new state toward the rollback's target, planned afresh).
+        return decide(begin_rollback(state, now), observations, now, max_starts=max_starts)
     if state.halt is not None:
-        return engine.decision(state, Phase.HALTED, f"halted: {state.halt.reason}")
+        return engine.decision(state, Phase.HALTED, _halted(state))
     if observations.paused:
         return engine.decision(state, Phase.PAUSED, "paused")
-    state = engine.run(state)
     return engine.conclude(state)
+
+
+def begin_rollback(state: RolloutState, now: datetime) -> RolloutState:
+    """The rollback of ``state``'s rollout, starting now. Its nodes still running keep holding the
+    budget until they finish; then they are returned too."""
+    return begin(rollback_spec(state.spec, rollback_of(state)), now, previous=state)
+
+
+def _halted(state: RolloutState) -> str:
+    assert state.halt is not None
+    of = state.spec.rollback
+    if of is None:
+        return f"halted: {state.halt.reason}"
+    return f"rollback halted: {state.halt.reason} (it was rolling back: {of.reason})"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -581,24 +610,31 @@ class _Engine:
     def conclude(self, state: RolloutState) -> Decision:
         self._materialize_blocked()
         if state.halt is not None:
-            return self.decision(state, Phase.HALTED, f"halted: {state.halt.reason}")
+            return self.decision(state, Phase.HALTED, _halted(state))
         done = state.gates.step >= len(self.policy.gate_steps()) and all(
             s.step >= len(self.policy.compartment_steps(s.name)) for s in state.compartments
         )
+        of = state.spec.rollback
         if done and not state.running and not state.running_for_earlier_target:
             # The same count as every status shows: targeted nodes that carry the target.
             carrying = len(self.view.nodes) - len(self.view.prepared.needing)
             message = f"complete: {carrying}/{len(self.view.nodes)} nodes updated"
+            if of is not None:
+                message = f"rolled back: {len(state.updated)} node(s) returned ({of.reason})"
             if state.failed or self.blocked:
                 message += f", {len(state.failed)} failed, {len(self.blocked)} left out (see blocked)"
-            return self.decision(state, Phase.COMPLETE, message)
+            return self.decision(state, Phase.ROLLED_BACK if of is not None else Phase.COMPLETE, message)
         if self.starts or state.running:
             phase = Phase.PROGRESSING
         elif self.waits or self.waiting:
             phase = Phase.WAITING
         else:
             phase = Phase.BLOCKED
-        return self.decision(state, phase, "; ".join(self.notes) or self._held_message())
+        message = "; ".join(self.notes) or self._held_message()
+        if of is not None:
+            # Whatever holds a rollback, it is rolling back: the message says what holds it.
+            return self.decision(state, Phase.ROLLING_BACK, f"rolling back ({of.reason}): {message}")
+        return self.decision(state, phase, message)
 
     def _held_message(self) -> str:
         """What holds the rollout when no step has a note: the first held node (rollout order)
@@ -619,6 +655,9 @@ class _Engine:
         for node, failure in self.view.prepared.failed_earlier.items():
             if node not in self.blocked and node not in self.failed and node in self.view.nodes:
                 self.blocked[node] = f"FailedEarlier: {failure} (reset the node to retry)"
+        for node, problem in self.view.prepared.not_returned.items():
+            if node not in self.blocked and node not in self.failed and node in self.view.nodes:
+                self.blocked[node] = problem
         for node, problem in self.view.prepared.unreadable.items():
             if node not in self.blocked and node not in self.failed and node in self.view.nodes:
                 self.blocked[node] = f"UnreadableState: {problem} (repair or reset the node's record)"
@@ -636,7 +675,8 @@ class _Engine:
             kind = reason.split(":", 1)[0]
             reasons[kind] = reasons.get(kind, 0) + 1
         future = [w for w in self.waits if w > self.now]
-        wake = min(future) if future and phase not in (Phase.HALTED, Phase.COMPLETE) else None
+        ended = (Phase.HALTED, Phase.COMPLETE, Phase.ROLLED_BACK)
+        wake = min(future) if future and phase not in ended else None
         return Decision(
             state=state,
             start=tuple(self.starts) if phase is not Phase.HALTED else (),

@@ -2,13 +2,15 @@
 estimates, bundled as one frozen value that travels inside the rollout state.
 
 ``target`` is a digest of the desired packages only: a policy edit changes how the rollout proceeds,
-not what it converges to, so only a package change makes a new target.
+not what it converges to, so only a package change makes a new target. A rollback's spec
+(``rollback`` set, ``planner.rollback``) has its own target: returning is another destination.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from datetime import datetime
 from functools import cached_property
 
 from fleetwright.planner.base import Frozen
@@ -17,11 +19,26 @@ from fleetwright.planner.packages import DesiredPackage, PackageGraph
 from fleetwright.planner.policy import RolloutPolicy
 
 
+class RollbackOf(Frozen):
+    """The rollout a rollback returns: nodes whose records say this rollout changed them."""
+
+    target: str
+    since: datetime
+    reason: str
+    """Why the failure rule fired (the rolled-back rollout's halt reason)."""
+
+
 class RolloutSpec(Frozen):
     profile: str
     packages: tuple[DesiredPackage, ...]
     policy: RolloutPolicy = RolloutPolicy()
     durations: StageDurations = StageDurations()
+    previous: tuple[DesiredPackage, ...] | None = None
+    """The packages of the spec this one replaced (None: none is known). A rollback returns a
+    package to one of these definitions (its image and config) or, where the node had none, uninstalls it."""
+    rollback: RollbackOf | None = None
+    """Set on a rollback's spec: ``packages`` are the rolled-back spec's, ``previous`` what to
+    return to."""
 
     @cached_property
     def graph(self) -> PackageGraph:
@@ -29,5 +46,8 @@ class RolloutSpec(Frozen):
 
     @cached_property
     def target(self) -> str:
-        payload = json.dumps([p.model_dump(mode="json") for p in self.packages], sort_keys=True)
+        packages: list[object] = [p.model_dump(mode="json") for p in self.packages]
+        if self.rollback is not None:
+            packages.append({"rollback": self.rollback.model_dump(mode="json", exclude={"reason"})})
+        payload = json.dumps(packages, sort_keys=True)
         return hashlib.sha256(payload.encode()).hexdigest()[:16]

@@ -66,6 +66,9 @@ class Halt(Frozen):
 class RolloutState(Frozen):
     spec: RolloutSpec
     started_at: datetime
+    since: datetime | None = None
+    """When this target began (a fresh pass over the same target keeps it): with the target it
+    names this rollout in the ``before`` it records on each node it changes. None: ``started_at``."""
     gates: ScopeState
     compartments: tuple[ScopeState, ...] = ()
     running: tuple[NodeRun, ...] = ()
@@ -75,6 +78,10 @@ class RolloutState(Frozen):
     running_for_earlier_target: tuple[str, ...] = ()
     """Nodes still running work for an earlier target: they hold budget until they finish."""
     halt: Halt | None = None
+
+    @property
+    def rollout_since(self) -> datetime:
+        return self.since or self.started_at
 
     def scope(self, name: str) -> ScopeState | None:
         if name == self.gates.name:
@@ -89,6 +96,11 @@ class Phase(StrEnum):
     PAUSED = "Paused"
     HALTED = "Halted"
     COMPLETE = "Complete"
+    ROLLING_BACK = "RollingBack"
+    """The failure rule fired with ``action: rollback``: the nodes the rollout changed are being
+    returned to what they carried before."""
+    ROLLED_BACK = "RolledBack"
+    """Every node the rollout changed carries again what it had before; waits for a new spec."""
 
 
 class NodeStart(Frozen):

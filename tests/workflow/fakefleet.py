@@ -6,6 +6,7 @@ or inspect the rollout mid-flight. Real Kubernetes behaviour is the integration 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +43,9 @@ from fleetwright.stagejob.outcome import StageOutcome, StageReport
 class FakeFleet:
     size: int
     failing_nodes: set[str] = field(default_factory=set)
+    fails: Callable[[StageRequest], bool] | None = None
+    """Also fail the stages this says fail (the failing nodes' always do)."""
+    stage_requests: list[StageRequest] = field(default_factory=list)
     hold_stages: bool = False
     nodes: dict[str, dict[str, Any]] = field(init=False)
     started_stages: list[tuple[str, str]] = field(default_factory=list)
@@ -121,9 +125,10 @@ class FakeFleet:
     async def run_stage(self, request: StageRequest) -> StageReport:
         self._show(request, request.show_before)
         self.started_stages.append((request.node, request.stage.value))
+        self.stage_requests.append(request)
         if self.hold_stages:
             await self.release.wait()
-        if request.node in self.failing_nodes:
+        if request.node in self.failing_nodes or (self.fails is not None and self.fails(request)):
             return StageReport(job=f"job-{request.node}", outcome=StageOutcome.FAILED, message="exit code 1")
         if request.reboot_timeout_seconds is not None:
             self.reboot(request.node)

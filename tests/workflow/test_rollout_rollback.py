@@ -1,0 +1,93 @@
+"""Automatic rollback end to end on the workflow tier: a failing batch with ``action: rollback``
+returns exactly the nodes the rollout changed, under its budget, and then waits for a new spec."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from temporalio.client import Client
+
+from fleetwright.activities.payloads import StageRequest
+from fleetwright.localcluster import examples
+from fleetwright.planner.nodestate import PackageRecord, format_annotation, read_profile_state
+from fleetwright.planner.packages import config_digests
+from fleetwright.worker.temporal import build_worker
+from fleetwright.workflows.payloads import RolloutInput, SpecChange
+from fleetwright.workflows.rollout import RolloutWorkflow
+from tests.workflow.fakefleet import FakeFleet
+from tests.workflow.test_rollout_workflow import SETTINGS, in_phase, progress, start, unique
+
+pytestmark = pytest.mark.workflow
+
+CAP = 3
+
+
+def policy() -> dict[str, object]:
+    return {
+        "steps": [
+            {"name": "canary", "canary": {"count": 1}},
+            {"name": "rest", "batches": {"strategy": "fixed", "initial": 4}},
+        ],
+        "failure": {"maxFailedNodes": 0, "action": "rollback"},
+    }
+
+
+async def test_a_failing_batch_rolls_back_exactly_the_changed_nodes_under_the_budget(client: Client) -> None:
+    name = unique()
+    old = examples.profile(name=name, version="1.0.0", interrupt="reboot", generation=1)
+    new = examples.profile(name=name, version="1.1.0", interrupt="reboot", generation=2)
+    deployment = examples.policy(max_unavailable=CAP)
+    deployment = deployment.model_copy(
+        update={
+            "spec": deployment.spec.model_validate({**deployment.spec.model_dump(by_alias=True), **policy()})
+        }
+    )
+    fleet = FakeFleet(size=20)
+    config = config_digests(old.spec.packages[0].config_map)
+    for node in fleet.nodes:
+        record = PackageRecord(version="1.0.0", config=config)
+        state = read_profile_state({}, name).model_copy(update={"packages": {"tuning": record}})
+        key, value = format_annotation(state)
+        fleet.annotations(node)[key] = value
+    # The sixth node to start 1.1.0 (the first of the second batch) fails its first stage.
+    order: list[str] = []
+
+    def fails(request: StageRequest) -> bool:
+        if request.package.version != "1.1.0":
+            return False
+        if request.node not in order:
+            order.append(request.node)
+        return order.index(request.node) == 5
+
+    fleet.fails = fails
+    rollout = RolloutInput(profile=new, policy=deployment, previous=old, settings=SETTINGS)
+    handle, queue = await start(client, fleet, rollout)
+    async with build_worker(client, fleet.activities(), task_queue=queue):
+        rolling = await in_phase(handle, "RollingBack")
+        assert rolling.rolled_back_generation == 2
+        assert "1 node(s) failed" in rolling.message
+        done = await in_phase(handle, "RolledBack")
+        # Re-applying the spec that was rolled back does not start it again.
+        stages = len(fleet.stage_requests)
+        await handle.signal(RolloutWorkflow.spec_changed, SpecChange(profile=new, policy=deployment))
+        await asyncio.sleep(1)
+        again = await progress(handle)
+        await handle.terminate("test done")
+    assert done.rolled_back_generation == 2
+    assert again.phase == "RolledBack"
+    assert len(fleet.stage_requests) == stages
+    changed = {r.node for r in fleet.stage_requests if r.package.version == "1.1.0"}
+    returned = {r.node for r in fleet.stage_requests if r.package.version == "1.0.0"}
+    assert len(changed) >= 6  # the canary, the first batch and the failed node at least
+    assert returned == changed
+    for node in changed:
+        back = [
+            r.stage.value for r in fleet.stage_requests if r.node == node and r.package.version == "1.0.0"
+        ]
+        assert back == ["apply", "config", "interrupt", "post-interrupt"], node
+    assert fleet.max_cordoned <= CAP
+    assert not fleet.cordoned()
+    for node in fleet.nodes:
+        record = read_profile_state(fleet.annotations(node), name).packages["tuning"]
+        assert record == PackageRecord(version="1.0.0", config=config), node
