@@ -20,16 +20,19 @@ from rich.console import Console
 from rich.table import Table
 
 from fleetwright.api.deploymentpolicy import BUILTIN_POLICY, DeploymentPolicy
+from fleetwright.api.nodeprofile import PLURAL as PROFILE_PLURAL
 from fleetwright.api.nodeprofile import NodeProfile
 from fleetwright.cli.app import app
 from fleetwright.cli.session import OutputOpt
 from fleetwright.errors import FleetwrightError, InvalidSpecError
 from fleetwright.kube.client import from_kubeconfig
 from fleetwright.kube.nodes import list_nodes
+from fleetwright.kube.resources import get_object
 from fleetwright.planner import convert
 from fleetwright.planner.fleet import node_items, observe_fleet
 from fleetwright.planner.observations import Observations
 from fleetwright.planner.preview import Plan, preview
+from fleetwright.planner.rollback import preview_inputs
 
 
 class PlanInputError(Exception):
@@ -120,6 +123,27 @@ def observe(raw: dict[str, object], profile: NodeProfile, source: str) -> Observ
     return Observations(nodes=nodes)
 
 
+def _replaced(previous: Path | None, kubeconfig: Path | None, profile: NodeProfile) -> NodeProfile:
+    """The NodeProfile a rollout of ``profile`` replaces: the ``--previous`` file, else the one of
+    that name in the live cluster."""
+    if previous is not None:
+        docs = _one(_documents(previous), "NodeProfile")
+        if len(docs) != 1:
+            raise PlanInputError(f"{previous}: need exactly one NodeProfile, found {len(docs)}")
+        try:
+            return NodeProfile.from_k8s(docs[0])
+        except ValidationError as err:
+            raise PlanInputError(f"{previous}: invalid NodeProfile:\n{err}") from err
+    if kubeconfig is None:
+        raise PlanInputError("--rollback needs --previous FILE (the NodeProfile the rollout replaces)")
+    try:
+        return NodeProfile.from_k8s(
+            get_object(from_kubeconfig(kubeconfig), PROFILE_PLURAL, profile.metadata.name)
+        )
+    except (FleetwrightError, OSError, ValueError) as err:
+        raise PlanInputError(f"{kubeconfig}: cannot read NodeProfile {profile.metadata.name}: {err}") from err
+
+
 def _clock(value: str | None) -> datetime:
     if value is None:
         return datetime.now(UTC)  # the CLI may read the clock; the planner never does
@@ -145,7 +169,14 @@ def render(plan: Plan, console: Console, max_nodes: int) -> None:
     eta = f"{plan.eta.isoformat()} ({_offset(plan, plan.eta)})" if plan.eta else "none (no node can start)"
     if plan.eta and plan.blocked:
         eta += f"; {len(plan.blocked)} blocked node(s) not included"
-    console.print(f"[bold]Plan for NodeProfile {plan.profile}[/] (target {plan.target})", highlight=False)
+    if plan.rollback_of is not None:
+        console.print(
+            f"[bold]Rollback plan for NodeProfile {plan.profile}[/] (returns what the rollout of target "
+            f"{plan.rollback_of} changed)",
+            highlight=False,
+        )
+    else:
+        console.print(f"[bold]Plan for NodeProfile {plan.profile}[/] (target {plan.target})", highlight=False)
     console.print(
         f"{plan.targeted} targeted nodes, {plan.needs_work} need work, {plan.drains} need a drain, "
         f"{plan.reboots} a reboot; maxUnavailable {plan.max_unavailable}; {len(plan.batches)} batches",
@@ -232,6 +263,22 @@ def plan_command(
         str | None, typer.Option("--now", help="Plan as of this ISO 8601 time (default: now).")
     ] = None,
     max_nodes: Annotated[int, typer.Option("--max-nodes", help="Node rows in the table output.")] = 40,
+    rollback: Annotated[
+        bool,
+        typer.Option(
+            "--rollback",
+            help="Preview the reverse plan instead: what `failure.action: rollback` would run had the "
+            "rollout changed every node it needs to.",
+        ),
+    ] = False,
+    previous: Annotated[
+        Path | None,
+        typer.Option(
+            "--previous",
+            help="With --rollback: the NodeProfile the rollout replaces (what the rollback returns to; "
+            "default with --kubeconfig: the one in the cluster).",
+        ),
+    ] = None,
 ) -> None:
     """Preview a rollout: batches, stages per node, drains and reboots, blocked nodes, ETA."""
     console = Console(soft_wrap=False, width=200 if output == "table" else None)
@@ -244,13 +291,17 @@ def plan_command(
                 "or --kubeconfig FILE (the live cluster)"
             )
         profile, policy = load_inputs(files)
-        spec = convert.rollout_spec(profile, policy)
+        replaced = _replaced(previous, kubeconfig, profile) if rollback else None
+        spec = convert.rollout_spec(profile, policy, previous=replaced)
         if fleet is not None:
             observed = load_fleet(fleet, profile)
         else:
             assert kubeconfig is not None  # one of the two, checked above
             observed = load_live_fleet(kubeconfig, profile)
-        result = preview(spec, observed, _clock(now))
+        when = _clock(now)
+        if rollback:
+            spec, observed = preview_inputs(spec, observed, when)
+        result = preview(spec, observed, when)
     except (PlanInputError, InvalidSpecError) as err:
         Console(stderr=True).print(f"[red]error:[/] {err}", highlight=False)
         raise typer.Exit(2) from err

@@ -68,6 +68,9 @@ class PlannedBatch(Frozen):
 class Plan(Frozen):
     profile: str
     target: str
+    rollback_of: str | None = None
+    """Set on a rollback's plan: the target of the rollout it returns (``fleetwright plan
+    --rollback``)."""
     generated_at: datetime
     max_unavailable: int
     targeted: int
@@ -173,7 +176,7 @@ def preview(spec: RolloutSpec, observations: Observations, now: datetime) -> Pla
         for start in decision.start:
             sim.record(start)
         state = decision.state
-        if decision.phase in (Phase.COMPLETE, Phase.HALTED):
+        if decision.phase in (Phase.COMPLETE, Phase.HALTED, Phase.ROLLED_BACK):
             break
         if not sim.advance(decision.wake_at):
             break
@@ -190,6 +193,7 @@ def _plan(spec: RolloutSpec, sim: _Simulation, last: Decision, now: datetime) ->
     return Plan(
         profile=spec.profile,
         target=spec.target,
+        rollback_of=spec.rollback.target if spec.rollback is not None else None,
         generated_at=now,
         max_unavailable=last.counts.max_unavailable,
         targeted=len(sim.work),

@@ -27,9 +27,11 @@ Must not do I/O.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 
 from fleetwright.planner.nodestate import Before, PackageRecord, PendingChange
 from fleetwright.planner.nodework import BlockedPackage, NodeWork, plan_node
+from fleetwright.planner.observations import Observations
 from fleetwright.planner.packages import DesiredPackage, PackageGraph
 from fleetwright.planner.policy import BatchesStep, FailureAction, FailurePolicy, RolloutPolicy
 from fleetwright.planner.spec import RollbackOf, RolloutSpec
@@ -37,6 +39,7 @@ from fleetwright.planner.stages import Stage
 from fleetwright.planner.state import RolloutState
 
 UNKNOWN_BEFORE = "RollbackUnknownBefore"
+PREVIEW_REASON = "preview: as if the failure rule fired once the rollout had changed every node it needs to"
 
 
 def fires(state: RolloutState) -> bool:
@@ -163,3 +166,32 @@ def _toward(pending: PendingChange, back: DesiredPackage) -> bool:
     if back.uninstall:
         return uninstalling
     return not uninstalling and pending.version == back.version and pending.config == back.config
+
+
+def preview_inputs(
+    spec: RolloutSpec, observations: Observations, now: datetime
+) -> tuple[RolloutSpec, Observations]:
+    """What a rollback of the rollout of ``spec`` would face had that rollout changed every node it
+    needs to (``fleetwright plan --rollback``): the rollback's spec, and the fleet with each such
+    node's records as the rollout leaves them (changed, ``before`` kept)."""
+    of = RollbackOf(target=spec.target, since=now, reason=PREVIEW_REASON)
+    nodes = []
+    for node in observations.nodes:
+        work = plan_node(spec.graph, node.packages)
+        if not work.needs_work or work.failed is not None or node.unreadable is not None:
+            # The rollout never starts these (a failure recorded earlier, an unreadable record).
+            nodes.append(node)
+            continue
+        records = dict(node.packages)
+        for package in work.packages:
+            old = records.get(package.package, PackageRecord())
+            wanted = spec.graph.packages[package.package]
+            before = Before(target=of.target, since=of.since, version=old.version, config=dict(old.config))
+            left = (
+                PackageRecord()
+                if wanted.uninstall
+                else PackageRecord(version=wanted.version, config=wanted.config)
+            )
+            records[package.package] = left.model_copy(update={"before": before})
+        nodes.append(node.model_copy(update={"packages": records, "packages_key": None}))
+    return rollback_spec(spec, of), observations.model_copy(update={"nodes": tuple(nodes)})

@@ -198,3 +198,20 @@ def test_missing_search_attributes_are_named_with_how_to_register_them() -> None
     assert "FleetwrightProfile" not in message
     assert [t.reason for t in transitions(None, s)].count("SearchAttributesMissing") == 1
     assert "SearchAttributesMissing" not in [t.reason for t in transitions(s, s)]
+
+
+def test_a_rollback_shows_rolling_back_then_the_generation_rolled_back_waiting_for_a_new_spec() -> None:
+    rolling = status(progress("RollingBack", generation=2, rolled_back_generation=2), generation=2)
+    assert rolling.phase == "RollingBack"
+    assert conditions(rolling)["Ready"] == ("False", "RollingBack")
+    assert conditions(rolling)["Progressing"] == ("True", "RollingBack")
+    assert conditions(rolling)["Degraded"] == ("True", "RollingBack")
+    assert "rolling back generation 2" in rolling.conditions[0].message
+    back = status(progress("RolledBack", generation=2, rolled_back_generation=2), rolling, T1, generation=2)
+    assert back.phase == "RolledBack"
+    assert conditions(back)["Ready"] == ("False", "RolledBack")
+    assert conditions(back)["Progressing"] == ("False", "RolledBack")
+    ready = next(c for c in back.conditions if c.type == "Ready")
+    assert "generation 2 rolled back; waiting for a spec with other packages" in ready.message
+    assert [t.reason for t in transitions(rolling, back)] == ["RolledBack"]
+    assert [t.type for t in transitions(None, rolling)] == ["Normal", "Warning"]  # started, rolling back

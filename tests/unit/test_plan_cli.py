@@ -168,3 +168,74 @@ def test_a_missing_fleet_or_profile_is_an_error(manifests: tuple[Path, Path], tm
     code, _, err = run(str(manifests[1]), "--fleet", str(FLEET))
     assert code == 2
     assert "exactly one NodeProfile" in err
+
+
+PREVIOUS = """
+apiVersion: fleetwright.io/v1alpha1
+kind: NodeProfile
+metadata: {name: gpu-host}
+spec:
+  nodeSelector: {matchLabels: {nvidia.com/gpu.present: "true"}}
+  deploymentPolicyRef: {name: gpu-careful}
+  packages:
+    - name: nvidia-driver
+      version: 550.90.7
+      image: ghcr.io/example/packages/nvidia-driver
+      interrupt: {type: reboot}
+    - name: sysctl-tuning
+      version: 1.2.0
+      image: ghcr.io/example/packages/sysctl-tuning
+      interrupt: {type: service, services: [systemd-sysctl.service]}
+      configMap:
+        sysctl.conf: "vm.max_map_count=262144\\n"
+        limits.conf: "* - nofile 1048576\\n"
+      configInterrupts:
+        - key: "sysctl*"
+          interrupt: {type: service, services: [systemd-sysctl.service]}
+    - name: crash-dump
+      version: 0.4.0
+      image: ghcr.io/example/packages/crash-dump
+"""
+
+
+def test_rollback_previews_the_reverse_plan_under_the_same_budget(
+    manifests: tuple[Path, Path], tmp_path: Path
+) -> None:
+    previous = tmp_path / "previous.yaml"
+    previous.write_text(PREVIOUS)
+    args = (
+        *map(str, manifests),
+        "--fleet",
+        str(FLEET),
+        "--now",
+        NOW,
+        "--rollback",
+        "--previous",
+        str(previous),
+    )
+    code, out, err = run(*args, "-o", "json")
+    assert code == 0, out + err
+    plan = Plan.model_validate_json(out)
+    profile, policy = load_inputs(list(manifests))
+    assert plan.rollback_of == convert.rollout_spec(profile, policy).target
+    # Only nodes no rollout could reach stay (NotReady, another profile at work): the rest return.
+    assert plan.phase.value == "RollingBack"
+    assert {b.reason.split(":")[0] for b in plan.blocked} <= {"NotReady", "Busy"}
+    steps = {n.node: n.steps for n in plan.nodes}
+    # gpu-node-000: driver upgraded and sysctl reconfigured -> the driver's lower version is applied
+    # again, with its reboot merged with the sysctl service restart.
+    assert steps["gpu-node-000"][0] == "nvidia-driver:apply"
+    assert "interrupt(reboot):nvidia-driver,sysctl-tuning" in steps["gpu-node-000"]
+    assert steps["gpu-node-007"][:1] == ("sysctl-tuning:config",)  # only its config was changed
+    assert all(s.endswith(":uninstall") or "uninstall-interrupt" in s for s in steps["gpu-node-009"])
+    assert "gpu-node-008" not in steps  # already current: the rollout would not have changed it
+    assert "gpu-node-041" not in steps  # failed earlier: the rollout would not have started it
+    assert all(n.batch != 0 for n in plan.nodes)  # no canary: a rollback skips the gates
+    for moment in {n.start for n in plan.nodes}:
+        assert sum(1 for n in plan.nodes if n.start <= moment < n.end) <= plan.max_unavailable
+    code, out, _ = run(*args)
+    assert code == 0
+    assert "Rollback plan for NodeProfile gpu-host" in out
+    code, _, err = run(*map(str, manifests), "--fleet", str(FLEET), "--rollback")
+    assert code == 2
+    assert "--rollback needs --previous FILE" in err
