@@ -18,6 +18,7 @@ from fleetwright.planner.base import Frozen
 from fleetwright.planner.nodestate import PackageRecord
 from fleetwright.planner.nodework import NodeWork
 from fleetwright.planner.packages import DesiredPackage
+from fleetwright.planner.spec import RollbackOf
 from fleetwright.planner.state import RolloutState
 
 DEFAULT_AGENT_IMAGE = "ghcr.io/fleetwright/agent:0.1.0"
@@ -153,6 +154,9 @@ class Progress(Frozen):
     rolled_back_generation: int | None = None
     """Set while the rollout rolls back and after it: the NodeProfile generation whose rollout
     the failure rule rolled back (it waits for a spec with other packages)."""
+    rolled_back: RollbackOf | None = None
+    """With ``rolled_back_generation``: the rollout rolled back (a node still to return records it
+    in a package's ``before``)."""
     unregistered_search_attributes: tuple[str, ...] = ()
     """fleetwright's search attributes the Temporal namespace lacks (not published)."""
 

@@ -77,6 +77,7 @@ def rollout_progress(
         target=state.spec.target,
         deleting=controls.deleting,
         rolled_back_generation=generation if state.spec.rollback is not None else None,
+        rolled_back=state.spec.rollback,
         unregistered_search_attributes=unregistered_search_attributes,
     )
 

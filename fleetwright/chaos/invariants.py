@@ -24,7 +24,7 @@ ENDED = "rollout-ended"
 LEFT_BEHIND = "left-behind"
 BLOCKED_VISIBLE = "blocked-visible"
 INVARIANTS = (BUDGET, FOREIGN_CORDON, DUPLICATE_JOB, ENDED, LEFT_BEHIND, BLOCKED_VISIBLE)
-FINAL_PHASES = frozenset({"Complete", "Degraded", "Halted", "Aborted"})
+FINAL_PHASES = frozenset({"Complete", "Degraded", "Halted", "Aborted", "RolledBack"})
 VISIBLE_WITHIN_SECONDS = 30.0
 
 Outage = tuple[float, float]
@@ -122,7 +122,7 @@ def rollout_ended(final: ProfileView | None, at: float) -> list[Violation]:
     reason = final.conditions.get("Ready", ("", "", ""))[1]
     if not reason:
         return [Violation(ENDED, at, f"phase {final.phase} without a Ready reason")]
-    if final.phase in ("Halted", "Degraded"):
+    if final.phase in ("Halted", "Degraded", "RolledBack"):
         degraded = final.conditions.get("Degraded", ("", "", ""))
         if degraded[0] != "True" or not degraded[1] or not degraded[2]:
             return [Violation(ENDED, at, f"phase {final.phase} without a Degraded reason and message")]

@@ -55,6 +55,9 @@ class Injection:
     after_jobs: int = 0
     """Also wait until the rollout has created this many stage Jobs: a fault that must land
     mid-rollout (stages done behind it, more to run) whatever the machine's pace."""
+    after_phase: str = ""
+    """Also wait until the NodeProfile shows this phase (``RollingBack``: a fault that must land
+    mid-rollback)."""
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,10 @@ class IterationPlan:
     outcome: Outcome
     stage_failures: int
     injections: tuple[Injection, ...] = field(default=())
+    rollback: bool = False
+    """The iteration installs ``tuning`` 1.0.0 first, then applies 1.1.0, whose ``config`` stage
+    fails on every node, under ``failure.action: rollback``: the rollout rolls back, and the
+    injections land counted from the second apply."""
 
 
 def _steps(rng: random.Random, nodes: int) -> tuple[dict[str, Any], ...]:
@@ -112,4 +119,24 @@ def draw(
         outcome=outcome,
         stage_failures=rng.randint(1, 3),
         injections=tuple(sorted(injections, key=lambda i: i.at)),
+    )
+
+
+def rollback_plan(seed: int, index: int, *, pause: float = 3.0) -> IterationPlan:
+    """A rollback iteration whose worker is killed once the rollout shows ``RollingBack`` (with a
+    reboot interrupt, so the kill can land in a drain, a stage or a reboot of the return)."""
+    rng = random.Random(f"{seed}/{index}/rollback")  # noqa: S311 - reproducible draws, not secrets
+    nodes = rng.randint(3, 5)
+    return IterationPlan(
+        seed=seed,
+        index=index,
+        nodes=nodes,
+        max_unavailable=rng.randint(1, 2),
+        steps=({"name": "rest", "batches": {"strategy": "fixed", "initial": 2}},),
+        max_failed_nodes=0,
+        interrupt="reboot",
+        outcome=Outcome.SUCCEED,
+        stage_failures=1,
+        injections=(Injection(Fault.KILL_WORKER, 0.0, pause, after_phase="RollingBack"),),
+        rollback=True,
     )

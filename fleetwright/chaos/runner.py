@@ -58,12 +58,17 @@ class IterationResult:
     def halted(self) -> bool:
         return self.phase == "Halted"
 
+    @property
+    def rolled_back(self) -> bool:
+        return self.phase == "RolledBack"
+
 
 @dataclass
 class Totals:
     iterations: int = 0
     completed: int = 0
     halted: int = 0
+    rolled_back: int = 0
     violations: int = 0
     faults: Counter[str] = field(default_factory=Counter)
     revived: Counter[str] = field(default_factory=Counter)
@@ -73,6 +78,7 @@ class Totals:
         self.iterations += 1
         self.completed += result.completed
         self.halted += result.halted
+        self.rolled_back += result.rolled_back
         self.violations += len(result.violations)
         self.faults.update(i.fault.value for i in result.injected)
         self.revived.update(result.revived)
@@ -93,14 +99,35 @@ def engine_settings(plan: IterationPlan) -> EngineSettings:
     )
 
 
-def manifests(name: str, plan: IterationPlan) -> str:
-    profile = examples.profile(name, interrupt=plan.interrupt, selector={GROUP_LABEL: name}, policy=name)
+# A rollback iteration's second spec: its config stage fails on every node of the simulated fleet
+# (the stage named by the package's SIM_FAIL_STAGE env fails, stages.yaml).
+FAILING_VERSION = "1.1.0"
+FAILING_ENV = {"name": "SIM_FAIL_STAGE", "value": "config"}
+
+
+def manifests(name: str, plan: IterationPlan, *, failing: bool = False) -> str:
+    """The iteration's policy and profile; ``failing``: a rollback iteration's second spec."""
+    profile = examples.profile(
+        name,
+        interrupt=plan.interrupt,
+        selector={GROUP_LABEL: name},
+        policy=name,
+        version=FAILING_VERSION if failing else "1.0.0",
+    )
+    if failing:
+        package = profile.spec.packages[0].model_validate(
+            {**profile.spec.packages[0].model_dump(by_alias=True), "env": [FAILING_ENV]}
+        )
+        profile = profile.model_copy(update={"spec": profile.spec.model_copy(update={"packages": [package]})})
     policy = examples.policy(
         name,
         max_unavailable=plan.max_unavailable,
         steps=list(plan.steps),
         max_failed_nodes=plan.max_failed_nodes,
     )
+    if plan.rollback:
+        failure = policy.spec.failure.model_copy(update={"action": "rollback"})
+        policy = policy.model_copy(update={"spec": policy.spec.model_copy(update={"failure": failure})})
     items: list[dict[str, Any]] = []
     for model in (policy, profile):
         body = model.model_dump(mode="json", by_alias=True, exclude_none=True)
@@ -129,6 +156,11 @@ class Iteration:
         try:
             with watcher:
                 self.stack.cluster.kubectl("apply", "-f", "-", input=manifests(self.name, self.plan))
+                if self.plan.rollback:
+                    # The failing spec replaces a complete one: the injections land in its rollback.
+                    self._await_phase(watcher, "Complete")
+                    failing = manifests(self.name, self.plan, failing=True)
+                    self.stack.cluster.kubectl("apply", "-f", "-", input=failing)
                 # On this thread: a child started from a thread that ends would die with it
                 # (the launcher's PR_SET_PDEATHSIG is per thread).
                 self._inject(watcher, watcher.now())
@@ -161,6 +193,8 @@ class Iteration:
         for injection in self.plan.injections:
             self._pause(applied + injection.at - watcher.now())
             self._await_jobs(watcher, injection.after_jobs)
+            if injection.after_phase:
+                self._await_phase(watcher, injection.after_phase)
             # The latest snapshot (read now if the watcher has none yet) says which nodes exist.
             latest = watcher.timeline[-1] if watcher.timeline else watcher.final()
             injected = injector.inject(injection, latest.nodes, rng)
@@ -171,6 +205,16 @@ class Iteration:
         started = time.monotonic()
         while count and time.monotonic() - started < self.deadline:
             if watcher.timeline and self._jobs(watcher.timeline[-1]) >= count:
+                return
+            self._pause(0.2)
+
+    def _await_phase(self, watcher: Watcher, phase: str) -> None:
+        """Until the watcher has seen the NodeProfile in ``phase`` for its current generation (or
+        the deadline)."""
+        started = time.monotonic()
+        while time.monotonic() - started < self.deadline:
+            profile = watcher.timeline[-1].profile if watcher.timeline else None
+            if profile and profile.phase == phase and profile.observed_generation == profile.generation:
                 return
             self._pause(0.2)
 

@@ -22,6 +22,7 @@ from fleetwright.api.keys import condition_type, cordon_key, status_label_key
 from fleetwright.api.nodeprofile import NodeProfile
 from fleetwright.errors import InvalidSpecError
 from fleetwright.planner.nodestate import read_profile_state
+from fleetwright.planner.spec import RollbackOf
 from fleetwright.worker.profilestatus import rollout_phase
 from fleetwright.workflows.payloads import Progress
 
@@ -31,6 +32,7 @@ DRAIN_WAITS = frozenset({"DrainBlocked", "DrainTimeout"})
 TERMINAL_PHASES = frozenset({"Complete", "Degraded", "Halted", "Aborted", "RolledBack"})
 STATE_STYLE = {
     "Updated": "green",
+    "Previous": "green",
     "Updating": "cyan",
     "Waiting": "blue",
     "Blocked": "yellow",
@@ -44,7 +46,8 @@ class NodeLine(BaseModel):
     node: str
     state: str
     """Updated, Updating, Waiting (starts by itself later), Blocked (needs something outside the
-    rollout to change), Failed or Pending."""
+    rollout to change), Failed, Pending, or during and after a rollback Previous (carries what it
+    had before the rolled-back rollout)."""
     stage: str = ""
     """What the node is doing now: ``drain``, ``apply tuning`` (a running stage Job)..."""
     reason: str = ""
@@ -154,9 +157,24 @@ def node_line(
     if progress is not None and name in progress.waiting_reasons:
         why = progress.waiting_reasons[name]
         return line.model_copy(update={"state": "Waiting", "reason": "NotStarted", "message": why})
-    if _carries_target(annotations, profile):
-        return line.model_copy(update={"state": "Updated"})
-    return line
+    return line.model_copy(update={"state": _settled_state(annotations, profile, progress)})
+
+
+def _settled_state(annotations: Mapping[str, str], profile: NodeProfile, progress: Progress | None) -> str:
+    """A node the rollout is not holding: Updated or Pending; during and after a rollback,
+    Previous (back, or never changed) or Pending (still to return)."""
+    if progress is not None and progress.rolled_back is not None:
+        return "Pending" if _to_return(annotations, profile, progress.rolled_back) else "Previous"
+    return "Updated" if _carries_target(annotations, profile) else "Pending"
+
+
+def _to_return(annotations: Mapping[str, str], profile: NodeProfile, of: RollbackOf) -> bool:
+    """The rollback still has to return something the rolled-back rollout changed on the node."""
+    try:
+        records = read_profile_state(annotations, profile.metadata.name).packages
+    except InvalidSpecError:
+        return True
+    return any(r.before is not None and r.before.by(of.target, of.since) for r in records.values())
 
 
 def rollout_view(
@@ -172,7 +190,15 @@ def rollout_view(
     """The whole view; ``nodes`` are the profile's targeted nodes, ``running_stages`` maps a node
     to its active stage Job (``apply tuning``)."""
     lines = [node_line(n, profile, progress, running_stages.get(n["metadata"]["name"], "")) for n in nodes]
-    order = {"Failed": 0, "Blocked": 1, "Updating": 2, "Waiting": 3, "Pending": 4, "Updated": 5}
+    order = {
+        "Failed": 0,
+        "Blocked": 1,
+        "Updating": 2,
+        "Waiting": 3,
+        "Pending": 4,
+        "Updated": 5,
+        "Previous": 5,
+    }
     lines.sort(key=lambda line: (order.get(line.state, 6), line.node))
     base = RolloutView(
         profile=profile.metadata.name,

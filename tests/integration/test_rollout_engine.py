@@ -18,8 +18,9 @@ from temporalio.client import Client, WorkflowHandle
 
 from fleetwright.activities.node import all_activities
 from fleetwright.activities.rollout import rollout_activities
-from fleetwright.api.keys import status_label_key
-from fleetwright.api.nodeprofile import NodeProfile
+from fleetwright.api.deploymentpolicy import FailurePolicy
+from fleetwright.api.keys import condition_type, status_label_key
+from fleetwright.api.nodeprofile import EnvVar, NodeProfile
 from fleetwright.kube.client import from_kubeconfig
 from fleetwright.localcluster import examples
 from fleetwright.localcluster.kubelet import SimulatedKubelet
@@ -421,4 +422,80 @@ async def test_a_worker_killed_during_a_drain_loses_nothing_and_runs_no_stage_tw
         for j in jobs
     ]
     assert len(keys) == len(set(keys)) == 3 * 4, sorted(keys)
+    await handle.terminate("test done")
+
+
+async def test_a_failing_upgrade_with_a_reboot_rolls_back_every_changed_node_to_the_previous_version(
+    cluster: ClusterUnderTest, temporal_client: Client, engine: str
+) -> None:
+    name, nodes = await asyncio.to_thread(group, cluster, 4)
+    profile_name = unique("rb")
+    v1 = examples.profile(profile_name, selector={GROUP_LABEL: name}, interrupt="reboot", generation=1)
+    built = examples.profile(
+        profile_name, selector={GROUP_LABEL: name}, interrupt="reboot", version="1.1.0", generation=2
+    )
+    # 1.1.0's post-interrupt check fails on every node: the simulated fleet fails the stage its
+    # package's SIM_FAIL_STAGE names (stages.yaml), so 1.0.0 passes where 1.1.0 fails.
+    failing = built.spec.packages[0].model_copy(
+        update={"env": [EnvVar(name="SIM_FAIL_STAGE", value="post-interrupt")]}
+    )
+    v2 = built.model_copy(update={"spec": built.spec.model_copy(update={"packages": [failing]})})
+    steps = [{"name": "rest", "batches": {"strategy": "fixed", "initial": 2}}]
+    base = examples.policy(max_unavailable=2, steps=steps)
+    policy = base.model_copy(
+        update={"spec": base.spec.model_copy(update={"failure": FailurePolicy(action="rollback")})}
+    )
+    with (
+        SimulatedKubelet(cluster.kubectl),
+        Sampler(cordoned_by(cluster, profile_name), interval=0.2) as sampler,
+    ):
+        rollout = RolloutInput(profile=v1, policy=policy, settings=settings())
+        handle = await temporal_client.start_workflow(
+            RolloutWorkflow.run, rollout, id=rollout_workflow_id(profile_name), task_queue=engine
+        )
+        first = await wait_phase(handle, "Complete", "Halted", within=240)
+        assert first.phase == "Complete", first
+        boots = {n: kubectl_json(cluster, "node", n)["status"]["nodeInfo"]["bootID"] for n in nodes}
+        await handle.signal(RolloutWorkflow.spec_changed, SpecChange(profile=v2, policy=policy))
+        rolling = await wait_phase(handle, "RollingBack", "Halted", "RolledBack", within=240)
+        assert rolling.phase == "RollingBack", rolling
+        done = await wait_phase(handle, "RolledBack", "Halted", within=300)
+    assert done.phase == "RolledBack", done
+    assert done.rolled_back_generation == 2
+    assert sampler.worst <= 2, f"{sampler.worst} nodes cordoned by us at once"
+    jobs = sorted(jobs_of(cluster, profile_name), key=lambda j: j["metadata"]["creationTimestamp"])
+    stages: dict[str, list[tuple[str, str]]] = {}
+    for job in jobs:
+        meta = job["metadata"]
+        version = meta.get("annotations", {}).get("fleetwright.io/package-version", "")
+        stages.setdefault(meta["labels"]["fleetwright.io/node"], []).append(
+            (version, meta["labels"]["fleetwright.io/stage"])
+        )
+    changed = {n for n, seen in stages.items() if any(v == "1.1.0" for v, _ in seen)}
+    assert len(changed) == 2, stages  # the first batch; both failed, the rule fired, nothing else started
+    wanted = examples.config_digest(v1.spec.packages[0].config_map["sysctl.conf"])
+    for node in nodes:
+        manifest = kubectl_json(cluster, "node", node)
+        meta = manifest["metadata"]
+        record = read_profile_state(meta.get("annotations", {}), profile_name).packages["tuning"]
+        assert (record.version, record.config, record.pending) == ("1.0.0", {"sysctl.conf": wanted}, None), (
+            node,
+            record,
+        )
+        # A returned node no longer names the rolled-back rollout; the others still name their
+        # 1.0.0 install (what a rollback of that rollout would return to).
+        assert record.before is None if node in changed else record.before is not None, (node, record)
+        assert meta["labels"][status_label_key(profile_name)] == "Complete", node
+        assert not manifest["spec"].get("unschedulable"), node
+        condition = next(
+            c for c in manifest["status"]["conditions"] if c["type"] == condition_type(profile_name)
+        )
+        assert (condition["status"], condition["reason"]) == ("True", "Complete"), (node, condition)
+        back = [s for v, s in stages[node] if v == "1.0.0"][4:] if node in changed else []
+        if node in changed:
+            # the downgrade: 1.0.0's stages again, its reboot included (a new boot id)
+            assert back == ["apply", "config", "interrupt", "post-interrupt"], stages[node]
+            assert manifest["status"]["nodeInfo"]["bootID"] != boots[node]
+        else:
+            assert stages[node] == [(v, s) for v, s in stages[node] if v == "1.0.0"]
     await handle.terminate("test done")

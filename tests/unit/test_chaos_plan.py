@@ -3,6 +3,7 @@ the node a node fault hits is chosen from the snapshot as documented."""
 
 from __future__ import annotations
 
+import json
 import random
 from collections import Counter
 
@@ -10,7 +11,7 @@ import pytest
 
 from fleetwright.api.keys import cordon_key, state_key
 from fleetwright.chaos.faults import choose_node
-from fleetwright.chaos.plan import Fault, Outcome, draw
+from fleetwright.chaos.plan import Fault, Outcome, draw, rollback_plan
 from fleetwright.chaos.runner import engine_settings, manifests
 from fleetwright.chaos.snapshot import NodeView
 
@@ -58,3 +59,20 @@ def test_node_faults_prefer_the_documented_nodes() -> None:
     assert choose_node(Fault.FOREIGN_CORDON, nodes, "p", rng) in {"done", "fresh"}
     assert {choose_node(Fault.MALFORMED_ANNOTATION, nodes, "p", rng) for _ in range(20)} == {"busy", "fresh"}
     assert choose_node(Fault.FOREIGN_LABEL, [], "p", rng) == ""
+
+
+def test_a_rollback_iteration_replaces_a_complete_spec_with_one_whose_config_fails() -> None:
+    plan = rollback_plan(42, 0)
+    assert plan == rollback_plan(42, 0)
+    assert plan.rollback
+    assert [(i.fault, i.after_phase) for i in plan.injections] == [(Fault.KILL_WORKER, "RollingBack")]
+    first, failing = (json.loads(manifests("p", plan, failing=f))["items"] for f in (False, True))
+    assert first[0]["spec"]["failure"]["action"] == failing[0]["spec"]["failure"]["action"] == "rollback"
+    (installed,) = first[1]["spec"]["packages"]
+    (upgraded,) = failing[1]["spec"]["packages"]
+    assert (installed["version"], installed.get("env", [])) == ("1.0.0", [])
+    assert (upgraded["version"], upgraded["env"]) == (
+        "1.1.0",
+        [{"name": "SIM_FAIL_STAGE", "value": "config"}],
+    )
+    assert installed["interrupt"]["type"] == upgraded["interrupt"]["type"] == "reboot"

@@ -24,7 +24,14 @@ from fleetwright.cli.session import Output, check_output, emit
 from fleetwright.cli.statusview import profile_lines, render, rollout_view
 from fleetwright.kube.stagelogs import StageJob
 from fleetwright.localcluster import examples
-from fleetwright.planner.nodestate import NodePackageState, PackageRecord, PendingChange, format_annotation
+from fleetwright.planner.nodestate import (
+    Before,
+    NodePackageState,
+    PackageRecord,
+    PendingChange,
+    format_annotation,
+)
+from fleetwright.planner.spec import RollbackOf
 from fleetwright.planner.stages import Stage
 from fleetwright.workflows.payloads import Progress
 
@@ -248,3 +255,20 @@ def test_the_cli_says_the_phase_the_nodeprofile_status_says() -> None:
     halted = rollout_view(PROFILE, progress(phase="Halted"), [], {}, workflow_id="nodeprofile/gpu")
     waiting = rollout_view(PROFILE, progress(phase="Waiting"), [], {}, workflow_id="nodeprofile/gpu")
     assert (halted.phase, waiting.phase) == ("Halted", "Progressing")
+
+
+def test_a_rollback_shows_nodes_still_to_return_as_pending_and_the_others_as_previous() -> None:
+    of = RollbackOf(target="t-new", since=NOW, reason="1 node(s) failed")
+    changed = node("n1", label="Complete", version="1.1.0")
+    record = PackageRecord(version="1.1.0", before=Before(target="t-new", since=NOW, version="1.0.0"))
+    key, value = format_annotation(NodePackageState(profile="gpu", packages={"tuning": record}))
+    changed["metadata"]["annotations"][key] = value
+    nodes = [changed, node("n2", label="Complete", version="1.0.0")]
+    rolling = progress(phase="RollingBack", generation=2, rolled_back_generation=2, rolled_back=of)
+    view = rollout_view(PROFILE, rolling, nodes, {}, workflow_id="nodeprofile/gpu")
+    assert [(line.node, line.state) for line in view.nodes] == [("n1", "Pending"), ("n2", "Previous")]
+    console = Console(record=True, width=200)
+    render(view, console, NOW)
+    text = console.export_text()
+    assert "RollingBack" in text
+    assert "generation 2 (rolling back generation 2)" in text
