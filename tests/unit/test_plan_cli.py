@@ -170,32 +170,10 @@ def test_a_missing_fleet_or_profile_is_an_error(manifests: tuple[Path, Path], tm
     assert "exactly one NodeProfile" in err
 
 
-PREVIOUS = """
-apiVersion: fleetwright.io/v1alpha1
-kind: NodeProfile
-metadata: {name: gpu-host}
-spec:
-  nodeSelector: {matchLabels: {nvidia.com/gpu.present: "true"}}
-  deploymentPolicyRef: {name: gpu-careful}
-  packages:
-    - name: nvidia-driver
-      version: 550.90.7
-      image: ghcr.io/example/packages/nvidia-driver
-      interrupt: {type: reboot}
-    - name: sysctl-tuning
-      version: 1.2.0
-      image: ghcr.io/example/packages/sysctl-tuning
-      interrupt: {type: service, services: [systemd-sysctl.service]}
-      configMap:
-        sysctl.conf: "vm.max_map_count=262144\\n"
-        limits.conf: "* - nofile 1048576\\n"
-      configInterrupts:
-        - key: "sysctl*"
-          interrupt: {type: service, services: [systemd-sysctl.service]}
-    - name: crash-dump
-      version: 0.4.0
-      image: ghcr.io/example/packages/crash-dump
-"""
+# What the fixture's nodes mostly carry: the driver one version behind, the older sysctl config.
+PREVIOUS = PROFILE.replace("version: 560.35.3", "version: 550.90.7", 1).replace(
+    "vm.max_map_count=1048576\\nnet.core.rmem_max=268435456\\n", "vm.max_map_count=262144\\n"
+)
 
 
 def test_rollback_previews_the_reverse_plan_under_the_same_budget(
