@@ -277,8 +277,10 @@ class RolloutWorkflow:
         self._profile, policy = self._new_spec
         self._policy = policy or self._policy
         self._new_spec = None
-        if self._spec().target != target:
-            # New packages: the profile they replace is what a rollback of their rollout returns to.
+        if self._spec().target != target and self._state.spec.rollback is None:
+            # New packages: the profile they replace is what a rollback of their rollout returns
+            # to. After a rollback the nodes carry the profile before the rolled-back one again,
+            # so that one stays what a later rollback returns to.
             self._previous = replaced
         spec = self._spec()
         if spec.target != self._state.spec.target:

@@ -16,7 +16,7 @@ from fleetwright.worker.temporal import build_worker
 from fleetwright.workflows.payloads import RolloutInput, SpecChange
 from fleetwright.workflows.rollout import RolloutWorkflow
 from tests.workflow.fakefleet import FakeFleet
-from tests.workflow.test_rollout_workflow import SETTINGS, in_phase, progress, start, unique
+from tests.workflow.test_rollout_workflow import SETTINGS, in_phase, progress, start, unique, until_progress
 
 pytestmark = pytest.mark.workflow
 
@@ -50,12 +50,13 @@ async def test_a_failing_batch_rolls_back_exactly_the_changed_nodes_under_the_bu
         state = read_profile_state({}, name).model_copy(update={"packages": {"tuning": record}})
         key, value = format_annotation(state)
         fleet.annotations(node)[key] = value
-    # The sixth node to start 1.1.0 (the first of the second batch) fails its first stage.
+    # The sixth node to start 1.1.0 (the first of the second batch) fails its first stage; 1.2.0
+    # fails everywhere.
     order: list[str] = []
 
     def fails(request: StageRequest) -> bool:
         if request.package.version != "1.1.0":
-            return False
+            return request.package.version == "1.2.0"
         if request.node not in order:
             order.append(request.node)
         return order.index(request.node) == 5
@@ -73,21 +74,36 @@ async def test_a_failing_batch_rolls_back_exactly_the_changed_nodes_under_the_bu
         await handle.signal(RolloutWorkflow.spec_changed, SpecChange(profile=new, policy=deployment))
         await asyncio.sleep(1)
         again = await progress(handle)
+        assert len(fleet.stage_requests) == stages
+        # A new spec does; its rollback returns to 1.0.0 again (what the nodes carry after the
+        # first rollback), not to the rolled-back 1.1.0.
+        newer = examples.profile(name=name, version="1.2.0", interrupt="reboot", generation=3)
+        await handle.signal(RolloutWorkflow.spec_changed, SpecChange(profile=newer, policy=deployment))
+        second = await until_progress(
+            handle, lambda p: p.phase == "RolledBack" and p.rolled_back_generation == 3, "a second rollback"
+        )
         await handle.terminate("test done")
     assert done.rolled_back_generation == 2
     assert again.phase == "RolledBack"
-    assert len(fleet.stage_requests) == stages
-    changed = {r.node for r in fleet.stage_requests if r.package.version == "1.1.0"}
-    returned = {r.node for r in fleet.stage_requests if r.package.version == "1.0.0"}
+    assert second.blocked == 0, second.blocked_reasons
+    first = fleet.stage_requests[:stages]  # the rollout of 1.1.0 and its rollback
+    changed = {r.node for r in first if r.package.version == "1.1.0"}
+    returned = {r.node for r in first if r.package.version == "1.0.0"}
     assert len(changed) >= 6  # the canary, the first batch and the failed node at least
     assert returned == changed
     for node in changed:
-        back = [
-            r.stage.value for r in fleet.stage_requests if r.node == node and r.package.version == "1.0.0"
-        ]
+        back = [r.stage.value for r in first if r.node == node and r.package.version == "1.0.0"]
         assert back == ["apply", "config", "interrupt", "post-interrupt"], node
+    later = fleet.stage_requests[stages:]
+    (canary,) = {r.node for r in later if r.package.version == "1.2.0"}  # failed: nothing else started
+    assert [r.stage.value for r in later if r.package.version == "1.0.0"] == [
+        "apply",
+        "config",
+        "interrupt",
+        "post-interrupt",
+    ], canary
     assert fleet.max_cordoned <= CAP
     assert not fleet.cordoned()
     for node in fleet.nodes:
         record = read_profile_state(fleet.annotations(node), name).packages["tuning"]
-        assert record == PackageRecord(version="1.0.0", config=config), node
+        assert record == PackageRecord(version="1.0.0", config=config), node  # no before left
