@@ -380,7 +380,8 @@ class RolloutWorkflow:
             parent_workflow_id=workflow.info().workflow_id,
             work=start.work,
             records=report.records.get(start.node, {}),
-            desired=spec.packages,
+            # A rollback's node returns each package to its own earlier definition.
+            desired=start.work.returns_to if start.work.returns_to is not None else spec.packages,
             packages=self._stage_packages(start),
             drain=self._profile.spec.drain,
             protected_pods=self._profile.spec.pod_non_interrupt_labels,
