@@ -37,6 +37,7 @@ from fleetwright.kube.resources import list_objects
 from fleetwright.kube.stagelogs import stage_jobs
 from fleetwright.planner import convert
 from fleetwright.planner.preview import preview
+from fleetwright.planner.rollback import recorded_previous, rollback_spec
 from fleetwright.stagejob.render import PACKAGE_NAMESPACE
 from fleetwright.workflows.payloads import Progress
 from fleetwright.workflows.rollout import rollout_workflow_id
@@ -68,11 +69,17 @@ async def _eta(
         return None, "unknown: the DeploymentPolicy is missing"
     try:
         observed = observe({"kind": "NodeList", "items": nodes}, profile, "the cluster")
-        plan = preview(convert.rollout_spec(profile, policy), observed, now)
+        spec = convert.rollout_spec(profile, policy)
+        of = progress.rolled_back
+        if of is not None:
+            spec = rollback_spec(spec, of, recorded_previous(spec, observed, of))
+        plan = preview(spec, observed, now)
     except (ValueError, InvalidSpecError) as error:
         return None, f"unknown: {error}"
     if plan.eta is None:
         return None, "unknown: no node can start now"
+    if of is not None:
+        return max(plan.eta, now), "planner estimate for the nodes still to return"
     return max(plan.eta, now), "planner estimate for the remaining nodes, gates included"
 
 

@@ -49,16 +49,40 @@ def fires(state: RolloutState) -> bool:
     )
 
 
-def rollback_spec(spec: RolloutSpec, of: RollbackOf) -> RolloutSpec:
-    """The spec that returns what the rollout of ``spec`` changed (``of`` names that rollout)."""
+def rollback_spec(
+    spec: RolloutSpec, of: RollbackOf, previous: tuple[DesiredPackage, ...] | None = None
+) -> RolloutSpec:
+    """The spec that returns what the rollout of ``spec`` changed (``of`` names that rollout);
+    ``previous``, when given, instead of ``spec.previous``."""
     # Built afresh, not model_copy'd: a copy would keep the cached target of ``spec``.
     return RolloutSpec(
         profile=spec.profile,
         packages=spec.packages,
         policy=rollback_policy(spec.policy),
         durations=spec.durations,
-        previous=spec.previous,
+        previous=previous if previous is not None else spec.previous,
         rollback=of,
+    )
+
+
+def recorded_previous(
+    spec: RolloutSpec, observations: Observations, of: RollbackOf
+) -> tuple[DesiredPackage, ...]:
+    """The packages as the nodes recorded them before ``of``'s rollout (each package's first
+    recorded ``before`` with a version), with the rolled-back definitions otherwise: what a reader
+    without the replaced profile (the CLI's ETA) can plan the return with. Its durations and
+    interrupts are the rolled-back definitions'; only an estimate."""
+    found: dict[str, Before] = {}
+    for node in observations.nodes:
+        for name, record in node.packages.items():
+            before = record.before
+            if before is not None and before.version is not None and before.by(of.target, of.since):
+                found.setdefault(name, before)
+    return tuple(
+        p.model_copy(update={"version": found[p.name].version, "config": found[p.name].config})
+        if p.name in found
+        else p
+        for p in spec.packages
     )
 
 

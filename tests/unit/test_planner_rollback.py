@@ -23,7 +23,8 @@ from fleetwright.planner.policy import (
     FailurePolicy,
     RolloutPolicy,
 )
-from fleetwright.planner.rollback import UNKNOWN_BEFORE, plan_node_rollback, rollback_spec
+from fleetwright.planner.preview import preview
+from fleetwright.planner.rollback import UNKNOWN_BEFORE, plan_node_rollback, recorded_previous, rollback_spec
 from fleetwright.planner.rollout import begin, decide, retarget
 from fleetwright.planner.spec import RollbackOf, RolloutSpec
 from fleetwright.planner.stages import Stage
@@ -257,3 +258,18 @@ def test_a_rollback_that_fails_halts_and_says_so_without_rolling_back_again() ->
     assert "it was rolling back: canary failed" in halted.message
     assert halted.start == ()
     assert fleet.decide().phase is Phase.HALTED  # absorbing: no rollback of the rollback
+
+
+def test_without_the_replaced_spec_the_return_is_planned_from_the_recorded_befores() -> None:
+    changed = PackageRecord(version="1.1.0", config=OLD_CONFIG, before=before())
+    nodes = (
+        NodeObservation(name="a", packages={"tuning": changed}),
+        NodeObservation(name="b", packages={"tuning": PackageRecord(version="1.0.0", config=OLD_CONFIG)}),
+    )
+    forward = RolloutSpec(profile="p", packages=(NEW,))
+    previous = recorded_previous(forward, Observations(nodes=nodes), OF)
+    assert [(p.version, p.config, p.interrupt) for p in previous] == [("1.0.0", OLD_CONFIG, REBOOT)]
+    plan = preview(rollback_spec(forward, OF, previous), Observations(nodes=nodes), T0)
+    assert [(n.node, n.steps[0]) for n in plan.nodes] == [("a", "tuning:apply")]
+    assert plan.eta is not None
+    assert plan.blocked == ()
