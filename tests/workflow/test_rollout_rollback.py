@@ -107,3 +107,40 @@ async def test_a_failing_batch_rolls_back_exactly_the_changed_nodes_under_the_bu
     for node in fleet.nodes:
         record = read_profile_state(fleet.annotations(node), name).packages["tuning"]
         assert record == PackageRecord(version="1.0.0", config=config), node  # no before left
+
+
+async def test_a_rollback_that_fails_halts_and_says_so_without_rolling_back_again(client: Client) -> None:
+    name = unique()
+    old = examples.profile(name=name, version="1.0.0", interrupt=None, generation=1)
+    new = examples.profile(name=name, version="1.1.0", interrupt=None, generation=2)
+    deployment = examples.policy(max_unavailable=2)
+    deployment = deployment.model_copy(
+        update={
+            "spec": deployment.spec.model_validate({**deployment.spec.model_dump(by_alias=True), **policy()})
+        }
+    )
+    fleet = FakeFleet(size=5)
+    config = config_digests(old.spec.packages[0].config_map)
+    for node in fleet.nodes:
+        state = read_profile_state({}, name).model_copy(
+            update={"packages": {"tuning": PackageRecord(version="1.0.0", config=config)}}
+        )
+        key, value = format_annotation(state)
+        fleet.annotations(node)[key] = value
+    fleet.fails = lambda request: True  # 1.1.0 fails on the canary, and so does its return
+    rollout = RolloutInput(profile=new, policy=deployment, previous=old, settings=SETTINGS)
+    handle, queue = await start(client, fleet, rollout)
+    async with build_worker(client, fleet.activities(), task_queue=queue):
+        halted = await in_phase(handle, "Halted")
+        await asyncio.sleep(1)
+        after = await progress(handle)
+        await handle.terminate("test done")
+    assert halted.message.startswith("rollback halted:"), halted.message
+    assert "it was rolling back: canary failed" in halted.message
+    assert halted.rolled_back_generation == 2
+    assert after.phase == "Halted"
+    (canary,) = {r.node for r in fleet.stage_requests}
+    assert [(r.package.version, r.stage.value) for r in fleet.stage_requests] == [
+        ("1.1.0", "upgrade"),
+        ("1.0.0", "apply"),
+    ], canary
