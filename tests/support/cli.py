@@ -11,7 +11,7 @@ from typing import Any
 
 from typer.testing import CliRunner, Result
 
-import fleetwright.cli.main  # noqa: F401  (registers every command on the app)
+from fleetwright.cli import commands
 from fleetwright.cli.app import app
 from fleetwright.localcluster.temporal import LocalTemporal
 from tests.support.providers import ClusterUnderTest
@@ -33,7 +33,9 @@ class Cli:
         ]
 
     def invoke(self, *args: str, input: str | None = None) -> Result:
-        return CliRunner().invoke(app, [*self.globals(), *args], input=input)
+        argv = [*self.globals(), *args]
+        commands.load(argv)  # as the program does: the invoked command's module registers it
+        return CliRunner().invoke(app, argv, input=input)
 
     async def run(self, *args: str, input: str | None = None) -> Result:
         return await asyncio.to_thread(self.invoke, *args, input=input)
