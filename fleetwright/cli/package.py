@@ -144,18 +144,7 @@ def package_test_command(
     keep: Annotated[bool, typer.Option(help="Keep the test root and print its path.")] = False,
 ) -> None:
     """Run the agent for each --mode against a throwaway root filesystem (needs root)."""
-    if interrupt not in INTERRUPT_TYPES:
-        raise typer.BadParameter(f"--interrupt must be one of {', '.join(INTERRUPT_TYPES)}")
-    if package_key is not None and not re.fullmatch(DNS_LABEL_PATTERN, package_key):
-        raise typer.BadParameter(
-            f"must be a DNS label like a NodeProfile package name, got {package_key!r}",
-            param_hint="--package-key",
-        )
-    for stage in mode:
-        try:
-            runner.invocations(stage)
-        except ValueError as exc:
-            raise typer.BadParameter(str(exc), param_hint="--mode") from None
+    _check_test_options(mode, interrupt, package_key)
     files = _pairs(configmap or [], "--configmap")
     maps = {key: Path(path).read_text(encoding="utf-8") for key, path in files.items()}
     chosen = interrupts.Interrupt(INTERRUPT_TYPES[interrupt], tuple(service or ()))
@@ -182,6 +171,22 @@ def package_test_command(
         typer.echo(f"test root kept at {workdir}/root")
     if not all(run.ok for run in runs):
         raise typer.Exit(1)
+
+
+def _check_test_options(modes: list[str], interrupt: str, package_key: str | None) -> None:
+    """Refuse what the run would fail on, before a test root is built."""
+    if interrupt not in INTERRUPT_TYPES:
+        raise typer.BadParameter(f"--interrupt must be one of {', '.join(INTERRUPT_TYPES)}")
+    if package_key is not None and not re.fullmatch(DNS_LABEL_PATTERN, package_key):
+        raise typer.BadParameter(
+            f"must be a DNS label like a NodeProfile package name, got {package_key!r}",
+            param_hint="--package-key",
+        )
+    for stage in modes:
+        try:
+            runner.invocations(stage)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--mode") from None
 
 
 def _report(runs: list[runner.StageRun]) -> None:
