@@ -240,58 +240,64 @@ class RealNode:
         """The node's namespaces and the link to the host; before the apiserver, which sends its
         cluster traffic (kwok's included) through the link."""
         with self._lock:
-            self.layout.ready_marker.unlink(missing_ok=True)
-            holder = Supervised(
-                "real-node",
-                [
-                    "unshare",
-                    "--pid",
-                    "--fork",
-                    "--kill-child",
-                    "--mount-proc",
-                    "--mount",
-                    "--net",
-                    "--uts",
-                    "--propagation",
-                    "slave",
-                    "--",
-                    "/bin/sh",
-                    str(self.layout.path("setup.sh")),
-                ],
-                self.layout.path("logs", "namespaces.log"),
-            )
-            self.components["real-node"] = holder
-            holder.start()
-            wait_until(
-                self.layout.ready_marker.exists,
-                timeout=30,
-                what="the real node's namespaces",
-                alive=holder.check_alive,
-            )
-            assert holder.pid is not None
-            self._holder = _children(holder.pid)[0]
-            link = [
-                sys.executable,
-                "-m",
-                "fleetwright.localcluster.nodelink",
-                f"--netns=/proc/{self._holder}/ns/net",
-                f"--node-net={nodeconfig.NODE_IP}/32",
-                f"--node-net={nodeconfig.POD_CIDR}",
-                f"--egress={self.layout.egress_socket}",
-                f"--listen={nodeconfig.KUBERNETES_SERVICE_IP}:{nodeconfig.KUBERNETES_SERVICE_PORT}="
-                f"{self.apiserver_port}",
-                *(f"--listen={nodeconfig.NODE_IP}:{port}={host}" for port, host in self.options.forwards),
-            ]
-            self.components["node-link"] = Supervised(
-                "node-link", link, self.layout.path("logs", "node-link.log")
-            )
-            self.components["node-link"].start()
-            wait_until(
-                lambda: "ready" in self.components["node-link"].log_tail(5),
-                timeout=30,
-                what="the real node's link",
-                alive=self.components["node-link"].check_alive,
-            )
+            self._start_holder()
+            self._start_link()
+
+    def _start_holder(self) -> None:
+        """The process that holds the node's namespaces (``setup.sh`` inside them)."""
+        self.layout.ready_marker.unlink(missing_ok=True)
+        holder = Supervised(
+            "real-node",
+            [
+                "unshare",
+                "--pid",
+                "--fork",
+                "--kill-child",
+                "--mount-proc",
+                "--mount",
+                "--net",
+                "--uts",
+                "--propagation",
+                "slave",
+                "--",
+                "/bin/sh",
+                str(self.layout.path("setup.sh")),
+            ],
+            self.layout.path("logs", "namespaces.log"),
+        )
+        self.components["real-node"] = holder
+        holder.start()
+        wait_until(
+            self.layout.ready_marker.exists,
+            timeout=30,
+            what="the real node's namespaces",
+            alive=holder.check_alive,
+        )
+        assert holder.pid is not None
+        self._holder = _children(holder.pid)[0]
+
+    def _start_link(self) -> None:
+        link = [
+            sys.executable,
+            "-m",
+            "fleetwright.localcluster.nodelink",
+            f"--netns=/proc/{self._holder}/ns/net",
+            f"--node-net={nodeconfig.NODE_IP}/32",
+            f"--node-net={nodeconfig.POD_CIDR}",
+            f"--egress={self.layout.egress_socket}",
+            f"--listen={nodeconfig.KUBERNETES_SERVICE_IP}:{nodeconfig.KUBERNETES_SERVICE_PORT}="
+            f"{self.apiserver_port}",
+            *(f"--listen={nodeconfig.NODE_IP}:{port}={host}" for port, host in self.options.forwards),
+        ]
+        process = Supervised("node-link", link, self.layout.path("logs", "node-link.log"))
+        self.components["node-link"] = process
+        process.start()
+        wait_until(
+            lambda: "ready" in process.log_tail(5),
+            timeout=30,
+            what="the real node's link",
+            alive=process.check_alive,
+        )
 
     def _in_node(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> Supervised:
         assert self._holder is not None
@@ -305,53 +311,57 @@ class RealNode:
         """containerd (with the images), the node's cgroup root, the kubelet; wait until Ready."""
         with self._lock:
             path = f"{self.layout.bin_dir}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-            containerd = self._in_node(
-                "containerd",
-                [
-                    str(control_plane_binary("containerd")),
-                    f"--config={self.layout.path('containerd.toml')}",
-                    "--log-level=warn",
-                ],
-                env={"PATH": path, "HOME": str(self.layout.scratch)},
-            )
-            wait_until(
-                lambda: self._ctr("version", check=False).returncode == 0,
-                timeout=60,
-                what="containerd",
-                alive=containerd.check_alive,
-                interval=0.5,
-            )
+            self._start_containerd(path)
             if self.boots == 0:
                 self._import_images()
             self._make_cgroup_root()
-            kubelet = self._in_node(
-                "kubelet",
-                [
-                    str(control_plane_binary("kubelet")),
-                    f"--config={self.layout.path('kubelet.yaml')}",
-                    f"--kubeconfig={self.layout.path('kubelet.kubeconfig')}",
-                    f"--root-dir={self.layout.kubelet_dir}",
-                    f"--cert-dir={self.layout.kubelet_dir / 'pki'}",
-                    f"--hostname-override={self.options.name}",
-                    f"--node-ip={nodeconfig.NODE_IP}",
-                    *(
-                        [f"--node-labels={','.join(f'{k}={v}' for k, v in self.options.labels)}"]
-                        if self.options.labels
-                        else []
-                    ),
-                    "--v=1",
-                ],
-                env={"PATH": path},
-            )
-            self.boots += 1
-            wait_until(
-                self.ready,
-                timeout=self.options.ready_timeout,
-                what=f"node {self.options.name} to become Ready",
-                alive=kubelet.check_alive,
-                interval=1.0,
-            )
+            self._start_kubelet(path)
             self._reboots_seen = len(self.reboot_requests())
+
+    def _start_containerd(self, path: str) -> None:
+        containerd = self._in_node(
+            "containerd",
+            [
+                str(control_plane_binary("containerd")),
+                f"--config={self.layout.path('containerd.toml')}",
+                "--log-level=warn",
+            ],
+            env={"PATH": path, "HOME": str(self.layout.scratch)},
+        )
+        wait_until(
+            lambda: self._ctr("version", check=False).returncode == 0,
+            timeout=60,
+            what="containerd",
+            alive=containerd.check_alive,
+            interval=0.5,
+        )
+
+    def _start_kubelet(self, path: str) -> None:
+        """The kubelet, counted as a boot; returns once the node is Ready."""
+        labels = ",".join(f"{k}={v}" for k, v in self.options.labels)
+        kubelet = self._in_node(
+            "kubelet",
+            [
+                str(control_plane_binary("kubelet")),
+                f"--config={self.layout.path('kubelet.yaml')}",
+                f"--kubeconfig={self.layout.path('kubelet.kubeconfig')}",
+                f"--root-dir={self.layout.kubelet_dir}",
+                f"--cert-dir={self.layout.kubelet_dir / 'pki'}",
+                f"--hostname-override={self.options.name}",
+                f"--node-ip={nodeconfig.NODE_IP}",
+                *([f"--node-labels={labels}"] if labels else []),
+                "--v=1",
+            ],
+            env={"PATH": path},
+        )
+        self.boots += 1
+        wait_until(
+            self.ready,
+            timeout=self.options.ready_timeout,
+            what=f"node {self.options.name} to become Ready",
+            alive=kubelet.check_alive,
+            interval=1.0,
+        )
 
     def _ctr(self, *args: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess[str]:
         argv = [str(control_plane_binary("ctr")), f"--address={self.layout.containerd_socket}", *args]
