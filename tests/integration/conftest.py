@@ -19,7 +19,7 @@ from fleetwright.worker.settings import WorkerSettings
 from fleetwright.worker.temporal import build_worker
 from fleetwright.workflows.payloads import EngineSettings
 from fleetwright.workflows.rollout import rollout_workflow_id
-from tests.support.chartrbac import Installed
+from tests.support.chartrbac import RULE_IDS, RULES, Installed, RuleCase
 from tests.support.engine import label_nodes, unique
 from tests.support.providers import ClusterUnderTest
 from tests.support.stack import GROUP_LABEL, Rollout, RunningController, engine_settings, install_crds
@@ -51,6 +51,13 @@ def probe_node(installed: Installed) -> str:
     modules that install the chart as ``installed``."""
     (node,) = installed.cluster.add_nodes(1)
     return node
+
+
+@pytest.fixture(params=RULES, ids=RULE_IDS)
+def rule_case(request: pytest.FixtureRequest) -> RuleCase:
+    """Each rule the chart grants, for a test that shows it needed (``assert_rule_is_needed``)."""
+    case: RuleCase = request.param
+    return case
 
 
 @pytest.fixture

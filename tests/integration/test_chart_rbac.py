@@ -23,7 +23,6 @@ from fleetwright.worker.main import run_worker
 from fleetwright.worker.settings import WorkerSettings
 from tests.support.chartrbac import (
     PACKAGES,
-    RULE_IDS,
     RULES,
     Installed,
     RuleCase,
@@ -158,11 +157,10 @@ def test_every_rule_the_chart_grants_is_covered(installed: Installed) -> None:
     assert granted == {(kind, role, index) for kind, role, index, _, _ in RULES}
 
 
-@pytest.mark.parametrize("case", RULES, ids=RULE_IDS)
 def test_removing_a_rule_makes_its_operation_forbidden(
-    installed: Installed, probe_node: str, case: RuleCase
+    installed: Installed, probe_node: str, rule_case: RuleCase
 ) -> None:
-    assert_rule_is_needed(installed, probe_node, case)
+    assert_rule_is_needed(installed, probe_node, rule_case)
 
 
 def test_the_operators_own_accounts_cannot_change_a_profile_spec(

@@ -23,8 +23,6 @@ from fleetwright.packagetest.hostroot import HostRoot
 from tests.support.chartrbac import (
     CHART,
     PACKAGES,
-    RULE_IDS,
-    RULES,
     Installed,
     RuleCase,
     assert_rule_is_needed,
@@ -151,11 +149,10 @@ def test_the_chart_runs_on_the_real_node_admits_through_its_webhook_and_complete
         delete_rollout(cluster, name)
 
 
-@pytest.mark.parametrize("case", RULES, ids=RULE_IDS)
 def test_every_rule_is_needed_by_the_tokens_the_kubelet_mounted(
-    installed: InCluster, probe_node: str, case: RuleCase
+    installed: InCluster, probe_node: str, rule_case: RuleCase
 ) -> None:
-    assert_rule_is_needed(installed, probe_node, case)
+    assert_rule_is_needed(installed, probe_node, rule_case)
 
 
 def test_helm_uninstall_leaves_nothing(
