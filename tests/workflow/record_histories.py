@@ -16,6 +16,8 @@ from temporalio.testing import WorkflowEnvironment
 
 from fleetwright.binaries import wheel_binary
 from fleetwright.localcluster import examples
+from fleetwright.planner.nodestate import NodePackageState, PackageRecord, format_annotation
+from fleetwright.planner.packages import config_digests
 from fleetwright.worker.process import run_and_exit
 from fleetwright.worker.temporal import build_worker
 from fleetwright.workflows.node import node_workflow_id
@@ -70,7 +72,39 @@ async def record() -> None:
         await _save(handle, "rollout-canary-gate-approve-abort")
         node = fleet.started_nodes()[0]
         await _save(client.get_workflow_handle(node_workflow_id("replay", node)), "node-reboot-complete")
+    await _record_rollback(client)
     await env.shutdown()
+
+
+async def _record_rollback(client: Client) -> None:
+    """1.0.0 -> 1.1.0 on three nodes whose canary fails: the rollout rolls it back, then is aborted."""
+    fleet = FakeFleet(size=3)
+    old = examples.profile(name="replay", version="1.0.0", generation=1)
+    config = config_digests(old.spec.packages[0].config_map)
+    for node in fleet.nodes:
+        state = NodePackageState(
+            profile="replay", packages={"tuning": PackageRecord(version="1.0.0", config=config)}
+        )
+        key, value = format_annotation(state)
+        fleet.annotations(node)[key] = value
+    fleet.fails = lambda request: request.package.version == "1.1.0"
+    policy = examples.policy(max_unavailable=2)
+    failure = policy.spec.failure.model_copy(update={"action": "rollback"})
+    rollout = RolloutInput(
+        profile=examples.profile(name="replay", version="1.1.0", generation=2),
+        policy=policy.model_copy(update={"spec": policy.spec.model_copy(update={"failure": failure})}),
+        previous=old,
+        settings=EngineSettings(search_attributes=False),
+    )
+    async with build_worker(client, fleet.activities(), task_queue="replay-rollback"):
+        handle = await client.start_workflow(
+            RolloutWorkflow.run, rollout, id="nodeprofile/replay", task_queue="replay-rollback"
+        )
+        await until(lambda: any(r.package.version == "1.0.0" for r in fleet.stage_requests))
+        await until(lambda: "Complete" in fleet.statuses.values())
+        await handle.signal(RolloutWorkflow.abort)
+        await handle.result()
+        await _save(handle, "rollout-rollback-abort")
 
 
 def main() -> None:

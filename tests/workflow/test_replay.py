@@ -20,7 +20,7 @@ HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
 
 def test_histories_are_committed() -> None:
     names = {path.stem for path in HISTORIES}
-    assert {"rollout-canary-gate-approve-abort", "node-reboot-complete"} <= names
+    assert {"rollout-canary-gate-approve-abort", "node-reboot-complete", "rollout-rollback-abort"} <= names
 
 
 @pytest.mark.parametrize("path", HISTORIES, ids=[p.stem for p in HISTORIES])
