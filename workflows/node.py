@@ -192,6 +192,7 @@ class NodeWorkflow:
             node=self._input.node,
             rollout_workflow_id=self._input.parent_workflow_id,
             drain=self._input.drain,
+            package_namespace=self._input.settings.package_namespace,
             poll_seconds=self._input.settings.drain_poll_seconds,
         )
         await self._wait(NodeActivities.drain, drain, self._input.drain.timeout_seconds or 7 * 24 * 3600)
@@ -238,6 +239,7 @@ class NodeWorkflow:
             stage=step.stage,
             interrupt=step.interrupt,
             agent_image=settings.agent_image,
+            namespace=settings.package_namespace,
             host_root=settings.host_root,
             node_order=self._input.node_order,
             tolerations=self._input.tolerations,
