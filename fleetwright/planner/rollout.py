@@ -145,8 +145,8 @@ def _halted(state: RolloutState) -> str:
     assert state.halt is not None
     of = state.spec.rollback
     if of is None:
-        return f"halted: {state.halt.reason}"
-    return f"rollback halted: {state.halt.reason} (it was rolling back: {of.reason})"
+        return state.halt.reason
+    return f"the rollback failed: {state.halt.reason} (it was rolling back: {of.reason})"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -622,9 +622,9 @@ class _Engine:
         if done and not state.running and not state.running_for_earlier_target:
             # The same count as every status shows: targeted nodes that carry the target.
             carrying = len(self.view.nodes) - len(self.view.prepared.needing)
-            message = f"complete: {carrying}/{len(self.view.nodes)} nodes updated"
+            message = f"{carrying}/{len(self.view.nodes)} nodes updated"
             if of is not None:
-                message = f"rolled back: {len(state.updated)} node(s) returned ({of.reason})"
+                message = f"{len(state.updated)} node(s) returned ({of.reason})"
             if state.failed or self.blocked:
                 message += f", {len(state.failed)} failed, {len(self.blocked)} left out (see blocked)"
             return self.decision(state, Phase.ROLLED_BACK if of is not None else Phase.COMPLETE, message)
@@ -637,7 +637,7 @@ class _Engine:
         message = "; ".join(self.notes) or self._held_message()
         if of is not None:
             # Whatever holds a rollback, it is rolling back: the message says what holds it.
-            return self.decision(state, Phase.ROLLING_BACK, f"rolling back ({of.reason}): {message}")
+            return self.decision(state, Phase.ROLLING_BACK, f"{message} — because {of.reason}")
         return self.decision(state, phase, message)
 
     def _held_message(self) -> str:

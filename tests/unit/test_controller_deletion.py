@@ -104,7 +104,7 @@ def test_a_deletion_not_yet_picked_up_is_pending() -> None:
 def test_a_halted_uninstall_is_deletion_blocked_naming_nodes_and_the_stage() -> None:
     p = progress(
         "Halted",
-        message="halted: n1 failed",
+        message="n1 failed",
         failed=1,
         failed_nodes=("n1",),
     )

@@ -180,7 +180,7 @@ def test_a_newly_adopted_generation_is_an_event() -> None:
 
 
 def test_complete_with_targeted_nodes_left_over_is_not_ready() -> None:
-    s = status(progress("Complete", updated=3, message="complete: 3 node(s) updated"))
+    s = status(progress("Complete", updated=3, message="3/3 nodes updated"))
     assert s.phase == "Degraded"
     assert s.progress == "3/4"
     assert conditions(s)["Ready"] == ("False", "NodesNotUpdated")

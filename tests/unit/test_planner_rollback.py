@@ -234,7 +234,7 @@ def test_a_failing_batch_rolls_back_exactly_the_nodes_the_rollout_changed_under_
     for node, records in fleet.records.items():
         assert records["tuning"] == PackageRecord(version="1.0.0", config=OLD_CONFIG), node
     assert done.start == ()
-    assert f"rolled back: {len(changed)} node(s) returned" in done.message
+    assert f"{len(changed)} node(s) returned" in done.message
     # Re-applying the spec it rolled back (or a policy edit of it) does not start it again.
     again = retarget(fleet.state, fleet.spec, fleet.now)
     fleet.state = again
@@ -254,7 +254,7 @@ def test_a_rollback_that_fails_halts_and_says_so_without_rolling_back_again() ->
     fleet.finish(canary)  # the return fails too
     halted = fleet.decide()
     assert halted.phase is Phase.HALTED
-    assert halted.message.startswith("rollback halted:")
+    assert halted.message.startswith("the rollback failed:")
     assert "it was rolling back: canary failed" in halted.message
     assert halted.start == ()
     assert fleet.decide().phase is Phase.HALTED  # absorbing: no rollback of the rollback

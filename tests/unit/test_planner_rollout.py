@@ -270,7 +270,7 @@ def test_the_complete_message_counts_the_nodes_that_carry_the_target() -> None:
     assert decision.phase is Phase.COMPLETE
     # This pass updated one node; the status shows 2/2, and so does the message.
     assert len(decision.state.updated) == 1
-    assert decision.message == "complete: 2/2 nodes updated"
+    assert decision.message == "2/2 nodes updated"
 
 
 def test_a_foreign_cordon_is_worked_under_at_no_extra_cost() -> None:

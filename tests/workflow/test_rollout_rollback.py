@@ -135,7 +135,7 @@ async def test_a_rollback_that_fails_halts_and_says_so_without_rolling_back_agai
         await asyncio.sleep(1)
         after = await progress(handle)
         await handle.terminate("test done")
-    assert halted.message.startswith("rollback halted:"), halted.message
+    assert halted.message.startswith("the rollback failed:"), halted.message
     assert "it was rolling back: canary failed" in halted.message
     assert halted.rolled_back_generation == 2
     assert after.phase == "Halted"
