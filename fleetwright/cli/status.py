@@ -21,7 +21,7 @@ from fleetwright.api.nodeprofile import NodeProfile
 from fleetwright.cli import reading
 from fleetwright.cli.app import app
 from fleetwright.cli.plan import observe
-from fleetwright.cli.session import Output, OutputOpt, Session, check_output, emit
+from fleetwright.cli.session import NamespaceOpt, Output, OutputOpt, Session, check_output, emit
 from fleetwright.cli.statusview import (
     TERMINAL_PHASES,
     RolloutView,
@@ -43,10 +43,12 @@ from fleetwright.workflows.payloads import Progress
 from fleetwright.workflows.rollout import rollout_workflow_id
 
 
-async def read_view(session: Session, name: str, now: datetime) -> RolloutView:
+async def read_view(
+    session: Session, name: str, now: datetime, namespace: str = PACKAGE_NAMESPACE
+) -> RolloutView:
     profile = reading.parse_profile(await reading.profile_object(session, name))
     nodes = await reading.targeted_nodes(session, profile)
-    jobs = await asyncio.to_thread(stage_jobs, session.api, PACKAGE_NAMESPACE, name)
+    jobs = await asyncio.to_thread(stage_jobs, session.api, namespace, name)
     running = {j.node: f"{j.stage} {j.package}" for j in jobs if j.finished is None and j.active}
     workflow_id = rollout_workflow_id(name)
     progress = await reading.progress_of(await reading.describe(await session.temporal(), workflow_id))
@@ -93,11 +95,13 @@ def _no_eta(progress: Progress | None) -> str:
 def status_command(
     ctx: typer.Context,
     profile: Annotated[str | None, typer.Argument(help="A NodeProfile; all profiles when omitted.")] = None,
+    *,
     output: OutputOpt = "table",
     watch: Annotated[
         bool, typer.Option("--watch", "-w", help="Refresh until the rollout completes, halts or is aborted.")
     ] = False,
     interval: Annotated[float, typer.Option("--interval", min=0.2, help="Seconds between refreshes.")] = 2.0,
+    namespace: NamespaceOpt = PACKAGE_NAMESPACE,
 ) -> None:
     """A rollout as a live tree: step, batch, per-node stage, blocked reasons, failures, ETA."""
     session = Session.of(ctx)
@@ -109,29 +113,29 @@ def status_command(
         return
     name = profile
     if not watch:
-        view, now = _snapshot(session, name)
+        view, now = _snapshot(session, name, namespace)
         emit(view, fmt, lambda console: render(view, console, now))
         return
-    _watch(session, name, fmt, interval)
+    _watch(session, name, fmt, interval, namespace)
 
 
-def _snapshot(session: Session, name: str) -> tuple[RolloutView, datetime]:
+def _snapshot(session: Session, name: str, namespace: str) -> tuple[RolloutView, datetime]:
     now = datetime.now(UTC)  # the CLI may read the clock; the view never does
-    return session.run(lambda: read_view(session, name, now)), now
+    return session.run(lambda: read_view(session, name, now, namespace)), now
 
 
-def _watch(session: Session, name: str, fmt: Output, interval: float) -> None:
+def _watch(session: Session, name: str, fmt: Output, interval: float, namespace: str) -> None:
     console = human_console()
     if fmt is not Output.TABLE:
         while True:
-            view, _ = _snapshot(session, name)
+            view, _ = _snapshot(session, name, namespace)
             emit(view, fmt, lambda _: None)
             if view.phase in TERMINAL_PHASES:
                 return
             time.sleep(interval)
     with refreshing(console) as show:
         while True:
-            view, now = _snapshot(session, name)
+            view, now = _snapshot(session, name, namespace)
             show(tree(view, now))
             if view.phase in TERMINAL_PHASES:
                 return
