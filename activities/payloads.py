@@ -61,21 +61,12 @@ class CordonReport(Frozen):
     """Someone else had cordoned it: we work under that cordon and never lift it."""
 
 
-class WaitTarget(NodeTarget):
-    """A node whose activity may wait on something a human may have to clear (a PDB, protected
-    pods, an image that does not pull)."""
-
-    rollout_workflow_id: str = ""
-    """The rollout to tell as soon as such a wait starts or stops holding the node, so it shows it
-    at once instead of at its next observe interval; empty: nobody to tell."""
-
-
-class ProtectedPodsRequest(WaitTarget):
+class ProtectedPodsRequest(NodeTarget):
     selector: LabelSelector
     timeout_seconds: int
 
 
-class DrainRequest(WaitTarget):
+class DrainRequest(NodeTarget):
     drain: DrainSpec
     package_namespace: str = PACKAGE_NAMESPACE
     poll_seconds: float = Field(default=5.0, gt=0)
@@ -91,7 +82,7 @@ class DrainReport(Frozen):
     """How long PodDisruptionBudgets held the drain."""
 
 
-class StageRequest(StageJob, WaitTarget):
+class StageRequest(StageJob, NodeTarget):
     """The run-stage activity's request: the stage Job, and what the activity does around it."""
 
     image_pull_timeout_seconds: int = Field(default=300, ge=1)
@@ -159,9 +150,6 @@ class DecideRequest(Frozen):
     release_claims: tuple[str, ...] = ()
     """Nodes an earlier decision claimed but the workflow did not start (a pause or abort arrived
     while deciding): this profile's start claim is dropped before observing."""
-    ended: tuple[NodeResult, ...] = ()
-    """Failed results of node workflows that ended without finishing (terminated, timed out): each
-    node is shown failed with the result's message, which drops this profile's start claim."""
 
 
 class DecideReport(Frozen):
@@ -219,27 +207,6 @@ class StartNodesRequest(Frozen):
     starts: tuple[WorkflowStart, ...]
 
 
-class EndedNodesRequest(Frozen):
-    """The node workflows a rollout still waits on: node -> workflow id."""
-
-    workflows: dict[str, str]
-    target: str
-    """The rollout target they work towards (the target of a result made up for one)."""
-
-
-class EndedNodes(Frozen):
-    finished: tuple[NodeResult, ...] = ()
-    """Results of node workflows that completed (their report to the rollout was lost)."""
-    unfinished: tuple[NodeResult, ...] = ()
-    """Failures made up for node workflows that ended otherwise (terminated, timed out, cancelled,
-    not found): nothing showed their end on the node."""
-
-
-NODES_CHANGED_SIGNAL = "nodes_changed"
-"""The rollout workflow's signal to re-observe its nodes now (the controller's on Node events, a
-held wait's as it starts or stops)."""
-
-
 class NAMES:
     """Registered activity names (explicit strings, stable across refactors)."""
 
@@ -252,6 +219,5 @@ class NAMES:
     SET_NODE_STATUS = "fleetwright.node.set-status"
     OBSERVE_AND_DECIDE = "fleetwright.rollout.observe-and-decide"
     START_NODES = "fleetwright.rollout.start-nodes"
-    ENDED_NODES = "fleetwright.rollout.ended-nodes"
     CLEAN_UP = "fleetwright.node.clean-up"
     RELEASE_RUNTIME_TAINT = "fleetwright.node.release-runtime-taint"

@@ -1,5 +1,4 @@
-"""Starting the node workflows a rollout decision names, and finding those that ended without
-reporting, through the worker's Temporal client.
+"""Starting the node workflows a rollout decision names, through the worker's Temporal client.
 
 One activity per decision instead of a child workflow start per node: every child start cost the
 rollout workflow two history events and a workflow task, and the server applies them one at a time
@@ -10,10 +9,6 @@ report to the rollout by signal, as they did as abandoned children.
 Idempotent: a workflow already running under an id is left as it is (``USE_EXISTING``), and a
 retried attempt also leaves alone a run started since the decision (an earlier attempt's, even one
 that has finished since). It must not decide what starts; the planner did.
-
-A node workflow terminated, timed out or cancelled (a human in the Temporal UI, a reset gone wrong)
-never reports: without ``ended_nodes`` its rollout would wait for it forever and its start claim
-would hold every other profile's budget. A completed one whose report was lost is read back.
 """
 
 from __future__ import annotations
@@ -23,20 +18,12 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from temporalio import activity
-from temporalio.client import Client, Interceptor, WorkflowExecutionStatus
+from temporalio.client import Client, Interceptor
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
 from fleetwright.activities.errors import temporal_errors
-from fleetwright.activities.payloads import (
-    NAMES,
-    EndedNodes,
-    EndedNodesRequest,
-    NodeResult,
-    StartNodesRequest,
-    WorkflowStart,
-)
-from fleetwright.planner.observations import RunStatus
+from fleetwright.activities.payloads import NAMES, StartNodesRequest, WorkflowStart
 
 # Start requests in flight at once: enough to keep the server busy, few enough that one decision
 # does not crowd out every other client call of the worker.
@@ -77,26 +64,6 @@ class NodeStarter:
 
         return sum(await asyncio.gather(*map(start, request.starts)))
 
-    @activity.defn(name=NAMES.ENDED_NODES)
-    @temporal_errors
-    async def ended_nodes(self, request: EndedNodesRequest) -> EndedNodes:
-        """The node workflows in ``request`` that are no longer running: a completed one's own
-        result, a failure naming how any other one ended. Running ones are left out."""
-        client = self._on(activity.client())
-        slots = asyncio.Semaphore(CONCURRENT_STARTS)
-
-        async def ended(node: str, workflow_id: str) -> tuple[NodeResult | None, bool]:
-            async with slots:
-                found = await _ended(client, node, workflow_id, request.target)
-                activity.heartbeat()
-                return found
-
-        found = await asyncio.gather(*(ended(n, w) for n, w in sorted(request.workflows.items())))
-        return EndedNodes(
-            finished=tuple(r for r, finished in found if r is not None and finished),
-            unfinished=tuple(r for r, finished in found if r is not None and not finished),
-        )
-
     def _on(self, worker_client: Client) -> Client:
         if not self._interceptors:
             return worker_client
@@ -116,29 +83,3 @@ async def _started_since(client: Client, workflow_id: str, since: datetime) -> b
             return False
         raise
     return described.start_time >= since
-
-
-async def _ended(client: Client, node: str, workflow_id: str, target: str) -> tuple[NodeResult | None, bool]:
-    """The node workflow's result and True if it completed, a made-up failure and False if it
-    ended otherwise, (None, True) while it runs."""
-    handle = client.get_workflow_handle(workflow_id, result_type=NodeResult)
-    try:
-        described = await handle.describe()
-    except RPCError as error:
-        if error.status is not RPCStatusCode.NOT_FOUND:
-            raise
-        return _failed(node, target, f"node workflow {workflow_id} not found"), False
-    status = described.status
-    # A node workflow never continues as new: the latest run is the one to wait on.
-    if status in (None, WorkflowExecutionStatus.RUNNING, WorkflowExecutionStatus.CONTINUED_AS_NEW):
-        return None, True
-    if status is WorkflowExecutionStatus.COMPLETED:
-        result: NodeResult = await handle.result(follow_runs=False)
-        return result, True
-    how = status.name.lower().replace("_", " ")
-    return _failed(node, target, f"node workflow {workflow_id} {how}"), False
-
-
-def _failed(node: str, target: str, why: str) -> NodeResult:
-    message = f"{why} before it finished (retry-node to run the node again)"
-    return NodeResult(node=node, target=target, status=RunStatus.FAILED, message=message)

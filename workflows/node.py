@@ -4,8 +4,7 @@ cordon (only when an interrupt disrupts workloads) -> wait for protected pods ->
 stage as a Job with its check -> interrupts (reboot confirmed by a new boot id) -> record the
 package state after every stage -> uncordon what we cordoned -> release the runtime-required
 taint (runtime-required profiles; it stays while another such profile is incomplete here) ->
-report to the parent. A node worked on under someone else's cordon is cordoned as ours (and
-drained again) if they lift theirs before its next stage.
+report to the parent.
 
 The first status (InProgress) rides on the first activity and Complete on the last one, each
 stage's activity records the package state once the stage passed, and a reboot's boot id read and
@@ -78,7 +77,6 @@ class NodeWorkflow:
     def __init__(self) -> None:
         self._abort = False
         self._stage = "starting"
-        self._cordon: CordonReport | None = None
 
     @workflow.signal(name="abort")
     def abort(self) -> None:
@@ -116,19 +114,16 @@ class NodeWorkflow:
         if not (work.needs_drain or work.steps):
             await self._status(updating)
             first = None
+        cordon: CordonReport | None = None
         try:
             if work.needs_drain:
-                await self._prepare_disruption(first)
+                cordon = await self._prepare_disruption(first)
                 first = None
-            await self._run_steps(first)
+            await self._run_steps(first, ours=cordon is not None and cordon.ours)
         except NodeFailedError as failure:
-            return await self._finish_failed(str(failure))
-        await self._finish(ours=self._ours())
+            return await self._finish_failed(str(failure), cordon)
+        await self._finish(ours=cordon is not None and cordon.ours)
         return await self._report(RunStatus.SUCCEEDED, "complete")
-
-    def _ours(self) -> bool:
-        """The node is cordoned through our cordon (we lift it at the end)."""
-        return self._cordon is not None and self._cordon.ours
 
     def _announce(self) -> None:
         if self._input.settings.search_attributes:
@@ -154,34 +149,16 @@ class NodeWorkflow:
         return StatusNote(phase=NodePhase.COMPLETE, reason=NodeReason.COMPLETE, message=self._summary())
 
     # ----- steps ----------------------------------------------------------------------------
-    async def _prepare_disruption(self, first: StatusNote | None) -> None:
+    async def _prepare_disruption(self, first: StatusNote | None) -> CordonReport:
         self._stage = "cordon"
         request = CordonRequest(profile=self._input.profile, node=self._input.node, show_before=first)
-        self._cordon = await self._call(NodeActivities.cordon, request)
-        await self._clear_workloads()
-
-    async def _keep_cordoned(self) -> None:
-        """Under someone else's cordon, before each further stage: if they lifted it meanwhile, the
-        node is cordoned again, as ours (so we lift it when done), and drained again (pods may have
-        landed on it since). A node this rollout disrupts stays cordoned until its workflow ends."""
-        if self._cordon is None or self._cordon.ours:
-            return
-        self._stage = "re-cordon"
-        request = CordonRequest(profile=self._input.profile, node=self._input.node)
-        self._cordon = await self._call(NodeActivities.cordon, request)
-        if self._cordon.ours:
-            workflow.logger.info("%s: its other cordon was lifted mid-update; cordoned it", self._input.node)
-            await self._clear_workloads()
-
-    async def _clear_workloads(self) -> None:
-        """Wait for protected pods, then drain."""
+        cordon = await self._call(NodeActivities.cordon, request)
         selector = self._input.protected_pods
         if selector is not None and (selector.match_labels or selector.match_expressions):
             self._stage = "wait-protected-pods"
             protected = ProtectedPodsRequest(
                 profile=self._input.profile,
                 node=self._input.node,
-                rollout_workflow_id=self._input.parent_workflow_id,
                 selector=selector,
                 timeout_seconds=self._input.settings.protected_pods_timeout_seconds,
             )
@@ -190,21 +167,18 @@ class NodeWorkflow:
         drain = DrainRequest(
             profile=self._input.profile,
             node=self._input.node,
-            rollout_workflow_id=self._input.parent_workflow_id,
             drain=self._input.drain,
-            package_namespace=self._input.settings.package_namespace,
             poll_seconds=self._input.settings.drain_poll_seconds,
         )
         await self._wait(NodeActivities.drain, drain, self._input.drain.timeout_seconds or 7 * 24 * 3600)
+        return cordon
 
-    async def _run_steps(self, first: StatusNote | None) -> None:
+    async def _run_steps(self, first: StatusNote | None, *, ours: bool) -> None:
         steps = self._input.work.steps
         for index, step in enumerate(steps):
             if self._abort:
                 raise NodeFailedError("aborted before " + step.stage.value)
-            if index:
-                await self._keep_cordoned()
-            last = self._last_activity_shows_complete() and not self._ours() and index == len(steps) - 1
+            last = self._last_activity_shows_complete() and not ours and index == len(steps) - 1
             await self._run_step(step, first, self._completed() if last else None)
             first = None
 
@@ -232,14 +206,12 @@ class NodeWorkflow:
         return StageRequest(
             profile=self._input.profile,
             node=self._input.node,
-            rollout_workflow_id=self._input.parent_workflow_id,
             profile_uid=self._input.profile_uid,
             generation=self._input.generation,
             package=self._packages[step.packages[0]],
             stage=step.stage,
             interrupt=step.interrupt,
             agent_image=settings.agent_image,
-            namespace=settings.package_namespace,
             host_root=settings.host_root,
             node_order=self._input.node_order,
             tolerations=self._input.tolerations,
@@ -281,10 +253,10 @@ class NodeWorkflow:
         else:
             await self._status(self._completed())
 
-    async def _finish_failed(self, message: str) -> NodeResult:
+    async def _finish_failed(self, message: str, cordon: CordonReport | None) -> NodeResult:
         if self._abort:
             # An abort stops between stages and hands the node back to its workloads.
-            if self._ours():
+            if cordon is not None and cordon.ours:
                 request = UncordonRequest(profile=self._input.profile, node=self._input.node)
                 await self._call(NodeActivities.uncordon, request)
             await self._status(

@@ -28,13 +28,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from fleetwright.activities.node import NodeActivities
-    from fleetwright.activities.payloads import (
-        NODES_CHANGED_SIGNAL,
-        CleanupRequest,
-        EndedNodesRequest,
-        StartNodesRequest,
-        WorkflowStart,
-    )
+    from fleetwright.activities.payloads import CleanupRequest, StartNodesRequest, WorkflowStart
     from fleetwright.activities.rollout import RolloutActivities
     from fleetwright.activities.starts import NodeStarter
     from fleetwright.api.deploymentpolicy import DeploymentPolicy
@@ -95,10 +89,6 @@ class RolloutWorkflow:
         self._fresh_pass = False
         self._held: tuple[BlockedNode, ...] = ()
         self._unregistered: tuple[str, ...] = ()
-        # When the running nodes' workflows were last looked up, and the failures made up for
-        # those found ended without finishing (their nodes are shown failed on the next turn).
-        self._ended_checked_at: datetime | None = None
-        self._ended: list[NodeResult] = []
 
     # ----- signals, updates, queries --------------------------------------------------------
     @workflow.signal(name=NODE_FINISHED_SIGNAL)
@@ -134,7 +124,7 @@ class RolloutWorkflow:
         self._controls = self._controls.model_copy(update={"deleting": True, "aborted": False})
         self._decide_now = True
 
-    @workflow.signal(name=NODES_CHANGED_SIGNAL)
+    @workflow.signal(name="nodes_changed")
     def nodes_changed(self) -> None:
         self._decide_now = True
 
@@ -205,10 +195,8 @@ class RolloutWorkflow:
         self._controls = rollout.controls
         self._results = list(rollout.results)
         self._state = rollout.state or begin(self._spec(), workflow.now())
-        self._ended_checked_at = workflow.now()
         while True:
             self._apply_spec_change()
-            await self._collect_ended()
             report = await self._observe_and_decide()
             decision = report.decision
             self._held = report.held
@@ -286,13 +274,7 @@ class RolloutWorkflow:
         if self._new_spec is None or self._state is None:
             return
         replaced, target = self._profile, self._spec().target
-        profile, policy = self._new_spec
-        if (profile.metadata.generation or 0) != (self._profile.metadata.generation or 0):
-            # An abort stops the profile's rollout until its spec changes (or a human resumes):
-            # a new generation is a rollout of its own, an edit of the policy alone is not.
-            self._controls = self._controls.model_copy(update={"aborted": False})
-            self._abort_sent = set()  # a later abort reaches the nodes this rollout starts anew
-        self._profile = profile
+        self._profile, policy = self._new_spec
         self._policy = policy or self._policy
         self._new_spec = None
         if self._spec().target != target and self._state.spec.rollback is None:
@@ -305,42 +287,9 @@ class RolloutWorkflow:
             self._controls = self._controls.model_copy(update={"approvals": (), "skipped": ()})
         self._state = retarget(self._state, spec, workflow.now())
 
-    async def _collect_ended(self) -> None:
-        """Node workflows that ended without reporting (terminated or timed out in Temporal, or
-        whose report was lost) are looked up once per observe interval while nodes run, and their
-        results folded in as reports: the rollout never waits for them forever, and a node whose
-        workflow did not finish is shown failed, which drops its start claim."""
-        assert self._state is not None
-        assert self._ended_checked_at is not None
-        now = workflow.now()
-        if now - self._ended_checked_at < timedelta(seconds=self._settings.observe_interval_seconds):
-            return
-        self._ended_checked_at = now
-        reported = {r.node for r in self._results}
-        profile = self._state.spec.profile
-        waiting = {
-            run.node: node_workflow_id(profile, run.node)
-            for run in self._state.running
-            if run.node not in reported
-        }
-        if not waiting:
-            return
-        ended = await workflow.execute_activity_method(
-            NodeStarter.ended_nodes,
-            EndedNodesRequest(workflows=waiting, target=self._state.spec.target),
-            start_to_close_timeout=START_NODES_TIMEOUT,
-            heartbeat_timeout=retry.HEARTBEAT,
-            retry_policy=retry.API_CALL,
-            summary=f"look up the {len(waiting)} running node workflow(s) of {profile}",
-        )
-        reported = {r.node for r in self._results}  # reports that arrived meanwhile win
-        self._results.extend(r for r in ended.finished + ended.unfinished if r.node not in reported)
-        self._ended.extend(r for r in ended.unfinished if r.node not in reported)
-
     async def _observe_and_decide(self) -> DecideReport:
         assert self._state is not None
         retried = self._take_retried()
-        ended, self._ended = tuple(self._ended), []
         reported: list[NodeResult] = []
         unclaim: tuple[str, ...] = ()
         while True:
@@ -354,7 +303,6 @@ class RolloutWorkflow:
                 controls=controls,
                 reset_failed=retried,
                 release_claims=unclaim,
-                ended=ended,
             )
             report = await self._decide(request)
             # A pause or abort that arrived while the activity ran: the decision was taken without

@@ -486,10 +486,7 @@ class NodeProfileStatus(ApiModel):
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
     )
     phase: Phase | None = Field(
-        default=None,
-        description="A one-word summary of the conditions for kubectl get. `Aborted` holds until the "
-        "profile's spec changes (a new generation) or a human resumes it (pauses and resumes); an edit "
-        "of the DeploymentPolicy alone does not restart an aborted rollout.",
+        default=None, description="A one-word summary of the conditions for kubectl get."
     )
     policy: str | None = Field(
         default=None,

@@ -12,7 +12,6 @@ from typing import Any
 
 from temporalio import activity
 
-from fleetwright.activities.nodeprogress import ends_claim
 from fleetwright.activities.payloads import (
     NAMES,
     CleanupReport,
@@ -23,7 +22,6 @@ from fleetwright.activities.payloads import (
     DecideRequest,
     DrainReport,
     DrainRequest,
-    NodePhase,
     NodeStatusRequest,
     NodeTarget,
     ProtectedPodsRequest,
@@ -35,7 +33,7 @@ from fleetwright.activities.payloads import (
 )
 from fleetwright.activities.rollout import cleared_failure, plan_turn
 from fleetwright.activities.starts import NodeStarter
-from fleetwright.api.keys import NodeReason, claim_key, cordon_key, state_key
+from fleetwright.api.keys import cordon_key, state_key
 from fleetwright.localcluster import nodes as fleet_nodes
 from fleetwright.planner.nodestate import format_annotation
 from fleetwright.stagejob.outcome import StageOutcome, StageReport
@@ -49,8 +47,6 @@ class FakeFleet:
     """Also fail the stages this says fail (the failing nodes' always do)."""
     stage_requests: list[StageRequest] = field(default_factory=list)
     hold_stages: bool = False
-    held_profiles: set[str] = field(default_factory=set)
-    """Profiles whose stages are held (until ``release``) whatever ``hold_stages`` says."""
     nodes: dict[str, dict[str, Any]] = field(init=False)
     started_stages: list[tuple[str, str]] = field(default_factory=list)
     uncordoned: list[str] = field(default_factory=list)
@@ -62,9 +58,6 @@ class FakeFleet:
     cleaned_up: list[CleanupRequest] = field(default_factory=list)
     untainted: list[str] = field(default_factory=list)
     rebooted: list[str] = field(default_factory=list)
-    drained: list[str] = field(default_factory=list)
-    cordoned_at_stages: list[tuple[str, str, bool]] = field(default_factory=list)
-    """(node, stage, whether the node was unschedulable when the stage began), in order."""
     recorded_by: list[tuple[str, str]] = field(default_factory=list)
     """(node, the activity type that wrote a package state record), in order."""
 
@@ -94,18 +87,7 @@ class FakeFleet:
             if cleared is not None:
                 key, value = cleared
                 self.annotations(node)[key] = value
-        profile = request.profile.metadata.name
-        for node in request.release_claims:
-            self.annotations(node).pop(claim_key(profile), None)
-        for result in request.ended:
-            self._show(
-                NodeTarget(profile=profile, node=result.node),
-                StatusNote(phase=NodePhase.FAILED, reason=NodeReason.WORKFLOW_ENDED, message=result.message),
-            )
-        report = plan_turn(list(self.nodes.values()), request)
-        for start in report.decision.start:  # claimed as the real activity does
-            self.annotations(start.node)[claim_key(profile)] = "true"
-        return report
+        return plan_turn(list(self.nodes.values()), request)
 
     @activity.defn(name=NAMES.CORDON)
     async def cordon(self, target: CordonRequest) -> CordonReport:
@@ -137,7 +119,6 @@ class FakeFleet:
 
     @activity.defn(name=NAMES.DRAIN)
     async def drain(self, request: DrainRequest) -> DrainReport:
-        self.drained.append(request.node)
         return DrainReport()
 
     @activity.defn(name=NAMES.RUN_STAGE)
@@ -145,9 +126,7 @@ class FakeFleet:
         self._show(request, request.show_before)
         self.started_stages.append((request.node, request.stage.value))
         self.stage_requests.append(request)
-        unschedulable = bool(self.nodes[request.node]["spec"].get("unschedulable"))
-        self.cordoned_at_stages.append((request.node, request.stage.value, unschedulable))
-        if self.hold_stages or request.profile in self.held_profiles:
+        if self.hold_stages:
             await self.release.wait()
         if request.node in self.failing_nodes or (self.fails is not None and self.fails(request)):
             return StageReport(job=f"job-{request.node}", outcome=StageOutcome.FAILED, message="exit code 1")
@@ -170,8 +149,6 @@ class FakeFleet:
         if note is not None:
             self.statuses[target.node] = note.phase.value
             self.reasons[target.node] = note.reason
-            if ends_claim(note.phase, note.reason):
-                self.annotations(target.node).pop(claim_key(target.profile), None)
 
     @activity.defn(name=NAMES.RECORD_STATE)
     async def record_state(self, request: RecordStateRequest) -> None:
@@ -181,8 +158,8 @@ class FakeFleet:
 
     @activity.defn(name=NAMES.SET_NODE_STATUS)
     async def set_node_status(self, request: NodeStatusRequest) -> None:
-        note = StatusNote(phase=request.phase, reason=request.reason, message=request.message)
-        self._show(NodeTarget(profile=request.profile, node=request.node), note)
+        self.statuses[request.node] = request.phase.value
+        self.reasons[request.node] = request.reason
 
     @activity.defn(name=NAMES.CLEAN_UP)
     async def clean_up(self, request: CleanupRequest) -> CleanupReport:
@@ -215,7 +192,5 @@ class FakeFleet:
             self.set_node_status,
             self.clean_up,
             self.release_runtime_taint,
-            # The real ones: they start and look up node workflows on the test server.
-            NodeStarter().start_nodes,
-            NodeStarter().ended_nodes,
+            NodeStarter().start_nodes,  # the real one: it starts node workflows on the test server
         ]
