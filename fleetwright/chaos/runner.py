@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fleetwright.chaos.faults import Injected, Injector
-from fleetwright.chaos.invariants import FINAL_PHASES, Violation, check_run
+from fleetwright.chaos.invariants import FINAL_PHASES, Violation, check_run, settled
 from fleetwright.chaos.plan import Fault, IterationPlan, Outcome
 from fleetwright.chaos.snapshot import Snapshot
 from fleetwright.chaos.stack import GROUP_LABEL, ChaosStack
@@ -30,6 +30,7 @@ from fleetwright.workflows.payloads import EngineSettings
 STAGE_POD_ANNOTATIONS = stage_pod_timing(0.5, ready_seconds=0.1)
 IMAGE_PULL_TIMEOUT_SECONDS = 60
 SETTLE_SECONDS = 2.0
+SETTLED_WITHIN_SECONDS = 30.0
 # How long a third party keeps its cordon: with maxUnavailable 1 the rollout waits (Blocked, with
 # the budget as its reason) until the cordon goes, as it must.
 FOREIGN_CORDON_HOLD_SECONDS = 20.0
@@ -167,7 +168,7 @@ class Iteration:
                 self._release_cordons(watcher)
                 self._wait_final(watcher, started)
             time.sleep(SETTLE_SECONDS)
-            final = watcher.final()
+            final = self._await_settled(watcher)
             outages = [i.outage for i in self.injected if i.outage is not None]
             violations = check_run(
                 watcher.timeline, self.name, self.plan.max_unavailable, outages, self.released
@@ -237,6 +238,19 @@ class Iteration:
             if left <= 0:
                 return
             time.sleep(min(0.5, left))
+
+    def _await_settled(self, watcher: Watcher) -> Snapshot:
+        """Take the last snapshot once nothing of the rollout is left on the nodes, or after
+        ``SETTLED_WITHIN_SECONDS``. The phase can turn final a moment before the last node workflow
+        lifts its cordon and taint (the planner counts a running node done once its record needs no
+        work; docs/chaos.md), more so after a worker kill; what must hold is that nothing is left
+        behind once those workflows end, so a node still cordoned after the limit is a violation."""
+        limit = time.monotonic() + SETTLED_WITHIN_SECONDS
+        final = watcher.final()
+        while not settled(final, self.name) and time.monotonic() < limit:
+            self._pause(1.0)
+            final = watcher.final()
+        return final
 
     def _wait_final(self, watcher: Watcher, started: float) -> None:
         while time.monotonic() - started < self.deadline:
