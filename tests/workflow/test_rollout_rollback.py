@@ -9,6 +9,7 @@ import pytest
 from temporalio.client import Client
 
 from fleetwright.activities.payloads import StageRequest
+from fleetwright.api.deploymentpolicy import DeploymentPolicy
 from fleetwright.localcluster import examples
 from fleetwright.planner.nodestate import PackageRecord, format_annotation, read_profile_state
 from fleetwright.planner.packages import config_digests
@@ -33,23 +34,31 @@ def policy() -> dict[str, object]:
     }
 
 
+def rollback_policy(max_unavailable: int) -> DeploymentPolicy:
+    """The example policy with ``policy()``'s steps and its rollback failure rule."""
+    deployment = examples.policy(max_unavailable=max_unavailable)
+    spec = deployment.spec.model_validate({**deployment.spec.model_dump(by_alias=True), **policy()})
+    return deployment.model_copy(update={"spec": spec})
+
+
+def fleet_at_1_0_0(name: str, size: int, config: dict[str, str]) -> FakeFleet:
+    """A fake fleet whose every node records ``tuning`` 1.0.0 with ``config`` for profile ``name``."""
+    fleet = FakeFleet(size=size)
+    record = PackageRecord(version="1.0.0", config=config)
+    state = read_profile_state({}, name).model_copy(update={"packages": {"tuning": record}})
+    key, value = format_annotation(state)
+    for node in fleet.nodes:
+        fleet.annotations(node)[key] = value
+    return fleet
+
+
 async def test_a_failing_batch_rolls_back_exactly_the_changed_nodes_under_the_budget(client: Client) -> None:
     name = unique()
     old = examples.profile(name=name, version="1.0.0", interrupt="reboot", generation=1)
     new = examples.profile(name=name, version="1.1.0", interrupt="reboot", generation=2)
-    deployment = examples.policy(max_unavailable=CAP)
-    deployment = deployment.model_copy(
-        update={
-            "spec": deployment.spec.model_validate({**deployment.spec.model_dump(by_alias=True), **policy()})
-        }
-    )
-    fleet = FakeFleet(size=20)
+    deployment = rollback_policy(CAP)
     config = config_digests(old.spec.packages[0].config_map)
-    for node in fleet.nodes:
-        record = PackageRecord(version="1.0.0", config=config)
-        state = read_profile_state({}, name).model_copy(update={"packages": {"tuning": record}})
-        key, value = format_annotation(state)
-        fleet.annotations(node)[key] = value
+    fleet = fleet_at_1_0_0(name, 20, config)
     # The sixth node to start 1.1.0 (the first of the second batch) fails its first stage; 1.2.0
     # fails everywhere.
     order: list[str] = []
@@ -113,20 +122,9 @@ async def test_a_rollback_that_fails_halts_and_says_so_without_rolling_back_agai
     name = unique()
     old = examples.profile(name=name, version="1.0.0", interrupt=None, generation=1)
     new = examples.profile(name=name, version="1.1.0", interrupt=None, generation=2)
-    deployment = examples.policy(max_unavailable=2)
-    deployment = deployment.model_copy(
-        update={
-            "spec": deployment.spec.model_validate({**deployment.spec.model_dump(by_alias=True), **policy()})
-        }
-    )
-    fleet = FakeFleet(size=5)
+    deployment = rollback_policy(2)
     config = config_digests(old.spec.packages[0].config_map)
-    for node in fleet.nodes:
-        state = read_profile_state({}, name).model_copy(
-            update={"packages": {"tuning": PackageRecord(version="1.0.0", config=config)}}
-        )
-        key, value = format_annotation(state)
-        fleet.annotations(node)[key] = value
+    fleet = fleet_at_1_0_0(name, 5, config)
     fleet.fails = lambda request: True  # 1.1.0 fails on the canary, and so does its return
     rollout = RolloutInput(profile=new, policy=deployment, previous=old, settings=SETTINGS)
     handle, queue = await start(client, fleet, rollout)
