@@ -149,11 +149,6 @@ def left_behind(final: Snapshot, profile: str) -> list[Violation]:
     return out
 
 
-def settled(final: Snapshot, profile: str) -> bool:
-    """Nothing of the rollout is left on the nodes (what ``left_behind`` checks)."""
-    return not left_behind(final, profile)
-
-
 def visible(snap: Snapshot, node: str, profile: str) -> bool:
     """A human can see that ``node`` is stuck: its fleetwright condition is False (blocked or
     failed), the profile's Blocked condition names it, or the status lists it as failed."""

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fleetwright.chaos.faults import Injected, Injector
-from fleetwright.chaos.invariants import FINAL_PHASES, Violation, check_run, settled
+from fleetwright.chaos.invariants import FINAL_PHASES, Violation, check_run, left_behind
 from fleetwright.chaos.plan import Fault, IterationPlan, Outcome
 from fleetwright.chaos.snapshot import Snapshot
 from fleetwright.chaos.stack import GROUP_LABEL, ChaosStack
@@ -247,7 +247,7 @@ class Iteration:
         behind once those workflows end, so a node still cordoned after the limit is a violation."""
         limit = time.monotonic() + SETTLED_WITHIN_SECONDS
         final = watcher.final()
-        while not settled(final, self.name) and time.monotonic() < limit:
+        while left_behind(final, self.name) and time.monotonic() < limit:
             self._pause(1.0)
             final = watcher.final()
         return final
