@@ -141,7 +141,10 @@ def manifests(name: str, plan: IterationPlan, *, failing: bool = False) -> str:
 class Iteration:
     def __init__(self, stack: ChaosStack, plan: IterationPlan, deadline_seconds: float) -> None:
         self.stack, self.plan = stack, plan
-        self.name = f"chaos-{plan.seed % 100000}-{plan.index}"
+        # A rollback iteration has its own name: it shares seed and index with a drawn iteration of
+        # the same run, whose profile, nodes and Jobs it must not be counted with.
+        kind = "rb-" if plan.rollback else ""
+        self.name = f"chaos-{kind}{plan.seed % 100000}-{plan.index}"
         self.deadline = deadline_seconds + sum(i.pause for i in plan.injections)
         self.injected: list[Injected] = []
         self.released: dict[str, float] = {}

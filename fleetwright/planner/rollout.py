@@ -231,7 +231,8 @@ class _Engine:
         self.running = {run.node for run in state.running}
         self.updated = set(state.updated)
         self.failed = {f.node: f for f in state.failed}
-        busy = self.running | set(state.running_for_earlier_target) | view.reported_running
+        self.earlier = set(state.running_for_earlier_target)
+        busy = self.running | self.earlier | view.reported_running
         self.tracker = BudgetTracker(
             view.foreign_unavailable, view.compartment_of, view.cap, view.compartment_caps, ours=busy
         )
@@ -351,7 +352,19 @@ class _Engine:
     def _has_work(self, queue: list[str], scope: ScopeState) -> bool:
         if scope.open or scope.canary:
             return True
-        return any(n in self.pending for n in queue) or self._running_in(scope.name) > 0
+        return (
+            any(n in self.pending for n in queue)
+            or self._running_in(scope.name) > 0
+            or self._finishing_in(scope.name) > 0
+        )
+
+    def _finishing_in(self, scope: str) -> int:
+        """Nodes of ``scope`` still running for an earlier target. The scope cannot be done while
+        they run: once they end they may need this rollout's work (a rollback returns a node that
+        was still failing its forward change when the rule fired)."""
+        if scope == GATES_SCOPE:
+            return 0  # the gates try the new change on nodes that can start now; these cannot
+        return sum(1 for n in self.earlier if self.view.compartment_of.get(n) == scope)
 
     def _step(self, scope: ScopeState, step: Step, members: list[str]) -> tuple[ScopeState, bool]:
         if isinstance(step, CanaryStep):
@@ -462,7 +475,10 @@ class _Engine:
                 scope = self._evaluate(scope, step, members)
                 continue
             if not any(n in self.pending for n in members):
-                return scope, self._running_in(scope.name) == 0
+                finishing = self._finishing_in(scope.name)
+                if finishing:
+                    self.notes.append(f"{scope.name}: {finishing} node(s) finishing the previous change")
+                return scope, self._running_in(scope.name) == 0 and not finishing
             if step.pause_seconds and scope.batch_closed_at is not None:
                 resume = scope.batch_closed_at + timedelta(seconds=step.pause_seconds)
                 if self.now < resume:

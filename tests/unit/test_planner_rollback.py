@@ -242,6 +242,36 @@ def test_a_failing_batch_rolls_back_exactly_the_nodes_the_rollout_changed_under_
     assert fleet.decide().start == ()
 
 
+def test_a_node_still_failing_its_change_when_the_rule_fires_is_returned_after_the_others() -> None:
+    # Both nodes of a batch fail; the rule fires on the first while the second still runs its
+    # change, and every other return ends before it does. The rollback must wait for it and return
+    # it too, not call itself done once nothing is pending.
+    fleet = Fleet(6, cap=2)
+    fleet.decide()
+    fleet.finish_all()  # the canary
+    batch = fleet.decide()
+    first, second = (s.node for s in batch.start)
+    fleet.failing = {first, second}
+    fleet.finish(first)
+    assert fleet.decide().phase is Phase.ROLLING_BACK
+    fleet.failing = set()
+    for _ in range(10):
+        others = [n for n in fleet.works if n != second]
+        if not others:
+            break
+        for node in others:
+            fleet.finish(node)
+        assert fleet.decide().phase is Phase.ROLLING_BACK, "done while a changed node still runs"
+    fleet.failing = {second}
+    fleet.finish(second)  # its forward change fails too, after every other return
+    fleet.failing = set()
+    done = run_until(fleet, Phase.ROLLED_BACK)
+    assert (second, Phase.ROLLING_BACK.value) in fleet.started
+    for node, records in fleet.records.items():
+        assert records["tuning"] == PackageRecord(version="1.0.0", config=OLD_CONFIG), node
+    assert done.message.startswith("3 node(s) returned"), done.message  # canary, first, second
+
+
 def test_a_rollback_that_fails_halts_and_says_so_without_rolling_back_again() -> None:
     fleet = Fleet(6, cap=1)
     first = fleet.decide()
