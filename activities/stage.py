@@ -163,7 +163,6 @@ class StageRunner:
 
     async def _prerequisites(self) -> None:
         request = self.request
-        await blocking(self.executor, jobs.ensure_namespace, self.api, request.namespace)
         config_map = mounted_config_map(job_spec(request))
         if config_map is not None:
             labels = {

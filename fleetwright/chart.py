@@ -23,7 +23,6 @@ from pydantic.alias_generators import to_camel
 
 from fleetwright.api import crdgen
 from fleetwright.api.validation import AdmissionPolicy
-from fleetwright.stagejob.render import PACKAGE_NAMESPACE
 from fleetwright.worker.settings import WorkerSettings
 
 CHART = Path(__file__).resolve().parent.parent / "helm" / "fleetwright"
@@ -127,15 +126,13 @@ class Temporal(Values):
 
 
 class PackageNamespace(Values):
-    # The engine's namespace is a constant today (activities.payloads): accept only it rather than
-    # render a Role the worker would never use.
-    name: str = Field(
-        default=PACKAGE_NAMESPACE,
-        pattern=f"^{PACKAGE_NAMESPACE}$",
-        description="Namespace of the package stage Jobs (labelled privileged for Pod Security); "
-        f"the engine uses {PACKAGE_NAMESPACE}.",
+    # Its name is the engine's setting (settings.engine.package_namespace), the one owner: the chart
+    # makes that namespace, and its Role, where the worker runs the stage Jobs.
+    create: bool = Field(
+        default=True,
+        description="Create settings.engine.package_namespace, labelled privileged for Pod Security "
+        "(set false when it already exists). The worker has no right to create namespaces.",
     )
-    create: bool = Field(default=True, description="Create it (set false when it already exists).")
 
 
 class ChartValues(Values):

@@ -168,6 +168,7 @@ class NodeWorkflow:
             profile=self._input.profile,
             node=self._input.node,
             drain=self._input.drain,
+            package_namespace=self._input.settings.package_namespace,
             poll_seconds=self._input.settings.drain_poll_seconds,
         )
         await self._wait(NodeActivities.drain, drain, self._input.drain.timeout_seconds or 7 * 24 * 3600)
@@ -212,6 +213,7 @@ class NodeWorkflow:
             stage=step.stage,
             interrupt=step.interrupt,
             agent_image=settings.agent_image,
+            namespace=settings.package_namespace,
             host_root=settings.host_root,
             node_order=self._input.node_order,
             tolerations=self._input.tolerations,

@@ -20,6 +20,7 @@ from fleetwright.planner.nodework import NodeWork
 from fleetwright.planner.packages import DesiredPackage
 from fleetwright.planner.spec import RollbackOf
 from fleetwright.planner.state import RolloutState
+from fleetwright.stagejob.render import PACKAGE_NAMESPACE
 
 DEFAULT_AGENT_IMAGE = "ghcr.io/fleetwright/agent:0.1.0"
 
@@ -48,6 +49,15 @@ class EngineSettings(Frozen):
     history_bytes_before_continue: int = Field(default=4 * 1024 * 1024, ge=64 * 1024)
     """Also continue as new past this history size: at thousands of nodes every turn carries the
     rollout's node lists, so bytes reach the server's 50 MB limit before events reach theirs."""
+    package_namespace: str = Field(
+        default=PACKAGE_NAMESPACE,
+        min_length=1,
+        max_length=63,
+        pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+    )
+    """Namespace of the package stage Jobs and their ConfigMaps. It must exist: the chart creates it
+    (privileged for Pod Security, the one namespace that is) and grants the worker only namespaced
+    rights in it; the worker never creates a namespace."""
     stage_pod_labels: dict[str, str] = Field(default_factory=dict)
     """Extra labels on every stage pod (cost attribution; the simulated fleet reads outcomes here)."""
     stage_pod_annotations: dict[str, str] = Field(default_factory=dict)

@@ -117,20 +117,6 @@ def job_facts(job: Mapping[str, Any]) -> JobFacts:
     )
 
 
-def ensure_namespace(api: client.ApiClient, name: str) -> None:
-    ensured, key = _ensured_by(api), ("namespace", name)
-    if ensured.fresh(key):
-        return
-    body = client.V1Namespace(metadata=client.V1ObjectMeta(name=name))
-    with classified(f"create namespace {name}"):
-        try:
-            client.CoreV1Api(api).create_namespace(body)
-        except ApiException as error:
-            if error.status != HTTP_CONFLICT:
-                raise
-    ensured.mark(key)
-
-
 def ensure_config_map(
     api: client.ApiClient, namespace: str, name: str, data: Mapping[str, str], labels: Mapping[str, str]
 ) -> None:

@@ -386,6 +386,14 @@ KubectlRunner = Callable[..., subprocess.CompletedProcess[str]]
 ESTABLISHED = 'jsonpath={.status.conditions[?(@.type=="Established")].status}'
 
 
+def create_package_namespace(kubectl: KubectlRunner, name: str) -> None:
+    """What the chart does on a real cluster: the package stage Jobs' namespace, privileged for Pod
+    Security (they change the host). The worker holds no right to create namespaces."""
+    labels = {f"pod-security.kubernetes.io/{mode}": "privileged" for mode in ("enforce", "audit", "warn")}
+    manifest = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
+    kubectl("apply", "-f", "-", input=json.dumps(manifest))
+
+
 def wait_established(kubectl: KubectlRunner, crds: Iterable[str], *, timeout: float = 60.0) -> None:
     """Wait until every named CustomResourceDefinition is Established. ``kubectl wait`` does not
     wait on a CRD the apiserver has not given conditions yet: it fails at once ("<nil> is of the

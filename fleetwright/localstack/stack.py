@@ -37,6 +37,7 @@ from fleetwright.localcluster.cluster import (
     ClusterOptions,
     KubectlRunner,
     LocalCluster,
+    create_package_namespace,
     free_port,
     wait_established,
 )
@@ -163,6 +164,7 @@ class LocalStack(Launcher):
         crds = "---\n".join(rendered_files().values())
         self.cluster.kubectl("apply", "-f", "-", input=crds)
         wait_established(self.cluster.kubectl, [spec.name for spec in CRDS])
+        create_package_namespace(self.cluster.kubectl, self.options.engine.package_namespace)
         if self.options.webhook:
             self._start_webhook()
         self._exit.enter_context(watched_kubelet(self.cluster.kubeconfig, self.cluster.kubectl))
@@ -177,6 +179,7 @@ class LocalStack(Launcher):
         """Engine settings for the next rollouts: the controller hands them to new workflows, so it
         restarts (gracefully) to read them."""
         self._write_settings(engine)
+        create_package_namespace(self.cluster.kubectl, engine.package_namespace)
         self.controller.stop()
         self.controller.start()
 

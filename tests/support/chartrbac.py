@@ -23,11 +23,12 @@ from fleetwright.errors import ForbiddenError, NotFoundError
 from fleetwright.kube import events, eviction, jobs, nodes, nodestatus, pods, resources
 from fleetwright.kube.client import ApiClient, from_kubeconfig
 from fleetwright.localcluster.processes import wait_until
+from fleetwright.workflows.payloads import EngineSettings
 from tests.support.providers import ClusterUnderTest
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "helm" / "fleetwright"
-PACKAGES = "fleetwright-system"  # the engine's package namespace (activities.payloads)
+PACKAGES = EngineSettings().package_namespace  # the chart's default package namespace
 PROBE_LABEL = {"test.fleetwright.io/rbac-probe": "true"}
 
 
@@ -142,12 +143,6 @@ def _evict(api: ApiClient, node: str) -> object:
     return eviction.evict(api, "default", f"absent-{node}")
 
 
-def _ensure_namespace(api: ApiClient, node: str) -> object:
-    # A client of its own each time: the adapter skips a namespace this client already ensured.
-    jobs.ensure_namespace(ApiClient(api.configuration), PACKAGES)
-    return None
-
-
 def _ensure_config_map(api: ApiClient, node: str) -> object:
     name = f"rbac-probe-{node}"[:63]
     jobs.ensure_config_map(api, PACKAGES, name, {"k": str(time.time())}, PROBE_LABEL)
@@ -208,9 +203,8 @@ RULES: list[tuple[str, str, int, str, Operation]] = [
     ("ClusterRole", "worker", 2, "worker", _pods_on_node),
     ("ClusterRole", "worker", 3, "worker", _delete_pod),
     ("ClusterRole", "worker", 4, "worker", _evict),
-    ("ClusterRole", "worker", 5, "worker", _ensure_namespace),
-    ("ClusterRole", "worker", 6, "worker", _remove_finalizer),
-    ("ClusterRole", "worker", 7, "worker", _list_profiles),
+    ("ClusterRole", "worker", 5, "worker", _remove_finalizer),
+    ("ClusterRole", "worker", 6, "worker", _list_profiles),
     ("Role", "packages", 0, "worker", _ensure_config_map),
     ("Role", "packages", 1, "worker", _read_job),
     ("Role", "events", 0, "worker", _emit),

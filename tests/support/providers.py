@@ -17,8 +17,15 @@ from typing import Protocol
 
 import yaml
 
-from fleetwright.localcluster.cluster import ClusterOptions, KwokFleet, LocalCluster, run_kubectl
+from fleetwright.localcluster.cluster import (
+    ClusterOptions,
+    KwokFleet,
+    LocalCluster,
+    create_package_namespace,
+    run_kubectl,
+)
 from fleetwright.localcluster.processes import wait_until
+from fleetwright.workflows.payloads import EngineSettings
 
 PROVIDER_ENV = "FLEETWRIGHT_CLUSTER_PROVIDER"
 
@@ -95,10 +102,15 @@ class K3sCluster:
 def start_cluster(provider: str | None = None) -> ClusterUnderTest:
     """Start the provider named by ``provider`` or the environment (default ``local``)."""
     name = provider or os.environ.get(PROVIDER_ENV, "local")
+    started: ClusterUnderTest
     if name == "local":
-        cluster = LocalCluster(ClusterOptions(nodes=0))
-        cluster.start()
-        return cluster
-    if name == "k3s":
-        return K3sCluster()
-    raise ProviderUnavailableError(f"{PROVIDER_ENV}={name!r}: expected 'local' or 'k3s'")
+        local = LocalCluster(ClusterOptions(nodes=0))
+        local.start()
+        started = local
+    elif name == "k3s":
+        started = K3sCluster()
+    else:
+        raise ProviderUnavailableError(f"{PROVIDER_ENV}={name!r}: expected 'local' or 'k3s'")
+    # As the chart would: the engine's package namespace exists before any stage Job.
+    create_package_namespace(started.kubectl, EngineSettings().package_namespace)
+    return started

@@ -24,6 +24,7 @@ from fleetwright.worker.webhook import (
     node_webhook_configuration,
     webhook_configuration,
 )
+from fleetwright.workflows.payloads import EngineSettings
 
 pytestmark = pytest.mark.unit
 
@@ -92,7 +93,8 @@ def test_drift_is_reported_with_a_diff(tmp_path: Path, capsys: pytest.CaptureFix
 def test_values_yaml_is_valid_chart_values() -> None:
     values = chart.ChartValues.model_validate(yaml.safe_load((CHART / "values.yaml").read_text()))
     assert values.settings.metrics_port > 0
-    assert values.package_namespace.name == "fleetwright-system"
+    # The chart's templates read the package namespace from values.yaml: the model's default.
+    assert values.settings.engine.package_namespace == EngineSettings().package_namespace
 
 
 def test_the_schema_embeds_every_worker_setting() -> None:
@@ -244,6 +246,7 @@ def test_the_webhook_reads_the_rendered_admission_rules(tmp_path: Path) -> None:
         ({"settings": {"max_concurrent_activities": 0}}, "max_concurrent_activities"),
         ({"admission": {"require_digests": True}}, "require_digests"),
         ({"packageNamespace": {"name": "elsewhere"}}, "packageNamespace"),
+        ({"settings": {"engine": {"package_namespace": "Not_A_Name"}}}, "package_namespace"),
         ({"settings": {"worker_role": "both"}}, "worker_role"),
         ({"workflowWorker": {"enabled": "yes"}}, "enabled"),
     ],
@@ -354,3 +357,18 @@ def test_the_keys_the_chart_spells_out_are_the_codes(tmp_path: Path) -> None:
 def test_package_chart_builds_an_archive(tmp_path: Path) -> None:
     done = helm("package", str(CHART), "-d", str(tmp_path))
     assert (tmp_path / "fleetwright-0.1.0.tgz").exists(), done.stdout
+
+
+def test_the_package_namespace_is_the_engines_setting_with_namespaced_rights_only(tmp_path: Path) -> None:
+    docs = render({"settings": {"engine": {"package_namespace": "host-packages"}}}, tmp_path)
+    (namespace,) = by_kind(docs, "Namespace").values()
+    assert namespace["metadata"]["name"] == "host-packages"
+    assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
+    packages = {d["metadata"]["name"]: d for d in docs if d["kind"] in ("Role", "RoleBinding")}
+    assert packages["fw-fleetwright-packages"]["metadata"]["namespace"] == "host-packages"
+    settings = json.loads(by_kind(docs, "ConfigMap")["fw-fleetwright-settings"]["data"]["settings.json"])
+    assert settings["engine"]["package_namespace"] == "host-packages"
+    # No cluster-wide right to create (or otherwise touch) namespaces: the chart makes the one needed.
+    for role in by_kind(docs, "ClusterRole").values():
+        for rule in role["rules"]:
+            assert "namespaces" not in rule.get("resources", []), (role["metadata"]["name"], rule)

@@ -1,5 +1,5 @@
-"""The package namespace and ConfigMap are written once per client and content, not once per stage
-of every node (the rollout benchmark counted 7 such writes per node), and trusted only for a while."""
+"""A package's ConfigMap is written once per client and content, not once per stage of every node
+(the rollout benchmark counted 7 such writes per node), and trusted only for a while."""
 
 from __future__ import annotations
 
@@ -22,9 +22,6 @@ class FakeCore:
     def __init__(self, api: Any) -> None:
         self.api = api
 
-    def create_namespace(self, body: Any) -> None:
-        self.calls.append(f"create namespace {body.metadata.name}")
-
     def create_namespaced_config_map(self, namespace: str, body: Any) -> None:
         self.calls.append(f"create configmap {namespace}/{body.metadata.name}")
 
@@ -34,14 +31,6 @@ def core(monkeypatch: pytest.MonkeyPatch) -> type[FakeCore]:
     FakeCore.calls = []
     monkeypatch.setattr("fleetwright.kube.jobs.client.CoreV1Api", FakeCore)
     return FakeCore
-
-
-def test_a_namespace_is_created_once_per_client(core: type[FakeCore]) -> None:
-    api, other = client.ApiClient(), client.ApiClient()
-    for _ in range(3):
-        jobs.ensure_namespace(api, "fleetwright-system")
-    jobs.ensure_namespace(other, "fleetwright-system")
-    assert core.calls == ["create namespace fleetwright-system"] * 2
 
 
 def test_a_configmap_is_written_again_only_when_its_data_changes(core: type[FakeCore]) -> None:
@@ -56,10 +45,10 @@ def test_what_was_ensured_is_trusted_only_for_a_while(
     core: type[FakeCore], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     api = client.ApiClient()
-    jobs.ensure_namespace(api, "ns")
+    jobs.ensure_config_map(api, "ns", "cm", {"a": "1"}, {})
     monkeypatch.setattr(jobs, "ENSURED_SECONDS", 0.0)  # the trust has run out
-    jobs.ensure_namespace(api, "ns")
-    assert core.calls == ["create namespace ns"] * 2
+    jobs.ensure_config_map(api, "ns", "cm", {"a": "1"}, {})
+    assert core.calls == ["create configmap ns/cm"] * 2
 
 
 def test_clients_pool_as_many_connections_as_the_worker_has_activity_slots(tmp_path: Any) -> None:

@@ -92,7 +92,6 @@ def run(
         assert source == "api", "the watch had listed: no API list"
         return selected(listed, labels)
 
-    monkeypatch.setattr(jobs, "ensure_namespace", lambda api, name: None)
     monkeypatch.setattr(jobs, "labelled_jobs", labelled_jobs)
     monkeypatch.setattr(jobs, "create_or_adopt", create)
     monkeypatch.setattr(jobs, "read_job", lambda api, namespace, name: (done, "1"))

@@ -46,7 +46,6 @@ def request() -> StageRequest:
 
 @pytest.fixture
 def pending_job(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(jobs, "ensure_namespace", lambda api, name: None)
     monkeypatch.setattr(jobs, "create_or_adopt", lambda api, manifest: (PENDING, False))
     monkeypatch.setattr(jobs, "read_job", lambda api, namespace, name: (PENDING, "1"))
     monkeypatch.setattr(pods, "job_pods", lambda api, namespace, name: [])

@@ -52,7 +52,6 @@ COMPLETE = {"conditions": [{"type": "Complete", "status": "True"}], "succeeded":
 def api_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The API reads and watches the runner makes (each answered with the Job complete)."""
     calls: list[str] = []
-    monkeypatch.setattr(jobs, "ensure_namespace", lambda api, name: None)
     monkeypatch.setattr(jobs, "create_or_adopt", lambda api, manifest: (job_facts(job("1", active=1)), True))
 
     def read_job(api: Any, namespace: str, name: str) -> tuple[JobFacts, str]:

@@ -22,6 +22,11 @@ app.kubernetes.io/instance: {{ .root.Release.Name }}
 app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 
+{{/* The package namespace: the engine's setting (settings.engine.package_namespace). */}}
+{{- define "fleetwright.packageNamespace" -}}
+{{- required "settings.engine.package_namespace: the namespace of the package stage Jobs" (dig "engine" "package_namespace" "" .Values.settings) -}}
+{{- end -}}
+
 {{- define "fleetwright.image" -}}
 {{- $image := .Values.image -}}
 {{- if $image.digest -}}

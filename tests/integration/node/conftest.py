@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from fleetwright.localcluster import realnode
-from fleetwright.localcluster.cluster import ClusterOptions, LocalCluster
+from fleetwright.localcluster.cluster import ClusterOptions, LocalCluster, create_package_namespace
 from fleetwright.localcluster.nodeconfig import TEMPORAL_ADDRESS
 from fleetwright.localcluster.realnode import RealNode, RealNodeOptions, linked_to_temporal
 from fleetwright.localcluster.temporal import LocalTemporal
@@ -35,6 +35,7 @@ def cluster(temporal_server: LocalTemporal) -> Iterator[LocalCluster]:
     options = ClusterOptions(real_node=linked_to_temporal(RealNodeOptions(), temporal_server.port))
     started = LocalCluster(options)
     started.start()
+    create_package_namespace(started.kubectl, EngineSettings().package_namespace)
     assert started.real_node is not None
     started.real_node.watch_reboots()
     try:
