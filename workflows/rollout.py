@@ -274,7 +274,13 @@ class RolloutWorkflow:
         if self._new_spec is None or self._state is None:
             return
         replaced, target = self._profile, self._spec().target
-        self._profile, policy = self._new_spec
+        profile, policy = self._new_spec
+        if (profile.metadata.generation or 0) != (self._profile.metadata.generation or 0):
+            # An abort stops the profile's rollout until its spec changes (or a human resumes):
+            # a new generation is a rollout of its own, an edit of the policy alone is not.
+            self._controls = self._controls.model_copy(update={"aborted": False})
+            self._abort_sent = set()  # a later abort reaches the nodes this rollout starts anew
+        self._profile = profile
         self._policy = policy or self._policy
         self._new_spec = None
         if self._spec().target != target and self._state.spec.rollback is None:

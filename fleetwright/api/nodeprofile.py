@@ -486,7 +486,11 @@ class NodeProfileStatus(ApiModel):
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
     )
     phase: Phase | None = Field(
-        default=None, description="A one-word summary of the conditions for kubectl get."
+        default=None,
+        description="A one-word summary of the conditions for kubectl get. `Aborted` holds until the "
+        "profile's spec changes (a new generation) or a human resumes (sets and clears the "
+        "fleetwright.io/paused annotation); an edit of the DeploymentPolicy alone does not restart an "
+        "aborted rollout.",
     )
     policy: str | None = Field(
         default=None,

@@ -138,3 +138,29 @@ async def test_a_profile_without_an_aborted_run_is_started(temporal: FakeTempora
     again.profiles[NAME] = profile_obj(3)
     await again._reconcile(NAME)
     assert len(temporal.started) == 2
+
+
+def policy_obj(generation: int) -> dict[str, Any]:
+    body = examples.policy("careful").model_dump(mode="json", by_alias=True, exclude_none=True)
+    body["metadata"]["generation"] = generation
+    return body
+
+
+async def test_a_policy_only_edit_leaves_an_aborted_rollout_aborted(temporal: FakeTemporal) -> None:
+    # Abort stops the profile's rollout, not one policy version of it: an edit of the referenced
+    # DeploymentPolicy (which may pace many profiles) is no decision to roll this one out again.
+    temporal.last = aborted_at(3)
+    running = controller(temporal)
+    with_policy = examples.profile(NAME, generation=3).model_dump(
+        mode="json", by_alias=True, exclude_none=True
+    )
+    running.profiles[NAME] = with_policy
+    running.policies["careful"] = policy_obj(1)
+    await running._reconcile(NAME)
+    running.policies["careful"] = policy_obj(2)  # maxUnavailable, steps... edited
+    await running._reconcile(NAME)
+    assert temporal.started == []
+    assert temporal.signals == []
+    running.profiles[NAME] = {**with_policy, "metadata": {**with_policy["metadata"], "generation": 4}}
+    await running._reconcile(NAME)  # the profile's own spec changes: that is a new rollout
+    assert [r.profile.metadata.generation for r in temporal.started] == [4]

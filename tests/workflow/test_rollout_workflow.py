@@ -22,7 +22,7 @@ from fleetwright.localcluster import examples
 from fleetwright.planner.nodestate import read_profile_state
 from fleetwright.worker.temporal import build_worker
 from fleetwright.workflows.node import node_workflow_id
-from fleetwright.workflows.payloads import EngineSettings, Progress, RolloutInput
+from fleetwright.workflows.payloads import EngineSettings, Progress, RolloutInput, SpecChange
 from fleetwright.workflows.rollout import ABORTED, RolloutWorkflow
 from tests.workflow.fakefleet import FakeFleet
 
@@ -338,6 +338,44 @@ async def test_abort_lets_in_flight_nodes_finish_their_stage_and_uncordons_them(
     # Each in-flight node finished the stage it was in ("apply") and started no other.
     assert sorted(fleet.started_stages) == sorted((node, "apply") for node in in_flight)
     assert fleet.started_nodes() == sorted(in_flight)
+
+
+@pytest.mark.parametrize("edit", ["policy", "spec"])
+async def test_an_aborting_rollout_stays_aborted_through_a_policy_edit_but_not_a_new_spec(
+    client: Client, edit: str
+) -> None:
+    # What a user expects (docs/cli.md): abort holds until the profile's spec changes or a human
+    # resumes. A DeploymentPolicy edit (it may pace many profiles) is no decision to roll out again.
+    fleet = FakeFleet(size=3, hold_stages=True)
+    name = unique()
+    steps = [{"name": "rest", "batches": {"strategy": "fixed", "initial": 1}}]
+    rollout = RolloutInput(
+        profile=examples.profile(name=name, interrupt=None),
+        policy=examples.policy(max_unavailable=1, steps=steps),
+        settings=SETTINGS,
+    )
+    handle, queue = await start(client, fleet, rollout)
+    async with build_worker(client, fleet.activities(), task_queue=queue):
+        await eventually(lambda: len(fleet.started_nodes()) == 1, "the first node")
+        await handle.signal(RolloutWorkflow.abort)
+        if edit == "policy":
+            change = SpecChange(
+                profile=rollout.profile, policy=examples.policy(max_unavailable=3, steps=steps)
+            )
+        else:
+            new = examples.profile(name=name, interrupt=None, version="1.1.0", generation=2)
+            change = SpecChange(profile=new, policy=rollout.policy)
+        await handle.signal(RolloutWorkflow.spec_changed, change)
+        fleet.release.set()
+        if edit == "policy":
+            result = await handle.result()
+            assert result.phase == ABORTED
+            assert len(fleet.started_nodes()) == 1
+        else:
+            done = await in_phase(handle, "Complete")
+            assert done.generation == 2
+            assert fleet.started_nodes() == sorted(fleet.nodes)
+            await handle.terminate("test done")
 
 
 async def test_a_failed_canary_halts_before_any_other_node_is_touched(client: Client) -> None:
