@@ -488,9 +488,8 @@ class NodeProfileStatus(ApiModel):
     phase: Phase | None = Field(
         default=None,
         description="A one-word summary of the conditions for kubectl get. `Aborted` holds until the "
-        "profile's spec changes (a new generation) or a human resumes (sets and clears the "
-        "fleetwright.io/paused annotation); an edit of the DeploymentPolicy alone does not restart an "
-        "aborted rollout.",
+        "profile's spec changes (a new generation) or a human resumes it (pauses and resumes); an edit "
+        "of the DeploymentPolicy alone does not restart an aborted rollout.",
     )
     policy: str | None = Field(
         default=None,
