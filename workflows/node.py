@@ -4,7 +4,8 @@ cordon (only when an interrupt disrupts workloads) -> wait for protected pods ->
 stage as a Job with its check -> interrupts (reboot confirmed by a new boot id) -> record the
 package state after every stage -> uncordon what we cordoned -> release the runtime-required
 taint (runtime-required profiles; it stays while another such profile is incomplete here) ->
-report to the parent.
+report to the parent. A node worked on under someone else's cordon is cordoned as ours (and
+drained again) if they lift theirs before its next stage.
 
 The first status (InProgress) rides on the first activity and Complete on the last one, each
 stage's activity records the package state once the stage passed, and a reboot's boot id read and
@@ -77,6 +78,7 @@ class NodeWorkflow:
     def __init__(self) -> None:
         self._abort = False
         self._stage = "starting"
+        self._cordon: CordonReport | None = None
 
     @workflow.signal(name="abort")
     def abort(self) -> None:
@@ -114,16 +116,19 @@ class NodeWorkflow:
         if not (work.needs_drain or work.steps):
             await self._status(updating)
             first = None
-        cordon: CordonReport | None = None
         try:
             if work.needs_drain:
-                cordon = await self._prepare_disruption(first)
+                await self._prepare_disruption(first)
                 first = None
-            await self._run_steps(first, ours=cordon is not None and cordon.ours)
+            await self._run_steps(first)
         except NodeFailedError as failure:
-            return await self._finish_failed(str(failure), cordon)
-        await self._finish(ours=cordon is not None and cordon.ours)
+            return await self._finish_failed(str(failure))
+        await self._finish(ours=self._ours())
         return await self._report(RunStatus.SUCCEEDED, "complete")
+
+    def _ours(self) -> bool:
+        """The node is cordoned through our cordon (we lift it at the end)."""
+        return self._cordon is not None and self._cordon.ours
 
     def _announce(self) -> None:
         if self._input.settings.search_attributes:
@@ -149,10 +154,27 @@ class NodeWorkflow:
         return StatusNote(phase=NodePhase.COMPLETE, reason=NodeReason.COMPLETE, message=self._summary())
 
     # ----- steps ----------------------------------------------------------------------------
-    async def _prepare_disruption(self, first: StatusNote | None) -> CordonReport:
+    async def _prepare_disruption(self, first: StatusNote | None) -> None:
         self._stage = "cordon"
         request = CordonRequest(profile=self._input.profile, node=self._input.node, show_before=first)
-        cordon = await self._call(NodeActivities.cordon, request)
+        self._cordon = await self._call(NodeActivities.cordon, request)
+        await self._clear_workloads()
+
+    async def _keep_cordoned(self) -> None:
+        """Under someone else's cordon, before each further stage: if they lifted it meanwhile, the
+        node is cordoned again, as ours (so we lift it when done), and drained again (pods may have
+        landed on it since). A node this rollout disrupts stays cordoned until its workflow ends."""
+        if self._cordon is None or self._cordon.ours:
+            return
+        self._stage = "re-cordon"
+        request = CordonRequest(profile=self._input.profile, node=self._input.node)
+        self._cordon = await self._call(NodeActivities.cordon, request)
+        if self._cordon.ours:
+            workflow.logger.info("%s: its other cordon was lifted mid-update; cordoned it", self._input.node)
+            await self._clear_workloads()
+
+    async def _clear_workloads(self) -> None:
+        """Wait for protected pods, then drain."""
         selector = self._input.protected_pods
         if selector is not None and (selector.match_labels or selector.match_expressions):
             self._stage = "wait-protected-pods"
@@ -172,14 +194,15 @@ class NodeWorkflow:
             poll_seconds=self._input.settings.drain_poll_seconds,
         )
         await self._wait(NodeActivities.drain, drain, self._input.drain.timeout_seconds or 7 * 24 * 3600)
-        return cordon
 
-    async def _run_steps(self, first: StatusNote | None, *, ours: bool) -> None:
+    async def _run_steps(self, first: StatusNote | None) -> None:
         steps = self._input.work.steps
         for index, step in enumerate(steps):
             if self._abort:
                 raise NodeFailedError("aborted before " + step.stage.value)
-            last = self._last_activity_shows_complete() and not ours and index == len(steps) - 1
+            if index:
+                await self._keep_cordoned()
+            last = self._last_activity_shows_complete() and not self._ours() and index == len(steps) - 1
             await self._run_step(step, first, self._completed() if last else None)
             first = None
 
@@ -255,10 +278,10 @@ class NodeWorkflow:
         else:
             await self._status(self._completed())
 
-    async def _finish_failed(self, message: str, cordon: CordonReport | None) -> NodeResult:
+    async def _finish_failed(self, message: str) -> NodeResult:
         if self._abort:
             # An abort stops between stages and hands the node back to its workloads.
-            if cordon is not None and cordon.ours:
+            if self._ours():
                 request = UncordonRequest(profile=self._input.profile, node=self._input.node)
                 await self._call(NodeActivities.uncordon, request)
             await self._status(

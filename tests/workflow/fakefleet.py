@@ -58,6 +58,9 @@ class FakeFleet:
     cleaned_up: list[CleanupRequest] = field(default_factory=list)
     untainted: list[str] = field(default_factory=list)
     rebooted: list[str] = field(default_factory=list)
+    drained: list[str] = field(default_factory=list)
+    cordoned_at_stages: list[tuple[str, str, bool]] = field(default_factory=list)
+    """(node, stage, whether the node was unschedulable when the stage began), in order."""
     recorded_by: list[tuple[str, str]] = field(default_factory=list)
     """(node, the activity type that wrote a package state record), in order."""
 
@@ -119,6 +122,7 @@ class FakeFleet:
 
     @activity.defn(name=NAMES.DRAIN)
     async def drain(self, request: DrainRequest) -> DrainReport:
+        self.drained.append(request.node)
         return DrainReport()
 
     @activity.defn(name=NAMES.RUN_STAGE)
@@ -126,6 +130,8 @@ class FakeFleet:
         self._show(request, request.show_before)
         self.started_stages.append((request.node, request.stage.value))
         self.stage_requests.append(request)
+        unschedulable = bool(self.nodes[request.node]["spec"].get("unschedulable"))
+        self.cordoned_at_stages.append((request.node, request.stage.value, unschedulable))
         if self.hold_stages:
             await self.release.wait()
         if request.node in self.failing_nodes or (self.fails is not None and self.fails(request)):

@@ -17,7 +17,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 
 from fleetwright.activities.payloads import NAMES, DecideReport, DecideRequest, DrainReport, DrainRequest
-from fleetwright.api.keys import condition_type, state_key
+from fleetwright.api.keys import condition_type, cordon_key, state_key
 from fleetwright.localcluster import examples
 from fleetwright.planner.nodestate import read_profile_state
 from fleetwright.worker.temporal import build_worker
@@ -376,6 +376,38 @@ async def test_an_aborting_rollout_stays_aborted_through_a_policy_edit_but_not_a
             assert done.generation == 2
             assert fleet.started_nodes() == sorted(fleet.nodes)
             await handle.terminate("test done")
+
+
+async def test_a_node_updated_under_a_foreign_cordon_is_cordoned_again_when_it_is_lifted(
+    client: Client,
+) -> None:
+    # Someone else cordoned the node; the rollout works under that cordon and must never lift it.
+    # When they lift it mid-update, the node this rollout is disrupting must stay cordoned: the
+    # workflow cordons it as its own (and drains it again) before the next stage, and lifts that
+    # cordon itself once done.
+    fleet = FakeFleet(size=1, hold_stages=True)
+    [node] = fleet.nodes
+    fleet.nodes[node]["spec"]["unschedulable"] = True
+    rollout = RolloutInput(
+        profile=examples.profile(name=unique(), interrupt="reboot"),
+        policy=examples.policy(max_unavailable=1),
+        settings=SETTINGS,
+    )
+    handle, queue = await start(client, fleet, rollout)
+    async with build_worker(client, fleet.activities(), task_queue=queue):
+        await eventually(lambda: bool(fleet.started_stages), "the first stage")
+        assert fleet.cordoned_at_stages[0][2]
+        assert cordon_key(rollout.profile.metadata.name) not in fleet.annotations(node)  # not ours
+        fleet.nodes[node]["spec"].pop("unschedulable")  # the other party uncordons
+        fleet.release.set()
+        await in_phase(handle, "Complete")
+        await handle.terminate("test done")
+    later = fleet.cordoned_at_stages[1:]
+    assert later
+    assert all(cordoned for _, _, cordoned in later), fleet.cordoned_at_stages
+    assert fleet.drained == [node, node]  # drained again once cordoned again
+    assert fleet.uncordoned == [node]  # our own cordon, lifted at the end
+    assert fleet.cordoned() == set()
 
 
 async def test_a_failed_canary_halts_before_any_other_node_is_touched(client: Client) -> None:
