@@ -25,7 +25,7 @@ from temporalio.exceptions import ApplicationError
 
 from fleetwright.activities import nodeprogress
 from fleetwright.activities.payloads import DrainReport, DrainRequest, NodePhase
-from fleetwright.activities.waiting import Clock, blocking, heartbeat_window
+from fleetwright.activities.waiting import Clock, blocking, heartbeat_window, tell_rollout
 from fleetwright.api.keys import NodeReason
 from fleetwright.api.nodeprofile import DrainSpec
 from fleetwright.kube import pods
@@ -212,6 +212,7 @@ class Drainer:
                 reason=reason,
                 message=message,
             )
+            await tell_rollout(self.request.rollout_workflow_id)
             self.shown = (reason, message)
         if timed_out and self.request.drain.on_timeout == "fail-node":
             raise ApplicationError(message, type=NodeReason.DRAIN_TIMEOUT, non_retryable=True)
@@ -226,7 +227,7 @@ class Drainer:
 
     async def _clear(self) -> None:
         """A drain that ends lifts the waiting state it may have shown (this or an earlier attempt)."""
-        await nodeprogress.lift(
+        if await nodeprogress.lift(
             self.executor,
             self.api,
             profile=self.request.profile,
@@ -234,7 +235,8 @@ class Drainer:
             held=DRAIN_WAIT_REASONS,
             reason=NodeReason.DRAINED,
             message=f"drain of {self.request.node} finished",
-        )
+        ):
+            await tell_rollout(self.request.rollout_workflow_id)
 
     def _report(self, listed: list[PodFacts], outcome: Pass) -> DrainReport:
         present = {p.key: p.uid for p in listed}

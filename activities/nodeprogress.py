@@ -114,11 +114,13 @@ async def lift(
     held: Collection[str],
     reason: str,
     message: str,
-) -> None:
+) -> bool:
     """Lift a waiting state this or an earlier attempt showed (the profile's node condition has a
-    reason in ``held``) back to in-progress; say nothing when none shows."""
+    reason in ``held``) back to in-progress; say nothing when none shows. True if one was lifted."""
     facts, _ = await blocking(executor, nodestatus.read_node, api, node)
     current = facts.conditions.get(condition_type(profile))
-    if current is not None and current.reason in held:
-        phase = NodePhase.IN_PROGRESS
-        await show(executor, api, profile=profile, node=node, phase=phase, reason=reason, message=message)
+    if current is None or current.reason not in held:
+        return False
+    phase = NodePhase.IN_PROGRESS
+    await show(executor, api, profile=profile, node=node, phase=phase, reason=reason, message=message)
+    return True

@@ -61,12 +61,21 @@ class CordonReport(Frozen):
     """Someone else had cordoned it: we work under that cordon and never lift it."""
 
 
-class ProtectedPodsRequest(NodeTarget):
+class WaitTarget(NodeTarget):
+    """A node whose activity may wait on something a human may have to clear (a PDB, protected
+    pods, an image that does not pull)."""
+
+    rollout_workflow_id: str = ""
+    """The rollout to tell as soon as such a wait starts or stops holding the node, so it shows it
+    at once instead of at its next observe interval; empty: nobody to tell."""
+
+
+class ProtectedPodsRequest(WaitTarget):
     selector: LabelSelector
     timeout_seconds: int
 
 
-class DrainRequest(NodeTarget):
+class DrainRequest(WaitTarget):
     drain: DrainSpec
     package_namespace: str = PACKAGE_NAMESPACE
     poll_seconds: float = Field(default=5.0, gt=0)
@@ -82,7 +91,7 @@ class DrainReport(Frozen):
     """How long PodDisruptionBudgets held the drain."""
 
 
-class StageRequest(StageJob, NodeTarget):
+class StageRequest(StageJob, WaitTarget):
     """The run-stage activity's request: the stage Job, and what the activity does around it."""
 
     image_pull_timeout_seconds: int = Field(default=300, ge=1)
@@ -205,6 +214,11 @@ class StartNodesRequest(Frozen):
     decided_at: datetime
     """The workflow's time when it asked: a retried attempt leaves alone a run started since."""
     starts: tuple[WorkflowStart, ...]
+
+
+NODES_CHANGED_SIGNAL = "nodes_changed"
+"""The rollout workflow's signal to re-observe its nodes now (the controller's on Node events, a
+held wait's as it starts or stops)."""
 
 
 class NAMES:

@@ -15,7 +15,7 @@ from temporalio.exceptions import ApplicationError
 
 from fleetwright.activities import nodeprogress
 from fleetwright.activities.payloads import NodePhase, ProtectedPodsRequest
-from fleetwright.activities.waiting import Clock, blocking, heartbeat_window
+from fleetwright.activities.waiting import Clock, blocking, heartbeat_window, tell_rollout
 from fleetwright.api.keys import NodeReason
 from fleetwright.kube import pods
 from fleetwright.kube.client import ApiClient
@@ -78,11 +78,12 @@ class ProtectedPodsWait:
     async def _show(self, message: str) -> None:
         if message != self.shown:
             await self._publish(NodePhase.BLOCKED, NodeReason.PROTECTED_PODS_RUNNING, message)
+            await tell_rollout(self.request.rollout_workflow_id)
             self.shown = message
 
     async def _release(self) -> None:
         """Lift the held state this (or an earlier) attempt showed; say nothing if none was shown."""
-        await nodeprogress.lift(
+        if await nodeprogress.lift(
             self.executor,
             self.api,
             profile=self.request.profile,
@@ -90,7 +91,8 @@ class ProtectedPodsWait:
             held=(NodeReason.PROTECTED_PODS_RUNNING,),
             reason=NodeReason.PROTECTED_PODS_GONE,
             message="protected pods are gone",
-        )
+        ):
+            await tell_rollout(self.request.rollout_workflow_id)
 
     async def _publish(self, phase: NodePhase, reason: str, message: str) -> None:
         await nodeprogress.show(

@@ -15,7 +15,7 @@ from typing import Any
 
 from fleetwright.activities import nodeprogress
 from fleetwright.activities.payloads import NodePhase, StageRequest
-from fleetwright.activities.waiting import Clock, blocking, heartbeat_window
+from fleetwright.activities.waiting import Clock, blocking, heartbeat_window, tell_rollout
 from fleetwright.api import keys
 from fleetwright.api.keys import NodeReason
 from fleetwright.errors import NotFoundError, RetryableError
@@ -185,11 +185,13 @@ class StageRunner:
         if wait is not None and self.shown is None:
             message = f"{wait}; the stage fails if it lasts {int(bound.total_seconds())}s"
             await self._publish(NodePhase.BLOCKED, NodeReason.IMAGE_PULL_WAITING, message)
+            await tell_rollout(self.request.rollout_workflow_id)
             self.shown = wait
         elif wait is None and self.shown is not None:
             await self._publish(
                 NodePhase.IN_PROGRESS, NodeReason.IMAGE_PULLED, "the package image was pulled"
             )
+            await tell_rollout(self.request.rollout_workflow_id)
             self.shown = None
 
     async def _publish(self, phase: NodePhase, reason: str, message: str) -> None:

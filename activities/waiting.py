@@ -16,6 +16,9 @@ from concurrent.futures import Executor
 from typing import Any, TypeVar
 
 from temporalio import activity
+from temporalio.service import RPCError
+
+from fleetwright.activities.payloads import NODES_CHANGED_SIGNAL
 
 T = TypeVar("T")
 
@@ -59,6 +62,18 @@ def _prior_details() -> dict[str, Any]:
     if details and isinstance(details[0], dict):
         return dict(details[0])
     return {}
+
+
+async def tell_rollout(workflow_id: str) -> None:
+    """Ask the rollout to re-observe its nodes now: a wait that starts or stops holding a node shows
+    in its progress at once, not at its next observe interval. Best effort (the interval still
+    catches it): a rollout that ended or cannot be reached is not this activity's failure."""
+    if not workflow_id:
+        return
+    try:
+        await activity.client().get_workflow_handle(workflow_id).signal(NODES_CHANGED_SIGNAL)
+    except RPCError as error:
+        activity.logger.info("could not tell %s about a held wait: %s", workflow_id, error)
 
 
 async def blocking(executor: Executor, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:

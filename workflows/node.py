@@ -181,6 +181,7 @@ class NodeWorkflow:
             protected = ProtectedPodsRequest(
                 profile=self._input.profile,
                 node=self._input.node,
+                rollout_workflow_id=self._input.parent_workflow_id,
                 selector=selector,
                 timeout_seconds=self._input.settings.protected_pods_timeout_seconds,
             )
@@ -189,6 +190,7 @@ class NodeWorkflow:
         drain = DrainRequest(
             profile=self._input.profile,
             node=self._input.node,
+            rollout_workflow_id=self._input.parent_workflow_id,
             drain=self._input.drain,
             package_namespace=self._input.settings.package_namespace,
             poll_seconds=self._input.settings.drain_poll_seconds,
@@ -230,6 +232,7 @@ class NodeWorkflow:
         return StageRequest(
             profile=self._input.profile,
             node=self._input.node,
+            rollout_workflow_id=self._input.parent_workflow_id,
             profile_uid=self._input.profile_uid,
             generation=self._input.generation,
             package=self._packages[step.packages[0]],

@@ -28,7 +28,12 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from fleetwright.activities.node import NodeActivities
-    from fleetwright.activities.payloads import CleanupRequest, StartNodesRequest, WorkflowStart
+    from fleetwright.activities.payloads import (
+        NODES_CHANGED_SIGNAL,
+        CleanupRequest,
+        StartNodesRequest,
+        WorkflowStart,
+    )
     from fleetwright.activities.rollout import RolloutActivities
     from fleetwright.activities.starts import NodeStarter
     from fleetwright.api.deploymentpolicy import DeploymentPolicy
@@ -124,7 +129,7 @@ class RolloutWorkflow:
         self._controls = self._controls.model_copy(update={"deleting": True, "aborted": False})
         self._decide_now = True
 
-    @workflow.signal(name="nodes_changed")
+    @workflow.signal(name=NODES_CHANGED_SIGNAL)
     def nodes_changed(self) -> None:
         self._decide_now = True
 

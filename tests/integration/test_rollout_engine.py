@@ -204,9 +204,19 @@ async def test_a_pdb_that_allows_no_disruption_is_a_visible_wait_until_relaxed(
                 return dict(condition)
         return None
 
+    async def rollout_shows_it_blocked() -> bool:
+        progress = await handle.query(RolloutWorkflow.progress)
+        return progress is not None and "DrainBlocked" in progress.blocked_reasons.get(node, "")
+
+    # An observe interval far beyond the test: the rollout shows the wait because the drain tells
+    # it as the wait starts, not because it looked again.
     with SimulatedKubelet(cluster.kubectl):
         handle = await start(
-            temporal_client, engine, profile, {"max_unavailable": 1, "steps": steps}, settings()
+            temporal_client,
+            engine,
+            profile,
+            {"max_unavailable": 1, "steps": steps},
+            settings(observe_interval_seconds=3600),
         )
         deadline = asyncio.get_running_loop().time() + 60
         condition = None
@@ -216,7 +226,12 @@ async def test_a_pdb_that_allows_no_disruption_is_a_visible_wait_until_relaxed(
         assert condition is not None, "no DrainBlocked condition on the node"
         assert "trainer-0" in condition["message"]
         assert "trainer-pdb" in condition["message"]
-        await asyncio.sleep(2)
+        for _ in range(120):
+            if await rollout_shows_it_blocked():
+                break
+            await asyncio.sleep(0.5)
+        else:
+            raise AssertionError("the rollout did not show the held drain within 60 s")
         assert (await handle.query(RolloutWorkflow.progress)).updated == 0  # type: ignore[union-attr]
         cluster.kubectl("delete", "pdb", "trainer-pdb", "-n", namespace)
         done = await wait_phase(handle, "Complete", "Halted", within=120)
