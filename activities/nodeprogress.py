@@ -46,10 +46,8 @@ def publish(
     label or condition is not rewritten, and the same event key records one Event."""
     facts, _ = nodestatus.read_node(api, node)
     label_key = status_label_key(profile)
-    # The decision's start claim ends with the node workflow (a failed node stays cordoned).
     claim = claim_key(profile)
-    ended = phase in FINAL_PHASES or reason == NodeReason.ABORTED
-    drop = {claim: None} if ended and claim in facts.annotations else None
+    drop = {claim: None} if ends_claim(phase, reason) and claim in facts.annotations else None
     if facts.labels.get(label_key) != phase.value or drop:
         nodestatus.merge_metadata(api, node, labels={label_key: phase.value}, annotations=drop)
     text = message[:MAX_MESSAGE]
@@ -66,6 +64,12 @@ def publish(
             note=f"{profile}: {message}",
             key=event_key or "\x00".join((profile, phase.value, reason, message)),
         )
+
+
+def ends_claim(phase: NodePhase, reason: str) -> bool:
+    """Whether showing ``phase`` for ``reason`` drops the decision's start claim: the claim ends
+    with the node workflow (a failed node stays cordoned, and the cordon counts from then on)."""
+    return phase in FINAL_PHASES or reason == NodeReason.ABORTED
 
 
 def claim(api: ApiClient, *, profile: str, node: str) -> None:

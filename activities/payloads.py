@@ -159,6 +159,9 @@ class DecideRequest(Frozen):
     release_claims: tuple[str, ...] = ()
     """Nodes an earlier decision claimed but the workflow did not start (a pause or abort arrived
     while deciding): this profile's start claim is dropped before observing."""
+    ended: tuple[NodeResult, ...] = ()
+    """Failed results of node workflows that ended without finishing (terminated, timed out): each
+    node is shown failed with the result's message, which drops this profile's start claim."""
 
 
 class DecideReport(Frozen):
@@ -221,6 +224,26 @@ NODES_CHANGED_SIGNAL = "nodes_changed"
 held wait's as it starts or stops)."""
 
 
+class EndedNodesRequest(Frozen):
+    """The node workflows a rollout still waits on, all under one id prefix."""
+
+    id_prefix: str
+    """Every node workflow id of the profile is this prefix and the node's name: one visibility
+    query finds the closed ones."""
+    waiting: dict[str, datetime]
+    """node -> when the rollout decided to start it: a run that began earlier is a previous one."""
+    target: str
+    """The rollout target they work towards (the target of a result made up for one)."""
+
+
+class EndedNodes(Frozen):
+    finished: tuple[NodeResult, ...] = ()
+    """Results of node workflows that completed (their report to the rollout was lost)."""
+    unfinished: tuple[NodeResult, ...] = ()
+    """Failures made up for node workflows that ended otherwise (terminated, timed out, cancelled,
+    not found): nothing showed their end on the node."""
+
+
 class NAMES:
     """Registered activity names (explicit strings, stable across refactors)."""
 
@@ -233,5 +256,6 @@ class NAMES:
     SET_NODE_STATUS = "fleetwright.node.set-status"
     OBSERVE_AND_DECIDE = "fleetwright.rollout.observe-and-decide"
     START_NODES = "fleetwright.rollout.start-nodes"
+    ENDED_NODES = "fleetwright.rollout.ended-nodes"
     CLEAN_UP = "fleetwright.node.clean-up"
     RELEASE_RUNTIME_TAINT = "fleetwright.node.release-runtime-taint"

@@ -22,7 +22,7 @@ from temporalio.client import Interceptor
 from fleetwright.activities import nodeprogress
 from fleetwright.activities.drain import DRAIN_WAIT_REASONS
 from fleetwright.activities.errors import temporal_errors
-from fleetwright.activities.payloads import NAMES, DecideReport, DecideRequest, NodeResult
+from fleetwright.activities.payloads import NAMES, DecideReport, DecideRequest, NodePhase, NodeResult
 from fleetwright.activities.runtime_taint import parse_profiles
 from fleetwright.activities.starts import NodeStarter
 from fleetwright.api.keys import CLAIM_PREFIX, NodeReason, claim_key, condition_type
@@ -173,6 +173,8 @@ class RolloutActivities:
         for node in request.reset_failed:
             self._clear_failure(name, node)
         self._release(name, request.release_claims)
+        ended = {r.node: r for r in request.ended}
+        patch_nodes(lambda node: self._show_ended(name, ended[node]), ended)
         profiles = parse_profiles(resources.list_objects(self._api, PROFILE_PLURAL))
         nodes = kube_nodes.list_nodes(self._api)
         report = plan_turn(nodes, request, profiles)
@@ -201,6 +203,18 @@ class RolloutActivities:
 
     def _release(self, profile: str, nodes: Iterable[str]) -> None:
         patch_nodes(lambda node: nodeprogress.release(self._api, profile=profile, node=node), nodes)
+
+    def _show_ended(self, profile: str, result: NodeResult) -> None:
+        """A node whose workflow ended without finishing is shown failed (which drops the start
+        claim its workflow would have dropped)."""
+        nodeprogress.publish(
+            self._api,
+            profile=profile,
+            node=result.node,
+            phase=NodePhase.FAILED,
+            reason=NodeReason.WORKFLOW_ENDED,
+            message=result.message,
+        )
 
     def _clear_failure(self, profile: str, node: str) -> None:
         annotations = kube_nodes.get_node(self._api, node).metadata.annotations or {}
@@ -233,11 +247,10 @@ def rollout_activities(
 ) -> list[Callable[..., Any]]:
     """The rollout workflow's activities, ready for ``Worker(activities=...)``: observe-and-decide on
     ``api`` (reporting the search attributes ``unregistered`` says the namespace lacks), and the
-    node starts on the worker's client plus ``interceptors``."""
-    return [
-        RolloutActivities(api, unregistered).observe_and_decide,
-        NodeStarter(interceptors).start_nodes,
-    ]
+    node starts and the search for ended node workflows on the worker's client plus
+    ``interceptors``."""
+    starter = NodeStarter(interceptors)
+    return [RolloutActivities(api, unregistered).observe_and_decide, starter.start_nodes, starter.ended_nodes]
 
 
 def cleared_failure(annotations: Mapping[str, str], profile: str) -> tuple[str, str] | None:

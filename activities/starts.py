@@ -1,4 +1,5 @@
-"""Starting the node workflows a rollout decision names, through the worker's Temporal client.
+"""Starting the node workflows a rollout decision names, and finding those that ended without
+reporting, through the worker's Temporal client.
 
 One activity per decision instead of a child workflow start per node: every child start cost the
 rollout workflow two history events and a workflow task, and the server applies them one at a time
@@ -9,21 +10,35 @@ report to the rollout by signal, as they did as abandoned children.
 Idempotent: a workflow already running under an id is left as it is (``USE_EXISTING``), and a
 retried attempt also leaves alone a run started since the decision (an earlier attempt's, even one
 that has finished since). It must not decide what starts; the planner did.
+
+A node workflow terminated, timed out or cancelled (a human in the Temporal UI, a reset gone wrong)
+never reports: without ``ended_nodes`` its rollout would wait for it forever and its start claim
+would hold every other profile's budget. A completed one whose report was lost is read back. Found
+by one visibility query per look-up (the store is eventually consistent: an end shows at a later
+look-up at worst).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 
 from temporalio import activity
-from temporalio.client import Client, Interceptor
+from temporalio.client import Client, Interceptor, WorkflowExecution, WorkflowExecutionStatus
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
 from fleetwright.activities.errors import temporal_errors
-from fleetwright.activities.payloads import NAMES, StartNodesRequest, WorkflowStart
+from fleetwright.activities.payloads import (
+    NAMES,
+    EndedNodes,
+    EndedNodesRequest,
+    NodeResult,
+    StartNodesRequest,
+    WorkflowStart,
+)
+from fleetwright.planner.observations import RunStatus
 
 # Start requests in flight at once: enough to keep the server busy, few enough that one decision
 # does not crowd out every other client call of the worker.
@@ -64,6 +79,30 @@ class NodeStarter:
 
         return sum(await asyncio.gather(*map(start, request.starts)))
 
+    @activity.defn(name=NAMES.ENDED_NODES)
+    @temporal_errors
+    async def ended_nodes(self, request: EndedNodesRequest) -> EndedNodes:
+        """The waited-on node workflows that are no longer running: a completed one's own result, a
+        failure naming how any other one ended. One visibility query for the profile's closed node
+        workflows started since the earliest decision waited on (not one call per running node:
+        at thousands of nodes that was thousands of calls per observe interval); a completed one's
+        result is read back only for it."""
+        if not request.waiting:
+            return EndedNodes()
+        client = self._on(activity.client())
+        closed = await _closed_runs(client, request)
+        finished, unfinished = [], []
+        for node, execution in sorted(closed.items()):
+            if execution.status is WorkflowExecutionStatus.COMPLETED:
+                handle = client.get_workflow_handle(
+                    execution.id, run_id=execution.run_id, result_type=NodeResult
+                )
+                finished.append(await handle.result(follow_runs=False))
+            else:
+                unfinished.append(_failed(node, request.target, execution))
+            activity.heartbeat()
+        return EndedNodes(finished=tuple(finished), unfinished=tuple(unfinished))
+
     def _on(self, worker_client: Client) -> Client:
         if not self._interceptors:
             return worker_client
@@ -83,3 +122,31 @@ async def _started_since(client: Client, workflow_id: str, since: datetime) -> b
             return False
         raise
     return described.start_time >= since
+
+
+async def _closed_runs(client: Client, request: EndedNodesRequest) -> dict[str, WorkflowExecution]:
+    """node -> the closed run of its waited-on workflow (the latest, if several), among the runs
+    that began at or after the rollout decided to start them (an earlier run is a previous one)."""
+    since = min(request.waiting.values()).astimezone(UTC).isoformat()
+    query = (
+        f"WorkflowId STARTS_WITH '{request.id_prefix}' AND ExecutionStatus != 'Running' "
+        f"AND StartTime >= '{since}'"
+    )
+    closed: dict[str, WorkflowExecution] = {}
+    async for execution in client.list_workflows(query):
+        node = execution.id.removeprefix(request.id_prefix)
+        decided_at = request.waiting.get(node)
+        # A node workflow never continues as new; such a run is no end.
+        if decided_at is None or execution.status in (None, WorkflowExecutionStatus.CONTINUED_AS_NEW):
+            continue
+        seen = closed.get(node)
+        if execution.start_time >= decided_at and (seen is None or execution.start_time > seen.start_time):
+            closed[node] = execution
+    return closed
+
+
+def _failed(node: str, target: str, execution: WorkflowExecution) -> NodeResult:
+    assert execution.status is not None
+    how = execution.status.name.lower().replace("_", " ")
+    message = f"node workflow {execution.id} {how} before it finished (retry-node to run the node again)"
+    return NodeResult(node=node, target=target, status=RunStatus.FAILED, message=message)

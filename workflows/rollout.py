@@ -31,6 +31,7 @@ with workflow.unsafe.imports_passed_through():
     from fleetwright.activities.payloads import (
         NODES_CHANGED_SIGNAL,
         CleanupRequest,
+        EndedNodesRequest,
         StartNodesRequest,
         WorkflowStart,
     )
@@ -94,6 +95,10 @@ class RolloutWorkflow:
         self._fresh_pass = False
         self._held: tuple[BlockedNode, ...] = ()
         self._unregistered: tuple[str, ...] = ()
+        # When the running nodes' workflows were last looked up, and the failures made up for
+        # those found ended without finishing (their nodes are shown failed on the next turn).
+        self._ended_checked_at: datetime | None = None
+        self._ended: list[NodeResult] = []
 
     # ----- signals, updates, queries --------------------------------------------------------
     @workflow.signal(name=NODE_FINISHED_SIGNAL)
@@ -200,8 +205,10 @@ class RolloutWorkflow:
         self._controls = rollout.controls
         self._results = list(rollout.results)
         self._state = rollout.state or begin(self._spec(), workflow.now())
+        self._ended_checked_at = workflow.now()
         while True:
             self._apply_spec_change()
+            await self._collect_ended()
             report = await self._observe_and_decide()
             decision = report.decision
             self._held = report.held
@@ -298,9 +305,41 @@ class RolloutWorkflow:
             self._controls = self._controls.model_copy(update={"approvals": (), "skipped": ()})
         self._state = retarget(self._state, spec, workflow.now())
 
+    async def _collect_ended(self) -> None:
+        """Node workflows that ended without reporting (terminated or timed out in Temporal, or
+        whose report was lost) are looked up once per observe interval while nodes run, and their
+        results folded in as reports: the rollout never waits for them forever, and a node whose
+        workflow did not finish is shown failed, which drops its start claim."""
+        assert self._state is not None
+        assert self._ended_checked_at is not None
+        now = workflow.now()
+        if now - self._ended_checked_at < timedelta(seconds=self._settings.observe_interval_seconds):
+            return
+        self._ended_checked_at = now
+        reported = {r.node for r in self._results}
+        profile = self._state.spec.profile
+        waiting = {run.node: run.started_at for run in self._state.running if run.node not in reported}
+        if not waiting:
+            return
+        request = EndedNodesRequest(
+            id_prefix=node_workflow_id(profile, ""), waiting=waiting, target=self._state.spec.target
+        )
+        ended = await workflow.execute_activity_method(
+            NodeStarter.ended_nodes,
+            request,
+            start_to_close_timeout=START_NODES_TIMEOUT,
+            heartbeat_timeout=retry.HEARTBEAT,
+            retry_policy=retry.API_CALL,
+            summary=f"look for ended node workflows among the {len(waiting)} running of {profile}",
+        )
+        reported = {r.node for r in self._results}  # reports that arrived meanwhile win
+        self._results.extend(r for r in ended.finished + ended.unfinished if r.node not in reported)
+        self._ended.extend(r for r in ended.unfinished if r.node not in reported)
+
     async def _observe_and_decide(self) -> DecideReport:
         assert self._state is not None
         retried = self._take_retried()
+        ended, self._ended = tuple(self._ended), []
         reported: list[NodeResult] = []
         unclaim: tuple[str, ...] = ()
         while True:
@@ -314,6 +353,7 @@ class RolloutWorkflow:
                 controls=controls,
                 reset_failed=retried,
                 release_claims=unclaim,
+                ended=ended,
             )
             report = await self._decide(request)
             # A pause or abort that arrived while the activity ran: the decision was taken without

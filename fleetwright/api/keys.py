@@ -125,6 +125,9 @@ class NodeReason:
     FAILED = "StageFailed"
     """A stage, or a bounded wait before it, failed; the message says which. The same word as the
     profile's node issue for the node (``ProfileReason.STAGE_FAILED``)."""
+    WORKFLOW_ENDED = "NodeWorkflowEnded"
+    """The node workflow ended without finishing (terminated or timed out in Temporal); the rollout
+    counts the node as failed and drops its start claim."""
     RESET = "Reset"
     """``fleetwright node reset`` forgot what the profile recorded there."""
     DRAIN_BLOCKED = "DrainBlocked"

@@ -1,6 +1,7 @@
 """Injecting one planned fault into the running stack: kill -9 and restart of a process, Temporal
 frozen (unreachable), third-party edits to nodes (cordon, label, taint), a node deleted, a
-malformed fleetwright annotation. Which node a node fault hits is chosen from the latest snapshot.
+malformed fleetwright annotation, a running node workflow terminated. Which node a node fault hits
+is chosen from the latest snapshot.
 
 Owns the mechanics of each fault and the outage windows it causes; it must not check anything.
 The third party lifts its own cordon only after a hold (recorded, so the check knows), so a foreign
@@ -14,11 +15,12 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from fleetwright.api.keys import state_key
+from fleetwright.api.keys import claim_key, state_key
 from fleetwright.chaos.invariants import Outage, disrupted_by
 from fleetwright.chaos.plan import Fault, Injection
 from fleetwright.chaos.snapshot import NodeView
 from fleetwright.chaos.stack import ChaosStack
+from fleetwright.workflows.node import node_workflow_id
 
 PROCESS = {
     Fault.KILL_WORKER: "worker",
@@ -52,9 +54,15 @@ def choose_node(fault: Fault, nodes: Sequence[NodeView], profile: str, rng: rand
         preferred = [n.name for n in nodes if not n.unschedulable]
     elif fault is Fault.MALFORMED_ANNOTATION:
         preferred = [n.name for n in nodes if state_key(profile) not in n.annotations]
+    elif fault is Fault.TERMINATE_NODE_WORKFLOW:
+        # The start claim lasts as long as the node workflow: a claimed node's workflow runs.
+        return _pick([n.name for n in nodes if claim_key(profile) in n.annotations], rng)
     else:
         preferred = names
-    pool = preferred or names
+    return _pick(preferred or names, rng)
+
+
+def _pick(pool: list[str], rng: random.Random) -> str:
     return rng.choice(sorted(pool)) if pool else ""
 
 
@@ -78,7 +86,9 @@ class Injector:
                 self.stack.thaw_temporal()
             return Injected(fault, "temporal", (start, self.clock()))
         node = choose_node(fault, nodes, self.profile, rng)
-        if node:
+        if node and fault is Fault.TERMINATE_NODE_WORKFLOW:
+            self.stack.terminate_workflow(node_workflow_id(self.profile, node))
+        elif node:
             self._edit(fault, node)
         return Injected(fault, node)
 

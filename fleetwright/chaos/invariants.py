@@ -14,7 +14,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from fleetwright.api.keys import CORDON_PREFIX, condition_type
+from fleetwright.api.keys import CORDON_PREFIX, claim_key, condition_type
 from fleetwright.chaos.snapshot import JobView, NodeView, ProfileView, Snapshot
 
 BUDGET = "budget"
@@ -130,12 +130,16 @@ def rollout_ended(final: ProfileView | None, at: float) -> list[Violation]:
 
 
 def left_behind(final: Snapshot, profile: str) -> list[Violation]:
-    """After the rollout ended no node is cordoned by it, carries its stale cordon marker or a
-    fleetwright taint. A node the status names as failed stays cordoned by design (nothing may land
-    on a half-changed host), so that one cordon is allowed."""
+    """After the rollout ended no node is cordoned by it, carries its stale cordon marker, its start
+    claim (which every other profile counts against its budget) or a fleetwright taint. A node the
+    status names as failed stays cordoned by design (nothing may land on a half-changed host), so
+    that one cordon is allowed; its claim is not: it ends with the node workflow, however that
+    ended (terminated too)."""
     failed = set(final.profile.failed_nodes if final.profile else ())
     out = []
     for node in final.nodes:
+        if claim_key(profile) in node.annotations:
+            out.append(Violation(LEFT_BEHIND, final.at, f"{node.name} left claimed (its start claim)"))
         if node.cordoned_by(profile) and node.name not in failed:
             out.append(Violation(LEFT_BEHIND, final.at, f"{node.name} left cordoned (not a failed node)"))
         elif not node.unschedulable and any(k.startswith(CORDON_PREFIX) for k in node.annotations):

@@ -23,6 +23,8 @@ class Fault(StrEnum):
     FOREIGN_TAINT = "foreign-taint"
     DELETE_NODE = "delete-node"
     MALFORMED_ANNOTATION = "malformed-annotation"
+    TERMINATE_NODE_WORKFLOW = "terminate-node-workflow"
+    """A running node workflow terminated, as from the Temporal UI: it never reports."""
 
 
 # Faults that stop a process the engine needs: the visibility clock does not run while they last.

@@ -4,7 +4,8 @@ either backend), the simulated kubelet, and the worker and the controller as sep
 each can be SIGKILLed and restarted on its own), without the webhook, the scheduler or the UI,
 which no fault touches.
 
-Owns killing, freezing and restarting those pieces and making fresh node groups; it must not
+Owns killing, freezing and restarting those pieces, terminating workflows and making fresh node
+groups; it must not
 decide when to break what (``faults`` and ``runner`` do), nor start the stack (``localstack`` does).
 """
 
@@ -21,7 +22,7 @@ from types import TracebackType
 from fleetwright.localcluster import nodes as fleet_nodes
 from fleetwright.localcluster.cluster import ClusterOptions, LocalCluster
 from fleetwright.localcluster.processes import Supervised, wait_until
-from fleetwright.localcluster.temporal import TemporalServer
+from fleetwright.localcluster.temporal import TemporalServer, temporal_cli
 from fleetwright.localstack.stack import LocalStack, StackOptions
 from fleetwright.workflows.payloads import EngineSettings
 
@@ -110,6 +111,21 @@ class ChaosStack:
         pid = self.temporal.process.pid
         if pid is not None and self.temporal.process.running:
             os.killpg(pid, sig)
+
+    def terminate_workflow(self, workflow_id: str) -> None:
+        """Terminate a workflow as a human does in the Temporal UI (no error if it ended)."""
+        temporal_cli(
+            "workflow",
+            "terminate",
+            "--workflow-id",
+            workflow_id,
+            "--reason",
+            "chaos: terminated by an operator",
+            "--namespace",
+            self.temporal.namespace,
+            "--address",
+            self.temporal.address,
+        )
 
     def supervise(self) -> list[str]:
         """What the kubelet does for the chart's pods: start the worker or the controller again

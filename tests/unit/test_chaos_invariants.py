@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from fleetwright.api.keys import condition_type, cordon_key, state_key
+from fleetwright.api.keys import claim_key, condition_type, cordon_key, state_key
 from fleetwright.chaos import invariants as inv
 from fleetwright.chaos.snapshot import Snapshot, snapshot
 
@@ -182,14 +182,22 @@ def test_clean_end_and_a_failed_node_kept_cordoned_are_fine() -> None:
     assert inv.left_behind(final, P) == []
 
 
-def test_cordon_marker_or_taint_left_behind_fires() -> None:
+def test_cordon_marker_claim_or_taint_left_behind_fires() -> None:
     nodes = [
         node("a", ours=True),
         node("b", annotations={cordon_key(P): "true"}),
         node("c", taints=[{"key": "fleetwright.io/runtime-required", "effect": "NoSchedule"}]),
+        node("d", annotations={claim_key(P): "true"}),
+        node("e", annotations={claim_key("another-profile"): "true"}),  # not this rollout's
     ]
     found = inv.left_behind(snap(9, nodes, profile=profile("Complete")), P)
-    assert [v.detail.split()[0] for v in found] == ["a", "b", "c"]
+    assert [v.detail.split()[0] for v in found] == ["a", "b", "c", "d"]
+
+
+def test_a_failed_node_may_stay_cordoned_but_not_claimed() -> None:
+    failed = node("b", ours=True, annotations={claim_key(P): "true"})
+    found = inv.left_behind(snap(9, [failed], profile=profile("Halted", failed=("b",))), P)
+    assert [v.detail for v in found] == ["b left claimed (its start claim)"]
 
 
 # ----- blocked waits visible ----------------------------------------------------------------------

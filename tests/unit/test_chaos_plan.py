@@ -9,7 +9,7 @@ from collections import Counter
 
 import pytest
 
-from fleetwright.api.keys import cordon_key, state_key
+from fleetwright.api.keys import claim_key, cordon_key, state_key
 from fleetwright.chaos.faults import choose_node
 from fleetwright.chaos.plan import Fault, Outcome, draw, rollback_plan
 from fleetwright.chaos.runner import engine_settings, manifests
@@ -59,6 +59,10 @@ def test_node_faults_prefer_the_documented_nodes() -> None:
     assert choose_node(Fault.FOREIGN_CORDON, nodes, "p", rng) in {"done", "fresh"}
     assert {choose_node(Fault.MALFORMED_ANNOTATION, nodes, "p", rng) for _ in range(20)} == {"busy", "fresh"}
     assert choose_node(Fault.FOREIGN_LABEL, [], "p", rng) == ""
+    # A workflow to terminate runs only where the profile's start claim is; none claimed, no target.
+    assert choose_node(Fault.TERMINATE_NODE_WORKFLOW, nodes, "p", rng) == ""
+    claimed = [*nodes, NodeView("starting", annotations={claim_key("p"): "true", claim_key("q"): "true"})]
+    assert choose_node(Fault.TERMINATE_NODE_WORKFLOW, claimed, "p", rng) == "starting"
 
 
 def test_a_rollback_iteration_replaces_a_complete_spec_with_one_whose_config_fails() -> None:

@@ -12,6 +12,7 @@ from typing import Any
 
 from temporalio import activity
 
+from fleetwright.activities.nodeprogress import ends_claim
 from fleetwright.activities.payloads import (
     NAMES,
     CleanupReport,
@@ -22,6 +23,7 @@ from fleetwright.activities.payloads import (
     DecideRequest,
     DrainReport,
     DrainRequest,
+    NodePhase,
     NodeStatusRequest,
     NodeTarget,
     ProtectedPodsRequest,
@@ -33,7 +35,7 @@ from fleetwright.activities.payloads import (
 )
 from fleetwright.activities.rollout import cleared_failure, plan_turn
 from fleetwright.activities.starts import NodeStarter
-from fleetwright.api.keys import cordon_key, state_key
+from fleetwright.api.keys import NodeReason, claim_key, cordon_key, state_key
 from fleetwright.localcluster import nodes as fleet_nodes
 from fleetwright.planner.nodestate import format_annotation
 from fleetwright.stagejob.outcome import StageOutcome, StageReport
@@ -47,6 +49,8 @@ class FakeFleet:
     """Also fail the stages this says fail (the failing nodes' always do)."""
     stage_requests: list[StageRequest] = field(default_factory=list)
     hold_stages: bool = False
+    held_profiles: set[str] = field(default_factory=set)
+    """Profiles whose stages are held (until ``release``) whatever ``hold_stages`` says."""
     nodes: dict[str, dict[str, Any]] = field(init=False)
     started_stages: list[tuple[str, str]] = field(default_factory=list)
     uncordoned: list[str] = field(default_factory=list)
@@ -90,7 +94,18 @@ class FakeFleet:
             if cleared is not None:
                 key, value = cleared
                 self.annotations(node)[key] = value
-        return plan_turn(list(self.nodes.values()), request)
+        profile = request.profile.metadata.name
+        for node in request.release_claims:
+            self.annotations(node).pop(claim_key(profile), None)
+        for result in request.ended:
+            self._show(
+                NodeTarget(profile=profile, node=result.node),
+                StatusNote(phase=NodePhase.FAILED, reason=NodeReason.WORKFLOW_ENDED, message=result.message),
+            )
+        report = plan_turn(list(self.nodes.values()), request)
+        for start in report.decision.start:  # claimed as the real activity does
+            self.annotations(start.node)[claim_key(profile)] = "true"
+        return report
 
     @activity.defn(name=NAMES.CORDON)
     async def cordon(self, target: CordonRequest) -> CordonReport:
@@ -132,7 +147,7 @@ class FakeFleet:
         self.stage_requests.append(request)
         unschedulable = bool(self.nodes[request.node]["spec"].get("unschedulable"))
         self.cordoned_at_stages.append((request.node, request.stage.value, unschedulable))
-        if self.hold_stages:
+        if self.hold_stages or request.profile in self.held_profiles:
             await self.release.wait()
         if request.node in self.failing_nodes or (self.fails is not None and self.fails(request)):
             return StageReport(job=f"job-{request.node}", outcome=StageOutcome.FAILED, message="exit code 1")
@@ -155,6 +170,8 @@ class FakeFleet:
         if note is not None:
             self.statuses[target.node] = note.phase.value
             self.reasons[target.node] = note.reason
+            if ends_claim(note.phase, note.reason):
+                self.annotations(target.node).pop(claim_key(target.profile), None)
 
     @activity.defn(name=NAMES.RECORD_STATE)
     async def record_state(self, request: RecordStateRequest) -> None:
@@ -164,8 +181,8 @@ class FakeFleet:
 
     @activity.defn(name=NAMES.SET_NODE_STATUS)
     async def set_node_status(self, request: NodeStatusRequest) -> None:
-        self.statuses[request.node] = request.phase.value
-        self.reasons[request.node] = request.reason
+        note = StatusNote(phase=request.phase, reason=request.reason, message=request.message)
+        self._show(NodeTarget(profile=request.profile, node=request.node), note)
 
     @activity.defn(name=NAMES.CLEAN_UP)
     async def clean_up(self, request: CleanupRequest) -> CleanupReport:
@@ -198,5 +215,7 @@ class FakeFleet:
             self.set_node_status,
             self.clean_up,
             self.release_runtime_taint,
-            NodeStarter().start_nodes,  # the real one: it starts node workflows on the test server
+            # The real ones: they start and look up node workflows on the test server.
+            NodeStarter().start_nodes,
+            NodeStarter().ended_nodes,
         ]

@@ -1,0 +1,150 @@
+"""A node workflow that ends without finishing (terminated in the Temporal UI, timed out) frees
+what it held: its rollout counts the node as failed and shows it so, which drops its start claim,
+and another profile that counted the claim against its budget then proceeds. The look-up activity
+itself: a running workflow is left out, a completed one's result is read back (its report to the
+rollout was lost), any other end is a failure naming it."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+import pytest
+from temporalio import workflow
+from temporalio.client import Client, WorkflowHandle
+from temporalio.testing import ActivityEnvironment
+from temporalio.worker import Worker
+
+from fleetwright.activities.payloads import EndedNodesRequest, NodeResult, StartNodesRequest, WorkflowStart
+from fleetwright.activities.starts import NodeStarter
+from fleetwright.api.keys import NodeReason, claim_key
+from fleetwright.localcluster import examples
+from fleetwright.planner.observations import RunStatus
+from fleetwright.worker.temporal import build_worker
+from fleetwright.workflows.node import NODE_WORKFLOW, node_workflow_id
+from fleetwright.workflows.payloads import EngineSettings, Progress, RolloutInput
+from fleetwright.workflows.rollout import RolloutWorkflow
+from tests.workflow.fakefleet import FakeFleet
+
+pytestmark = pytest.mark.workflow
+
+# The rollouts look up their running nodes' workflows once per observe interval.
+SETTINGS = EngineSettings(observe_interval_seconds=1, search_attributes=False)
+ONE_AT_A_TIME = [{"name": "all", "batches": {"strategy": "fixed", "initial": 1}}]
+
+
+async def eventually(predicate: Callable[[], bool], what: str, within: float = 60.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while loop.time() < deadline:
+        if predicate():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+Rollout = WorkflowHandle[RolloutWorkflow, Progress]
+
+
+async def until(handle: Rollout, predicate: Callable[[Progress], bool], what: str) -> Progress:
+    for _ in range(600):
+        state = await handle.query(RolloutWorkflow.progress)
+        if state is not None and predicate(state):
+            return state
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"the rollout never showed {what}")
+
+
+async def test_a_terminated_node_workflow_fails_its_node_and_frees_its_claim_for_other_profiles(
+    client: Client,
+) -> None:
+    fleet = FakeFleet(size=2)
+    first, second = (f"tuning-{uuid.uuid4().hex[:8]}" for _ in range(2))
+    fleet.held_profiles = {first}  # the first profile's stage never ends by itself
+    policy = examples.policy(max_unavailable=1, steps=ONE_AT_A_TIME)
+    queue = f"tq-{uuid.uuid4()}"
+
+    async def start(profile: str) -> Rollout:
+        rollout = RolloutInput(
+            profile=examples.profile(profile, interrupt=None), policy=policy, settings=SETTINGS
+        )
+        return await client.start_workflow(
+            RolloutWorkflow.run, rollout, id=f"nodeprofile/{profile}", task_queue=queue
+        )
+
+    async with build_worker(client, fleet.activities(), task_queue=queue):
+        one = await start(first)
+        await eventually(lambda: bool(fleet.started_stages), "the first profile's stage")
+        [(node, _)] = fleet.started_stages
+        assert claim_key(first) in fleet.annotations(node)
+
+        # The second profile counts the claimed node against its budget of one: it waits.
+        two = await start(second)
+        held = await until(two, lambda p: bool(p.blocked_reasons), "the budget held by the claim")
+        assert f"{node} (profile/{first} starting)" in str(held.blocked_reasons)
+
+        await client.get_workflow_handle(node_workflow_id(first, node)).terminate("an operator")
+        failed = await until(one, lambda p: bool(p.failed_nodes), "the node failed")
+        assert failed.failed_nodes == (node,)
+        assert "terminated" in failed.failed_reasons[node]
+        assert fleet.reasons[node] == NodeReason.WORKFLOW_ENDED
+        assert claim_key(first) not in fleet.annotations(node)
+
+        done = await until(two, lambda p: p.phase == "Complete", "the second profile complete")
+        assert done.phase == "Complete"
+        assert {n for n, _ in fleet.started_stages[1:]} == set(fleet.nodes)
+        fleet.release.set()  # the terminated workflow's stage activity may end now
+        for handle in (one, two):
+            await handle.terminate("test done")
+
+
+@workflow.defn(name="test.finished-node", sandboxed=False)
+class FinishedNode:
+    """Stands in for a node workflow that completed with a result."""
+
+    @workflow.run
+    async def run(self, result: NodeResult) -> NodeResult:
+        return result
+
+
+async def test_the_look_up_reads_back_results_and_names_how_a_workflow_ended(client: Client) -> None:
+    starter = NodeStarter()
+    env = ActivityEnvironment(client=client)
+    prefix = f"node/{uuid.uuid4().hex[:8]}/"
+
+    async def start(*nodes: str) -> None:
+        starts = tuple(WorkflowStart(id=prefix + n, input={"node": n}) for n in nodes)
+        epoch = datetime.fromtimestamp(0, UTC)
+        request = StartNodesRequest(
+            workflow=NODE_WORKFLOW, task_queue="no-worker", decided_at=epoch, starts=starts
+        )
+        await env.run(starter.start_nodes, request)
+
+    # A run that ended before the rollout decided to start the node again is a previous one.
+    await start("previous")
+    await client.get_workflow_handle(prefix + "previous").terminate("an earlier attempt")
+    await asyncio.sleep(0.1)
+    decided = datetime.now(UTC)
+    await asyncio.sleep(0.1)
+    await start("running", "terminated", "previous")
+    await client.get_workflow_handle(prefix + "terminated").terminate("an operator")
+    result = NodeResult(node="completed", target="t1", status=RunStatus.SUCCEEDED, message="complete")
+    queue = f"tq-{uuid.uuid4()}"
+    async with Worker(client, task_queue=queue, workflows=[FinishedNode]):
+        await client.execute_workflow(FinishedNode.run, result, id=prefix + "completed", task_queue=queue)
+    nodes = ("running", "terminated", "completed", "previous", "never-started")
+    request = EndedNodesRequest(id_prefix=prefix, waiting=dict.fromkeys(nodes, decided), target="t1")
+
+    # The visibility store is eventually consistent: the ends show within moments.
+    for _ in range(100):
+        ended = await env.run(starter.ended_nodes, request)
+        if ended.finished and ended.unfinished:
+            break
+        await asyncio.sleep(0.1)
+    assert ended.finished == (result,)  # the running one, and the previous run, are left out
+    [terminated] = ended.unfinished
+    assert (terminated.node, terminated.status, terminated.target) == ("terminated", RunStatus.FAILED, "t1")
+    assert "terminated" in terminated.message
+    assert "retry-node" in terminated.message
