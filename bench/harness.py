@@ -27,7 +27,12 @@ import yaml
 
 from fleetwright.api.crdgen import CRDS, rendered_files
 from fleetwright.kube.client import ApiClient, from_kubeconfig
-from fleetwright.localcluster.cluster import ClusterOptions, LocalCluster, wait_established
+from fleetwright.localcluster.cluster import (
+    ClusterOptions,
+    LocalCluster,
+    create_package_namespace,
+    wait_established,
+)
 from fleetwright.localcluster.processes import Supervised
 from fleetwright.localcluster.temporal import Backend, TemporalServer, local_temporal
 from fleetwright.localstack.kubelet import KUBELET_AGENT, watched_kubelet
@@ -242,6 +247,8 @@ class Stack:
         crds = list(rendered_files().values())
         self.cluster.kubectl("apply", "-f", "-", input="---\n".join(crds))
         wait_established(self.cluster.kubectl, [spec.name for spec in CRDS])
+        # What the chart creates: the worker creates no namespace.
+        create_package_namespace(self.cluster.kubectl, self.engine.package_namespace)
         settings = WorkerSettings(
             temporal_address=self.temporal.address,
             temporal_namespace=self.temporal.namespace,

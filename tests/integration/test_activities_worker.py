@@ -111,6 +111,9 @@ async def test_activities_run_on_a_real_worker(cluster: ClusterUnderTest, client
                 "stageTimeoutSeconds": 60,
             }
         )
+        # The package namespaces exist, as the chart creates them (the worker creates none).
+        for created in (namespace, f"{namespace}-reboot"):
+            cluster.kubectl("create", "namespace", created)
         # An interrupt Job on a node that never reboots (no simulated kubelet here).
         stuck = StageRequest(
             profile="act-worker",
