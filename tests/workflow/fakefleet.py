@@ -58,6 +58,8 @@ class FakeFleet:
     reasons: dict[str, str] = field(default_factory=dict)
     """The reason of each node's last status, as users read it on the node's condition."""
     max_cordoned: int = 0
+    cordoned_sets: list[frozenset[str]] = field(default_factory=list)
+    """The cordoned nodes after each cordon, in order (caps per group of nodes)."""
     release: asyncio.Event = field(default_factory=asyncio.Event)
     cleaned_up: list[CleanupRequest] = field(default_factory=list)
     untainted: list[str] = field(default_factory=list)
@@ -117,7 +119,8 @@ class FakeFleet:
             return CordonReport(ours=False, foreign=True)
         node["spec"]["unschedulable"] = True
         self.annotations(target.node)[cordon_key(target.profile)] = "true"
-        self.max_cordoned = max(self.max_cordoned, len(self.cordoned()))
+        self.cordoned_sets.append(frozenset(self.cordoned()))
+        self.max_cordoned = max(self.max_cordoned, len(self.cordoned_sets[-1]))
         return CordonReport(ours=True, foreign=False)
 
     @activity.defn(name=NAMES.UNCORDON)

@@ -142,3 +142,39 @@ async def test_a_rollback_that_fails_halts_and_says_so_without_rolling_back_agai
         ("1.1.0", "upgrade"),
         ("1.0.0", "apply"),
     ], canary
+
+
+async def test_a_compartments_own_rule_rolls_back_although_the_policy_halts(client: Client) -> None:
+    name = unique()
+    old = examples.profile(name=name, version="1.0.0", interrupt=None, generation=1)
+    new = examples.profile(name=name, version="1.1.0", interrupt=None, generation=2)
+    config = config_digests(old.spec.packages[0].config_map)
+    fleet = fleet_at_1_0_0(name, 10, config)  # nodes 0-7 are H100s, 8-9 A100s
+    # The policy tolerates five failed nodes and halts; the a100 compartment none, and rolls back.
+    steps = [{"name": "all", "batches": {"initial": 2}}]
+    deployment = examples.policy(max_unavailable=2, steps=steps, max_failed_nodes=5)
+    a100 = {
+        "name": "a100",
+        "selector": {"matchLabels": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}},
+        "steps": [{"name": "all", "batches": {"initial": 1}}],
+        "failure": {"maxFailedNodes": 0, "action": "rollback"},
+    }
+    spec = deployment.spec.model_validate(
+        {**deployment.spec.model_dump(by_alias=True), "compartments": [a100]}
+    )
+    deployment = deployment.model_copy(update={"spec": spec})
+    failing = "gpu-node-0009"
+    fleet.fails = lambda request: request.node == failing and request.package.version == "1.1.0"
+    rollout = RolloutInput(profile=new, policy=deployment, previous=old, settings=SETTINGS)
+    handle, queue = await start(client, fleet, rollout)
+    async with build_worker(client, fleet.activities(), task_queue=queue):
+        done = await in_phase(handle, "RolledBack")
+        await handle.terminate("test done")
+    assert f"compartment a100: 1 node(s) failed; first: {failing}" in done.message, done.message
+    changed = {r.node for r in fleet.stage_requests if r.package.version == "1.1.0"}
+    returned = {r.node for r in fleet.stage_requests if r.package.version == "1.0.0"}
+    assert failing in changed
+    assert returned == changed
+    for node in fleet.nodes:
+        record = read_profile_state(fleet.annotations(node), name).packages["tuning"]
+        assert record == PackageRecord(version="1.0.0", config=config), node
