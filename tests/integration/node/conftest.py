@@ -66,5 +66,15 @@ def temporal_on_node(real_node: RealNode) -> str:
 
 
 @pytest.fixture
-def engine(real_node: RealNode) -> EngineSettings:
-    return engine_settings().model_copy(update={"host_root": str(Path(real_node.host_root.path))})
+def engine(cluster: LocalCluster, real_node: RealNode) -> EngineSettings:
+    settings = engine_settings().model_copy(update={"host_root": str(Path(real_node.host_root.path))})
+    # The chart's tests install and uninstall the package namespace (the chart owns it); a rollout
+    # after them needs it back, as the chart would have made it.
+    package_namespace = settings.package_namespace
+    phase = cluster.kubectl(
+        "get", "namespace", package_namespace, "-o", "jsonpath={.status.phase}", check=False
+    ).stdout
+    if phase == "Terminating":
+        cluster.kubectl("wait", "--for=delete", f"namespace/{package_namespace}", "--timeout=180s", timeout=200)
+    create_package_namespace(cluster.kubectl, package_namespace)
+    return settings
