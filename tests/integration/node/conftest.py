@@ -75,6 +75,7 @@ def engine(cluster: LocalCluster, real_node: RealNode) -> EngineSettings:
         "get", "namespace", package_namespace, "-o", "jsonpath={.status.phase}", check=False
     ).stdout
     if phase == "Terminating":
-        cluster.kubectl("wait", "--for=delete", f"namespace/{package_namespace}", "--timeout=180s", timeout=200)
+        gone = f"namespace/{package_namespace}"
+        cluster.kubectl("wait", "--for=delete", gone, "--timeout=180s", timeout=200)
     create_package_namespace(cluster.kubectl, package_namespace)
     return settings
