@@ -21,6 +21,7 @@ from fleetwright.planner.nodestate import read_profile_state
 from fleetwright.planner.packages import digest
 from fleetwright.workflows.payloads import RolloutInput, SpecChange
 from fleetwright.workflows.rollout import RolloutWorkflow, rollout_workflow_id
+from tests.integration.test_activities_node import pod
 from tests.integration.test_rollout_engine import GROUP_LABEL, group, jobs_of, settings, wait_phase
 from tests.support.engine import kubectl_json, unique, wait_for
 from tests.support.providers import ClusterUnderTest
@@ -111,17 +112,10 @@ def rich_profile(
 
 
 def workload(name: str, node: str, labels: dict[str, str]) -> dict[str, Any]:
-    """A pod with local scratch space, pinned to ``node``."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "labels": labels},
-        "spec": {
-            "nodeName": node,
-            "containers": [{"name": "main", "image": "registry.example/app:1"}],
-            "volumes": [{"name": "scratch", "emptyDir": {}}],
-        },
-    }
+    """A pod pinned to ``node`` (``test_activities_node.pod``) with local scratch space."""
+    manifest = pod(name, node, labels=labels)
+    manifest["spec"]["volumes"] = [{"name": "scratch", "emptyDir": {}}]
+    return manifest
 
 
 def pod_exists(cluster: ClusterUnderTest, namespace: str, name: str) -> bool:
