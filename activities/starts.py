@@ -7,9 +7,12 @@ under the rollout's own lock (about 3 starts per second on the dev server during
 rollout, so a 200-node decision took over a minute to start). Started so, the node workflows still
 report to the rollout by signal, as they did as abandoned children.
 
-Idempotent: a workflow already running under an id is left as it is (``USE_EXISTING``), and a
-retried attempt also leaves alone a run started since the decision (an earlier attempt's, even one
-that has finished since). It must not decide what starts; the planner did.
+Idempotent: a run started since the decision (by this attempt's duplicate or an earlier attempt,
+even one that has finished since) is left as it is. A run still open from before the decision is
+an earlier pass's that has reported and is closing (the planner starts no node whose workflow it
+still waits on): the start waits for it to close and then begins the node's workflow afresh, since
+adopting it would leave the decision's work undone and take its report for this one's. It must not
+decide what starts; the planner did.
 
 A node workflow terminated, timed out or cancelled (a human in the Temporal UI, a reset gone wrong)
 never reports: without ``ended_nodes`` its rollout would wait for it forever and its start claim
@@ -27,6 +30,7 @@ from datetime import UTC, datetime
 from temporalio import activity
 from temporalio.client import Client, Interceptor, WorkflowExecution, WorkflowExecutionStatus
 from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from fleetwright.activities.errors import temporal_errors
@@ -38,11 +42,17 @@ from fleetwright.activities.payloads import (
     StartNodesRequest,
     WorkflowStart,
 )
+from fleetwright.errors import RetryableError
 from fleetwright.planner.observations import RunStatus
 
 # Start requests in flight at once: enough to keep the server busy, few enough that one decision
 # does not crowd out every other client call of the worker.
 CONCURRENT_STARTS = 16
+# How long a start waits for an earlier pass's run to close, and how often it looks: such a run has
+# reported and only its completion is left. One still open after that is not closing: the attempt
+# fails (retryable) and says which.
+EARLIER_RUN_CLOSE_SECONDS = 60.0
+EARLIER_RUN_POLL_SECONDS = 0.5
 
 
 class NodeStarter:
@@ -65,15 +75,13 @@ class NodeStarter:
             async with slots:
                 if retried and await _started_since(client, one.id, request.decided_at):
                     return False
-                await client.start_workflow(
-                    request.workflow,
-                    one.input,
-                    id=one.id,
-                    task_queue=request.task_queue,
-                    id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-                    static_summary=one.summary or None,
-                    static_details=one.details or None,
-                )
+                try:
+                    await _start(client, request, one)
+                except WorkflowAlreadyStartedError:
+                    if await _started_since(client, one.id, request.decided_at):
+                        return True  # this decision's own run (a duplicate delivery)
+                    await _closed(client, one.id)
+                    await _start(client, request, one)
                 activity.heartbeat()
                 return True
 
@@ -111,6 +119,34 @@ class NodeStarter:
             config["interceptors"] = [*config.get("interceptors", []), *self._interceptors]
             self._client = Client(**config)
         return self._client
+
+
+async def _start(client: Client, request: StartNodesRequest, one: WorkflowStart) -> None:
+    await client.start_workflow(
+        request.workflow,
+        one.input,
+        id=one.id,
+        task_queue=request.task_queue,
+        id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+        static_summary=one.summary or None,
+        static_details=one.details or None,
+    )
+
+
+async def _closed(client: Client, workflow_id: str) -> None:
+    """Wait for the open run of ``workflow_id`` to close (RetryableError if it does not)."""
+    handle = client.get_workflow_handle(workflow_id)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + EARLIER_RUN_CLOSE_SECONDS
+    while (await handle.describe()).status is WorkflowExecutionStatus.RUNNING:
+        if loop.time() >= deadline:
+            raise RetryableError(
+                f"node workflow {workflow_id} of an earlier pass is still running "
+                f"{EARLIER_RUN_CLOSE_SECONDS:.0f} s after the decision to start it again",
+                reason="EarlierRunOpen",
+            )
+        activity.heartbeat()
+        await asyncio.sleep(EARLIER_RUN_POLL_SECONDS)
 
 
 async def _started_since(client: Client, workflow_id: str, since: datetime) -> bool:

@@ -62,17 +62,20 @@ MAX_STARTS_PER_DECISION = 200
 CAPPED_RETRY = timedelta(seconds=1)
 
 
-def begin(spec: RolloutSpec, now: datetime, previous: RolloutState | None = None) -> RolloutState:
+def begin(
+    spec: RolloutSpec, now: datetime, previous: RolloutState | None = None, unreported: Iterable[str] = ()
+) -> RolloutState:
     """A fresh rollout of ``spec``. Nodes still running for ``previous`` are carried over: they keep
-    holding budget until they finish, so a spec change never bypasses the cap."""
+    holding budget until they finish, so a spec change never bypasses the cap. So are
+    ``unreported``: nodes ``previous`` counted as failed from their records whose node workflows
+    have not reported yet (they are still finishing, so none may start on them)."""
     ensure_aware(now)
     names = sorted([DEFAULT_COMPARTMENT, *(c.name for c in spec.policy.compartments)])
     earlier: tuple[str, ...] = ()
     since = now
     if previous is not None:
-        earlier = tuple(
-            sorted(set(previous.running_for_earlier_target) | {run.node for run in previous.running})
-        )
+        running = {run.node for run in previous.running}
+        earlier = tuple(sorted(set(previous.running_for_earlier_target) | running | set(unreported)))
         if previous.spec.target == spec.target:
             since = previous.rollout_since  # another pass of the same rollout
     return RolloutState(
@@ -127,7 +130,10 @@ def decide(
     if fires(state):
         # The failure rule fired with action rollback: from this very decision on, the rollout
         # returns what it changed (a new state toward the rollback's target, planned afresh).
-        return decide(begin_rollback(state, now), observations, now, max_starts=max_starts)
+        # A failure read from a node's record can come before its workflow's report: that node is
+        # returned once its workflow has ended.
+        unreported = view.reported_running.intersection(f.node for f in state.failed)
+        return decide(begin_rollback(state, now, unreported), observations, now, max_starts=max_starts)
     if state.halt is not None:
         return engine.decision(state, Phase.HALTED, _halted(state))
     if observations.paused:
@@ -135,10 +141,10 @@ def decide(
     return engine.conclude(state)
 
 
-def begin_rollback(state: RolloutState, now: datetime) -> RolloutState:
-    """The rollback of ``state``'s rollout, starting now. Its nodes still running keep holding the
-    budget until they finish; then they are returned too."""
-    return begin(rollback_spec(state.spec, rollback_of(state)), now, previous=state)
+def begin_rollback(state: RolloutState, now: datetime, unreported: Iterable[str] = ()) -> RolloutState:
+    """The rollback of ``state``'s rollout, starting now. Its nodes still running (``unreported``
+    too: see ``begin``) keep holding the budget until they finish; then they are returned too."""
+    return begin(rollback_spec(state.spec, rollback_of(state)), now, previous=state, unreported=unreported)
 
 
 def _halted(state: RolloutState) -> str:

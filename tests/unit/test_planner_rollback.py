@@ -200,6 +200,13 @@ class Fleet:
             self.run[node] = RunStatus.SUCCEEDED
         self.records[node] = ledger.records
 
+    def record_failure(self, node: str) -> None:
+        """The node's change fails and its record says so; its workflow has not reported yet."""
+        work, rollout = self.works.pop(node)
+        ledger = PackageLedger("p", self.records[node], work, self.state.spec.packages, rollout)
+        ledger.failed("tuning", f"{work.steps[0].stage.value}: exit 1")
+        self.records[node] = ledger.records
+
     def finish_all(self) -> None:
         for node in sorted(self.works):
             self.finish(node)
@@ -270,6 +277,26 @@ def test_a_node_still_failing_its_change_when_the_rule_fires_is_returned_after_t
     for node, records in fleet.records.items():
         assert records["tuning"] == PackageRecord(version="1.0.0", config=OLD_CONFIG), node
     assert done.message.startswith("3 node(s) returned"), done.message  # canary, first, second
+
+
+def test_nodes_whose_failure_fires_the_rule_before_their_workflows_report_are_returned_once_they_do() -> None:
+    # The rule fires on failures read from the nodes' records while their node workflows still run
+    # (they publish the failure, then report). The rollback waits for those workflows and then
+    # returns the nodes; with nothing else to return it must not call itself done at once.
+    fleet = Fleet(6, cap=2)
+    canary = fleet.decide().start[0].node
+    fleet.record_failure(canary)
+    rolling = fleet.decide()
+    assert rolling.phase is Phase.ROLLING_BACK, rolling.message
+    assert rolling.start == (), "started a node whose workflow has not ended"
+    assert rolling.state.running_for_earlier_target == (canary,)
+    assert fleet.decide().phase is Phase.ROLLING_BACK
+    fleet.run[canary] = RunStatus.FAILED  # its report arrives
+    returning = fleet.decide()
+    assert [s.node for s in returning.start] == [canary], returning.message
+    done = run_until(fleet, Phase.ROLLED_BACK)
+    assert fleet.records[canary]["tuning"] == PackageRecord(version="1.0.0", config=OLD_CONFIG)
+    assert done.message.startswith("1 node(s) returned"), done.message
 
 
 def test_a_rollback_that_fails_halts_and_says_so_without_rolling_back_again() -> None:
