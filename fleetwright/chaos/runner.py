@@ -244,10 +244,10 @@ class Iteration:
 
     def _await_settled(self, watcher: Watcher) -> Snapshot:
         """Take the last snapshot once nothing of the rollout is left on the nodes, or after
-        ``SETTLED_WITHIN_SECONDS``. The phase can turn final a moment before the last node workflow
-        lifts its cordon and taint (the planner counts a running node done once its record needs no
-        work; docs/chaos.md), more so after a worker kill; what must hold is that nothing is left
-        behind once those workflows end, so a node still cordoned after the limit is a violation."""
+        ``SETTLED_WITHIN_SECONDS``. A halt turns the phase final while the node workflows it started
+        still run (Complete and RolledBack wait for every report; docs/chaos.md); what must hold is
+        that nothing is left behind once those workflows end, so a node still cordoned after the
+        limit is a violation."""
         limit = time.monotonic() + SETTLED_WITHIN_SECONDS
         final = watcher.final()
         while left_behind(final, self.name) and time.monotonic() < limit:

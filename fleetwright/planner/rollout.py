@@ -177,7 +177,11 @@ def _absorb(state: RolloutState, view: FleetView) -> RolloutState:
                 FailedNode(node=run.node, scope=run.scope, message=obs.message or work.failed or "")
             )
             ok = False
-        elif obs.run is RunStatus.SUCCEEDED or not work.needs_work:
+        elif obs.run is RunStatus.SUCCEEDED or (obs.run is None and not work.needs_work):
+            # A node is done when its workflow says so. Its recorded state needing no work is not
+            # enough while the workflow runs: it still uncordons and releases the runtime taint
+            # after recording the last stage. Only a node whose status nobody reports (a caller
+            # without node workflows) is judged by its record alone.
             newly.add(run.node)
             ok = True
         else:

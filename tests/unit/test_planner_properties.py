@@ -95,7 +95,8 @@ def node(i: int, current: bool) -> NodeObservation:
 # One round of the world: what happens to running nodes, to other nodes, and to time.
 events = st.fixed_dictionaries(
     {
-        "outcomes": st.lists(st.sampled_from(["run", "ok", "fail"]), min_size=8, max_size=8),
+        # "recorded": the node workflow recorded the last stage and still runs (it uncordons next).
+        "outcomes": st.lists(st.sampled_from(["run", "recorded", "ok", "fail"]), min_size=8, max_size=8),
         "flip": st.lists(
             st.tuples(st.integers(0, 19), st.sampled_from(["ready", "cordon", "busy", "calm"])), max_size=3
         ),
@@ -125,7 +126,10 @@ def apply_events(world: World, state: RolloutState, round_: dict[str, object]) -
     assert isinstance(outcomes, list)
     for index, run in enumerate(state.running):
         outcome = outcomes[index % len(outcomes)]
-        if outcome != "run":
+        if outcome == "recorded":
+            current = {"driver": PackageRecord(version="2.0.0")}
+            world.nodes[run.node] = world.nodes[run.node].model_copy(update={"packages": current})
+        elif outcome != "run":
             status = RunStatus.SUCCEEDED if outcome == "ok" else RunStatus.FAILED
             world.nodes[run.node] = world.nodes[run.node].model_copy(update={"run": status})
     flips = round_["flip"]
@@ -174,6 +178,13 @@ def check_invariants(world: World, before: RolloutState, decision: Decision) -> 
                     sum(1 for n in world.nodes if _in(world, n, compartment))
                 )
                 assert len(in_compartment) <= limit
+    # A node is done only when its workflow says so: while it reports running (its record may
+    # already show the target) it holds its slot and the rollout is not complete.
+    still = {r.node for r in before.running if r.node in obs_running}
+    assert still <= {r.node for r in decision.state.running}
+    assert not still & set(decision.state.updated)
+    if still:
+        assert decision.phase is not Phase.COMPLETE
     # Windows: every start fits the rest of an open window.
     for start in decision.start:
         assert fits(spec.policy.windows, world.now, start.expected_seconds)

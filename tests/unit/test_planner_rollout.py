@@ -413,6 +413,25 @@ def test_a_deleted_node_releases_its_slot() -> None:
     assert gone not in {r.node for r in fleet.state.running}
 
 
+def test_a_node_is_done_when_its_workflow_reports_not_when_its_record_shows_the_target() -> None:
+    # The node workflow records the last stage, then uncordons and releases the runtime taint: until
+    # it reports, the node holds its slot and the rollout is not complete.
+    fleet = Fleet(2, policy(batches(initial=1), cap=1))
+    first = started(fleet.decide())
+    fleet.set(first[0], packages={"driver": PackageRecord(version="2.0.0")})
+    recorded = fleet.decide()
+    assert [r.node for r in recorded.state.running] == first
+    assert recorded.state.updated == ()
+    assert recorded.start == ()  # the slot is still the running node's
+    assert recorded.phase is Phase.PROGRESSING
+    fleet.finish(*first)
+    assert len(fleet.decide().start) == 1
+    fleet.finish_running()
+    for name in fleet.nodes:
+        fleet.set(name, packages={"driver": PackageRecord(version="2.0.0")})
+    assert fleet.decide().phase is Phase.COMPLETE
+
+
 def test_pause_starts_nothing_but_is_not_a_halt() -> None:
     fleet = Fleet(3, policy(batches(initial=1), cap=1))
     fleet.paused = True
