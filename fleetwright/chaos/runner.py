@@ -243,13 +243,15 @@ class Iteration:
             time.sleep(min(0.5, left))
 
     def _await_settled(self, watcher: Watcher) -> Snapshot:
-        """Take the last snapshot once nothing of the rollout is left on the nodes, or after
-        ``SETTLED_WITHIN_SECONDS``. A halt turns the phase final while the node workflows it started
-        still run (Complete and RolledBack wait for every report; docs/chaos.md); what must hold is
-        that nothing is left behind once those workflows end, so a node still cordoned after the
-        limit is a violation."""
-        limit = time.monotonic() + SETTLED_WITHIN_SECONDS
+        """The last snapshot. Every final phase but a halt comes only once each node workflow of the
+        rollout reported, after lifting its cordon and taint (docs/chaos.md): that snapshot is taken
+        at once. A halt turns the phase final while the node workflows it started still run: after
+        one it is taken once nothing of the rollout is left on the nodes, or after
+        ``SETTLED_WITHIN_SECONDS``, so a node still cordoned after the limit is a violation."""
         final = watcher.final()
+        if final.profile is None or final.profile.phase != "Halted":
+            return final
+        limit = time.monotonic() + SETTLED_WITHIN_SECONDS
         while left_behind(final, self.name) and time.monotonic() < limit:
             self._pause(1.0)
             final = watcher.final()
