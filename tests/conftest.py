@@ -26,9 +26,18 @@ from temporalio.testing import WorkflowEnvironment
 from fleetwright.binaries import wheel_binary
 from fleetwright.localcluster.temporal import Backend, LocalTemporal, TemporalServer, local_temporal
 from fleetwright.workflows.search import REGISTRATION
+from tests.support import fieldcoverage
 from tests.support.providers import ClusterUnderTest, start_cluster
 
 TIERS = ("unit", "workflow", "integration", "node")
+# The tiers whose tests count as exercising a CRD field (tests/integration/test_crd_field_coverage.py).
+EXERCISING_TIERS = ("workflow", "integration")
+FIELD_COVERAGE_TEST = "test_crd_field_coverage.py"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    fieldcoverage.install()
+
 
 # Property tests check properties, not speed: Hypothesis' per-example deadline (200 ms) is a timed
 # assertion, and on a shared or loaded machine it fails examples that are merely slow.
@@ -43,6 +52,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             "every test needs exactly one tier marker (unit, workflow, integration, node): "
             + ", ".join(unmarked[:20])
         )
+    # The field-coverage test judges what the other tests drove: it runs after all of them.
+    items.sort(key=lambda item: item.path.name == FIELD_COVERAGE_TEST)
+
+
+def pytest_deselected(items: list[pytest.Item]) -> None:
+    fieldcoverage.RECORDER.deselected.update(item.nodeid for item in items)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> object:
+    fieldcoverage.RECORDER.active = any(item.get_closest_marker(t) for t in EXERCISING_TIERS)
+    try:
+        return (yield)
+    finally:
+        fieldcoverage.RECORDER.active = False
 
 
 @pytest.fixture(scope="session")
