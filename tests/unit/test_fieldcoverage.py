@@ -21,6 +21,11 @@ def test_requirements_are_the_leaves_and_enum_values_of_the_generated_schema() -
     assert "DeploymentPolicy.spec.steps[].batches.strategy=linear" in wanted
     assert "DeploymentPolicy.spec.failure" not in wanted  # an object is covered through its leaves
     assert "NodeProfile.spec.sequencing=all" in requirements("NodeProfile")
+    interrupts = {
+        r for r in requirements("NodeProfile") if r.startswith("NodeProfile.spec.packages[].interrupt.type=")
+    }
+    # The agent's spelling of restartAllServices is stored as restartAllServices: no value of its own.
+    assert {i.rsplit("=", 1)[1] for i in interrupts} == {"reboot", "service", "restartAllServices", "noop"}
 
 
 def test_defaults_and_empty_values_cover_nothing() -> None:
