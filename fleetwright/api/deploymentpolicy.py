@@ -164,7 +164,9 @@ class BatchesStep(ApiModel):
     soak_seconds: int = Field(default=0, description="Pause between batches.", ge=0, le=7 * 86400)
     reset_batch_state_on_completion: bool = Field(
         default=True,
-        description="Start the next rollout from `initial` again (instead of the last batch size).",
+        description="Each new rollout of a profile (a new spec) starts its batches from `initial`. "
+        "false: it starts from the size of the last batch the profile's previous rollout ran, grown as "
+        "after a passed batch (a fleet that took the last change well takes the next one faster).",
     )
 
     local_rules = (

@@ -107,7 +107,10 @@ def step(api: ApiStep, index: int, failure: ApiFailurePolicy) -> Step:
         return ApprovalStep(name=name, timeout_seconds=api.approval.timeout_seconds)
     assert api.batches is not None
     return BatchesStep(
-        name=name, strategy=strategy(api.batches, failure), pause_seconds=api.batches.soak_seconds
+        name=name,
+        strategy=strategy(api.batches, failure),
+        pause_seconds=api.batches.soak_seconds,
+        reset_batch_size=api.batches.reset_batch_state_on_completion,
     )
 
 

@@ -92,6 +92,9 @@ class BatchesStep(Frozen):
     strategy: Strategy = Strategy()
     pause_seconds: int = Field(default=0, ge=0)
     """Wait between one batch's end and the next batch's start."""
+    reset_batch_size: bool = True
+    """False: the next rollout of the profile sizes its first batch from the last batch this one
+    ran (growing it as after a passed batch), not from ``initial``."""
 
 
 Step = Annotated[CanaryStep | SoakStep | ApprovalStep | BatchesStep, Field(discriminator="kind")]

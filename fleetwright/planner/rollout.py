@@ -23,7 +23,7 @@ import heapq
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 
-from fleetwright.planner.batches import evaluate_batch, next_batch_size, record_nodes
+from fleetwright.planner.batches import BatchState, evaluate_batch, next_batch_size, record_nodes
 from fleetwright.planner.budget import BUDGET, BudgetTracker, Refusal
 from fleetwright.planner.fleetview import FleetView, Prepared
 from fleetwright.planner.nodework import NodeWork
@@ -36,6 +36,7 @@ from fleetwright.planner.policy import (
     CanaryStep,
     FailurePolicy,
     HealthGate,
+    RolloutPolicy,
     SoakStep,
     Step,
 )
@@ -83,9 +84,19 @@ def begin(
         started_at=now,
         since=since,
         gates=ScopeState(name=GATES_SCOPE),
-        compartments=tuple(ScopeState(name=name) for name in names),
+        compartments=tuple(_fresh_scope(spec.policy, name, previous) for name in names),
         running_for_earlier_target=earlier,
     )
+
+
+def _fresh_scope(policy: RolloutPolicy, name: str, previous: RolloutState | None) -> ScopeState:
+    """A compartment's progress at the start of a rollout: none, except the size of the last batch
+    the previous rollout ran there when its batches do not reset (``reset_batch_size``)."""
+    before = previous.scope(name) if previous is not None else None
+    steps = [s for s in policy.compartment_steps(name) if isinstance(s, BatchesStep)]
+    if before is None or not steps or steps[0].reset_batch_size or before.batch.last_size == 0:
+        return ScopeState(name=name)
+    return ScopeState(name=name, batch=BatchState(last_size=before.batch.last_size))
 
 
 def retarget(state: RolloutState, spec: RolloutSpec, now: datetime) -> RolloutState:

@@ -1,20 +1,26 @@
-"""Batch failure rules end to end on the workflow tier: a batch fails below ``batchThreshold``
-percent of its nodes succeeding, a failed batch shrinks the next one while progress is below
-``safetyLimit``, and ``failure.failureThreshold`` consecutive failed batches halt the rollout
-however many failed nodes ``maxFailedNodes`` tolerates."""
+"""Batch rules end to end on the workflow tier: a batch fails below ``batchThreshold`` percent of
+its nodes succeeding, a failed batch shrinks the next one while progress is below ``safetyLimit``,
+``failure.failureThreshold`` consecutive failed batches halt the rollout however many failed nodes
+``maxFailedNodes`` tolerates, and ``resetBatchStateOnCompletion`` decides where the next rollout's
+batches start."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from datetime import timedelta
+
 import pytest
 from temporalio.client import Client
+from temporalio.testing import WorkflowEnvironment
 
 from fleetwright.activities.payloads import StageRequest
 from fleetwright.api.deploymentpolicy import DeploymentPolicy
 from fleetwright.localcluster import examples
 from fleetwright.worker.temporal import build_worker
-from fleetwright.workflows.payloads import RolloutInput
+from fleetwright.workflows.payloads import Progress, RolloutInput, SpecChange
+from fleetwright.workflows.rollout import RolloutWorkflow
 from tests.workflow.fakefleet import FakeFleet
-from tests.workflow.test_rollout_workflow import SETTINGS, halted, start, unique
+from tests.workflow.test_rollout_workflow import SETTINGS, halted, start, unique, until_progress
 
 pytestmark = pytest.mark.workflow
 
@@ -62,3 +68,61 @@ async def test_consecutive_failed_batches_halt_at_the_failure_threshold(client: 
     assert "2 consecutive failed batches (failureThreshold 2)" in stopped.message, stopped.message
     assert len(order) == 8, order  # 2 + 4 + 2: no node after the halt
     assert stopped.failed == 6
+
+
+def ramp(*, reset: bool) -> DeploymentPolicy:
+    steps = [
+        {
+            "name": "rest",
+            "batches": {
+                "strategy": "exponential",
+                "initial": 1,
+                "soakSeconds": 600,
+                "resetBatchStateOnCompletion": reset,
+            },
+        }
+    ]
+    return examples.policy(max_unavailable=10, steps=steps)
+
+
+def next_pause_or_complete(after: str) -> Callable[[Progress], bool]:
+    """Complete, or a pause between batches other than ``after`` (each names when it ends)."""
+    return lambda p: p.phase == "Complete" or ("pause between batches" in p.message and p.message != after)
+
+
+@pytest.mark.parametrize(("reset", "first_batch"), [(True, 1), (False, 6)])
+async def test_the_next_rollout_starts_its_batches_from_initial_or_from_where_the_last_one_ended(
+    skipping_client: Client, time_skipping_env: WorkflowEnvironment, reset: bool, first_batch: int
+) -> None:
+    # Six nodes, exponential from 1, ten minutes between batches: the first rollout runs batches of
+    # 1, 2 and 3 (the rest). The next one starts from 1 again, or (no reset) from the last batch
+    # grown: 3 x 2, so all six at once.
+    fleet = FakeFleet(size=6)
+    name = unique()
+    policy = ramp(reset=reset)
+    rollout = RolloutInput(profile=examples.profile(name=name), policy=policy, settings=SETTINGS)
+    handle, queue = await start(skipping_client, fleet, rollout)
+    async with build_worker(skipping_client, fleet.activities(), task_queue=queue):
+        paused = ""
+        for _ in range(3):  # two pauses, then Complete
+            shown = await until_progress(
+                handle,
+                next_pause_or_complete(after=paused),
+                "the next batch",
+            )
+            if shown.phase == "Complete":
+                break
+            paused = shown.message
+            await time_skipping_env.sleep(timedelta(minutes=10))
+        assert shown.phase == "Complete", shown
+        fleet.started_stages.clear()
+        upgrade = examples.profile(name=name, version="1.1.0", generation=2)
+        await handle.signal(RolloutWorkflow.spec_changed, SpecChange(profile=upgrade, policy=policy))
+        shown = await until_progress(
+            handle,
+            lambda p: p.generation == 2 and (p.phase == "Complete" or "pause between batches" in p.message),
+            "the next rollout's first batch",
+        )
+        await handle.terminate("test done")
+    assert len(fleet.started_nodes()) == first_batch, (shown, fleet.started_nodes())
+    assert (shown.phase == "Complete") is (first_batch == 6), shown
