@@ -93,7 +93,7 @@ def rich_profile(
         "drain": {
             "timeoutSeconds": 300,
             "gracePeriodSeconds": 7,
-            "deleteEmptyDirData": True,
+            "deleteEmptyDirData": False,  # an emptyDir pod holds the drain until it is gone
             "disableEviction": True,
             "force": True,  # the workload pods have no controller
             "onTimeout": "wait",
@@ -111,10 +111,11 @@ def rich_profile(
     )
 
 
-def workload(name: str, node: str, labels: dict[str, str]) -> dict[str, Any]:
-    """A pod pinned to ``node`` (``test_activities_node.pod``) with local scratch space."""
+def workload(name: str, node: str, labels: dict[str, str], *, scratch: bool = True) -> dict[str, Any]:
+    """A pod pinned to ``node`` (``test_activities_node.pod``), with local scratch space or not."""
     manifest = pod(name, node, labels=labels)
-    manifest["spec"]["volumes"] = [{"name": "scratch", "emptyDir": {}}]
+    if scratch:
+        manifest["spec"]["volumes"] = [{"name": "scratch", "emptyDir": {}}]
     return manifest
 
 
@@ -123,10 +124,12 @@ def pod_exists(cluster: ClusterUnderTest, namespace: str, name: str) -> bool:
     return any(p["metadata"]["name"] == name for p in pods)
 
 
-def held_by_protected_pod(cluster: ClusterUnderTest, node: str, profile: str) -> bool:
+def held(cluster: ClusterUnderTest, node: str, profile: str, reason: str, saying: str = "") -> bool:
+    """The node's condition for ``profile`` shows it held with ``reason``, its message ``saying``."""
     conditions = kubectl_json(cluster, "node", node)["status"].get("conditions") or []
     return any(
-        c["type"] == condition_type(profile) and c["reason"] == "NonInterruptPodsRunning" for c in conditions
+        c["type"] == condition_type(profile) and c["reason"] == reason and saying in c.get("message", "")
+        for c in conditions
     )
 
 
@@ -173,22 +176,19 @@ async def test_package_drain_and_scheduling_settings_take_effect_on_the_nodes(
     profile_name = unique("set")
     namespace = unique("wl")
     cluster.kubectl("create", "namespace", namespace)
-    # A bare pod a PodDisruptionBudget forbids evicting, with an emptyDir: only force,
-    # disableEviction and deleteEmptyDirData together let the drain remove it. And a pod the
-    # profile protects from interrupts.
-    cluster.kubectl(
-        "apply",
-        "-n",
-        namespace,
-        "-f",
-        "-",
-        input=json.dumps(workload("scratch", drained, {"app": "scratch"})),
-    )
+    # A bare pod a PodDisruptionBudget forbids evicting: only force and disableEviction together
+    # let the drain remove it. A bare pod with an emptyDir, which deleteEmptyDirData false leaves
+    # holding the drain until it is gone. And a pod the profile protects from interrupts.
+    for manifest in (
+        workload("bare", drained, {"app": "bare"}, scratch=False),
+        workload("scratch", drained, {"app": "scratch"}),
+    ):
+        cluster.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(manifest))
     pdb = {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
-        "metadata": {"name": "scratch"},
-        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "scratch"}}},
+        "metadata": {"name": "bare"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "bare"}}},
     }
     cluster.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(pdb))
     guarded = workload("trainer", protected, {PROTECT: "yes"})
@@ -202,15 +202,25 @@ async def test_package_drain_and_scheduling_settings_take_effect_on_the_nodes(
         )
         await asyncio.to_thread(
             wait_for,
-            lambda: held_by_protected_pod(cluster, protected, profile_name),
+            lambda: held(cluster, protected, profile_name, "NonInterruptPodsRunning"),
             120.0,
             "the protected pod",
         )
         assert pod_exists(cluster, namespace, "trainer")
         cluster.kubectl("delete", "pod", "trainer", "-n", namespace, "--wait=false")
+        await asyncio.to_thread(
+            wait_for,
+            lambda: held(
+                cluster, drained, profile_name, "DrainBlocked", f"{namespace}/scratch: EmptyDirData"
+            ),
+            120.0,
+            "the emptyDir pod",
+        )
+        assert pod_exists(cluster, namespace, "scratch")
+        cluster.kubectl("delete", "pod", "scratch", "-n", namespace, "--wait=false")
         installed = await wait_phase(handle, "Complete", "Halted", within=240)
         assert installed.phase == "Complete", installed
-        assert not pod_exists(cluster, namespace, "scratch")  # deleted despite its PDB and emptyDir
+        assert not pod_exists(cluster, namespace, "bare")  # deleted despite its PDB
         installs = jobs_of(cluster, profile_name)
         # Generation 2: a config-only change of tuning (its configInterrupt: no restart, no drain)
         # and the agent's uninstall.
