@@ -36,12 +36,16 @@ from fleetwright.activities.payloads import (
     RecordStateRequest,
     RuntimeTaintReport,
     StageRequest,
+    StagesReport,
+    StagesRequest,
     StatusNote,
     UncordonRequest,
 )
 from fleetwright.activities.protected import ProtectedPodsWait
 from fleetwright.activities.stage import StageRunner
+from fleetwright.activities.stages import resume_index, run_stages
 from fleetwright.activities.waiting import Clock, blocking, heartbeat_window
+from fleetwright.api.keys import state_key
 from fleetwright.errors import NodeGoneError
 from fleetwright.kube import nodes, nodestatus
 from fleetwright.kube.client import ApiClient
@@ -93,9 +97,21 @@ class NodeActivities:
     async def drain(self, request: DrainRequest) -> DrainReport:
         return await Drainer(self.api, self.executor, request).run()
 
-    @activity.defn(name=NAMES.RUN_STAGE)
+    @activity.defn(name=NAMES.RUN_STAGES)
+    @temporal_errors
+    async def run_stages(self, request: StagesRequest) -> StagesReport:
+        """The node's consecutive stages in order (``stages.run_stages``); a retried attempt
+        resumes after the last stage the Node's recorded state shows passed."""
+        resumed = 0
+        if activity.info().attempt > 1:
+            facts, _ = await blocking(self.executor, nodestatus.read_node, self.api, request.node)
+            resumed = resume_index(request, facts.annotations.get(state_key(request.profile)))
+        return await run_stages(request, self.run_stage, resumed)
+
     @temporal_errors
     async def run_stage(self, request: StageRequest) -> StageReport:
+        """One stage: its Job to its report, then (once it passed) the reboot wait, the record and
+        the status after it."""
         await self._show(request, request.show_before)
         watch = self.job_watches.of(request.namespace) if self.job_watches is not None else None
         runner = StageRunner(self.api, self.executor, request, watch)
@@ -208,7 +224,7 @@ def all_activities(
         bound.uncordon,
         bound.wait_protected_pods,
         bound.drain,
-        bound.run_stage,
+        bound.run_stages,
         bound.record_state,
         bound.set_node_status,
         bound.clean_up,

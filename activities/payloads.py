@@ -20,6 +20,7 @@ from fleetwright.planner.nodestate import NodePackageState, PackageRecord
 from fleetwright.planner.observations import RunStatus
 from fleetwright.planner.state import BlockedNode, Decision, RolloutState
 from fleetwright.stagejob.render import PACKAGE_NAMESPACE
+from fleetwright.stagejob.outcome import StageReport
 from fleetwright.stagejob.request import StageJob
 
 
@@ -98,8 +99,8 @@ class StageRequest(StageJob, WaitTarget):
     """A pod still unable to pull its image this long after creation fails the stage as
     ``ImagePullFailed`` instead of hanging (NodeWright #306)."""
     record: NodePackageState | None = None
-    """The node's package state to record once the stage succeeded, by this activity (one
-    activity per stage instead of two); None: nothing to record."""
+    """The node's package state to record once the stage succeeded, by the activity running it
+    (no activity of its own); None: nothing to record."""
     reboot_timeout_seconds: int | None = Field(default=None, ge=1)
     """A reboot interrupt's wait, in this activity: the node's boot id is read before the Job is
     created (and kept on the Job, so a retry compares with the same one); once the Job succeeded,
@@ -108,6 +109,36 @@ class StageRequest(StageJob, WaitTarget):
     show_before: StatusNote | None = None
     show_after: StatusNote | None = None
     """Published once the stage succeeded (and ``record`` was written): the node's last status."""
+
+
+class StagesRequest(NodeTarget):
+    """A node's consecutive stages, run in order by one activity (one workflow task for all of
+    them instead of one per stage). Each stage's ``record`` is the state once it and every stage
+    before it passed: it is what the activity writes after the stage, and what a retried attempt
+    reads back on the Node to resume after the last stage that passed."""
+
+    stages: tuple[StageRequest, ...] = Field(min_length=1)
+
+
+class StagesReport(Frozen):
+    """What one run-stages activity did: the stages an earlier attempt passed (``resumed``: the
+    first ``resumed`` stages, recorded on the Node), then each stage this attempt ran, in order,
+    up to the first that failed."""
+
+    resumed: int = 0
+    reports: tuple[StageReport, ...] = ()
+    stopped: bool = False
+    """Cancelled (the node's rollout was aborted): the stage running then was finished, no later
+    one was started."""
+
+    @property
+    def passed(self) -> int:
+        """How many of the request's stages passed, from the first."""
+        return self.resumed + sum(1 for r in self.reports if r.succeeded)
+
+    @property
+    def failure(self) -> StageReport | None:
+        return next((r for r in self.reports if not r.succeeded), None)
 
 
 class RecordStateRequest(NodeTarget):
@@ -251,7 +282,7 @@ class NAMES:
     UNCORDON = "fleetwright.node.uncordon"
     WAIT_PROTECTED_PODS = "fleetwright.node.wait-protected-pods"
     DRAIN = "fleetwright.node.drain"
-    RUN_STAGE = "fleetwright.node.run-stage"
+    RUN_STAGES = "fleetwright.node.run-stages"
     RECORD_STATE = "fleetwright.node.record-state"
     SET_NODE_STATUS = "fleetwright.node.set-status"
     OBSERVE_AND_DECIDE = "fleetwright.rollout.observe-and-decide"

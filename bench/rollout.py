@@ -304,7 +304,8 @@ async def run(args: argparse.Namespace) -> None:
     api += ["  fleetwright's Node patches per node by what they touch:", *per_node_lines(patches, measured)]
     if not complete:
         api.insert(0, f"INCOMPLETE: per-node figures are per node started ({measured}), partly done")
-    stages = percentile([len(t.activities.get("run-stage", [])) for t in sampled], 50) if sampled else 0
+    # One activity runs all of a node's stages: the tuning package's 4 with an interrupt, 2 without.
+    stages = 2 if args.interrupt == "none" else 4
     profile = breakdown_lines(sampled, stages * args.stage_seconds)
     reproduce = (
         f".venv/bin/python bench/rollout.py --nodes {args.nodes} --max-unavailable {args.max_unavailable} "

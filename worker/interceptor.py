@@ -20,7 +20,14 @@ from temporalio.worker import (
     Interceptor,
 )
 
-from fleetwright.activities.payloads import NAMES, DrainReport, NodePhase, StatusNote
+from fleetwright.activities.payloads import (
+    NAMES,
+    DrainReport,
+    NodePhase,
+    StagesReport,
+    StagesRequest,
+    StatusNote,
+)
 from fleetwright.stagejob.outcome import StageReport
 from fleetwright.worker import logs, metrics
 
@@ -77,12 +84,16 @@ def _publish_drains(profile: str, before: str | None) -> None:
         metrics.DRAINS_BLOCKED.labels(profile, reason).set(held)
 
 
-def record_result(name: str, fields: Mapping[str, str], result: Any, seconds: float, outcome: str) -> None:
-    """The metrics of one finished activity attempt."""
+def record_result(
+    name: str, fields: Mapping[str, str], result: Any, seconds: float, outcome: str, request: Any = None
+) -> None:
+    """The metrics of one finished activity attempt (``request``: its first argument)."""
     profile = fields.get("profile", "")
     metrics.ACTIVITY_DURATION.labels(name, outcome).observe(seconds)
-    if name == NAMES.RUN_STAGE:
-        _record_stage(fields, result, seconds, outcome)
+    if isinstance(request, StagesRequest) and isinstance(result, StagesReport):
+        ran = request.stages[result.resumed : result.resumed + len(result.reports)]
+        for stage, report in zip(ran, result.reports, strict=True):
+            record_stage(request_fields([stage]), report)
     elif name == NAMES.DRAIN:
         metrics.DRAIN_DURATION.labels(profile, outcome).observe(seconds)
         drain_ended(profile, fields.get("node", ""))
@@ -90,18 +101,18 @@ def record_result(name: str, fields: Mapping[str, str], result: Any, seconds: fl
             metrics.DRAIN_BLOCKED_SECONDS.labels(profile).inc(result.blocked_seconds)
 
 
-def _record_stage(fields: Mapping[str, str], result: Any, seconds: float, outcome: str) -> None:
+def record_stage(fields: Mapping[str, str], report: StageReport) -> None:
+    """One stage's outcome and (when its Job says when it ran) its duration."""
     profile, package, stage = fields.get("profile", ""), fields.get("package", ""), fields.get("stage", "")
     package = package.split("@", 1)[0]
-    if isinstance(result, StageReport):
-        outcome = result.outcome.value
-        if result.started_at and result.finished_at:
-            seconds = (result.finished_at - result.started_at).total_seconds()
+    outcome = report.outcome.value
     for failure in metrics.STAGE_FAILURE_OUTCOMES:  # zero until the first failure, as dashboards expect
         metrics.STAGE_JOB_FAILURES.labels(profile, package, stage, failure)
     if outcome in metrics.STAGE_FAILURE_OUTCOMES:
         metrics.STAGE_JOB_FAILURES.labels(profile, package, stage, outcome).inc()
-    metrics.STAGE_DURATION.labels(profile, package, stage, outcome).observe(seconds)
+    if report.started_at and report.finished_at:
+        seconds = (report.finished_at - report.started_at).total_seconds()
+        metrics.STAGE_DURATION.labels(profile, package, stage, outcome).observe(seconds)
 
 
 def record_node_status(workflow_id: str, profile: str, phase: NodePhase) -> None:
@@ -122,13 +133,18 @@ def shown_before(activity_type: str, request: object) -> NodePhase | None:
     if activity_type == NAMES.SET_NODE_STATUS:
         phase = getattr(request, "phase", None)
         return phase if isinstance(phase, NodePhase) else None
+    if isinstance(request, StagesRequest):
+        request = request.stages[0]
     return _phase(getattr(request, "show_before", None))
 
 
 def shown_after(request: object, result: object) -> NodePhase | None:
-    """The node status an activity showed once its work was done (a failed stage shows none)."""
-    if isinstance(result, StageReport) and not result.succeeded:
-        return None
+    """The node status an activity showed once its work was done (stages that did not all pass
+    show none)."""
+    if isinstance(request, StagesRequest):
+        if not isinstance(result, StagesReport) or result.passed < len(request.stages):
+            return None
+        request = request.stages[-1]
     return _phase(getattr(request, "show_after", None))
 
 
@@ -159,7 +175,8 @@ class _Inbound(ActivityInboundInterceptor):
                     record_node_status(workflow_id, profile, after)
                 return result
             finally:
-                record_result(info.activity_type, fields, result, time.monotonic() - started, outcome)
+                seconds = time.monotonic() - started
+                record_result(info.activity_type, fields, result, seconds, outcome, request)
 
 
 class _Outbound(ActivityOutboundInterceptor):

@@ -7,11 +7,13 @@ taint (runtime-required profiles; it stays while another such profile is incompl
 report to the parent. A node worked on under someone else's cordon is cordoned as ours (and
 drained again) if they lift theirs before its next stage.
 
-The first status (InProgress) rides on the first activity and Complete on the last one, each
-stage's activity records the package state once the stage passed, and a reboot's boot id read and
-wait run inside its interrupt stage's activity: a rebooting node that drains needs 7 activities, a
-node with two plain stages 2. Each activity costs a workflow task that queues behind every other
-node's on the worker.
+The first status (InProgress) rides on the first activity and Complete on the last one. All the
+node's stages run in one activity (``activities.stages``) that records the package state after
+each stage, waits out a reboot inside its interrupt stage and shows the per-stage reports in its
+result: a rebooting node that drains needs 4 activities, a node with plain stages 1 (under
+someone else's cordon, one activity per stage, so the cordon is checked between stages). Each
+activity costs the node workflow tasks and history events, the bulk of what fleetwright costs per
+node. An abort cancels the stages' activity, which finishes the running stage and starts no other.
 
 Orchestration only: every side effect is an activity, and the package state it records is the
 ``PackageLedger``'s. That record is what makes a restart resume after the last passed stage
@@ -25,6 +27,7 @@ from datetime import timedelta
 from typing import TypeVar
 
 from temporalio import workflow
+from temporalio.workflow import ActivityCancellationType
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
@@ -39,12 +42,15 @@ with workflow.unsafe.imports_passed_through():
         ProtectedPodsRequest,
         RecordStateRequest,
         StageRequest,
+        StagesReport,
+        StagesRequest,
         StatusNote,
         UncordonRequest,
     )
     from fleetwright.api.keys import NodeReason
     from fleetwright.planner.interrupts import InterruptKind
     from fleetwright.planner.ledger import PackageLedger
+    from fleetwright.planner.nodestate import NodePackageState
     from fleetwright.planner.nodework import NodeStep
     from fleetwright.planner.observations import RunStatus
     from fleetwright.stagejob.outcome import StageReport
@@ -82,7 +88,8 @@ class NodeWorkflow:
 
     @workflow.signal(name="abort")
     def abort(self) -> None:
-        """Finish the current stage, start no other, uncordon what we cordoned."""
+        """Finish the current stage, start no other, uncordon what we cordoned (the stages'
+        activity is cancelled: it finishes its running stage)."""
         self._abort = True
 
     @workflow.query(name="stage")
@@ -198,35 +205,68 @@ class NodeWorkflow:
         await self._wait(NodeActivities.drain, drain, self._input.drain.timeout_seconds or 7 * 24 * 3600)
 
     async def _run_steps(self, first: StatusNote | None) -> None:
+        """Every stage in one activity; under someone else's cordon one activity per stage, so that
+        before each further stage the node is cordoned as ours if they lifted theirs."""
         steps = self._input.work.steps
-        for index, step in enumerate(steps):
-            if self._abort:
-                raise NodeFailedError("aborted before " + step.stage.value)
+        foreign = self._cordon is not None and not self._cordon.ours
+        groups = [steps[i : i + 1] for i in range(len(steps))] if foreign else [steps] if steps else []
+        for index, group in enumerate(groups):
             if index:
                 await self._keep_cordoned()
-            last = self._last_activity_shows_complete() and not self._ours() and index == len(steps) - 1
-            await self._run_step(step, first, self._completed() if last else None)
+            final = index == len(groups) - 1
+            last = (
+                self._completed()
+                if final and self._last_activity_shows_complete() and not self._ours()
+                else None
+            )
+            await self._run_group(group, first, last)
             first = None
 
-    async def _run_step(self, step: NodeStep, first: StatusNote | None, last: StatusNote | None) -> None:
-        """One stage; ``first`` and ``last``: the statuses its activity shows before and after. The
-        activity records the state once the stage passed (after the reboot, for a reboot)."""
-        package = self._packages[step.packages[0]]
-        self._stage = f"{step.stage.value} {package.name}"
-        report = await self._stage_job(self._stage_request(step, first, last))
-        if not report.succeeded:
-            for name in step.packages:
-                self._ledger.failed(name, f"{step.stage.value}: {report.message}")
-            await self._record()
-            raise NodeFailedError(
-                f"{step.stage.value} of {package.name} failed ({report.outcome}): {report.message}"
+    async def _run_group(
+        self, steps: tuple[NodeStep, ...], first: StatusNote | None, last: StatusNote | None
+    ) -> None:
+        """Consecutive stages in one activity, each stage's record and the statuses before the first
+        and after the last included; an abort cancels it, and it stops once the running stage
+        finished."""
+        if self._abort:
+            raise NodeFailedError("aborted before " + steps[0].stage.value)
+        records = self._ledger.states_after([(s.packages, s.stage) for s in steps])
+        requests = tuple(
+            self._stage_request(
+                step, record, first if i == 0 else None, last if i == len(steps) - 1 else None
             )
+            for i, (step, record) in enumerate(zip(steps, records, strict=True))
+        )
+        self._stage = ", ".join(f"{s.stage.value} {s.packages[0]}" for s in steps)
+        report = await self._stages(
+            StagesRequest(profile=self._input.profile, node=self._input.node, stages=requests)
+        )
+        for step in steps[: report.passed]:
+            for name in step.packages:
+                self._ledger.stage_done(name, step.stage)
+        if report.passed == len(steps):
+            return
+        step = steps[report.passed]
+        failure = report.failure
+        if failure is None:
+            # Stopped between stages (an abort) before this one started.
+            raise NodeFailedError("aborted before " + step.stage.value)
         for name in step.packages:
-            self._ledger.stage_done(name, step.stage)
+            self._ledger.failed(name, f"{step.stage.value}: {failure.message}")
+        await self._record()
+        raise NodeFailedError(
+            f"{step.stage.value} of {step.packages[0]} failed ({failure.outcome}): {failure.message}"
+        )
 
     def _stage_request(
-        self, step: NodeStep, first: StatusNote | None, last: StatusNote | None
+        self,
+        step: NodeStep,
+        record: NodePackageState,
+        first: StatusNote | None,
+        last: StatusNote | None,
     ) -> StageRequest:
+        """``first`` and ``last``: the statuses shown before and after the stage; ``record``: the
+        state it writes once it passed (after the reboot, for a reboot)."""
         settings = self._input.settings
         reboot = step.interrupt is not None and step.interrupt.kind is InterruptKind.REBOOT
         return StageRequest(
@@ -251,18 +291,36 @@ class NodeWorkflow:
             # This run is one pass over the node: its retried activities adopt its own Jobs, a
             # later pass gets its own.
             pass_id=workflow.info().run_id,
-            record=self._ledger.state_after(step.packages, step.stage),
+            record=record,
             reboot_timeout_seconds=settings.reboot_timeout_seconds if reboot else None,
             show_before=first,
             show_after=last,
         )
 
-    async def _stage_job(self, request: StageRequest) -> StageReport:
-        # The Job's own deadline bounds each attempt; allow its retries plus scheduling slack.
-        bound = request.package.stage_timeout_seconds * 4 + 600
-        if request.stage.is_interrupt:
-            bound += self._input.settings.reboot_timeout_seconds
-        return await self._wait(NodeActivities.run_stage, request, bound)
+    async def _stages(self, request: StagesRequest) -> StagesReport:
+        # Each Job's own deadline bounds each attempt; allow its retries plus scheduling slack.
+        bound = 0
+        for stage in request.stages:
+            bound += stage.package.stage_timeout_seconds * 4 + 600
+            if stage.stage.is_interrupt:
+                bound += self._input.settings.reboot_timeout_seconds
+        handle = workflow.start_activity_method(
+            NodeActivities.run_stages,
+            request,
+            start_to_close_timeout=timedelta(seconds=bound + 120),
+            heartbeat_timeout=retry.HEARTBEAT,
+            retry_policy=retry.LONG_WAIT,
+            # An abort cancels it; the activity finishes the running stage and reports.
+            cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+            summary=self._summary_of(NodeActivities.run_stages),
+        )
+        await workflow.wait_condition(lambda: handle.done() or self._abort)
+        if not handle.done():
+            handle.cancel()
+        try:
+            return await handle
+        except ActivityError as error:
+            raise _failure(error) from error
 
     async def _finish(self, *, ours: bool) -> None:
         shown_by_last = self._last_activity_shows_complete()

@@ -58,13 +58,17 @@ class PackageLedger:
                 update={"before": before}
             )
 
-    def state_after(self, packages: Iterable[str], stage: Stage) -> NodePackageState:
-        """The state once ``stage`` of ``packages`` is done, without recording that it is."""
+    def states_after(self, steps: Iterable[tuple[Iterable[str], Stage]]) -> list[NodePackageState]:
+        """The state once each of ``steps`` (packages, stage) is done, each after those before it,
+        without recording that they are."""
         kept = dict(self.records)
-        for package in packages:
-            self.stage_done(package, stage)
-        after, self.records = self.state(), kept
-        return after
+        states = []
+        for packages, stage in steps:
+            for package in packages:
+                self.stage_done(package, stage)
+            states.append(self.state())
+        self.records = kept
+        return states
 
     def failed(self, package: str, message: str) -> None:
         pending = self._pending(package).model_copy(update={"failed": message[:MAX_FAILURE]})

@@ -18,14 +18,20 @@ from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from fleetwright.activities.node import all_activities
-from fleetwright.activities.payloads import NAMES, CordonReport, NodeTarget, StageRequest
+from fleetwright.activities.payloads import (
+    NAMES,
+    CordonReport,
+    NodeTarget,
+    StageRequest,
+    StagesReport,
+    StagesRequest,
+)
 from fleetwright.api.nodeprofile import Package
 from fleetwright.kube import client as kube_client
 from fleetwright.localcluster.nodes import stage_pod_timing
 from fleetwright.localcluster.temporal import LocalTemporal
 from fleetwright.planner.interrupts import REBOOT
 from fleetwright.planner.stages import Stage
-from fleetwright.stagejob.outcome import StageReport
 from tests.support.providers import ClusterUnderTest
 
 pytestmark = pytest.mark.integration
@@ -49,11 +55,11 @@ class Smoke:
 @workflow.defn(name="test.activities-reboot-timeout")
 class RebootTimeout:
     @workflow.run
-    async def run(self, request: StageRequest) -> StageReport:
-        result: StageReport = await workflow.execute_activity(
-            NAMES.RUN_STAGE,
+    async def run(self, request: StagesRequest) -> StagesReport:
+        result: StagesReport = await workflow.execute_activity(
+            NAMES.RUN_STAGES,
             request,
-            result_type=StageReport,
+            result_type=StagesReport,
             start_to_close_timeout=timedelta(seconds=60),
             heartbeat_timeout=timedelta(seconds=6),
             retry_policy=QUICK,
@@ -64,13 +70,13 @@ class RebootTimeout:
 @workflow.defn(name="test.activities-stage")
 class StageTwice:
     @workflow.run
-    async def run(self, request: StageRequest) -> list[StageReport]:
+    async def run(self, request: StagesRequest) -> list[StagesReport]:
         reports = []
         for _ in range(2):  # a second run stands in for Temporal re-running the activity
-            report: StageReport = await workflow.execute_activity(
-                NAMES.RUN_STAGE,
+            report: StagesReport = await workflow.execute_activity(
+                NAMES.RUN_STAGES,
                 request,
-                result_type=StageReport,
+                result_type=StagesReport,
                 start_to_close_timeout=timedelta(seconds=60),
                 heartbeat_timeout=timedelta(seconds=6),
                 retry_policy=QUICK,
@@ -131,7 +137,10 @@ async def test_activities_run_on_a_real_worker(cluster: ClusterUnderTest, client
         try:
             with pytest.raises(WorkflowFailureError) as failure:
                 await client.execute_workflow(
-                    RebootTimeout.run, stuck, id=f"reboot-{queue}", task_queue=queue
+                    RebootTimeout.run,
+                    StagesRequest(profile=stuck.profile, node=stuck.node, stages=(stuck,)),
+                    id=f"reboot-{queue}",
+                    task_queue=queue,
                 )
         finally:
             cluster.kubectl("delete", "namespace", stuck.namespace, "--wait=false", check=False)
@@ -154,9 +163,11 @@ async def test_activities_run_on_a_real_worker(cluster: ClusterUnderTest, client
             pod_annotations=stage_pod_timing(0.3),
         )
         try:
-            reports = await client.execute_workflow(
-                StageTwice.run, request, id=f"stage-{queue}", task_queue=queue
+            stages = StagesRequest(profile=request.profile, node=request.node, stages=(request,))
+            runs = await client.execute_workflow(
+                StageTwice.run, stages, id=f"stage-{queue}", task_queue=queue
             )
+            reports = [report for run in runs for report in run.reports]
             assert [r.outcome.value for r in reports] == ["Succeeded", "Succeeded"]
             jobs = json.loads(cluster.kubectl("get", "jobs", "-n", namespace, "-o", "json").stdout)["items"]
             assert [j["metadata"]["name"] for j in jobs] == [reports[0].job]

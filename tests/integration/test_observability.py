@@ -161,7 +161,7 @@ async def test_one_node_update_is_a_span_tree_from_workflow_to_kubernetes_calls(
     shape = tree(finished, root)
     print(json.dumps(shape, indent=1))
     assert "RunWorkflow:fleetwright.node" in shape
-    stage = shape[f"StartActivity:{NAMES.RUN_STAGE}"][f"RunActivity:{NAMES.RUN_STAGE}"]
+    stage = shape[f"StartActivity:{NAMES.RUN_STAGES}"][f"RunActivity:{NAMES.RUN_STAGES}"]
     assert "POST /apis/batch/v1/namespaces/{namespace}/jobs" in stage, stage
     cordon = shape[f"StartActivity:{NAMES.CORDON}"][f"RunActivity:{NAMES.CORDON}"]
     assert any(name.startswith("PATCH /api/v1/nodes/{name}") for name in cordon), cordon

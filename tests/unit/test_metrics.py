@@ -19,9 +19,14 @@ from fleetwright.activities.payloads import (
     NodePhase,
     NodeStatusRequest,
     NodeTarget,
+    StageRequest,
+    StagesReport,
+    StagesRequest,
     StatusNote,
     UncordonRequest,
 )
+from fleetwright.api.nodeprofile import Package
+from fleetwright.planner.stages import Stage
 from fleetwright.stagejob.outcome import StageOutcome, StageReport
 from fleetwright.worker import interceptor, metrics
 from fleetwright.workflows.payloads import Progress
@@ -64,18 +69,41 @@ def test_blocked_nodes_by_kind_reset_when_unblocked() -> None:
     assert value("fleetwright_rollout_blocked_nodes", profile="blocked", reason="Budget") == 0
 
 
-def test_a_failed_stage_counts_a_job_failure_and_its_duration_comes_from_the_job() -> None:
-    fields = {"profile": "stages", "package": "tuning@1.0.0", "stage": "apply"}
-    start = datetime(2026, 1, 1, tzinfo=UTC)
-    report = StageReport(
-        job="j", outcome=StageOutcome.FAILED, started_at=start, finished_at=start + timedelta(seconds=42)
+def stage_request(stage: Stage, **notes: StatusNote) -> StageRequest:
+    package = Package.model_validate({"name": "tuning", "version": "1.0.0", "image": "ghcr.io/example/t"})
+    return StageRequest(
+        profile="stages",
+        node="n",
+        profile_uid="uid",
+        generation=1,
+        package=package,
+        stage=stage,
+        agent_image="ghcr.io/example/agent:1",
+        **notes,
     )
-    interceptor.record_result(NAMES.RUN_STAGE, fields, report, seconds=99.0, outcome="succeeded")
-    labels = {"profile": "stages", "package": "tuning", "stage": "apply"}
-    assert value("fleetwright_stage_job_failures_total", **labels, outcome="Failed") == 1
-    assert value("fleetwright_stage_job_failures_total", **labels, outcome="ImagePullFailed") == 0
-    assert value("fleetwright_stage_duration_seconds_sum", **labels, outcome="Failed") == 42
-    assert value("fleetwright_activity_duration_seconds_count", activity=NAMES.RUN_STAGE, outcome="succeeded")
+
+
+def test_each_stage_counts_its_job_failure_and_its_duration_comes_from_the_job() -> None:
+    request = StagesRequest(
+        profile="stages", node="n", stages=(stage_request(Stage.APPLY), stage_request(Stage.CONFIG))
+    )
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    passed = StageReport(
+        job="a", outcome=StageOutcome.SUCCEEDED, started_at=start, finished_at=start + timedelta(seconds=5)
+    )
+    failed = StageReport(
+        job="c", outcome=StageOutcome.FAILED, started_at=start, finished_at=start + timedelta(seconds=42)
+    )
+    report = StagesReport(reports=(passed, failed))
+    interceptor.record_result(NAMES.RUN_STAGES, {"profile": "stages"}, report, 99.0, "succeeded", request)
+    config = {"profile": "stages", "package": "tuning", "stage": "config"}
+    assert value("fleetwright_stage_job_failures_total", **config, outcome="Failed") == 1
+    assert value("fleetwright_stage_job_failures_total", **config, outcome="ImagePullFailed") == 0
+    assert value("fleetwright_stage_duration_seconds_sum", **config, outcome="Failed") == 42
+    apply = {"profile": "stages", "package": "tuning", "stage": "apply"}
+    assert value("fleetwright_stage_duration_seconds_sum", **apply, outcome="Succeeded") == 5
+    activity = {"activity": NAMES.RUN_STAGES, "outcome": "succeeded"}
+    assert value("fleetwright_activity_duration_seconds_count", **activity)
 
 
 def test_held_drains_by_reason_from_heartbeats() -> None:
@@ -102,7 +130,7 @@ def test_node_update_duration_from_first_status_to_the_end() -> None:
 
 
 def test_names_follow_prometheus_conventions() -> None:
-    interceptor.record_result(NAMES.RUN_STAGE, {"profile": "names"}, None, 1.0, "failed")
+    interceptor.record_result(NAMES.RUN_STAGES, {"profile": "names"}, None, 1.0, "failed")
     interceptor.record_result(NAMES.DRAIN, {"profile": "names"}, DrainReport(), 1.0, "succeeded")
     names = metrics.names_in(generate_latest(metrics.REGISTRY).decode())
     assert all(n.startswith("fleetwright_") for n in names)
@@ -152,6 +180,19 @@ def test_the_statuses_other_activities_carry_count_as_the_nodes_first_and_last()
     assert interceptor.shown_before(NAMES.CORDON, CordonRequest(profile="p", node="n")) is None
     uncordon = UncordonRequest(profile="p", node="n", show_after=done)
     assert interceptor.shown_after(uncordon, True) is NodePhase.COMPLETE
+    stages = StagesRequest(
+        profile="p",
+        node="n",
+        stages=(
+            stage_request(Stage.APPLY, show_before=updating),
+            stage_request(Stage.CONFIG, show_after=done),
+        ),
+    )
+    assert interceptor.shown_before(NAMES.RUN_STAGES, stages) is NodePhase.IN_PROGRESS
+    passed = StageReport(job="j", outcome=StageOutcome.SUCCEEDED)
     failed = StageReport(job="j", outcome=StageOutcome.FAILED)
-    assert interceptor.shown_after(uncordon, failed) is None  # a failed stage shows nothing after it
+    assert interceptor.shown_after(stages, StagesReport(reports=(passed, passed))) is NodePhase.COMPLETE
+    # Stages that did not all pass show nothing after them.
+    assert interceptor.shown_after(stages, StagesReport(reports=(passed, failed))) is None
+    assert interceptor.shown_after(stages, StagesReport(reports=(passed,), stopped=True)) is None
     assert interceptor.shown_after(NodeTarget(profile="p", node="n"), None) is None

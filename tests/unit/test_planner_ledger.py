@@ -94,14 +94,15 @@ def test_an_uninstall_leaves_an_empty_record() -> None:
     assert book.state().packages == {"tuning": PackageRecord()}
 
 
-def test_the_state_after_a_stage_is_computed_without_recording_it() -> None:
+def test_the_states_after_stages_are_computed_each_after_the_last_without_recording_them() -> None:
     book = ledger(tuning())
-    run(book, Stage.APPLY)
     before = book.state()
-    after = book.state_after(("tuning",), Stage.CONFIG)
+    after_apply, after_config = book.states_after([(("tuning",), Stage.APPLY), (("tuning",), Stage.CONFIG)])
     assert book.state() == before
-    pending = after.packages["tuning"].pending
+    pending = after_config.packages["tuning"].pending
     assert pending is not None
     assert pending.done == (Stage.APPLY, Stage.CONFIG)
+    run(book, Stage.APPLY)
+    assert book.state() == after_apply
     run(book, Stage.CONFIG)
-    assert book.state() == after
+    assert book.state() == after_config

@@ -30,10 +30,13 @@ from fleetwright.activities.payloads import (
     RecordStateRequest,
     RuntimeTaintReport,
     StageRequest,
+    StagesReport,
+    StagesRequest,
     StatusNote,
     UncordonRequest,
 )
 from fleetwright.activities.rollout import cleared_failure, plan_turn
+from fleetwright.activities.stages import resume_index, run_stages
 from fleetwright.activities.starts import NodeStarter
 from fleetwright.api.keys import NodeReason, claim_key, cordon_key, state_key
 from fleetwright.localcluster import nodes as fleet_nodes
@@ -143,7 +146,14 @@ class FakeFleet:
         self.drained.append(request.node)
         return DrainReport()
 
-    @activity.defn(name=NAMES.RUN_STAGE)
+    @activity.defn(name=NAMES.RUN_STAGES)
+    async def run_stages(self, request: StagesRequest) -> StagesReport:
+        """The real loop over the stages (resume, cancellation between stages) around the fake
+        stage below."""
+        recorded = self.annotations(request.node).get(state_key(request.profile))
+        resumed = resume_index(request, recorded) if activity.info().attempt > 1 else 0
+        return await run_stages(request, self.run_stage, resumed)
+
     async def run_stage(self, request: StageRequest) -> StageReport:
         self._show(request, request.show_before)
         self.started_stages.append((request.node, request.stage.value))
@@ -213,7 +223,7 @@ class FakeFleet:
             self.uncordon,
             self.wait_protected_pods,
             self.drain,
-            self.run_stage,
+            self.run_stages,
             self.record_state,
             self.set_node_status,
             self.clean_up,

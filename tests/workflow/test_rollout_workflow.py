@@ -450,9 +450,9 @@ async def test_the_node_records_every_passed_stage_and_completes_the_package(cli
     assert record.version == "1.0.0"
     assert record.pending is None
     assert [stage for _, stage in fleet.started_stages] == ["apply", "config", "interrupt", "post-interrupt"]
-    # Each stage's own activity records it (the interrupt's once the node is back from its reboot,
-    # which the same activity waits for): no extra activity.
-    assert [by for _, by in fleet.recorded_by] == [NAMES.RUN_STAGE] * 4
+    # The stages' activity records each one as it passes (the interrupt once the node is back from
+    # its reboot, which the same activity waits for): no extra activity.
+    assert [by for _, by in fleet.recorded_by] == [NAMES.RUN_STAGES] * 4
     assert fleet.rebooted == ["gpu-node-0000"]
 
 
@@ -469,14 +469,14 @@ async def node_activities(client: Client, profile: str, node: str) -> list[str]:
 @pytest.mark.parametrize(
     ("interrupt", "expected"),
     [
-        # The status rides on the cordon and the uncordon; the boot id read and the reboot wait on
-        # the interrupt stage's activity.
-        ("reboot", [NAMES.CORDON, NAMES.DRAIN, *[NAMES.RUN_STAGE] * 4, NAMES.UNCORDON]),
-        # No cordon: the first and the last stage carry the statuses.
-        (None, [NAMES.RUN_STAGE] * 2),
+        # The status rides on the cordon and the uncordon; the boot id read and the reboot wait in
+        # the stages' activity.
+        ("reboot", [NAMES.CORDON, NAMES.DRAIN, NAMES.RUN_STAGES, NAMES.UNCORDON]),
+        # No cordon: the stages' activity carries the statuses.
+        (None, [NAMES.RUN_STAGES]),
     ],
 )
-async def test_a_node_runs_one_activity_per_stage_plus_its_cordon_and_drain(
+async def test_a_node_runs_one_activity_for_its_stages_plus_its_cordon_and_drain(
     client: Client, interrupt: str | None, expected: list[str]
 ) -> None:
     """Each activity costs the node a workflow task queued behind every other node's."""

@@ -10,10 +10,9 @@ import uuid
 from dataclasses import dataclass, field
 
 import pytest
-from temporalio import activity
 from temporalio.client import Client
 
-from fleetwright.activities.payloads import NAMES, StageRequest
+from fleetwright.activities.payloads import StageRequest
 from fleetwright.localcluster import examples
 from fleetwright.stagejob.outcome import StageReport
 from fleetwright.worker.temporal import build_worker
@@ -29,7 +28,6 @@ pytestmark = pytest.mark.workflow
 class RecordingFleet(FakeFleet):
     requests: list[StageRequest] = field(default_factory=list)
 
-    @activity.defn(name=NAMES.RUN_STAGE)
     async def run_stage(self, request: StageRequest) -> StageReport:
         self.requests.append(request)
         return await super().run_stage(request)

@@ -1,0 +1,48 @@
+"""A retried run-stages activity resumes after the last stage whose record the Node carries."""
+
+from __future__ import annotations
+
+import pytest
+
+from fleetwright.activities.payloads import StageRequest, StagesRequest
+from fleetwright.activities.stages import resume_index
+from fleetwright.api.nodeprofile import Package
+from fleetwright.planner.nodestate import NodePackageState, PackageRecord, PendingChange, format_annotation
+from fleetwright.planner.stages import Stage
+
+pytestmark = pytest.mark.unit
+
+PACKAGE = Package.model_validate({"name": "tuning", "version": "1.0.0", "image": "ghcr.io/example/t"})
+STAGES = (Stage.APPLY, Stage.CONFIG)
+
+
+def record(*done: Stage) -> NodePackageState:
+    pending = PendingChange(version="1.0.0", stages=STAGES, done=done)
+    return NodePackageState(profile="p", packages={"tuning": PackageRecord(pending=pending)})
+
+
+def request() -> StagesRequest:
+    stages = tuple(
+        StageRequest(
+            profile="p",
+            node="n",
+            profile_uid="uid",
+            generation=1,
+            package=PACKAGE,
+            stage=stage,
+            agent_image="ghcr.io/example/agent:1",
+            record=record(*STAGES[: i + 1]),
+        )
+        for i, stage in enumerate(STAGES)
+    )
+    return StagesRequest(profile="p", node="n", stages=stages)
+
+
+def test_nothing_recorded_or_an_earlier_record_resumes_at_the_first_stage() -> None:
+    assert resume_index(request(), None) == 0
+    assert resume_index(request(), format_annotation(record())[1]) == 0
+
+
+def test_a_passed_stage_recorded_resumes_after_it() -> None:
+    assert resume_index(request(), format_annotation(record(Stage.APPLY))[1]) == 1
+    assert resume_index(request(), format_annotation(record(*STAGES))[1]) == 2
