@@ -1,6 +1,6 @@
 """What a stage Job's end means for the stage: the report (``StageReport``) read from the Job's
 and its pods' facts. A stage failure is a report, not an exception; so is an image that never
-pulls, after its bound (NodeWright #306). Pure: the run-stage activity reads the facts and passes
+pulls, after its bound (NodeWright #306). Pure: the run-stages activity reads the facts and passes
 the clock in.
 """
 

@@ -9,7 +9,7 @@ the agent and copy containers are privileged root because package steps run host
 of the host (sysctl, modprobe, systemctl, reboot), while the pod gets no service-account token (the
 agent never calls the API), no service-link environment and a placeholder container with no
 privilege at all. It is pure: it returns a plain dict and never talks to the API server (the
-run-stage activity creates the Job).
+run-stages activity creates the Job).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The part of a stage request that shapes the stage Job (``StageJob``), and its mapping onto the
 renderer's spec: the package's image, env and resources, the interrupt in the agent's encoding,
-the pass and the attempt. The run-stage activity's request extends ``StageJob`` with what the
+the pass and the attempt. The run-stages activity's request extends ``StageJob`` with what the
 activity does around the Job (statuses, the record, the reboot wait). Pure.
 """
 
