@@ -19,17 +19,16 @@ from fleetwright.activities.payloads import (
     NodePhase,
     NodeStatusRequest,
     NodeTarget,
-    StageRequest,
     StagesReport,
     StagesRequest,
     StatusNote,
     UncordonRequest,
 )
-from fleetwright.api.nodeprofile import Package
 from fleetwright.planner.stages import Stage
 from fleetwright.stagejob.outcome import StageOutcome, StageReport
 from fleetwright.worker import interceptor, metrics
 from fleetwright.workflows.payloads import Progress
+from tests.support.stagerequests import stage_request
 
 pytestmark = pytest.mark.unit
 
@@ -69,24 +68,9 @@ def test_blocked_nodes_by_kind_reset_when_unblocked() -> None:
     assert value("fleetwright_rollout_blocked_nodes", profile="blocked", reason="Budget") == 0
 
 
-def stage_request(stage: Stage, **notes: StatusNote) -> StageRequest:
-    package = Package.model_validate({"name": "tuning", "version": "1.0.0", "image": "ghcr.io/example/t"})
-    return StageRequest(
-        profile="stages",
-        node="n",
-        profile_uid="uid",
-        generation=1,
-        package=package,
-        stage=stage,
-        agent_image="ghcr.io/example/agent:1",
-        **notes,
-    )
-
-
 def test_each_stage_counts_its_job_failure_and_its_duration_comes_from_the_job() -> None:
-    request = StagesRequest(
-        profile="stages", node="n", stages=(stage_request(Stage.APPLY), stage_request(Stage.CONFIG))
-    )
+    stages = tuple(stage_request(s, profile="stages") for s in (Stage.APPLY, Stage.CONFIG))
+    request = StagesRequest(profile="stages", node="n", stages=stages)
     start = datetime(2026, 1, 1, tzinfo=UTC)
     passed = StageReport(
         job="a", outcome=StageOutcome.SUCCEEDED, started_at=start, finished_at=start + timedelta(seconds=5)

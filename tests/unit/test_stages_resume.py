@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from fleetwright.activities.payloads import StageRequest, StagesRequest
+from fleetwright.activities.payloads import StagesRequest
 from fleetwright.activities.stages import resume_index
-from fleetwright.api.nodeprofile import Package
 from fleetwright.planner.nodestate import NodePackageState, PackageRecord, PendingChange, format_annotation
 from fleetwright.planner.stages import Stage
+from tests.support.stagerequests import stage_request
 
 pytestmark = pytest.mark.unit
 
-PACKAGE = Package.model_validate({"name": "tuning", "version": "1.0.0", "image": "ghcr.io/example/t"})
 STAGES = (Stage.APPLY, Stage.CONFIG)
 
 
@@ -22,19 +21,7 @@ def record(*done: Stage) -> NodePackageState:
 
 
 def request() -> StagesRequest:
-    stages = tuple(
-        StageRequest(
-            profile="p",
-            node="n",
-            profile_uid="uid",
-            generation=1,
-            package=PACKAGE,
-            stage=stage,
-            agent_image="ghcr.io/example/agent:1",
-            record=record(*STAGES[: i + 1]),
-        )
-        for i, stage in enumerate(STAGES)
-    )
+    stages = tuple(stage_request(stage, record=record(*STAGES[: i + 1])) for i, stage in enumerate(STAGES))
     return StagesRequest(profile="p", node="n", stages=stages)
 
 
