@@ -214,7 +214,9 @@ class RolloutWorkflow:
             self._held = report.held
             self._unregistered = report.unregistered_search_attributes
             self._state = decision.state
-            if self._controls.aborted and not self._state.running:
+            if self._controls.aborted and not self._state.running and self._new_spec is None:
+                # A spec change signalled while this turn was decided is applied first: a new
+                # generation lifts the abort, even when the last running node finished meanwhile.
                 return self._publish(decision, phase=ABORTED)
             if self._removal_done(decision) and await self._clean_up(decision):
                 return self._publish(decision, phase=DELETED)

@@ -378,6 +378,53 @@ async def test_an_aborting_rollout_stays_aborted_through_a_policy_edit_but_not_a
             await handle.terminate("test done")
 
 
+@dataclass
+class AbortTurnHeldFleet(FakeFleet):
+    """The first observe-and-decide under an abort waits for ``observe`` before it observes the
+    fleet, so a test can let a node finish and signal while that turn is in flight."""
+
+    deciding: asyncio.Event = field(default_factory=asyncio.Event)
+    observe: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @activity.defn(name=NAMES.OBSERVE_AND_DECIDE)
+    async def observe_and_decide(self, request: DecideRequest) -> DecideReport:
+        if request.controls.aborted and not self.deciding.is_set():
+            self.deciding.set()
+            await self.observe.wait()
+        return await super().observe_and_decide(request)
+
+
+async def test_a_new_spec_signalled_while_the_last_aborted_node_finishes_continues_the_rollout(
+    client: Client,
+) -> None:
+    # The turn after the abort finds the last running node done (its record shows the target)
+    # while a new generation arrived during that turn: the rollout goes on towards the new spec
+    # (docs/cli.md) instead of ending Aborted with the spec change unread.
+    fleet = AbortTurnHeldFleet(size=3, hold_stages=True)
+    name = unique()
+    steps = [{"name": "rest", "batches": {"strategy": "fixed", "initial": 1}}]
+    rollout = RolloutInput(
+        profile=examples.profile(name=name, interrupt=None),
+        policy=examples.policy(max_unavailable=1, steps=steps),
+        settings=SETTINGS,
+    )
+    handle, queue = await start(client, fleet, rollout)
+    async with build_worker(client, fleet.activities(), task_queue=queue):
+        await eventually(lambda: len(fleet.started_nodes()) == 1, "the first node")
+        [first] = fleet.started_nodes()
+        await handle.signal(RolloutWorkflow.abort)
+        await fleet.deciding.wait()
+        fleet.release.set()
+        await eventually(lambda: fleet.statuses.get(first) == "Complete", "the first node done")
+        new = examples.profile(name=name, interrupt=None, version="1.1.0", generation=2)
+        await handle.signal(RolloutWorkflow.spec_changed, SpecChange(profile=new, policy=rollout.policy))
+        fleet.observe.set()
+        done = await in_phase(handle, "Complete")
+        assert done.generation == 2
+        assert fleet.started_nodes() == sorted(fleet.nodes)
+        await handle.terminate("test done")
+
+
 async def test_a_node_updated_under_a_foreign_cordon_is_cordoned_again_when_it_is_lifted(
     client: Client,
 ) -> None:
