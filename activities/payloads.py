@@ -19,8 +19,8 @@ from fleetwright.planner.base import Frozen
 from fleetwright.planner.nodestate import NodePackageState, PackageRecord
 from fleetwright.planner.observations import RunStatus
 from fleetwright.planner.state import BlockedNode, Decision, RolloutState
-from fleetwright.stagejob.render import PACKAGE_NAMESPACE
 from fleetwright.stagejob.outcome import StageReport
+from fleetwright.stagejob.render import PACKAGE_NAMESPACE
 from fleetwright.stagejob.request import StageJob
 
 

@@ -85,7 +85,7 @@ def _publish_drains(profile: str, before: str | None) -> None:
 
 
 def record_result(
-    name: str, fields: Mapping[str, str], result: Any, seconds: float, outcome: str, request: Any = None
+    name: str, fields: Mapping[str, str], result: Any, seconds: float, outcome: str, *, request: Any = None
 ) -> None:
     """The metrics of one finished activity attempt (``request``: its first argument)."""
     profile = fields.get("profile", "")
@@ -176,7 +176,7 @@ class _Inbound(ActivityInboundInterceptor):
                 return result
             finally:
                 seconds = time.monotonic() - started
-                record_result(info.activity_type, fields, result, seconds, outcome, request)
+                record_result(info.activity_type, fields, result, seconds, outcome, request=request)
 
 
 class _Outbound(ActivityOutboundInterceptor):

@@ -27,8 +27,8 @@ from datetime import timedelta
 from typing import TypeVar
 
 from temporalio import workflow
-from temporalio.workflow import ActivityCancellationType
 from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
     from fleetwright.activities.node import NodeActivities
@@ -53,7 +53,6 @@ with workflow.unsafe.imports_passed_through():
     from fleetwright.planner.nodestate import NodePackageState
     from fleetwright.planner.nodework import NodeStep
     from fleetwright.planner.observations import RunStatus
-    from fleetwright.stagejob.outcome import StageReport
     from fleetwright.workflows import retry
     from fleetwright.workflows import search as sa
     from fleetwright.workflows.payloads import NodeInput, NodeResult

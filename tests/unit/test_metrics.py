@@ -79,7 +79,9 @@ def test_each_stage_counts_its_job_failure_and_its_duration_comes_from_the_job()
         job="c", outcome=StageOutcome.FAILED, started_at=start, finished_at=start + timedelta(seconds=42)
     )
     report = StagesReport(reports=(passed, failed))
-    interceptor.record_result(NAMES.RUN_STAGES, {"profile": "stages"}, report, 99.0, "succeeded", request)
+    interceptor.record_result(
+        NAMES.RUN_STAGES, {"profile": "stages"}, report, 99.0, "succeeded", request=request
+    )
     config = {"profile": "stages", "package": "tuning", "stage": "config"}
     assert value("fleetwright_stage_job_failures_total", **config, outcome="Failed") == 1
     assert value("fleetwright_stage_job_failures_total", **config, outcome="ImagePullFailed") == 0
