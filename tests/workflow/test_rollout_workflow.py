@@ -380,26 +380,26 @@ async def test_an_aborting_rollout_stays_aborted_through_a_policy_edit_but_not_a
 
 @dataclass
 class AbortTurnHeldFleet(FakeFleet):
-    """The first observe-and-decide under an abort waits for ``observe`` before it observes the
-    fleet, so a test can let a node finish and signal while that turn is in flight."""
+    """The first observe-and-decide that folds in a node's report under an abort waits for
+    ``observe`` first, so a test can signal while that turn is in flight."""
 
     deciding: asyncio.Event = field(default_factory=asyncio.Event)
     observe: asyncio.Event = field(default_factory=asyncio.Event)
 
     @activity.defn(name=NAMES.OBSERVE_AND_DECIDE)
     async def observe_and_decide(self, request: DecideRequest) -> DecideReport:
-        if request.controls.aborted and not self.deciding.is_set():
+        if request.controls.aborted and request.results and not self.deciding.is_set():
             self.deciding.set()
             await self.observe.wait()
         return await super().observe_and_decide(request)
 
 
-async def test_a_new_spec_signalled_while_the_last_aborted_node_finishes_continues_the_rollout(
+async def test_a_new_spec_signalled_while_the_last_aborted_node_is_folded_in_continues_the_rollout(
     client: Client,
 ) -> None:
-    # The turn after the abort finds the last running node done (its record shows the target)
-    # while a new generation arrived during that turn: the rollout goes on towards the new spec
-    # (docs/cli.md) instead of ending Aborted with the spec change unread.
+    # The turn after the abort folds in the last running node's report while a new generation
+    # arrives during that turn: the rollout goes on towards the new spec (docs/cli.md) instead of
+    # ending Aborted with the spec change unread.
     fleet = AbortTurnHeldFleet(size=3, hold_stages=True)
     name = unique()
     steps = [{"name": "rest", "batches": {"strategy": "fixed", "initial": 1}}]
@@ -411,11 +411,9 @@ async def test_a_new_spec_signalled_while_the_last_aborted_node_finishes_continu
     handle, queue = await start(client, fleet, rollout)
     async with build_worker(client, fleet.activities(), task_queue=queue):
         await eventually(lambda: len(fleet.started_nodes()) == 1, "the first node")
-        [first] = fleet.started_nodes()
         await handle.signal(RolloutWorkflow.abort)
+        fleet.release.set()  # after the abort: the node's report reaches an aborted turn
         await fleet.deciding.wait()
-        fleet.release.set()
-        await eventually(lambda: fleet.statuses.get(first) == "Complete", "the first node done")
         new = examples.profile(name=name, interrupt=None, version="1.1.0", generation=2)
         await handle.signal(RolloutWorkflow.spec_changed, SpecChange(profile=new, policy=rollout.policy))
         fleet.observe.set()
