@@ -340,6 +340,25 @@ async def test_abort_lets_in_flight_nodes_finish_their_stage_and_uncordons_them(
     assert fleet.started_nodes() == sorted(in_flight)
 
 
+ONE_AT_A_TIME = [{"name": "rest", "batches": {"strategy": "fixed", "initial": 1}}]
+
+
+def one_at_a_time() -> RolloutInput:
+    """A profile of its own without an interrupt, rolled out one node at a time."""
+    return RolloutInput(
+        profile=examples.profile(name=unique(), interrupt=None),
+        policy=examples.policy(max_unavailable=1, steps=ONE_AT_A_TIME),
+        settings=SETTINGS,
+    )
+
+
+def next_generation(rollout: RolloutInput) -> SpecChange:
+    """The rollout's profile edited to a new version (its next generation), the policy unchanged."""
+    name = rollout.profile.metadata.name
+    new = examples.profile(name=name, interrupt=None, version="1.1.0", generation=2)
+    return SpecChange(profile=new, policy=rollout.policy)
+
+
 @pytest.mark.parametrize("edit", ["policy", "spec"])
 async def test_an_aborting_rollout_stays_aborted_through_a_policy_edit_but_not_a_new_spec(
     client: Client, edit: str
@@ -347,24 +366,17 @@ async def test_an_aborting_rollout_stays_aborted_through_a_policy_edit_but_not_a
     # What a user expects (docs/cli.md): abort holds until the profile's spec changes or a human
     # resumes. A DeploymentPolicy edit (it may pace many profiles) is no decision to roll out again.
     fleet = FakeFleet(size=3, hold_stages=True)
-    name = unique()
-    steps = [{"name": "rest", "batches": {"strategy": "fixed", "initial": 1}}]
-    rollout = RolloutInput(
-        profile=examples.profile(name=name, interrupt=None),
-        policy=examples.policy(max_unavailable=1, steps=steps),
-        settings=SETTINGS,
-    )
+    rollout = one_at_a_time()
     handle, queue = await start(client, fleet, rollout)
     async with build_worker(client, fleet.activities(), task_queue=queue):
         await eventually(lambda: len(fleet.started_nodes()) == 1, "the first node")
         await handle.signal(RolloutWorkflow.abort)
         if edit == "policy":
             change = SpecChange(
-                profile=rollout.profile, policy=examples.policy(max_unavailable=3, steps=steps)
+                profile=rollout.profile, policy=examples.policy(max_unavailable=3, steps=ONE_AT_A_TIME)
             )
         else:
-            new = examples.profile(name=name, interrupt=None, version="1.1.0", generation=2)
-            change = SpecChange(profile=new, policy=rollout.policy)
+            change = next_generation(rollout)
         await handle.signal(RolloutWorkflow.spec_changed, change)
         fleet.release.set()
         if edit == "policy":
@@ -401,21 +413,14 @@ async def test_a_new_spec_signalled_while_the_last_aborted_node_is_folded_in_con
     # arrives during that turn: the rollout goes on towards the new spec (docs/cli.md) instead of
     # ending Aborted with the spec change unread.
     fleet = AbortTurnHeldFleet(size=3, hold_stages=True)
-    name = unique()
-    steps = [{"name": "rest", "batches": {"strategy": "fixed", "initial": 1}}]
-    rollout = RolloutInput(
-        profile=examples.profile(name=name, interrupt=None),
-        policy=examples.policy(max_unavailable=1, steps=steps),
-        settings=SETTINGS,
-    )
+    rollout = one_at_a_time()
     handle, queue = await start(client, fleet, rollout)
     async with build_worker(client, fleet.activities(), task_queue=queue):
         await eventually(lambda: len(fleet.started_nodes()) == 1, "the first node")
         await handle.signal(RolloutWorkflow.abort)
         fleet.release.set()  # after the abort: the node's report reaches an aborted turn
         await fleet.deciding.wait()
-        new = examples.profile(name=name, interrupt=None, version="1.1.0", generation=2)
-        await handle.signal(RolloutWorkflow.spec_changed, SpecChange(profile=new, policy=rollout.policy))
+        await handle.signal(RolloutWorkflow.spec_changed, next_generation(rollout))
         fleet.observe.set()
         done = await in_phase(handle, "Complete")
         assert done.generation == 2
