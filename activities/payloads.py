@@ -265,6 +265,9 @@ class EndedNodesRequest(Frozen):
     """node -> when the rollout decided to start it: a run that began earlier is a previous one."""
     target: str
     """The rollout target they work towards (the target of a result made up for one)."""
+    earlier: tuple[str, ...] = ()
+    """Nodes still running work for an earlier target: their runs began before this rollout, so a
+    node whose workflow has no open run has ended."""
 
 
 class EndedNodes(Frozen):

@@ -94,11 +94,13 @@ class NodeStarter:
         failure naming how any other one ended. One visibility query for the profile's closed node
         workflows started since the earliest decision waited on (not one call per running node:
         at thousands of nodes that was thousands of calls per observe interval); a completed one's
-        result is read back only for it."""
-        if not request.waiting:
+        result is read back only for it. Nodes running for an earlier target (their start is not
+        known here) are looked up by the absence of an open run (``_ended_earlier``)."""
+        if not request.waiting and not request.earlier:
             return EndedNodes()
         client = self._on(activity.client())
-        closed = await _closed_runs(client, request)
+        closed = await _closed_runs(client, request) if request.waiting else {}
+        closed |= await _ended_earlier(client, request)
         finished, unfinished = [], []
         for node, execution in sorted(closed.items()):
             if execution.status is WorkflowExecutionStatus.COMPLETED:
@@ -179,6 +181,28 @@ async def _closed_runs(client: Client, request: EndedNodesRequest) -> dict[str, 
         if execution.start_time >= decided_at and (seen is None or execution.start_time > seen.start_time):
             closed[node] = execution
     return closed
+
+
+async def _ended_earlier(client: Client, request: EndedNodesRequest) -> dict[str, WorkflowExecution]:
+    """node -> the last run of each ``request.earlier`` node whose workflow has no open run. The
+    open runs come from one visibility query; a node missing from it is described (the store may
+    lag behind a start), and counts only if its latest run is closed."""
+    if not request.earlier:
+        return {}
+    query = f"WorkflowId STARTS_WITH '{request.id_prefix}' AND ExecutionStatus = 'Running'"
+    open_nodes = {e.id.removeprefix(request.id_prefix) async for e in client.list_workflows(query)}
+    ended: dict[str, WorkflowExecution] = {}
+    for node in sorted(set(request.earlier) - open_nodes):
+        try:
+            described = await client.get_workflow_handle(request.id_prefix + node).describe()
+        except RPCError as error:
+            if error.status is RPCStatusCode.NOT_FOUND:
+                continue  # no workflow at all: nothing of it to wait for or to show
+            raise
+        if described.status not in (None, WorkflowExecutionStatus.RUNNING):
+            ended[node] = described
+        activity.heartbeat()
+    return ended
 
 
 def _failed(node: str, target: str, execution: WorkflowExecution) -> NodeResult:

@@ -309,9 +309,10 @@ class RolloutWorkflow:
 
     async def _collect_ended(self) -> None:
         """Node workflows that ended without reporting (terminated or timed out in Temporal, or
-        whose report was lost) are looked up once per observe interval while nodes run, and their
-        results folded in as reports: the rollout never waits for them forever, and a node whose
-        workflow did not finish is shown failed, which drops its start claim."""
+        whose report was lost) are looked up once per observe interval while nodes run (its own,
+        and those still running for an earlier target), and their results folded in as reports:
+        the rollout never waits for them forever, and a node whose workflow did not finish is shown
+        failed, which drops its start claim."""
         assert self._state is not None
         assert self._ended_checked_at is not None
         now = workflow.now()
@@ -321,10 +322,14 @@ class RolloutWorkflow:
         reported = {r.node for r in self._results}
         profile = self._state.spec.profile
         waiting = {run.node: run.started_at for run in self._state.running if run.node not in reported}
-        if not waiting:
+        earlier = tuple(n for n in self._state.running_for_earlier_target if n not in reported)
+        if not waiting and not earlier:
             return
         request = EndedNodesRequest(
-            id_prefix=node_workflow_id(profile, ""), waiting=waiting, target=self._state.spec.target
+            id_prefix=node_workflow_id(profile, ""),
+            waiting=waiting,
+            target=self._state.spec.target,
+            earlier=earlier,
         )
         ended = await workflow.execute_activity_method(
             NodeStarter.ended_nodes,
@@ -475,13 +480,15 @@ class RolloutWorkflow:
 
     async def _sleep(self, decision: Decision) -> None:
         """Wait for a node report, a human, a spec or node change (the controller signals those),
-        or the decision's own wake-up time. Only while nodes run or are blocked by conditions that
-        can clear on their own does it also re-observe on the interval; a gate, a halt or a finished
-        rollout waits on one timer or none, so a canary gate can hold for days on a single timer."""
+        or the decision's own wake-up time. Only while nodes run (for this target or an earlier
+        one) or are blocked by conditions that can clear on their own does it also re-observe on
+        the interval; a gate, a halt or a finished rollout waits on one timer or none, so a canary
+        gate can hold for days on a single timer."""
         timeout: timedelta | None = None
         if decision.wake_at is not None:
             timeout = max(decision.wake_at - workflow.now(), timedelta(seconds=1))
-        if decision.state.running or decision.blocked or decision.waiting:
+        state = decision.state
+        if state.running or state.running_for_earlier_target or decision.blocked or decision.waiting:
             interval = timedelta(seconds=self._settings.observe_interval_seconds)
             timeout = interval if timeout is None else min(timeout, interval)
         # A spec change or deletion signalled while this turn's activity ran must not wait for the

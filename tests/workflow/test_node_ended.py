@@ -24,7 +24,7 @@ from fleetwright.localcluster import examples
 from fleetwright.planner.observations import RunStatus
 from fleetwright.worker.temporal import build_worker
 from fleetwright.workflows.node import NODE_WORKFLOW, node_workflow_id
-from fleetwright.workflows.payloads import EngineSettings, Progress, RolloutInput
+from fleetwright.workflows.payloads import EngineSettings, Progress, RolloutInput, SpecChange
 from fleetwright.workflows.rollout import RolloutWorkflow
 from tests.workflow.fakefleet import FakeFleet
 
@@ -100,6 +100,35 @@ async def test_a_terminated_node_workflow_fails_its_node_and_frees_its_claim_for
             await handle.terminate("test done")
 
 
+async def test_a_node_left_running_for_the_previous_spec_is_freed_when_its_workflow_is_terminated(
+    client: Client,
+) -> None:
+    # A new spec arrives while a node runs the previous one: the node keeps its budget until its
+    # workflow ends. Terminated, that workflow never reports; the rollout must find that out, not
+    # hold the node (and its claim) forever, and then update it to the new spec.
+    fleet = FakeFleet(size=1)
+    name = f"tuning-{uuid.uuid4().hex[:8]}"
+    fleet.held_profiles = {name}
+    policy = examples.policy(max_unavailable=1, steps=ONE_AT_A_TIME)
+    queue = f"tq-{uuid.uuid4()}"
+    rollout = RolloutInput(profile=examples.profile(name, interrupt=None), policy=policy, settings=SETTINGS)
+    async with build_worker(client, fleet.activities(), task_queue=queue):
+        handle = await client.start_workflow(
+            RolloutWorkflow.run, rollout, id=f"nodeprofile/{name}", task_queue=queue
+        )
+        await eventually(lambda: bool(fleet.started_stages), "the first stage")
+        [(node, _)] = fleet.started_stages
+        upgrade = examples.profile(name, interrupt=None, version="1.1.0", generation=2)
+        await handle.signal(RolloutWorkflow.spec_changed, SpecChange(profile=upgrade, policy=policy))
+        await until(handle, lambda p: p.generation == 2, "the new spec")
+        await client.get_workflow_handle(node_workflow_id(name, node)).terminate("an operator")
+        await eventually(lambda: len(fleet.started_stages) == 2, "the node started for the new spec", 90)
+        fleet.release.set()
+        done = await until(handle, lambda p: p.phase == "Complete", "Complete")
+        await handle.terminate("test done")
+    assert done.generation == 2
+
+
 @workflow.defn(name="test.finished-node", sandboxed=False)
 class FinishedNode:
     """Stands in for a node workflow that completed with a result."""
@@ -148,3 +177,13 @@ async def test_the_look_up_reads_back_results_and_names_how_a_workflow_ended(cli
     assert (terminated.node, terminated.status, terminated.target) == ("terminated", RunStatus.FAILED, "t1")
     assert "terminated" in terminated.message
     assert "retry-node" in terminated.message
+
+    # Nodes running for an earlier target: found ended by having no open run, whenever it began.
+    earlier = EndedNodesRequest(
+        id_prefix=prefix, waiting={}, target="t2", earlier=("running", "terminated", "never-started")
+    )
+    ended = await env.run(starter.ended_nodes, earlier)
+    assert ended.finished == ()
+    assert [(r.node, r.status, r.target) for r in ended.unfinished] == [
+        ("terminated", RunStatus.FAILED, "t2")
+    ]
