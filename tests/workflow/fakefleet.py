@@ -59,6 +59,9 @@ class FakeFleet:
     uncordoned: list[str] = field(default_factory=list)
     statuses: dict[str, str] = field(default_factory=dict)
     reasons: dict[str, str] = field(default_factory=dict)
+    shown: list[tuple[str, str, str]] = field(default_factory=list)
+    """(profile, node, reason) of every status shown, in order: profiles sharing a node overwrite
+    each other's last reason."""
     """The reason of each node's last status, as users read it on the node's condition."""
     max_cordoned: int = 0
     cordoned_sets: list[frozenset[str]] = field(default_factory=list)
@@ -183,6 +186,7 @@ class FakeFleet:
         if note is not None:
             self.statuses[target.node] = note.phase.value
             self.reasons[target.node] = note.reason
+            self.shown.append((target.profile, target.node, note.reason))
             if ends_claim(note.phase, note.reason):
                 self.annotations(target.node).pop(claim_key(target.profile), None)
 
