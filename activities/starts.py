@@ -28,7 +28,13 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from temporalio import activity
-from temporalio.client import Client, Interceptor, WorkflowExecution, WorkflowExecutionStatus
+from temporalio.client import (
+    Client,
+    Interceptor,
+    WorkflowExecution,
+    WorkflowExecutionDescription,
+    WorkflowExecutionStatus,
+)
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
@@ -151,15 +157,20 @@ async def _closed(client: Client, workflow_id: str) -> None:
         await asyncio.sleep(EARLIER_RUN_POLL_SECONDS)
 
 
-async def _started_since(client: Client, workflow_id: str, since: datetime) -> bool:
-    """The id's latest run began at or after ``since`` (so an earlier attempt started it)."""
+async def _described(client: Client, workflow_id: str) -> WorkflowExecutionDescription | None:
+    """The id's latest run; None when the id has none."""
     try:
-        described = await client.get_workflow_handle(workflow_id).describe()
+        return await client.get_workflow_handle(workflow_id).describe()
     except RPCError as error:
         if error.status is RPCStatusCode.NOT_FOUND:
-            return False
+            return None
         raise
-    return described.start_time >= since
+
+
+async def _started_since(client: Client, workflow_id: str, since: datetime) -> bool:
+    """The id's latest run began at or after ``since`` (so an earlier attempt started it)."""
+    described = await _described(client, workflow_id)
+    return described is not None and described.start_time >= since
 
 
 async def _closed_runs(client: Client, request: EndedNodesRequest) -> dict[str, WorkflowExecution]:
@@ -193,13 +204,9 @@ async def _ended_earlier(client: Client, request: EndedNodesRequest) -> dict[str
     open_nodes = {e.id.removeprefix(request.id_prefix) async for e in client.list_workflows(query)}
     ended: dict[str, WorkflowExecution] = {}
     for node in sorted(set(request.earlier) - open_nodes):
-        try:
-            described = await client.get_workflow_handle(request.id_prefix + node).describe()
-        except RPCError as error:
-            if error.status is RPCStatusCode.NOT_FOUND:
-                continue  # no workflow at all: nothing of it to wait for or to show
-            raise
-        if described.status not in (None, WorkflowExecutionStatus.RUNNING):
+        described = await _described(client, request.id_prefix + node)
+        # None: no workflow at all, nothing of it to wait for or to show.
+        if described is not None and described.status not in (None, WorkflowExecutionStatus.RUNNING):
             ended[node] = described
         activity.heartbeat()
     return ended
