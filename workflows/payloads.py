@@ -38,7 +38,13 @@ class EngineSettings(Frozen):
     ``/`` on a real fleet; a test node points it at a scratch root tree so nothing a package runs
     can reboot or retune the machine the tests run on."""
     observe_interval_seconds: int = Field(default=30, ge=1)
-    """Re-observe the fleet at least this often (new nodes, foreign cordons, health gates)."""
+    """Re-observe the fleet at least this often while something outside the rollout can change its
+    next step (a blocked node, budget held by someone else, a soak health gate). Node reports, the
+    controller's signals (spec and node changes) and the rollout's own timers wake it by themselves,
+    so a rollout waiting only for its running nodes does not re-observe."""
+    ended_check_seconds: int = Field(default=120, ge=1)
+    """How often a rollout with running nodes looks for node workflows that ended without reporting
+    (terminated or timed out in Temporal): the longest such a node keeps its claim on the budget."""
     reboot_timeout_seconds: int = Field(default=1800, ge=1)
     """How long a rebooting node may take to come back with a new boot id before it fails."""
     protected_pods_timeout_seconds: int = Field(default=6 * 3600, ge=1)

@@ -307,24 +307,24 @@ class RolloutWorkflow:
             self._controls = self._controls.model_copy(update={"approvals": (), "skipped": ()})
         self._state = retarget(self._state, spec, workflow.now())
 
-    async def _collect_ended(self) -> None:
+    async def _collect_ended(self) -> bool:
         """Node workflows that ended without reporting (terminated or timed out in Temporal, or
-        whose report was lost) are looked up once per observe interval while nodes run (its own,
-        and those still running for an earlier target), and their results folded in as reports:
-        the rollout never waits for them forever, and a node whose workflow did not finish is shown
-        failed, which drops its start claim."""
+        whose report was lost) are looked up once per ``ended_check_seconds`` while nodes run (its
+        own, and those still running for an earlier target), and their results folded in as
+        reports: the rollout never waits for them forever, and a node whose workflow did not finish
+        is shown failed, which drops its start claim. True when it found one."""
         assert self._state is not None
         assert self._ended_checked_at is not None
         now = workflow.now()
-        if now - self._ended_checked_at < timedelta(seconds=self._settings.observe_interval_seconds):
-            return
+        if now - self._ended_checked_at < self._ended_check():
+            return False
         self._ended_checked_at = now
         reported = {r.node for r in self._results}
         profile = self._state.spec.profile
         waiting = {run.node: run.started_at for run in self._state.running if run.node not in reported}
         earlier = tuple(n for n in self._state.running_for_earlier_target if n not in reported)
         if not waiting and not earlier:
-            return
+            return False
         request = EndedNodesRequest(
             id_prefix=node_workflow_id(profile, ""),
             waiting=waiting,
@@ -342,6 +342,10 @@ class RolloutWorkflow:
         reported = {r.node for r in self._results}  # reports that arrived meanwhile win
         self._results.extend(r for r in ended.finished + ended.unfinished if r.node not in reported)
         self._ended.extend(r for r in ended.unfinished if r.node not in reported)
+        return bool(ended.finished or ended.unfinished)
+
+    def _ended_check(self) -> timedelta:
+        return timedelta(seconds=self._settings.ended_check_seconds)
 
     async def _observe_and_decide(self) -> DecideReport:
         assert self._state is not None
@@ -480,25 +484,47 @@ class RolloutWorkflow:
 
     async def _sleep(self, decision: Decision) -> None:
         """Wait for a node report, a human, a spec or node change (the controller signals those),
-        or the decision's own wake-up time. Only while nodes run (for this target or an earlier
-        one) or are blocked by conditions that can clear on their own does it also re-observe on
-        the interval; a gate, a halt or a finished rollout waits on one timer or none, so a canary
-        gate can hold for days on a single timer."""
-        timeout: timedelta | None = None
-        if decision.wake_at is not None:
-            timeout = max(decision.wake_at - workflow.now(), timedelta(seconds=1))
-        state = decision.state
-        if state.running or state.running_for_earlier_target or decision.blocked or decision.waiting:
-            interval = timedelta(seconds=self._settings.observe_interval_seconds)
-            timeout = interval if timeout is None else min(timeout, interval)
+        or the decision's own wake-up time. Only while the planner says something outside the
+        rollout can change its decision (``Decision.watch_fleet``: blocked nodes, budget held by
+        others, a soak health gate, nodes running for an earlier target) does it also re-observe on
+        the interval. While its own nodes run it looks for ended node workflows every
+        ``ended_check_seconds`` without a turn of its own, unless it finds one; a gate, a halt or a
+        finished rollout waits on one timer or none, so a canary gate can hold for days on a single
+        timer."""
         # A spec change or deletion signalled while this turn's activity ran must not wait for the
         # next timer (a finished rollout has none).
         if self._new_spec is not None:
             return
         self._decide_now = False
-        with contextlib.suppress(TimeoutError):
-            await workflow.wait_condition(lambda: bool(self._results) or self._decide_now, timeout=timeout)
+        while True:
+            checking = bool(decision.state.running or decision.state.running_for_earlier_target)
+            timeout, turn = self._sleep_bound(decision, checking)
+            with contextlib.suppress(TimeoutError):
+                await workflow.wait_condition(self._woken, timeout=timeout)
+                break
+            if turn or await self._collect_ended():
+                break
         await self._pace()
+
+    def _woken(self) -> bool:
+        return bool(self._results) or self._decide_now
+
+    def _sleep_bound(self, decision: Decision, checking: bool) -> tuple[timedelta | None, bool]:
+        """How long to sleep at most, and whether waking then is a turn (else it is the look for
+        ended node workflows only)."""
+        bounds: list[tuple[timedelta, bool]] = []
+        now = workflow.now()
+        if decision.wake_at is not None:
+            bounds.append((max(decision.wake_at - now, timedelta(seconds=1)), True))
+        if decision.watch_fleet:
+            bounds.append((timedelta(seconds=self._settings.observe_interval_seconds), True))
+        if checking:
+            assert self._ended_checked_at is not None
+            due = self._ended_checked_at + self._ended_check() - now
+            bounds.append((max(due, timedelta(seconds=1)), False))
+        if not bounds:
+            return None, True
+        return min(bounds, key=lambda bound: (bound[0], not bound[1]))
 
     async def _pace(self) -> None:
         """A turn woken by node reports starts no sooner than the last turn's own duration after it

@@ -90,6 +90,8 @@ def engine_settings(plan: IterationPlan) -> EngineSettings:
     labels = {} if plan.outcome is Outcome.SUCCEED else {OUTCOME_LABEL: plan.outcome.value}
     return EngineSettings(
         observe_interval_seconds=2,
+        # A terminated node workflow (a fault of its own) is noticed within seconds, not minutes.
+        ended_check_seconds=2,
         stage_pod_annotations=STAGE_POD_ANNOTATIONS,
         stage_pod_labels=labels,
         # A failing stage Job fails ``stage_failures`` pods (its whole backoff budget) before it fails.

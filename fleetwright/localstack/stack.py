@@ -58,6 +58,7 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 # Each simulated package stage takes a second on a kwok node; a failed stage is not retried.
 LOCAL_ENGINE = EngineSettings(
     observe_interval_seconds=3,
+    ended_check_seconds=10,
     drain_poll_seconds=1.0,
     stage_backoff_limit=0,
     stage_pod_annotations=stage_pod_timing(1.0, ready_seconds=0.2),

@@ -18,7 +18,9 @@ node someone had just cordoned while its own node was mid-update: two nodes disr
 A refusal names the nodes that hold the budget and why each counts, and says whether the node
 *waits* (this profile's own work holds part of the budget: it frees itself when that work ends) or
 is *blocked* (only others hold it: nothing moves until one of them is available again, e.g. a node
-someone cordoned and forgot).
+someone cordoned and forgot). It also says whether anything but the running nodes' reports can
+lift it (a holder that is someone else's, or ours but not reported to this rollout): only then must
+the rollout re-observe the fleet to notice.
 
 A small mutable tracker used inside one ``decide`` call; no I/O.
 """
@@ -42,6 +44,9 @@ class Refusal:
     """``Budget: maxUnavailable 1 reached: gpu-7 (cordoned by someone else)``."""
     waiting: bool
     """This profile's own work holds part of the budget: the node starts once that work ends."""
+    outside: bool = False
+    """A holder is not one of the nodes whose end this rollout hears of (someone else's, or carried
+    over): the refusal can lift without a node report, so the fleet must be re-observed."""
 
 
 class BudgetTracker:
@@ -51,11 +56,15 @@ class BudgetTracker:
         compartment_of: Mapping[str, str],
         cap: int,
         compartment_caps: Mapping[str, int],
+        *,
         ours: Iterable[str] = (),
+        reporting: Iterable[str] = (),
     ) -> None:
         """``unavailable``: node -> why it is unavailable for someone else's reason; ``ours``: the
-        nodes this profile is working on (they are unavailable too)."""
+        nodes this profile is working on (they are unavailable too); ``reporting``: those of them
+        whose node workflows report to this rollout when they end."""
         self.ours = set(ours)
+        self.reporting = set(reporting)
         self.why = {**unavailable, **dict.fromkeys(self.ours, OURS)}
         self.unavailable = set(self.why)
         self.compartment_of = compartment_of
@@ -115,7 +124,8 @@ class BudgetTracker:
         named = ", ".join(f"{n} ({self.why[n]})" for n in shown)
         more = f" and {len(holders) - len(shown)} more" if len(holders) > len(shown) else ""
         waiting = any(n in self.ours for n in holders)
-        return Refusal(f"{BUDGET}: {budget} reached: {named}{more}", waiting)
+        outside = any(n not in self.reporting for n in holders)
+        return Refusal(f"{BUDGET}: {budget} reached: {named}{more}", waiting, outside)
 
     def take(self, node: str) -> None:
         name = self.compartment_of[node]

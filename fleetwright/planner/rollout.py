@@ -255,7 +255,12 @@ class _Engine:
         self.earlier = set(state.running_for_earlier_target)
         busy = self.running | self.earlier | view.reported_running
         self.tracker = BudgetTracker(
-            view.foreign_unavailable, view.compartment_of, view.cap, view.compartment_caps, ours=busy
+            view.foreign_unavailable,
+            view.compartment_of,
+            view.cap,
+            view.compartment_caps,
+            ours=busy,
+            reporting=self.running,
         )
         self.pending = (
             view.prepared.needing
@@ -275,6 +280,9 @@ class _Engine:
         # reasons are filled in only when the decision is assembled (a full cap must not cost O(n)
         # refusals).
         self.budget_waits: list[tuple[Refusal, list[str], int]] = []
+        # Something only a fresh observation of the fleet shows can change this decision
+        # (``Decision.watch_fleet``); blocked nodes count by themselves.
+        self.watch_fleet = bool(self.earlier)
         self.notes: list[str] = []
         self.halt: Halt | None = None
         self.window_left = longest_remaining(self.policy.windows, now)
@@ -455,6 +463,7 @@ class _Engine:
                 n for n in self.updated if scope.name in (GATES_SCOPE, self.view.compartment_of.get(n))
             }
             problem = _health_problem(step.health_gate, watched, self.view)
+            self.watch_fleet = True  # a node may turn unhealthy at any time during the soak
             if problem is not None:
                 self.halt_now(f"soak {step.name}: {problem}", scope.name)
                 return False
@@ -622,6 +631,7 @@ class _Engine:
         held, other = (self.waiting, self.blocked) if refusal.waiting else (self.blocked, self.waiting)
         held[node] = refusal.reason
         other.pop(node, None)
+        self.watch_fleet = self.watch_fleet or refusal.outside
 
     def _window_refusal(self, node: str) -> Refusal | None:
         if self.window_left is None:
@@ -723,6 +733,7 @@ class _Engine:
             blocked=listed(self.blocked),
             blocked_reasons=reasons,
             waiting=listed(self.waiting),
+            watch_fleet=self.watch_fleet or bool(self.blocked),
             counts=self._counts(state, len(self.blocked)),
         )
 

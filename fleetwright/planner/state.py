@@ -154,4 +154,9 @@ class Decision(Frozen):
     waiting: tuple[BlockedNode, ...] = ()
     """Nodes that need work and will start by themselves (budget held by this rollout's own work,
     a window to open), and why (first ``MAX_BLOCKED_LISTED``)."""
+    watch_fleet: bool = True
+    """Something besides this rollout's node reports, its controls and ``wake_at`` can change the
+    decision: a blocked node, budget held by a node that does not report here, a soak health gate
+    watching its nodes, nodes still running for an earlier target. Only then does the workflow
+    re-observe the fleet on the interval while it waits."""
     counts: Counts = Counts()

@@ -49,6 +49,7 @@ GROUP_LABEL = "test.fleetwright.io/group"
 def settings(**overrides: Any) -> EngineSettings:
     base: dict[str, Any] = {
         "observe_interval_seconds": 2,
+        "ended_check_seconds": 2,
         "stage_pod_annotations": FAST_PODS,
         "stage_backoff_limit": 0,
         "drain_poll_seconds": 0.5,

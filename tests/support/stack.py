@@ -40,6 +40,7 @@ def install_crds(cluster: ClusterUnderTest) -> None:
 def engine_settings() -> EngineSettings:
     return EngineSettings(
         observe_interval_seconds=2,
+        ended_check_seconds=2,
         stage_pod_annotations=FAST_PODS,
         stage_backoff_limit=0,
         drain_poll_seconds=0.5,

@@ -159,6 +159,7 @@ def test_soak_waits_its_duration_and_its_health_gate_halts_on_an_unready_updated
     waiting = fleet.decide()
     assert waiting.phase is Phase.WAITING
     assert waiting.wake_at == T0 + timedelta(seconds=600)
+    assert waiting.watch_fleet  # the gate must see a node turn unhealthy before the soak ends
     fleet.now = T0 + timedelta(seconds=300)
     fleet.set(canary, conditions={"GpuHealthy": "False"})
     halted = fleet.decide()
@@ -258,6 +259,32 @@ def test_a_node_cordoned_by_someone_else_that_holds_the_budget_blocks_the_rollou
     assert decision.message == f"2 node(s) blocked, first {decision.blocked[0].node}: {expected}"
     fleet.set("n01", unschedulable=False)  # uncordoned: the rollout moves on its own
     assert len(fleet.decide().start) == 1
+
+
+def test_the_fleet_is_watched_only_while_something_besides_its_own_nodes_can_change_the_decision() -> None:
+    # Only its running nodes' reports can move this rollout on: no re-observation needed.
+    own = Fleet(10, policy(batches(initial=10), cap=3))
+    assert len(own.decide().start) == 3
+    waiting = own.decide()
+    assert waiting.counts.waiting == 7
+    assert not waiting.watch_fleet
+    # Another profile's work holds part of the budget: it can end without a report to this rollout.
+    shared = Fleet(10, policy(batches(initial=10), cap=3))
+    shared.set("n09", disruptions=("profile/security-agent in progress",))
+    shared.set("n09", packages={"driver": PackageRecord(version="2.0.0")})  # needs no work here
+    assert len(shared.decide().start) == 2
+    held = shared.decide()
+    assert not held.blocked
+    assert held.watch_fleet
+    # A blocked node (NotReady) starts once it is Ready again, which only the fleet shows.
+    blocked = Fleet(3, policy(batches(initial=3), cap=3))
+    blocked.set("n00", ready=False)
+    assert blocked.decide().watch_fleet
+    # Nodes still running for an earlier target are looked up, not reported.
+    earlier = Fleet(3, policy(batches(initial=3), cap=3))
+    earlier.state = earlier.state.model_copy(update={"running_for_earlier_target": ("n02",)})
+    earlier.set("n02", run=RunStatus.RUNNING)
+    assert earlier.decide().watch_fleet
 
 
 def test_the_complete_message_counts_the_nodes_that_carry_the_target() -> None:

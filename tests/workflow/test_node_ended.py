@@ -31,7 +31,7 @@ from tests.workflow.fakefleet import FakeFleet
 pytestmark = pytest.mark.workflow
 
 # The rollouts look up their running nodes' workflows once per observe interval.
-SETTINGS = EngineSettings(observe_interval_seconds=1, search_attributes=False)
+SETTINGS = EngineSettings(observe_interval_seconds=1, ended_check_seconds=1, search_attributes=False)
 ONE_AT_A_TIME = [{"name": "all", "batches": {"strategy": "fixed", "initial": 1}}]
 
 
