@@ -238,6 +238,8 @@ class WorkflowStart(Frozen):
     """The Temporal UI's one-line summary of the workflow."""
     details: str = ""
     """The Temporal UI's details of the workflow (Markdown)."""
+    search_attributes: dict[str, str | list[str]] = Field(default_factory=dict)
+    """The search attributes it starts with: name -> keyword, or keyword list."""
 
 
 class StartNodesRequest(Frozen):

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from typing import Any
 
 from temporalio import activity
 from temporalio.client import (
@@ -35,7 +36,12 @@ from temporalio.client import (
     WorkflowExecutionDescription,
     WorkflowExecutionStatus,
 )
-from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.common import (
+    SearchAttributeKey,
+    SearchAttributePair,
+    TypedSearchAttributes,
+    WorkflowIDConflictPolicy,
+)
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -138,7 +144,18 @@ async def _start(client: Client, request: StartNodesRequest, one: WorkflowStart)
         id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
         static_summary=one.summary or None,
         static_details=one.details or None,
+        search_attributes=_search_attributes(one),
     )
+
+
+def _search_attributes(one: WorkflowStart) -> TypedSearchAttributes:
+    pairs: list[SearchAttributePair[Any]] = [
+        SearchAttributePair(SearchAttributeKey.for_keyword(name), value)
+        if isinstance(value, str)
+        else SearchAttributePair(SearchAttributeKey.for_keyword_list(name), value)
+        for name, value in sorted(one.search_attributes.items())
+    ]
+    return TypedSearchAttributes(pairs)
 
 
 async def _closed(client: Client, workflow_id: str) -> None:

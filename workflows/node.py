@@ -114,7 +114,6 @@ class NodeWorkflow:
 
     async def _update(self) -> NodeResult:
         work = self._input.work
-        self._announce()
         # The first activity (cordon, else the first stage) shows InProgress; with neither, a
         # status activity of its own.
         updating = self._updating()
@@ -135,18 +134,6 @@ class NodeWorkflow:
     def _ours(self) -> bool:
         """The node is cordoned through our cordon (we lift it at the end)."""
         return self._cordon is not None and self._cordon.ours
-
-    def _announce(self) -> None:
-        if self._input.settings.search_attributes:
-            sa.upsert(
-                [
-                    sa.PROFILE.value_set(self._input.profile),
-                    sa.NODE.value_set(self._input.node),
-                    sa.PHASE.value_set(NodePhase.IN_PROGRESS.value),
-                    sa.PACKAGES.value_set([f"{p.name}@{p.version}" for p in self._input.packages]),
-                ],
-                self._input.unregistered_search_attributes,
-            )
 
     def _last_activity_shows_complete(self) -> bool:
         """Complete rides on the last activity (the uncordon, else the last stage), unless the

@@ -60,6 +60,7 @@ with workflow.unsafe.imports_passed_through():
     from fleetwright.workflows.progress import (
         current_details,
         node_details,
+        node_search_attributes,
         node_summary,
         rollout_progress,
         search_attributes,
@@ -426,6 +427,7 @@ class RolloutWorkflow:
             input=node.model_dump(mode="json"),
             summary=node_summary(node),
             details=node_details(node, self._policy.metadata.name),
+            search_attributes=node_search_attributes(node),
         )
 
     def _node_input(self, start: NodeStart, report: DecideReport) -> NodeInput:

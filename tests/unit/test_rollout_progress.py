@@ -23,13 +23,14 @@ from fleetwright.planner.state import (
     RolloutState,
 )
 from fleetwright.workflows import search as sa
-from fleetwright.workflows.payloads import Controls, NodeInput, RolloutInput
+from fleetwright.workflows.payloads import Controls, EngineSettings, NodeInput, RolloutInput
 from fleetwright.workflows.progress import (
     NODE_COLUMNS,
     current_details,
     current_step,
     markdown_table,
     node_details,
+    node_search_attributes,
     node_summary,
     rollout_details,
     rollout_progress,
@@ -208,6 +209,7 @@ def test_a_node_workflow_is_started_with_its_node_packages_stages_and_policy() -
         parent_workflow_id="nodeprofile/gpu",
         work=plan_node(spec.graph, {}),  # a fresh node
         desired=spec.packages,
+        packages=tuple(examples.profile("gpu").spec.packages),
     )
     stages = ", ".join(s.stage.value for s in node.work.steps)
     assert stages
@@ -220,3 +222,13 @@ def test_a_node_workflow_is_started_with_its_node_packages_stages_and_policy() -
         "**Policy** `careful`",
         "**Rollout** `nodeprofile/gpu`",
     ]
+    assert node_search_attributes(node) == {
+        "FleetwrightProfile": "gpu",
+        "FleetwrightNode": "node-1",
+        "FleetwrightPhase": "InProgress",
+        "FleetwrightPackages": ["tuning@1.0.0"],
+    }
+    lacking = node.model_copy(update={"unregistered_search_attributes": ("FleetwrightNode",)})
+    assert "FleetwrightNode" not in node_search_attributes(lacking)
+    off = node.model_copy(update={"settings": EngineSettings(search_attributes=False)})
+    assert node_search_attributes(off) == {}
