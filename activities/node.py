@@ -11,6 +11,7 @@ retries. Must not decide what happens next on the node; the node workflow does.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Any
@@ -18,7 +19,7 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from fleetwright.activities import cleanup, nodeprogress, runtime_taint
+from fleetwright.activities import cleanup, nodeprogress, report, runtime_taint
 from fleetwright.activities.drain import Drainer
 from fleetwright.activities.errors import temporal_errors
 from fleetwright.activities.payloads import (
@@ -83,7 +84,10 @@ class NodeActivities:
             lifted = await blocking(self.executor, nodes.uncordon, self.api, request.node, request.profile)
             await self._show(request, request.show_after)
         except NodeGoneError:
-            return False  # a deleted node holds no cordon (nor shows a status): lifting it is done
+            # A deleted node holds no cordon (nor shows a status): lifting it is done, and the
+            # rollout still hears how the node ended.
+            await report.send(request.show_after.report if request.show_after else None)
+            return False
         return lifted
 
     @activity.defn(name=NAMES.WAIT_PROTECTED_PODS)
@@ -106,6 +110,11 @@ class NodeActivities:
         if activity.info().attempt > 1:
             facts, _ = await blocking(self.executor, nodestatus.read_node, self.api, request.node)
             resumed = resume_index(request, facts.annotations.get(state_key(request.profile)))
+            if resumed == len(request.stages):
+                # Every stage passed before a crash; what shows after the last one (the node's
+                # status and its report) may not have: showing it again is harmless.
+                last = request.stages[-1]
+                await self._show(last, last.show_after)
         return await run_stages(request, self.run_stage, resumed)
 
     @temporal_errors
@@ -177,10 +186,10 @@ class NodeActivities:
     @activity.defn(name=NAMES.SET_NODE_STATUS)
     @temporal_errors
     async def set_node_status(self, request: NodeStatusRequest) -> None:
-        try:
+        # Nobody can read the status of a deleted node: showing it is done; the report still goes.
+        with contextlib.suppress(NodeGoneError):
             await self._publish(request, request.phase, request.reason, request.message)
-        except NodeGoneError:
-            return  # nobody can read the status of a deleted node: showing it is done
+        await report.send(request.report)
 
     @activity.defn(name=NAMES.CLEAN_UP)
     @temporal_errors
@@ -198,8 +207,10 @@ class NodeActivities:
             return RuntimeTaintReport(removed=False)  # a deleted node carries no taint
 
     async def _show(self, target: NodeTarget, note: StatusNote | None) -> None:
+        """Publish ``note``, then send the report it carries."""
         if note is not None:
             await self._publish(target, note.phase, note.reason, note.message)
+            await report.send(note.report)
 
     async def _publish(self, target: NodeTarget, phase: NodePhase, reason: str, message: str) -> None:
         await nodeprogress.show(

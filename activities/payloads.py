@@ -36,6 +36,25 @@ class NodePhase(StrEnum):
     BLOCKED = "Blocked"
 
 
+NODE_FINISHED_SIGNAL = "node_finished"
+"""The rollout workflow's signal that carries a node workflow's ``NodeResult``."""
+
+
+class NodeResult(Frozen):
+    node: str
+    target: str
+    """The rollout target (``RolloutSpec.target``) the node worked towards."""
+    status: RunStatus
+    message: str = ""
+
+
+class NodeReport(Frozen):
+    """A node workflow's result and the rollout workflow it goes to."""
+
+    rollout_workflow_id: str
+    result: NodeResult
+
+
 class StatusNote(Frozen):
     """A node status an activity publishes itself, before or after its own work: the node workflow's
     first and last status ride on its first and last activities instead of one activity each (each
@@ -44,6 +63,9 @@ class StatusNote(Frozen):
     phase: NodePhase
     reason: str
     message: str = ""
+    report: NodeReport | None = None
+    """Sent to the rollout once the status shows (``activities.report``): a node's Complete status
+    carries its result, so the node workflow completes without a workflow task spent signalling."""
 
 
 class CordonRequest(NodeTarget):
@@ -149,17 +171,11 @@ class NodeStatusRequest(NodeTarget):
     phase: NodePhase
     reason: str
     message: str = ""
+    report: NodeReport | None = None
+    """Sent to the rollout once the status shows (``StatusNote.report``)."""
 
 
 # ----- the rollout's observe-and-decide activity ------------------------------------------------
-
-
-class NodeResult(Frozen):
-    node: str
-    target: str
-    """The rollout target (``RolloutSpec.target``) the node worked towards."""
-    status: RunStatus
-    message: str = ""
 
 
 class Controls(Frozen):

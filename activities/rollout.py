@@ -47,12 +47,14 @@ PATCH_THREADS = 16
 def _run_status(
     observation: NodeObservation, state: RolloutState, results: Mapping[str, NodeResult]
 ) -> NodeObservation:
-    """Attach this profile's node-workflow status: running nodes stay running until they report."""
-    busy = {r.node for r in state.running} | set(state.running_for_earlier_target)
-    if observation.name not in busy:
+    """Attach this profile's node-workflow status: running nodes stay running until they report. A
+    node started for this target takes only a report towards it: a report sent again by a retried
+    activity of an earlier target's run is not its own."""
+    own = {r.node for r in state.running}
+    if observation.name not in own and observation.name not in state.running_for_earlier_target:
         return observation
     result = results.get(observation.name)
-    if result is None:
+    if result is None or (observation.name in own and result.target != state.spec.target):
         return observation.model_copy(update={"run": RunStatus.RUNNING})
     return observation.model_copy(update={"run": result.status, "message": result.message})
 

@@ -7,7 +7,9 @@ taint (runtime-required profiles; it stays while another such profile is incompl
 report to the parent. A node worked on under someone else's cordon is cordoned as ours (and
 drained again) if they lift theirs before its next stage.
 
-The first status (InProgress) rides on the first activity and Complete on the last one. All the
+The first status (InProgress) rides on the first activity and the last one (Complete, Failed or
+Aborted) on the last, with the node's report to its rollout (``activities.report``): the workflow
+completes in the task that learns its last activity finished. All the
 node's stages run in one activity (``activities.stages``) that records the package state after
 each stage, waits out a reboot inside its interrupt stage and shows the per-stage reports in its
 result: a rebooting node that drains needs 4 activities, a node with plain stages 1 (under
@@ -33,10 +35,12 @@ from temporalio.workflow import ActivityCancellationType
 with workflow.unsafe.imports_passed_through():
     from fleetwright.activities.node import NodeActivities
     from fleetwright.activities.payloads import (
+        NODE_FINISHED_SIGNAL,
         CordonReport,
         CordonRequest,
         DrainRequest,
         NodePhase,
+        NodeReport,
         NodeStatusRequest,
         NodeTarget,
         ProtectedPodsRequest,
@@ -62,7 +66,6 @@ R = TypeVar("R")
 Activity = Callable[[NodeActivities, A], Awaitable[R]]
 
 NODE_WORKFLOW = "fleetwright.node"
-NODE_FINISHED_SIGNAL = "node_finished"
 NODE_GONE = "NodeGone"  # the ApplicationError type of fleetwright.errors.NodeGoneError
 
 
@@ -129,7 +132,7 @@ class NodeWorkflow:
         except NodeFailedError as failure:
             return await self._finish_failed(str(failure))
         await self._finish(ours=self._ours())
-        return await self._report(RunStatus.SUCCEEDED, "complete")
+        return self._result(RunStatus.SUCCEEDED, "complete")
 
     def _ours(self) -> bool:
         """The node is cordoned through our cordon (we lift it at the end)."""
@@ -144,7 +147,13 @@ class NodeWorkflow:
         return StatusNote(phase=NodePhase.IN_PROGRESS, reason=NodeReason.UPDATING, message=self._summary())
 
     def _completed(self) -> StatusNote:
-        return StatusNote(phase=NodePhase.COMPLETE, reason=NodeReason.COMPLETE, message=self._summary())
+        """The Complete status, with the node's report: whichever activity shows it sends it."""
+        return StatusNote(
+            phase=NodePhase.COMPLETE,
+            reason=NodeReason.COMPLETE,
+            message=self._summary(),
+            report=self._report_of(RunStatus.SUCCEEDED, "complete"),
+        )
 
     # ----- steps ----------------------------------------------------------------------------
     async def _prepare_disruption(self, first: StatusNote | None) -> None:
@@ -331,13 +340,16 @@ class NodeWorkflow:
             if self._ours():
                 request = UncordonRequest(profile=self._input.profile, node=self._input.node)
                 await self._call(NodeActivities.uncordon, request)
-            await self._status(
-                StatusNote(phase=NodePhase.BLOCKED, reason=NodeReason.ABORTED, message=message)
-            )
-            return await self._report(RunStatus.FAILED, message)
+            await self._status(self._last(NodePhase.BLOCKED, NodeReason.ABORTED, message))
+            return self._result(RunStatus.FAILED, message)
         # A failed node stays cordoned (if we cordoned it) so nothing lands on a half-changed host.
-        await self._status(StatusNote(phase=NodePhase.FAILED, reason=NodeReason.FAILED, message=message))
-        return await self._report(RunStatus.FAILED, message)
+        await self._status(self._last(NodePhase.FAILED, NodeReason.FAILED, message))
+        return self._result(RunStatus.FAILED, message)
+
+    def _last(self, phase: NodePhase, reason: str, message: str) -> StatusNote:
+        """A status the node's workflow ends with, carrying its report (a failure)."""
+        report = self._report_of(RunStatus.FAILED, message)
+        return StatusNote(phase=phase, reason=reason, message=message, report=report)
 
     # ----- activity plumbing ----------------------------------------------------------------
     async def _call(self, activity: Activity[A, R], arg: A) -> R:
@@ -385,8 +397,23 @@ class NodeWorkflow:
         if self._input.settings.search_attributes:
             sa.upsert([sa.PHASE.value_set(phase)], self._input.unregistered_search_attributes)
 
+    def _outcome(self, status: RunStatus, message: str) -> NodeResult:
+        return NodeResult(node=self._input.node, target=self._input.target, status=status, message=message)
+
+    def _result(self, status: RunStatus, message: str) -> NodeResult:
+        """The workflow's result; its last activity sent it to the rollout."""
+        self._stage = "done"
+        return self._outcome(status, message)
+
+    def _report_of(self, status: RunStatus, message: str) -> NodeReport:
+        return NodeReport(
+            rollout_workflow_id=self._input.parent_workflow_id, result=self._outcome(status, message)
+        )
+
     async def _report(self, status: RunStatus, message: str) -> NodeResult:
-        result = NodeResult(node=self._input.node, target=self._input.target, status=status, message=message)
+        """Signal the result to the rollout from here: only a deleted node's, which no activity
+        shows."""
+        result = self._result(status, message)
         parent = workflow.get_external_workflow_handle(self._input.parent_workflow_id)
         try:
             await parent.signal(NODE_FINISHED_SIGNAL, result)
@@ -394,7 +421,6 @@ class NodeWorkflow:
             workflow.logger.warning(
                 "parent %s gone; result kept in this workflow", self._input.parent_workflow_id
             )
-        self._stage = "done"
         return result
 
     def _summary(self) -> str:

@@ -29,6 +29,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 with workflow.unsafe.imports_passed_through():
     from fleetwright.activities.node import NodeActivities
     from fleetwright.activities.payloads import (
+        NODE_FINISHED_SIGNAL,
         NODES_CHANGED_SIGNAL,
         CleanupRequest,
         EndedNodesRequest,
@@ -45,7 +46,7 @@ with workflow.unsafe.imports_passed_through():
     from fleetwright.planner.state import BlockedNode, Decision, NodeStart, Phase, RolloutState
     from fleetwright.workflows import retry
     from fleetwright.workflows import search as sa
-    from fleetwright.workflows.node import NODE_FINISHED_SIGNAL, NODE_WORKFLOW, node_workflow_id
+    from fleetwright.workflows.node import NODE_WORKFLOW, node_workflow_id
     from fleetwright.workflows.payloads import (
         Controls,
         DecideReport,
@@ -80,9 +81,12 @@ def rollout_workflow_id(profile: str) -> str:
 
 @workflow.defn(name=ROLLOUT_WORKFLOW)
 class RolloutWorkflow:
-    def __init__(self) -> None:
-        self._results: list[NodeResult] = []
-        self._controls = Controls()
+    @workflow.init
+    def __init__(self, rollout: RolloutInput) -> None:
+        # From the input before any handler runs: a run continued as new gets the signals sent
+        # during the hand-over (node reports, a pause) in its first activation, ahead of ``run``.
+        self._results: list[NodeResult] = list(rollout.results)
+        self._controls = rollout.controls
         # A policy of None keeps the current one (a deletion that outlived its policy).
         self._new_spec: tuple[NodeProfile, DeploymentPolicy | None] | None = None
         # A signal or update asks for a decision now: the next turn waits for no timer or pacing.
@@ -203,8 +207,6 @@ class RolloutWorkflow:
     async def run(self, rollout: RolloutInput) -> Progress:
         self._profile, self._policy, self._settings = rollout.profile, rollout.policy, rollout.settings
         self._previous = rollout.previous
-        self._controls = rollout.controls
-        self._results = list(rollout.results)
         self._state = rollout.state or begin(self._spec(), workflow.now())
         self._ended_checked_at = workflow.now()
         while True:
@@ -386,6 +388,9 @@ class RolloutWorkflow:
         return retried
 
     async def _decide(self, request: DecideRequest) -> DecideReport:
+        # Cleared as the turn asks, not as it goes to sleep: a signal that arrives while the
+        # activity runs (a node change, a human) was not seen by it and wakes the next turn at once.
+        self._decide_now = False
         asked = workflow.now()
         report = await workflow.execute_activity_method(
             RolloutActivities.observe_and_decide,
@@ -497,7 +502,6 @@ class RolloutWorkflow:
         # next timer (a finished rollout has none).
         if self._new_spec is not None:
             return
-        self._decide_now = False
         while True:
             checking = bool(decision.state.running or decision.state.running_for_earlier_target)
             timeout, turn = self._sleep_bound(decision, checking)

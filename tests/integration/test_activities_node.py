@@ -6,26 +6,32 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 import functools
 import json
 from collections.abc import Awaitable, Callable, Iterator
-from typing import Any
+from typing import Any, cast
 
 import pytest
+from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from fleetwright.activities.node import NodeActivities
 from fleetwright.activities.payloads import (
+    NODE_FINISHED_SIGNAL,
     CordonReport,
     CordonRequest,
     DrainRequest,
     NodePhase,
+    NodeReport,
+    NodeResult,
     NodeStatusRequest,
     NodeTarget,
     ProtectedPodsRequest,
     RecordStateRequest,
     StageRequest,
+    StagesRequest,
     StatusNote,
     UncordonRequest,
 )
@@ -40,6 +46,7 @@ from fleetwright.localcluster.kubelet import SimulatedKubelet
 from fleetwright.localcluster.nodes import stage_pod_timing
 from fleetwright.planner.interrupts import REBOOT
 from fleetwright.planner.nodestate import NodePackageState, PackageRecord, parse_annotation
+from fleetwright.planner.observations import RunStatus
 from fleetwright.planner.stages import Stage
 from fleetwright.stagejob.outcome import StageOutcome
 from tests.support.engine import wait_for
@@ -512,6 +519,51 @@ async def test_a_stage_job_completes_and_a_rerun_adopts_it(
     } in copier["volumeMounts"]
     config = get_json(cluster, "configmap", "act-stage-tuning-1.0.0", "-n", namespace)
     assert config["data"] == {"sysctl.conf": "vm.swappiness=10\n"}
+
+
+class RecordedSignals:
+    """A client that records the signals sent through it (the node's report to its rollout)."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, str, Any]] = []
+
+    def get_workflow_handle(self, workflow_id: str) -> Any:
+        sent = self.sent
+
+        class Handle:
+            async def signal(self, name: str, arg: Any) -> None:
+                sent.append((workflow_id, name, arg))
+
+        return Handle()
+
+
+async def test_stages_retried_after_the_last_one_passed_show_complete_and_report_again(
+    cluster: ClusterUnderTest, activities: NodeActivities, spare_nodes: Iterator[str], namespace: str
+) -> None:
+    """A crash between the last stage's record and what shows after it: the retry runs no stage
+    again, and the node still shows Complete and its rollout still hears of it."""
+    node = next(spare_nodes)
+    result = NodeResult(node=node, target="t", status=RunStatus.SUCCEEDED, message="complete")
+    done = StatusNote(
+        phase=NodePhase.COMPLETE,
+        reason="Complete",
+        report=NodeReport(rollout_workflow_id="nodeprofile/act-stage", result=result),
+    )
+    stage = stage_request(node, namespace, package(), record=applied("act-stage"))
+    signals = RecordedSignals()
+    env = ActivityEnvironment(client=cast(Client, signals))
+    crashed = StagesRequest(profile="act-stage", node=node, stages=(stage,))
+    first = await asyncio.wait_for(env.run(activities.run_stages, crashed), 60)
+    assert first.passed == 1
+    assert not signals.sent
+    env.info = dataclasses.replace(env.info, attempt=2)
+    retried = crashed.model_copy(update={"stages": (stage.model_copy(update={"show_after": done}),)})
+    again = await asyncio.wait_for(env.run(activities.run_stages, retried), 30)
+    assert again.resumed == 1
+    assert again.passed == 1
+    assert (condition(cluster, node, "act-stage") or {}).get("reason") == "Complete"
+    assert signals.sent == [("nodeprofile/act-stage", NODE_FINISHED_SIGNAL, result)]
+    assert len(jobs_in(cluster, namespace)) == 1
 
 
 async def test_an_interrupt_stage_runs_the_encoded_interrupt(

@@ -35,6 +35,7 @@ from fleetwright.activities.payloads import (
     StatusNote,
     UncordonRequest,
 )
+from fleetwright.activities.report import send as send_report
 from fleetwright.activities.rollout import cleared_failure, plan_turn
 from fleetwright.activities.stages import resume_index, run_stages
 from fleetwright.activities.starts import NodeStarter
@@ -106,7 +107,7 @@ class FakeFleet:
         for node in request.release_claims:
             self.annotations(node).pop(claim_key(profile), None)
         for result in request.ended:
-            self._show(
+            await self._show(
                 NodeTarget(profile=profile, node=result.node),
                 StatusNote(phase=NodePhase.FAILED, reason=NodeReason.WORKFLOW_ENDED, message=result.message),
             )
@@ -117,7 +118,7 @@ class FakeFleet:
 
     @activity.defn(name=NAMES.CORDON)
     async def cordon(self, target: CordonRequest) -> CordonReport:
-        self._show(target, target.show_before)
+        await self._show(target, target.show_before)
         node = self.nodes[target.node]
         if node["spec"].get("unschedulable") and cordon_key(target.profile) not in self.annotations(
             target.node
@@ -137,7 +138,7 @@ class FakeFleet:
             self.nodes[target.node]["spec"].pop("unschedulable", None)
             self.uncordoned.append(target.node)
             lifted = True
-        self._show(target, target.show_after)
+        await self._show(target, target.show_after)
         return lifted
 
     @activity.defn(name=NAMES.WAIT_PROTECTED_PODS)
@@ -158,7 +159,7 @@ class FakeFleet:
         return await run_stages(request, self.run_stage, resumed)
 
     async def run_stage(self, request: StageRequest) -> StageReport:
-        self._show(request, request.show_before)
+        await self._show(request, request.show_before)
         self.started_stages.append((request.node, request.stage.value))
         self.stage_requests.append(request)
         unschedulable = bool(self.nodes[request.node]["spec"].get("unschedulable"))
@@ -173,7 +174,7 @@ class FakeFleet:
             await self.record_state(
                 RecordStateRequest(profile=request.profile, node=request.node, state=request.record)
             )
-        self._show(request, request.show_after)
+        await self._show(request, request.show_after)
         return StageReport(job=f"job-{request.node}", outcome=StageOutcome.SUCCEEDED)
 
     def reboot(self, node: str) -> str:
@@ -182,13 +183,15 @@ class FakeFleet:
         self.rebooted.append(node)
         return new
 
-    def _show(self, target: NodeTarget, note: StatusNote | None) -> None:
+    async def _show(self, target: NodeTarget, note: StatusNote | None) -> None:
+        """Show ``note``, then send its report as the real activities do."""
         if note is not None:
             self.statuses[target.node] = note.phase.value
             self.reasons[target.node] = note.reason
             self.shown.append((target.profile, target.node, note.reason))
             if ends_claim(note.phase, note.reason):
                 self.annotations(target.node).pop(claim_key(target.profile), None)
+            await send_report(note.report)
 
     @activity.defn(name=NAMES.RECORD_STATE)
     async def record_state(self, request: RecordStateRequest) -> None:
@@ -198,8 +201,10 @@ class FakeFleet:
 
     @activity.defn(name=NAMES.SET_NODE_STATUS)
     async def set_node_status(self, request: NodeStatusRequest) -> None:
-        note = StatusNote(phase=request.phase, reason=request.reason, message=request.message)
-        self._show(NodeTarget(profile=request.profile, node=request.node), note)
+        note = StatusNote(
+            phase=request.phase, reason=request.reason, message=request.message, report=request.report
+        )
+        await self._show(NodeTarget(profile=request.profile, node=request.node), note)
 
     @activity.defn(name=NAMES.CLEAN_UP)
     async def clean_up(self, request: CleanupRequest) -> CleanupReport:

@@ -655,9 +655,12 @@ async def run_across_runs(client: Client, size: int, settings: EngineSettings) -
 
 
 async def test_continue_as_new_keeps_history_bounded_and_loses_no_node(client: Client) -> None:
-    done = await run_across_runs(
-        client, 12, SETTINGS.model_copy(update={"history_events_before_continue": 100})
+    # No look-up of ended node workflows within the test: a report sent while the rollout hands
+    # over to its next run must reach that run (it once replaced them with the carried ones).
+    settings = SETTINGS.model_copy(
+        update={"history_events_before_continue": 100, "ended_check_seconds": 3600}
     )
+    done = await run_across_runs(client, 12, settings)
     assert done.latest_run != done.first_run
     # The threshold plus one turn of slack: a run never grows far past it.
     assert len(done.latest_history.events) < 200
@@ -671,7 +674,11 @@ async def test_a_history_past_its_byte_bound_continues_as_new(client: Client) ->
     """At thousands of nodes bytes, not events, near the server's limit first: a rollout whose
     history passes ``history_bytes_before_continue`` continues as new long before its event bound."""
     settings = SETTINGS.model_copy(
-        update={"history_events_before_continue": 100_000, "history_bytes_before_continue": 64 * 1024}
+        update={
+            "history_events_before_continue": 100_000,
+            "history_bytes_before_continue": 64 * 1024,
+            "ended_check_seconds": 3600,
+        }
     )
     done = await run_across_runs(client, 16, settings)
     assert done.latest_run != done.first_run
