@@ -8,7 +8,8 @@ It continues as new when its history grows, carrying the planner state, the cont
 node results.
 
 Node workflows are started by one activity per decision (``activities.starts``) and report back by
-signal, so they keep running across this workflow's continue-as-new.
+signal (sent by their last activity, ``activities.report``), so they keep running across this
+workflow's continue-as-new.
 
 Deletion is the same loop towards another target: the ``delete`` signal switches the spec to the
 removal target (``convert.removal_packages``: every ``uninstall.enabled`` package uninstalled),

@@ -78,7 +78,7 @@ def activities(cluster: ClusterUnderTest) -> NodeActivities:
 @pytest.fixture(scope="module")
 def spare_nodes(cluster: ClusterUnderTest) -> Iterator[str]:
     """A pool of this module's own kwok nodes, handed out one per use."""
-    return iter(cluster.add_nodes(24))
+    return iter(cluster.add_nodes(26))
 
 
 @pytest.fixture
