@@ -12,7 +12,7 @@ retries. Must not decide what happens next on the node; the node workflow does.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Any
 
@@ -133,10 +133,13 @@ class NodeActivities:
             await self._await_reboot(
                 request, runner.boot_id_before, request.reboot_timeout_seconds, Clock(started=ended)
             )
-        if request.record is not None:
-            # A crash before this write: the retry adopts the finished Job and writes it then.
+        # A crash before the record is written: the retry adopts the finished Job and writes it
+        # then. Before a status, in its label's patch (one Node write fewer).
+        if request.show_after is not None:
+            record = self._annotation(request, request.record) if request.record is not None else None
+            await self._show(request, request.show_after, annotations=record)
+        elif request.record is not None:
             await self._record(request, request.record)
-        await self._show(request, request.show_after)
         return report
 
     async def _await_reboot(
@@ -172,6 +175,12 @@ class NodeActivities:
 
     async def _record(self, target: NodeTarget, state: NodePackageState) -> None:
         """Merge-patch the profile's one package-state annotation (one writer per key)."""
+        record = self._annotation(target, state)
+        await blocking(self.executor, nodestatus.merge_metadata, self.api, target.node, annotations=record)
+
+    @staticmethod
+    def _annotation(target: NodeTarget, state: NodePackageState) -> dict[str, str]:
+        """The profile's package-state annotation for ``state``, which must be ``target``'s."""
         if state.profile != target.profile:
             raise ApplicationError(
                 f"state of profile {state.profile!r} sent for {target.profile!r}",
@@ -179,9 +188,7 @@ class NodeActivities:
                 non_retryable=True,
             )
         key, value = format_annotation(state)
-        await blocking(
-            self.executor, nodestatus.merge_metadata, self.api, target.node, annotations={key: value}
-        )
+        return {key: value}
 
     @activity.defn(name=NAMES.SET_NODE_STATUS)
     @temporal_errors
@@ -206,13 +213,23 @@ class NodeActivities:
         except NodeGoneError:
             return RuntimeTaintReport(removed=False)  # a deleted node carries no taint
 
-    async def _show(self, target: NodeTarget, note: StatusNote | None) -> None:
-        """Publish ``note``, then send the report it carries."""
+    async def _show(
+        self, target: NodeTarget, note: StatusNote | None, annotations: Mapping[str, str] | None = None
+    ) -> None:
+        """Publish ``note`` (with ``annotations`` in its label's patch), then send the report it
+        carries."""
         if note is not None:
-            await self._publish(target, note.phase, note.reason, note.message)
+            await self._publish(target, note.phase, note.reason, note.message, annotations)
             await report.send(note.report)
 
-    async def _publish(self, target: NodeTarget, phase: NodePhase, reason: str, message: str) -> None:
+    async def _publish(
+        self,
+        target: NodeTarget,
+        phase: NodePhase,
+        reason: str,
+        message: str,
+        annotations: Mapping[str, str] | None = None,
+    ) -> None:
         await nodeprogress.show(
             self.executor,
             self.api,
@@ -221,6 +238,7 @@ class NodeActivities:
             phase=phase,
             reason=reason,
             message=message,
+            annotations=annotations,
         )
 
 

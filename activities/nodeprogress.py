@@ -9,7 +9,7 @@ workflow and the waits do.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from concurrent.futures import Executor
 
 from fleetwright.activities.payloads import NodePhase
@@ -41,15 +41,21 @@ def publish(
     reason: str,
     message: str,
     event_key: str | None = None,
+    annotations: Mapping[str, str] | None = None,
 ) -> None:
-    """Label, condition and (for failures and blocks) one Warning event. Idempotent: an unchanged
+    """Label, condition and (for failures and blocks) one Warning event; ``annotations`` (a
+    stage's record) in the label's patch, written before the condition. Idempotent: an unchanged
     label or condition is not rewritten, and the same event key records one Event."""
     facts, _ = nodestatus.read_node(api, node)
     label_key = status_label_key(profile)
     claim = claim_key(profile)
-    drop = {claim: None} if ends_claim(phase, reason) and claim in facts.annotations else None
-    if facts.labels.get(label_key) != phase.value or drop:
-        nodestatus.merge_metadata(api, node, labels={label_key: phase.value}, annotations=drop)
+    notes: dict[str, str | None] = {
+        key: value for key, value in (annotations or {}).items() if facts.annotations.get(key) != value
+    }
+    if ends_claim(phase, reason) and claim in facts.annotations:
+        notes[claim] = None
+    if facts.labels.get(label_key) != phase.value or notes:
+        nodestatus.merge_metadata(api, node, labels={label_key: phase.value}, annotations=notes)
     text = message[:MAX_MESSAGE]
     wanted = nodestatus.Condition(condition_type(profile), CONDITION_STATUS[phase], reason, text)
     nodestatus.set_condition(api, node, wanted, current=facts)
@@ -101,11 +107,20 @@ async def show(
     phase: NodePhase,
     reason: str,
     message: str,
+    annotations: Mapping[str, str] | None = None,
 ) -> None:
     """``publish`` from an activity: on its Kubernetes thread pool (the activities' one way to show
     a node's state while they wait)."""
     await blocking(
-        executor, publish, api, profile=profile, node=node, phase=phase, reason=reason, message=message
+        executor,
+        publish,
+        api,
+        profile=profile,
+        node=node,
+        phase=phase,
+        reason=reason,
+        message=message,
+        annotations=annotations,
     )
 
 

@@ -219,7 +219,7 @@ class RolloutActivities:
         )
 
     def _clear_failure(self, profile: str, node: str) -> None:
-        annotations = kube_nodes.get_node(self._api, node).metadata.annotations or {}
+        annotations = kube_nodes.get_node(self._api, node)["metadata"].get("annotations") or {}
         cleared = cleared_failure(annotations, profile)
         if cleared is not None:
             kube_nodes.set_annotation(self._api, node, *cleared)

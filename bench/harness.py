@@ -5,7 +5,8 @@ every request made with the admin identity), a local Temporal server (the dev se
 temporal-server on PostgreSQL), the CRDs, the worker and the
 controller as separate processes (``bench/serve.py``) and the simulated kubelet. The measuring
 helpers read CPU seconds (of each process with everything it started) and peak RSS from /proc, the apiserver's
-``apiserver_request_total`` counters, and who made each write from the audit log.
+``apiserver_request_total`` counters, who made each write from the audit log, and the Temporal
+server's own counters (requests by operation, persistence calls, history tasks).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import os
 import re
 import sys
 import time
+import urllib.request
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,6 +67,14 @@ AUDIT_POLICY = {
 }
 _REQUESTS = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<value>\S+)$")
 _LABEL = re.compile(r'(\w+)="([^"]*)"')
+_SAMPLE = re.compile(r"^(?P<name>\w+)\{(?P<labels>[^}]*)\} (?P<value>\S+)$")
+# The Temporal server's counters, each by the label that says what was done: client requests
+# (the frontend's), calls to its database, and the history service's internal tasks.
+TEMPORAL_COUNTERS = {
+    "service_requests": "operation",
+    "persistence_requests": "operation",
+    "task_requests": "task_type",
+}
 _TICK = os.sysconf("SC_CLK_TCK")
 # apiserver_request_total counts HTTP verbs; the audit log uses the API's verbs.
 _API_VERB = {"post": "create", "put": "update"}
@@ -294,6 +304,10 @@ class Stack:
             pids[role] = process.pid
         return pids
 
+    def python_pids(self) -> dict[str, int]:
+        """fleetwright's own Python processes (the workers and the controller) by name."""
+        return {name: pid for name, pid in self.pids().items() if name in self.processes}
+
     def cpu(self) -> dict[str, float]:
         children = process_children()
         return {name: cpu_seconds(pid, children) for name, pid in self.pids().items()}
@@ -312,6 +326,23 @@ class Stack:
                 resource += "/" + labels["subresource"]
             verb = labels.get("verb", "").lower()
             counts[(_API_VERB.get(verb, verb), resource)] += int(float(match["value"]))
+        return counts
+
+    def temporal_counts(self) -> Counter[tuple[str, str]]:
+        """The Temporal server's ``TEMPORAL_COUNTERS``, summed over namespaces: (counter, what) ->
+        count; the frontend's requests only (each is forwarded to history or matching too)."""
+        with urllib.request.urlopen(self.temporal.metrics_url, timeout=30) as response:
+            text = response.read().decode()
+        counts: Counter[tuple[str, str]] = Counter()
+        for line in text.splitlines():
+            match = _SAMPLE.match(line)
+            if match is None or match["name"] not in TEMPORAL_COUNTERS:
+                continue
+            labels = dict(_LABEL.findall(match["labels"]))
+            if match["name"] == "service_requests" and labels.get("service_name") != "frontend":
+                continue
+            what = labels.get(TEMPORAL_COUNTERS[match["name"]], "")
+            counts[(match["name"], what)] += int(float(match["value"]))
         return counts
 
     def audit_offset(self) -> int:

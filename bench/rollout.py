@@ -54,6 +54,7 @@ from fleetwright.workflows.rollout import rollout_workflow_id
 if not __package__:  # run as a file (python bench/rollout.py): the repository root holds bench/
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.harness import (
+    TEMPORAL_COUNTERS,
     WRITE_VERBS,
     MachineBusy,
     Stack,
@@ -66,6 +67,7 @@ from bench.harness import (
     percentile,
 )
 from bench.nodetimes import NodeTimes, breakdown_lines, node_times
+from bench.profiling import Profiles
 
 PROFILE = "bench"
 STEPS = [
@@ -253,6 +255,22 @@ def api_lines(
     return lines, figures
 
 
+def temporal_lines(counts: Counter[tuple[str, str]], nodes: int) -> list[str]:
+    """What the Temporal server did per node, by its own counters (``Stack.temporal_counts``)."""
+    lines = []
+    for counter, title in (
+        ("service_requests", "requests per node to its frontend, by operation"),
+        ("persistence_requests", "database calls per node, by operation"),
+        ("task_requests", "history service tasks per node, by type"),
+    ):
+        mine = Counter({what: n for (name, what), n in counts.items() if name == counter})
+        lines += [
+            f"Temporal server {title}: {sum(mine.values()) / nodes:.1f}",
+            *per_node_lines(mine, nodes, minimum=0.05),
+        ]
+    return lines
+
+
 async def run(args: argparse.Namespace) -> None:
     bench_started = time.monotonic()
     rundir = Path(args.workdir or f"/tmp/fleetwright-bench-rollout-{args.nodes}-{int(time.time())}")
@@ -276,19 +294,26 @@ async def run(args: argparse.Namespace) -> None:
         ideal = ideal_seconds(rollout, nodes, args.stage_seconds)
         client = await connect(stack.temporal.address, stack.temporal.namespace)
         requests_before, audit_offset = stack.request_counts(), stack.audit_offset()
+        temporal_before = stack.temporal_counts()
         cpu_before, children_before = stack.cpu(), resource.getrusage(resource.RUSAGE_CHILDREN)
         own_before = resource.getrusage(resource.RUSAGE_SELF)
         load_start, speed_start = loadavg(), calibrate()
+        profiles = Profiles(stack.python_pids(), rundir / "profiles") if args.profile else None
+        if profiles is not None:
+            profiles.start()
         started = time.monotonic()
         stack.cluster.kubectl("apply", "-f", "-", input=manifests(rollout))
         busy = MachineBusy()
         final = await wait_done(client, args.timeout or 4 * ideal + 900, busy)
         wall = time.monotonic() - started
+        if profiles is not None:
+            profiles.stop()
         load_end, speed_end = loadavg(), calibrate()
         cpu_after, children_after = stack.cpu(), resource.getrusage(resource.RUSAGE_CHILDREN)
         own_after = resource.getrusage(resource.RUSAGE_SELF)
         rss = {name: peak_rss_mib(pid) for name, pid in stack.pids().items()}
         requests = stack.request_counts() - requests_before
+        temporal_work = stack.temporal_counts() - temporal_before
         events = stack.audited_since(audit_offset)
         audited, patches = audit_table(events), node_patches(events)
         seen = await histories(client)
@@ -302,6 +327,7 @@ async def run(args: argparse.Namespace) -> None:
     measured = args.nodes if complete else max(1, final.get("updated", 0) + final.get("running", 0))
     api, api_figures = api_lines(measured, requests, audited)
     api += ["  fleetwright's Node patches per node by what they touch:", *per_node_lines(patches, measured)]
+    api += temporal_lines(temporal_work, measured)
     if not complete:
         api.insert(0, f"INCOMPLETE: per-node figures are per node started ({measured}), partly done")
     # One activity runs all of a node's stages: the tuning package's 4 with an interrupt, 2 without.
@@ -311,6 +337,7 @@ async def run(args: argparse.Namespace) -> None:
         f".venv/bin/python bench/rollout.py --nodes {args.nodes} --max-unavailable {args.max_unavailable} "
         f"--stage-seconds {args.stage_seconds:g} --interrupt {args.interrupt} "
         f"--worker-processes {args.worker_processes} --temporal {args.temporal}"
+        + (" --profile" if args.profile else "")
     )
     own = {name: cpu[name] for name in cpu if name in OWN_PROCESSES}
     figures = {
@@ -338,6 +365,11 @@ async def run(args: argparse.Namespace) -> None:
         "loadavg_start": load_start,
         "loadavg_end": load_end,
         **api_figures,
+        **{
+            f"temporal_per_node[{name}]": sum(n for (c, _), n in temporal_work.items() if c == name)
+            / measured
+            for name in TEMPORAL_COUNTERS
+        },
         "node_wall_seconds_p50": percentile([t.wall for t in sampled], 50) if sampled else None,
         **{
             f"node_orchestration_seconds_p{q}": (
@@ -375,6 +407,7 @@ async def run(args: argparse.Namespace) -> None:
         "calibration work (bench.harness.calibrate; lower is faster)",
         *api,
         *profile,
+        *(profiles.lines() if profiles is not None else []),
         f"load average:     {load_start} at start, {load_end} at end (2 cores shared with other work)",
         f"total bench time: {time.monotonic() - bench_started:.1f} s",
         f"reproduce:        {reproduce}",
@@ -406,6 +439,11 @@ def main() -> None:
         choices=list(Backend),
         default=Backend.DEV,
         help="dev: the dev server (sqlite); postgres: temporal-server on PostgreSQL",
+    )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="sample the workers and the controller with py-spy during the rollout (bench/profiling.py)",
     )
     parser.add_argument("--timeout", type=float, default=0.0, help="seconds; default 4x the ideal + 15 min")
     parser.add_argument("--workdir", default="", help="keeps logs, audit log and stores (default under /tmp)")

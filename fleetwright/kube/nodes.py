@@ -18,6 +18,7 @@ from kubernetes import client
 from fleetwright.api.keys import CORDON_PREFIX, RUNTIME_REQUIRED_TAINT, cordon_key
 from fleetwright.errors import NodeGoneError
 from fleetwright.kube import inventory
+from fleetwright.kube.client import fetch_json, send
 from fleetwright.kube.errors import classified
 from fleetwright.planner.runtime import carries, runtime_taint
 
@@ -31,33 +32,38 @@ class CordonResult:
     foreign: bool
 
 
-def _owner_keys(node: Any) -> set[str]:
-    return {k for k in (node.metadata.annotations or {}) if k.startswith(CORDON_PREFIX)}
+def _owner_keys(node: dict[str, Any]) -> set[str]:
+    return {k for k in node["metadata"].get("annotations") or {} if k.startswith(CORDON_PREFIX)}
 
 
-def get_node(api: client.ApiClient, name: str) -> Any:
+def get_node(api: client.ApiClient, name: str) -> dict[str, Any]:
+    """The Node as the apiserver's JSON (camelCase)."""
     with classified(f"get node {name}", not_found=NodeGoneError):
-        return client.CoreV1Api(api).read_node(name)
+        return fetch_json(client.CoreV1Api(api).read_node, name)
+
+
+def _patch(api: client.ApiClient, name: str, patch: dict[str, Any], what: str) -> None:
+    with classified(f"{what} node {name}", not_found=NodeGoneError):
+        send(client.CoreV1Api(api).patch_node, name, patch)
 
 
 def cordon(api: client.ApiClient, name: str, owner: str) -> CordonResult:
     """Mark ``name`` unschedulable on behalf of ``owner``; idempotent."""
     node = get_node(api, name)
     owners = _owner_keys(node)
-    unschedulable = bool(node.spec.unschedulable)
+    unschedulable = bool((node.get("spec") or {}).get("unschedulable"))
     if unschedulable and not owners:
         return CordonResult(name, ours=False, foreign=True)
     if unschedulable and cordon_key(owner) in owners:
         return CordonResult(name, ours=True, foreign=False)
     patch = {
         "metadata": {
-            "resourceVersion": node.metadata.resource_version,
+            "resourceVersion": node["metadata"]["resourceVersion"],
             "annotations": {cordon_key(owner): "true"},
         },
         "spec": {"unschedulable": True},
     }
-    with classified(f"cordon node {name}", not_found=NodeGoneError):
-        client.CoreV1Api(api).patch_node(name, patch)
+    _patch(api, name, patch, "cordon")
     return CordonResult(name, ours=True, foreign=False)
 
 
@@ -71,12 +77,11 @@ def uncordon(api: client.ApiClient, name: str, owner: str) -> bool:
         return False
     remaining = owners - {key}
     patch: dict[str, Any] = {
-        "metadata": {"resourceVersion": node.metadata.resource_version, "annotations": {key: None}}
+        "metadata": {"resourceVersion": node["metadata"]["resourceVersion"], "annotations": {key: None}}
     }
     if not remaining:
         patch["spec"] = {"unschedulable": None}
-    with classified(f"uncordon node {name}", not_found=NodeGoneError):
-        client.CoreV1Api(api).patch_node(name, patch)
+    _patch(api, name, patch, "uncordon")
     return not remaining
 
 
@@ -88,22 +93,21 @@ def list_nodes(api: client.ApiClient) -> list[dict[str, Any]]:
 def set_annotation(api: client.ApiClient, name: str, key: str, value: str | None) -> None:
     """Set (or with None, remove) one annotation: a merge patch touching only that key, so each
     writer owns its own key and never rewrites another's."""
-    with classified(f"annotate node {name}", not_found=NodeGoneError):
-        client.CoreV1Api(api).patch_node(name, {"metadata": {"annotations": {key: value}}})
+    _patch(api, name, {"metadata": {"annotations": {key: value}}}, "annotate")
 
 
-def _taint_patch(node: Any, taints: list[dict[str, Any]]) -> dict[str, Any]:
+def _taint_patch(node: dict[str, Any], taints: list[dict[str, Any]]) -> dict[str, Any]:
     # The whole list with the resourceVersion it came from: a concurrent taint edit is a conflict.
     return {
-        "metadata": {"resourceVersion": node.metadata.resource_version},
+        "metadata": {"resourceVersion": node["metadata"]["resourceVersion"]},
         "spec": {"taints": taints or None},
     }
 
 
-def _taints(node: Any) -> list[dict[str, Any]]:
+def _taints(node: dict[str, Any]) -> list[dict[str, Any]]:
     return [
-        {k: v for k, v in {"key": t.key, "value": t.value, "effect": t.effect}.items() if v is not None}
-        for t in (node.spec.taints or [])
+        {k: t[k] for k in ("key", "value", "effect") if t.get(k) is not None}
+        for t in (node.get("spec") or {}).get("taints") or []
     ]
 
 
@@ -114,8 +118,7 @@ def add_runtime_taint(api: client.ApiClient, name: str) -> bool:
     if carries(taints):
         return False
     taints.append(runtime_taint())
-    with classified(f"taint node {name}", not_found=NodeGoneError):
-        client.CoreV1Api(api).patch_node(name, _taint_patch(node, taints))
+    _patch(api, name, _taint_patch(node, taints), "taint")
     return True
 
 
@@ -126,6 +129,5 @@ def remove_runtime_taint(api: client.ApiClient, name: str) -> bool:
     kept = [t for t in taints if t["key"] != RUNTIME_REQUIRED_TAINT]
     if len(kept) == len(taints):
         return False
-    with classified(f"untaint node {name}", not_found=NodeGoneError):
-        client.CoreV1Api(api).patch_node(name, _taint_patch(node, kept))
+    _patch(api, name, _taint_patch(node, kept), "untaint")
     return True

@@ -17,8 +17,9 @@ from typing import Any
 from kubernetes import client
 
 from fleetwright.errors import NodeGoneError
+from fleetwright.kube.client import fetch_json, send
 from fleetwright.kube.errors import classified
-from fleetwright.kube.watching import list_version, wait_for_change
+from fleetwright.kube.watching import wait_for_change
 
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
@@ -43,22 +44,27 @@ class NodeFacts:
     conditions: Mapping[str, Condition] = field(default_factory=dict)
 
 
-def _facts(node: Any) -> NodeFacts:
-    status = node.status
+def _facts(node: Mapping[str, Any]) -> NodeFacts:
+    """From the Node as the apiserver's JSON (``fetch_json``)."""
+    metadata, status = node.get("metadata") or {}, node.get("status") or {}
     conditions = {
-        c.type: Condition(c.type, c.status, c.reason or "", c.message or "")
-        for c in (status.conditions if status else None) or []
+        c["type"]: Condition(c["type"], c.get("status", ""), c.get("reason") or "", c.get("message") or "")
+        for c in status.get("conditions") or []
     }
     ready = conditions.get("Ready")
     return NodeFacts(
-        name=node.metadata.name,
-        uid=node.metadata.uid,
-        boot_id=(status.node_info.boot_id if status and status.node_info else "") or "",
+        name=metadata.get("name", ""),
+        uid=metadata.get("uid", ""),
+        boot_id=(status.get("nodeInfo") or {}).get("bootID") or "",
         ready=ready is not None and ready.status == "True",
-        labels=dict(node.metadata.labels or {}),
-        annotations=dict(node.metadata.annotations or {}),
+        labels=dict(metadata.get("labels") or {}),
+        annotations=dict(metadata.get("annotations") or {}),
         conditions=conditions,
     )
+
+
+def _version(item: Mapping[str, Any]) -> str:
+    return str((item.get("metadata") or {}).get("resourceVersion") or "")
 
 
 def read_node(api: client.ApiClient, name: str) -> tuple[NodeFacts, str]:
@@ -66,18 +72,18 @@ def read_node(api: client.ApiClient, name: str) -> tuple[NodeFacts, str]:
     name costs the apiserver a scan of every Node (at 10,000 nodes these reads were 3.9 lists per
     second and most of the apiserver's CPU)."""
     with classified(f"get node {name}", not_found=NodeGoneError):
-        node = client.CoreV1Api(api).read_node(name)
-    return _facts(node), str((node.metadata.resource_version if node.metadata else "") or "")
+        node = fetch_json(client.CoreV1Api(api).read_node, name)
+    return _facts(node), _version(node)
 
 
 def read_node_to_watch(api: client.ApiClient, name: str) -> tuple[NodeFacts, str]:
     """The node's facts and the list's resourceVersion, which a watch can always start from (a
     quiet Node's own version may be older than the apiserver keeps events for)."""
     with classified(f"list node {name}"):
-        listing = client.CoreV1Api(api).list_node(field_selector=f"metadata.name={name}")
-    if not listing.items:
+        listing = fetch_json(client.CoreV1Api(api).list_node, field_selector=f"metadata.name={name}")
+    if not listing.get("items"):
         raise NodeGoneError(f"node {name} does not exist")
-    return _facts(listing.items[0]), list_version(listing)
+    return _facts(listing["items"][0]), _version(listing)
 
 
 def wait_for_node(api: client.ApiClient, name: str, resource_version: str, seconds: float) -> bool:
@@ -107,7 +113,7 @@ def merge_metadata(
     if not metadata:
         return
     with classified(f"patch node {name} metadata", not_found=NodeGoneError):
-        client.CoreV1Api(api).patch_node(name, {"metadata": metadata}, _content_type=MERGE_PATCH)
+        send(client.CoreV1Api(api).patch_node, name, {"metadata": metadata}, _content_type=MERGE_PATCH)
 
 
 def _rfc3339(moment: datetime) -> str:
@@ -136,8 +142,11 @@ def set_condition(
         entry["lastTransitionTime"] = now
     # Strategic merge: Node conditions merge by type, so the kubelet's own conditions stay.
     with classified(f"patch node {name} condition {condition.type}", not_found=NodeGoneError):
-        client.CoreV1Api(api).patch_node_status(
-            name, {"status": {"conditions": [entry]}}, _content_type=STRATEGIC_MERGE_PATCH
+        send(
+            client.CoreV1Api(api).patch_node_status,
+            name,
+            {"status": {"conditions": [entry]}},
+            _content_type=STRATEGIC_MERGE_PATCH,
         )
     return True
 
@@ -152,7 +161,8 @@ def remove_condition(
         return False
     # Strategic merge's delete directive removes the one entry keyed by type, leaving the others.
     with classified(f"remove node {name} condition {type_}", not_found=NodeGoneError):
-        client.CoreV1Api(api).patch_node_status(
+        send(
+            client.CoreV1Api(api).patch_node_status,
             name,
             {"status": {"conditions": [{"type": type_, "$patch": "delete"}]}},
             _content_type=STRATEGIC_MERGE_PATCH,

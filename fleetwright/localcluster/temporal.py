@@ -75,16 +75,24 @@ class TemporalServer(Launcher):
     workdir: Path | None = None
     namespace: str = "default"
     port: int = field(init=False)
+    metrics_port: int = field(init=False)
+    """Its Prometheus endpoint on loopback: requests by service and operation, persistence calls
+    (what the benchmarks count per node)."""
     process: Supervised = field(init=False)
     """The Temporal server itself (what a chaos test kills)."""
 
     def __post_init__(self) -> None:
         self.workdir = self._work_directory(self.workdir, "fleetwright-temporal-")
         self.port = free_port()
+        self.metrics_port = free_port()
 
     @property
     def address(self) -> str:
         return f"{LOOPBACK}:{self.port}"
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://{LOOPBACK}:{self.metrics_port}/metrics"
 
     @property
     def pids(self) -> dict[str, int]:
@@ -142,6 +150,8 @@ class LocalTemporal(TemporalServer):
             self.namespace,
             "--log-level",
             "warn",
+            "--metrics-port",
+            str(self.metrics_port),
         ]
         for name, kind in sorted(self.search_attributes.items()):
             argv += ["--search-attribute", f"{name}={kind}"]
@@ -229,7 +239,9 @@ class PostgresTemporal(TemporalServer):
                 self._setup_schema(store)
             values = {key: [{"value": value}] for key, value in DYNAMIC_CONFIG.items()}
             self.dynamic_config_path.write_text(yaml.safe_dump(values))
-            config = server_config(self.database, self.port, self.shards, self.dynamic_config_path)
+            config = server_config(
+                self.database, self.port, self.metrics_port, self.shards, self.dynamic_config_path
+            )
             self.config_path.touch(mode=0o600)  # it holds the database password
             self.config_path.write_text(yaml.safe_dump(config))
         super()._start()
@@ -302,10 +314,11 @@ def _check(result: subprocess.CompletedProcess[str]) -> None:
 
 
 def server_config(
-    database: LocalPostgres, frontend_port: int, shards: int, dynamic_config: Path
+    database: LocalPostgres, frontend_port: int, metrics_port: int, shards: int, dynamic_config: Path
 ) -> dict[str, Any]:
     """temporal-server's configuration: the four services in one process on loopback, the stores
-    on ``database``, no archival, metrics or pprof, dynamic config from ``dynamic_config``."""
+    on ``database``, Prometheus metrics on ``metrics_port`` (as a production server exposes them),
+    no archival or pprof, dynamic config from ``dynamic_config``."""
 
     def service(grpc_port: int) -> dict[str, Any]:
         # The schema keeps a member's ringpop port in a SMALLINT.
@@ -336,7 +349,12 @@ def server_config(
                 for store in STORES
             },
         },
-        "global": {"membership": {"maxJoinDuration": "30s", "broadcastAddress": LOOPBACK}},
+        "global": {
+            "membership": {"maxJoinDuration": "30s", "broadcastAddress": LOOPBACK},
+            "metrics": {
+                "prometheus": {"listenAddress": f"{LOOPBACK}:{metrics_port}", "timerType": "histogram"}
+            },
+        },
         "services": {
             "frontend": service(frontend_port),
             "history": service(free_port()),

@@ -23,8 +23,10 @@ from fleetwright.activities.waiting import Clock
 from fleetwright.api.common import LabelSelector
 from fleetwright.api.nodeprofile import DrainSpec
 from fleetwright.errors import NotFoundError, PermanentError, RetryableError
+from fleetwright.kube import nodestatus
 from fleetwright.kube import pods as kube_pods
 from fleetwright.kube.eviction import EvictionOutcome, EvictionResult
+from fleetwright.kube.nodestatus import NodeFacts
 from fleetwright.kube.pods import PodFacts, selector_string
 
 pytestmark = pytest.mark.unit
@@ -114,6 +116,61 @@ def test_condition_status_reads_true_only_when_complete() -> None:
     assert nodeprogress.CONDITION_STATUS[NodePhase.COMPLETE] == "True"
     assert nodeprogress.CONDITION_STATUS[NodePhase.IN_PROGRESS] == "Unknown"
     assert {nodeprogress.CONDITION_STATUS[p] for p in (NodePhase.FAILED, NodePhase.BLOCKED)} == {"False"}
+
+
+def test_a_stages_record_rides_in_the_patch_of_the_status_that_follows_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The last stage's record, the Complete label and the dropped start claim are one Node write,
+    made before the condition; shown again (a retry), nothing already there is rewritten."""
+    node: dict[str, dict[str, str]] = {
+        "labels": {"fleetwright.io/p": "InProgress"},
+        "annotations": {"fleetwright.io/claim.p": "true"},
+    }
+    writes: list[tuple[str, Any]] = []
+
+    def read_node(api: object, name: str) -> tuple[NodeFacts, str]:
+        return NodeFacts(name, "uid", "boot", True, dict(node["labels"]), dict(node["annotations"])), "1"
+
+    def merge_metadata(api: object, name: str, *, labels: Any = None, annotations: Any = None) -> None:
+        writes.append(("metadata", {"labels": labels, "annotations": annotations}))
+        node["labels"].update(labels or {})
+        for key, value in (annotations or {}).items():
+            if value is None:
+                node["annotations"].pop(key, None)
+            else:
+                node["annotations"][key] = value
+
+    monkeypatch.setattr(nodestatus, "read_node", read_node)
+    monkeypatch.setattr(nodestatus, "merge_metadata", merge_metadata)
+    monkeypatch.setattr(
+        nodestatus, "set_condition", lambda api, name, wanted, current: writes.append(("condition", wanted))
+    )
+    monkeypatch.setattr(nodeprogress, "status_label_key", lambda profile: f"fleetwright.io/{profile}")
+    monkeypatch.setattr(nodeprogress, "claim_key", lambda profile: f"fleetwright.io/claim.{profile}")
+    record = {"fleetwright.io/state.p": '{"tuning": "1.0.0"}'}
+
+    def show() -> None:
+        nodeprogress.publish(
+            cast(Any, None),
+            profile="p",
+            node="n",
+            phase=NodePhase.COMPLETE,
+            reason="Complete",
+            message="done",
+            annotations=record,
+        )
+
+    show()
+    assert [kind for kind, _ in writes] == ["metadata", "condition"]
+    assert writes[0][1] == {
+        "labels": {"fleetwright.io/p": "Complete"},
+        "annotations": {**record, "fleetwright.io/claim.p": None},
+    }
+    assert node["annotations"] == record
+    writes.clear()
+    show()
+    assert [kind for kind, _ in writes] == ["condition"]  # set_condition itself skips an equal one
 
 
 # ----- errors and the clock ------------------------------------------------------------------

@@ -92,7 +92,9 @@ def test_the_postgres_server_config_uses_both_stores_on_loopback_with_ringpop_po
     tmp_path: Path,
 ) -> None:
     database = LocalPostgres(tmp_path / "postgres")
-    config = server_config(database, frontend_port=41000, shards=4, dynamic_config=tmp_path / "dynamic.yaml")
+    config = server_config(
+        database, frontend_port=41000, metrics_port=41001, shards=4, dynamic_config=tmp_path / "dynamic.yaml"
+    )
     assert config["dynamicConfigClient"]["filepath"] == str(tmp_path / "dynamic.yaml")
     stores = config["persistence"]["datastores"]
     assert set(stores) == {config["persistence"]["defaultStore"], config["persistence"]["visibilityStore"]}
@@ -102,6 +104,7 @@ def test_the_postgres_server_config_uses_both_stores_on_loopback_with_ringpop_po
     rpcs = [service["rpc"] for service in config["services"].values()]
     assert config["services"]["frontend"]["rpc"]["grpcPort"] == 41000
     assert all(rpc["bindOnIP"] == "127.0.0.1" for rpc in rpcs)
+    assert config["global"]["metrics"]["prometheus"]["listenAddress"] == "127.0.0.1:41001"
     # The schema's cluster_membership.rpc_port is a SMALLINT: a member above 32767 cannot join.
     assert all(20000 <= rpc["membershipPort"] < 32768 for rpc in rpcs)
 
