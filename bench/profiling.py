@@ -27,8 +27,17 @@ GENERIC = re.compile(
     r"run_until_complete|_run|wrapper_function|__call__|call|call_api|request|urlopen) \("
     r"|\((threading|asyncio/|concurrent/|selectors|contextlib|runpy|serve\.py)"
 )
+# What costs the most in the libraries, by the frame that owns it (the first of its kind).
+LIBRARY_WORK = {
+    "Kubernetes client calls": "ValidateCallWrapper.__call__",
+    "building the client's models": "ApiClient.deserialize",
+    "JSON decoding": "JSONDecoder.decode",
+    "Temporal workflow activations": "_WorkflowWorker._handle_activation",
+    "Temporal payload conversion": "PayloadVisitor.visit",
+}
 _FRAME = re.compile(r"^(?P<function>.*) \((?P<file>[^()]*?)(?::\d+)?\)$")
 ROOT = str(Path(__file__).resolve().parents[1]) + "/"
+OWN_PACKAGES = frozenset({"fleetwright", "activities", "workflows", "worker", "agent"})
 
 
 class Profiles:
@@ -58,12 +67,18 @@ class Profiles:
         return self.directory / f"{name}.txt"
 
     def lines(self, top: int = 12) -> list[str]:
-        lines = [f"where the CPU went (py-spy, {RATE} samples/s; busy samples and the functions in them):"]
+        lines = [f"where the CPU went (py-spy, {RATE} samples/s; share of busy samples on each stack):"]
         for name in self.recorders:
             busy, functions = busy_functions(self.path(name))
-            lines.append(f"  {name}: {busy / RATE:.1f} s busy")
-            for function, count in functions.most_common(top):
-                lines.append(f"    {100 * count / max(busy, 1):5.1f}%  {function}")
+            share = {f: 100 * n / max(busy, 1) for f, n in functions.items()}
+            lines.append(f"  {name}: {busy / RATE:.1f} s busy; fleetwright's functions:")
+            ours = sorted((f for f in share if _ours(f)), key=lambda f: -share[f])[:top]
+            lines += [f"    {share[f]:5.1f}%  {f}" for f in ours]
+            libraries = {
+                label: sum(v for f, v in share.items() if f.startswith(marker + " "))
+                for label, marker in LIBRARY_WORK.items()
+            }
+            lines.append("    in libraries: " + ", ".join(f"{k} {v:.1f}%" for k, v in libraries.items()))
         lines.append(f"  raw samples (collapsed stacks): {self.directory}")
         return lines
 
@@ -83,6 +98,12 @@ def busy_functions(path: Path) -> tuple[int, Counter[str]]:
             if not GENERIC.search(frame):
                 functions[frame] += int(count)
     return busy, functions
+
+
+def _ours(function: str) -> bool:
+    """A frame in the repository's own code (``_name`` made its file repository-relative)."""
+    file = function.rpartition(" (")[2]
+    return file.split("/")[0] in OWN_PACKAGES
 
 
 def _name(frame: str) -> str:
