@@ -60,6 +60,13 @@ AUDIT_POLICY = {
             "verbs": ["patch"],
             "resources": [{"group": "", "resources": ["nodes", "nodes/status"]}],
         },
+        # Its stage Jobs' creates with their bodies, for the node each one runs on.
+        {
+            "level": "Request",
+            "users": ["fleetwright-admin"],
+            "verbs": ["create"],
+            "resources": [{"group": "batch", "resources": ["jobs"]}],
+        },
         {"level": "Metadata", "verbs": sorted(WRITE_VERBS)},
         {"level": "Metadata", "users": ["fleetwright-admin"]},
         {"level": "None"},

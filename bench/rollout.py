@@ -66,6 +66,7 @@ from bench.harness import (
     per_node_lines,
     percentile,
 )
+from bench.jobtimes import job_lines, job_times, reactions
 from bench.nodetimes import NodeTimes, breakdown_lines, node_times
 from bench.profiling import Profiles
 
@@ -333,6 +334,9 @@ async def run(args: argparse.Namespace) -> None:
     # One activity runs all of a node's stages: the tuning package's 4 with an interrupt, 2 without.
     stages = 2 if args.interrupt == "none" else 4
     profile = breakdown_lines(sampled, stages * args.stage_seconds)
+    jobs = job_times(events)
+    reaction = reactions(jobs, events)
+    profile += job_lines(jobs, reaction, args.stage_seconds)
     reproduce = (
         f".venv/bin/python bench/rollout.py --nodes {args.nodes} --max-unavailable {args.max_unavailable} "
         f"--stage-seconds {args.stage_seconds:g} --interrupt {args.interrupt} "
@@ -376,6 +380,13 @@ async def run(args: argparse.Namespace) -> None:
                 percentile([t.wall - t.ran - t.queued for t in sampled], q) if sampled else None
             )
             for q in (50, 90)
+        },
+        **{
+            f"reaction_{part}_seconds_p50": percentile(values, 50) if values else None
+            for part, values in (
+                ("next_stage", reaction.next_stage),
+                ("shown_complete", reaction.shown_complete),
+            )
         },
         "reproduce": reproduce,
     }
