@@ -145,6 +145,9 @@ async def _start(client: Client, request: StartNodesRequest, one: WorkflowStart)
         static_summary=one.summary or None,
         static_details=one.details or None,
         search_attributes=_search_attributes(one),
+        # Where this worker also runs the workflows (one process, the chart's default), the first
+        # workflow task comes back in the start's answer: no matching round trip for it.
+        request_eager_start=True,
     )
 
 

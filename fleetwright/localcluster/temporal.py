@@ -37,6 +37,10 @@ DYNAMIC_CONFIG: dict[str, Any] = {
     # partitions and forwards tasks between them, which costs CPU and latency.
     "matching.numTaskqueueReadPartitions": 1,
     "matching.numTaskqueueWritePartitions": 1,
+    # A workflow task that schedules an activity its own worker can run gets the activity task in
+    # its answer (the SDK asks for it), skipping the task queue round trip and a history update.
+    "system.enableActivityEagerExecution": True,
+    "system.enableEagerWorkflowStart": True,
 }
 # The dev server's own overrides. The CLI bypasses the search attribute cache so attributes added
 # while it runs are seen at once; ours are registered when it starts (one added later is seen
