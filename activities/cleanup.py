@@ -75,7 +75,8 @@ def clean_up(api: ApiClient, request: CleanupRequest) -> CleanupReport:
             untainted = runtime_taint.carries_taint(node) and runtime_taint.release(api, name).removed
             if left:
                 clean_node(api, request.profile, name, left)
-            cordoned = bool(left.cordon) and bool(nodes.get_node(api, name).get("spec", {}).get("unschedulable"))
+            now = nodes.get_node(api, name) if left.cordon else {}
+            cordoned = bool((now.get("spec") or {}).get("unschedulable"))
         except NodeGoneError:
             continue  # deleted since the list: nothing of the profile is left on it
         if left or untainted:

@@ -18,7 +18,10 @@ workflow history, the history events and workflow tasks per node over every work
 of the worker and controller, CPU seconds per process and fleetwright's own share of them (its
 processes, the Temporal server and its database) per node, how busy the
 machine's cores were (sampled each second) and how fast they were (a calibration before and after),
-and where a node's time goes (``bench/nodetimes.py``, from a sample of node workflow histories).
+where a node's time goes (``bench/nodetimes.py``, from a sample of node workflow histories) and
+around its stage Jobs (``bench/jobtimes.py``, from the audit log), the Temporal server's own
+counters per node, and with ``--profile`` where each fleetwright process's CPU went
+(``bench/profiling.py``).
 """
 
 from __future__ import annotations

@@ -37,8 +37,11 @@ DYNAMIC_CONFIG: dict[str, Any] = {
     # partitions and forwards tasks between them, which costs CPU and latency.
     "matching.numTaskqueueReadPartitions": 1,
     "matching.numTaskqueueWritePartitions": 1,
-    # A workflow task that schedules an activity its own worker can run gets the activity task in
-    # its answer (the SDK asks for it), skipping the task queue round trip and a history update.
+    # With the workflows and activities in one worker process (the chart's default): a workflow
+    # task that schedules an activity gets it in its answer, and a node workflow started by the
+    # start-nodes activity has its first workflow task in the start's answer; each skips a task
+    # queue round trip and a history update. Both servers here hand activities back eagerly even
+    # without it; said so that both hold, as install.md recommends.
     "system.enableActivityEagerExecution": True,
     "system.enableEagerWorkflowStart": True,
 }
