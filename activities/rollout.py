@@ -30,7 +30,7 @@ from fleetwright.api.nodeprofile import PLURAL as PROFILE_PLURAL
 from fleetwright.api.nodeprofile import NodeProfile
 from fleetwright.errors import InvalidSpecError, NotFoundError, RetryableError
 from fleetwright.kube import nodes as kube_nodes
-from fleetwright.kube import resources
+from fleetwright.kube import nodestatus, resources
 from fleetwright.kube.client import ApiClient
 from fleetwright.planner import convert
 from fleetwright.planner.fleet import observe_node
@@ -222,7 +222,8 @@ class RolloutActivities:
         annotations = kube_nodes.get_node(self._api, node)["metadata"].get("annotations") or {}
         cleared = cleared_failure(annotations, profile)
         if cleared is not None:
-            kube_nodes.set_annotation(self._api, node, *cleared)
+            key, value = cleared
+            nodestatus.merge_metadata(self._api, node, annotations={key: value})
 
 
 def patch_nodes(patch: Callable[[str], None], nodes: Iterable[str]) -> None:

@@ -90,12 +90,6 @@ def list_nodes(api: client.ApiClient) -> list[dict[str, Any]]:
     return inventory.list_items(api, "nodes", timeout_seconds=None)
 
 
-def set_annotation(api: client.ApiClient, name: str, key: str, value: str | None) -> None:
-    """Set (or with None, remove) one annotation: a merge patch touching only that key, so each
-    writer owns its own key and never rewrites another's."""
-    _patch(api, name, {"metadata": {"annotations": {key: value}}}, "annotate")
-
-
 def _taint_patch(node: dict[str, Any], taints: list[dict[str, Any]]) -> dict[str, Any]:
     # The whole list with the resourceVersion it came from: a concurrent taint edit is a conflict.
     return {
