@@ -20,6 +20,7 @@ import sys
 import time
 import urllib.request
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -72,7 +73,6 @@ AUDIT_POLICY = {
         {"level": "None"},
     ],
 }
-_REQUESTS = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<value>\S+)$")
 _LABEL = re.compile(r'(\w+)="([^"]*)"')
 _SAMPLE = re.compile(r"^(?P<name>\w+)\{(?P<labels>[^}]*)\} (?P<value>\S+)$")
 # The Temporal server's counters, each by the label that says what was done: client requests
@@ -323,16 +323,14 @@ class Stack:
         """apiserver_request_total summed over codes: (verb, resource[/subresource]) -> count."""
         text = self.cluster.kubectl("get", "--raw", "/metrics", timeout=60).stdout
         counts: Counter[tuple[str, str]] = Counter()
-        for line in text.splitlines():
-            match = _REQUESTS.match(line)
-            if match is None:
+        for name, labels, value in prometheus_samples(text):
+            if name != "apiserver_request_total":
                 continue
-            labels = dict(_LABEL.findall(match["labels"]))
             resource = labels.get("resource", "")
             if labels.get("subresource"):
                 resource += "/" + labels["subresource"]
             verb = labels.get("verb", "").lower()
-            counts[(_API_VERB.get(verb, verb), resource)] += int(float(match["value"]))
+            counts[(_API_VERB.get(verb, verb), resource)] += value
         return counts
 
     def temporal_counts(self) -> Counter[tuple[str, str]]:
@@ -341,15 +339,12 @@ class Stack:
         with urllib.request.urlopen(self.temporal.metrics_url, timeout=30) as response:
             text = response.read().decode()
         counts: Counter[tuple[str, str]] = Counter()
-        for line in text.splitlines():
-            match = _SAMPLE.match(line)
-            if match is None or match["name"] not in TEMPORAL_COUNTERS:
+        for name, labels, value in prometheus_samples(text):
+            if name not in TEMPORAL_COUNTERS:
                 continue
-            labels = dict(_LABEL.findall(match["labels"]))
-            if match["name"] == "service_requests" and labels.get("service_name") != "frontend":
+            if name == "service_requests" and labels.get("service_name") != "frontend":
                 continue
-            what = labels.get(TEMPORAL_COUNTERS[match["name"]], "")
-            counts[(match["name"], what)] += int(float(match["value"]))
+            counts[(name, labels.get(TEMPORAL_COUNTERS[name], ""))] += value
         return counts
 
     def audit_offset(self) -> int:
@@ -359,6 +354,14 @@ class Stack:
         with self.audit_log.open("rb") as log:
             log.seek(offset)
             return [json.loads(line) for line in log if line.strip()]
+
+
+def prometheus_samples(text: str) -> Iterator[tuple[str, dict[str, str], int]]:
+    """(metric, labels, value) of each labelled sample in a Prometheus text exposition."""
+    for line in text.splitlines():
+        match = _SAMPLE.match(line)
+        if match is not None:
+            yield match["name"], dict(_LABEL.findall(match["labels"])), int(float(match["value"]))
 
 
 def actor(event: dict[str, Any]) -> str:

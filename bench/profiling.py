@@ -16,6 +16,7 @@ import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
+from typing import IO
 
 RATE = 50
 """Samples per second."""
@@ -46,6 +47,7 @@ class Profiles:
     def __init__(self, pids: dict[str, int], directory: Path) -> None:
         self.pids, self.directory = pids, directory
         self.recorders: dict[str, subprocess.Popen[bytes]] = {}
+        self._logs: list[IO[bytes]] = []
 
     def start(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -54,6 +56,7 @@ class Profiles:
             argv = [str(spy), "record", "--pid", str(pid), "--rate", str(RATE), "--format", "raw"]
             argv += ["--nonblocking", "--output", str(self.path(name))]
             log = (self.directory / f"{name}.log").open("wb")
+            self._logs.append(log)
             self.recorders[name] = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
 
     def stop(self) -> None:
@@ -62,6 +65,8 @@ class Profiles:
             recorder.send_signal(signal.SIGINT)
         for recorder in self.recorders.values():
             recorder.wait(timeout=60)
+        for log in self._logs:
+            log.close()
 
     def path(self, name: str) -> Path:
         return self.directory / f"{name}.txt"
