@@ -1,12 +1,22 @@
-"""Records the histories the replay test checks: run with
-``.venv/bin/python -m tests.workflow.record_histories`` after a deliberate workflow change, and
-commit the JSON files (CONTRIBUTING.md, "Workflow changes": before the first release a change
-replaces the histories; after it, a change that breaks replay is a patch with an end)."""
+"""Records the workflow histories a release freezes: run once, when the release is cut, as
+``.venv/bin/python -m tests.workflow.record_histories 0.2.0``, and commit
+``tests/workflow/histories/0.2.0/``. A release's histories are never recorded again (it refuses
+a version whose folder exists): the replay test holds every later change to them
+(docs/upgrading.md).
+
+The scenarios cover every path a running workflow can be in when fleetwright is upgraded: a
+rollout waiting at an approval gate, soaking, between batches, halted, rolling back, aborted,
+continued as new, paused and given a new spec, retrying and skipping nodes, being deleted; a node
+mid-stage, waiting for its reboot, failed and aborted. Open workflows are recorded where they
+wait (that is what an upgrade replays), closed ones to their end. They run on the Temporal dev
+server with the in-memory fleet of the workflow tier (``fakefleet``)."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import sys
+import uuid
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +24,7 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
+from fleetwright.api.nodeprofile import NodeProfile
 from fleetwright.binaries import wheel_binary
 from fleetwright.localcluster import examples
 from fleetwright.planner.nodestate import NodePackageState, PackageRecord, format_annotation
@@ -21,95 +32,271 @@ from fleetwright.planner.packages import config_digests
 from fleetwright.worker.process import run_and_exit
 from fleetwright.worker.temporal import build_worker
 from fleetwright.workflows.node import node_workflow_id
-from fleetwright.workflows.payloads import EngineSettings, RolloutInput
+from fleetwright.workflows.payloads import Deletion, EngineSettings, Progress, RolloutInput, SpecChange
 from fleetwright.workflows.rollout import RolloutWorkflow
 from tests.workflow.fakefleet import FakeFleet
 
 HISTORIES = Path(__file__).parent / "histories"
+SETTINGS = EngineSettings(observe_interval_seconds=60, search_attributes=False)
+CANARY_GATE_BATCHES = [
+    {"name": "canary", "canary": {"count": 1}},
+    {"name": "gate", "approval": {}},
+    {"name": "rest", "batches": {"strategy": "fixed", "initial": 2}},
+]
+
+Rollout = WorkflowHandle[RolloutWorkflow, Progress]
 
 
-async def until(predicate: Callable[[], bool]) -> None:
-    for _ in range(600):
+class Recorder:
+    """Runs the scenarios against one server and writes each history into one release folder."""
+
+    def __init__(self, client: Client, folder: Path) -> None:
+        self.client = client
+        self.folder = folder
+
+    async def save(self, handle: WorkflowHandle[Any, Any], name: str) -> None:
+        history = await handle.fetch_history()
+        (self.folder / f"{name}.json").write_text(history.to_json())
+        print(f"recorded {name} ({len(history.events)} events)")
+
+    async def save_node(self, profile: str, node: str, name: str) -> None:
+        await self.save(self.client.get_workflow_handle(node_workflow_id(profile, node)), name)
+
+    async def run(
+        self, fleet: FakeFleet, rollout: RolloutInput, scenario: Callable[[Rollout], Awaitable[None]]
+    ) -> None:
+        queue = f"record-{uuid.uuid4().hex[:8]}"
+        handle = await self.client.start_workflow(
+            RolloutWorkflow.run, rollout, id=f"nodeprofile/{rollout.profile.metadata.name}", task_queue=queue
+        )
+        async with build_worker(self.client, fleet.activities(), task_queue=queue):
+            await scenario(handle)
+            with_result = await handle.describe()
+            if with_result.status is not None and with_result.status.name == "RUNNING":
+                await handle.terminate("recorded")
+
+
+async def until(predicate: Callable[[], bool], what: str) -> None:
+    for _ in range(1200):
         if predicate():
             return
+        await asyncio.sleep(0.05)
+    raise TimeoutError(f"the recorded scenario never reached {what}")
+
+
+async def until_shown(handle: Rollout, predicate: Callable[[Progress], bool], what: str) -> Progress:
+    for _ in range(600):
+        shown = await handle.query(RolloutWorkflow.progress)
+        if shown is not None and predicate(shown):
+            return shown
         await asyncio.sleep(0.1)
-    raise TimeoutError("the recorded scenario did not progress")
+    raise TimeoutError(f"the recorded rollout never showed {what}")
 
 
-async def _save(handle: WorkflowHandle[Any, Any], name: str) -> None:
-    history = await handle.fetch_history()
-    (HISTORIES / f"{name}.json").write_text(history.to_json())
-
-
-async def record() -> None:
-    env = await WorkflowEnvironment.start_time_skipping(
-        test_server_existing_path=str(wheel_binary("temporal-test-server"))
+def rollout(name: str, **policy: Any) -> RolloutInput:
+    return RolloutInput(
+        profile=examples.profile(name=name), policy=examples.policy(**policy), settings=SETTINGS
     )
-    config = env.client.config()
-    config["data_converter"] = pydantic_data_converter
-    client = Client(**config)
+
+
+def complete(fleet: FakeFleet, count: int) -> Callable[[], bool]:
+    return lambda: list(fleet.statuses.values()).count("Complete") == count
+
+
+async def gate(rec: Recorder) -> None:
+    """Canary, then waiting at the gate; approved, the rest; then aborted once complete."""
+    fleet = FakeFleet(size=3)
+
+    async def scenario(handle: Rollout) -> None:
+        await until_shown(handle, lambda p: "awaiting approval" in p.message, "the gate")
+        await rec.save(handle, "rollout-waiting-at-gate")
+        await rec.save_node("gate", fleet.started_nodes()[0], "node-reboot-complete")
+        await handle.execute_update(RolloutWorkflow.approve, "rollout/gate")
+        await until_shown(handle, lambda p: p.phase == "Complete" and p.updated == 3, "completion")
+        await rec.save(handle, "rollout-complete-idle")
+        await handle.signal(RolloutWorkflow.abort)
+        await handle.result()
+        await rec.save(handle, "rollout-gate-approved-aborted")
+
+    await rec.run(fleet, rollout("gate", max_unavailable=2, steps=CANARY_GATE_BATCHES), scenario)
+
+
+async def soak(rec: Recorder) -> None:
+    """A soak of an hour after the canary: recorded while it soaks."""
     fleet = FakeFleet(size=3)
     steps = [
         {"name": "canary", "canary": {"count": 1}},
-        {"name": "gate", "approval": {}},
-        {"name": "rest", "batches": {"strategy": "fixed", "initial": 2}},
+        {"name": "watch", "soak": {"durationSeconds": 3600}},
+        {"name": "rest", "batches": {"strategy": "exponential", "initial": 1}},
     ]
-    rollout = RolloutInput(
-        profile=examples.profile(name="replay"),
-        policy=examples.policy(max_unavailable=2, steps=steps),
-        settings=EngineSettings(search_attributes=False),
-    )
-    async with build_worker(client, fleet.activities(), task_queue="replay"):
-        handle = await client.start_workflow(
-            RolloutWorkflow.run, rollout, id="nodeprofile/replay", task_queue="replay"
-        )
-        await until(lambda: "Complete" in fleet.statuses.values())
-        await env.sleep(86400)
-        await handle.execute_update(RolloutWorkflow.approve, "rollout/gate")
-        await until(lambda: list(fleet.statuses.values()).count("Complete") == 3)
-        await handle.signal(RolloutWorkflow.abort)
-        await handle.result()
-        await _save(handle, "rollout-canary-gate-approve-abort")
-        node = fleet.started_nodes()[0]
-        await _save(client.get_workflow_handle(node_workflow_id("replay", node)), "node-reboot-complete")
-    await _record_rollback(client)
-    await env.shutdown()
+
+    async def scenario(handle: Rollout) -> None:
+        await until(complete(fleet, 1), "the canary")
+        await until_shown(handle, lambda p: p.updated == 1 and "soak" in p.message.lower(), "the soak")
+        await rec.save(handle, "rollout-soaking")
+
+    await rec.run(fleet, rollout("soak", max_unavailable=2, steps=steps), scenario)
 
 
-async def _record_rollback(client: Client) -> None:
-    """1.0.0 -> 1.1.0 on three nodes whose canary fails: the rollout rolls it back, then is aborted."""
+async def batches_mid_stage(rec: Recorder) -> None:
+    """Batches with their nodes held mid-stage (a reboot profile: cordoned, drained, in the
+    stages activity that waits out the reboot), then paused, given a new generation, resumed."""
+    fleet = FakeFleet(size=5, held_profiles={"batches"})
+    steps = [{"name": "all", "batches": {"strategy": "linear", "initial": 1, "delta": 1}}]
+    start = rollout("batches", max_unavailable=2, steps=steps)
+
+    async def scenario(handle: Rollout) -> None:
+        await until(lambda: bool(fleet.started_stages), "a stage")
+        node = fleet.started_stages[0][0]
+        await rec.save_node("batches", node, "node-mid-stage-reboot")
+        await rec.save(handle, "rollout-node-mid-stage")
+        await handle.signal(RolloutWorkflow.pause)
+        fleet.release.set()
+        await until_shown(handle, lambda p: p.paused and p.running == 0, "the pause")
+        newer = examples.profile(name="batches", version="1.1.0", generation=2)
+        await handle.signal(RolloutWorkflow.spec_changed, SpecChange(profile=newer, policy=start.policy))
+        await handle.signal(RolloutWorkflow.resume)
+        await until(lambda: any(r.package.version == "1.1.0" for r in fleet.stage_requests), "1.1.0")
+        await until_shown(handle, lambda p: p.phase == "Complete" and p.updated == 5, "completion")
+        await rec.save(handle, "rollout-paused-new-spec-complete")
+
+    await rec.run(fleet, start, scenario)
+
+
+async def failures(rec: Recorder) -> None:
+    """A failing canary halts the rollout; it is retried (fails again), then skipped."""
     fleet = FakeFleet(size=3)
-    old = examples.profile(name="replay", version="1.0.0", generation=1)
+    fleet.fails = lambda request: True
+
+    async def scenario(handle: Rollout) -> None:
+        await until_shown(handle, lambda p: p.phase == "Halted", "the halt")
+        (canary,) = fleet.started_nodes()
+        await rec.save(handle, "rollout-halted")
+        await rec.save_node("failures", canary, "node-stage-failed")
+        await handle.execute_update(RolloutWorkflow.retry_node, canary)
+        await until(lambda: fleet.started_stages.count((canary, "apply")) == 2, "the retry")
+        await until_shown(handle, lambda p: p.phase == "Halted", "the second halt")
+        fleet.fails = None
+        await handle.execute_update(RolloutWorkflow.skip_node, canary)
+        await until_shown(handle, lambda p: p.phase == "Complete" and p.updated == 2, "completion")
+        await rec.save(handle, "rollout-retried-skipped-complete")
+
+    await rec.run(fleet, rollout("failures", max_unavailable=2), scenario)
+
+
+async def rollback(rec: Recorder) -> None:
+    """1.0.0 -> 1.1.0 on three nodes whose canary fails: rolled back, then aborted."""
+    fleet = FakeFleet(size=3)
+    old = examples.profile(name="rollback", version="1.0.0", generation=1)
     config = config_digests(old.spec.packages[0].config_map)
     for node in fleet.nodes:
         state = NodePackageState(
-            profile="replay", packages={"tuning": PackageRecord(version="1.0.0", config=config)}
+            profile="rollback", packages={"tuning": PackageRecord(version="1.0.0", config=config)}
         )
         key, value = format_annotation(state)
         fleet.annotations(node)[key] = value
     fleet.fails = lambda request: request.package.version == "1.1.0"
     policy = examples.policy(max_unavailable=2)
     failure = policy.spec.failure.model_copy(update={"action": "rollback"})
-    rollout = RolloutInput(
-        profile=examples.profile(name="replay", version="1.1.0", generation=2),
+    start = RolloutInput(
+        profile=examples.profile(name="rollback", version="1.1.0", generation=2),
         policy=policy.model_copy(update={"spec": policy.spec.model_copy(update={"failure": failure})}),
         previous=old,
-        settings=EngineSettings(search_attributes=False),
+        settings=SETTINGS,
     )
-    async with build_worker(client, fleet.activities(), task_queue="replay-rollback"):
-        handle = await client.start_workflow(
-            RolloutWorkflow.run, rollout, id="nodeprofile/replay", task_queue="replay-rollback"
-        )
-        await until(lambda: any(r.package.version == "1.0.0" for r in fleet.stage_requests))
-        await until(lambda: "Complete" in fleet.statuses.values())
+
+    async def scenario(handle: Rollout) -> None:
+        await until(lambda: any(r.package.version == "1.0.0" for r in fleet.stage_requests), "the rollback")
+        await until(lambda: "Complete" in fleet.statuses.values(), "the rolled back node")
+        await rec.save(handle, "rollout-rolled-back")
         await handle.signal(RolloutWorkflow.abort)
         await handle.result()
-        await _save(handle, "rollout-rollback-abort")
+        await rec.save(handle, "rollout-rollback-abort")
+
+    await rec.run(fleet, start, scenario)
+
+
+async def abort_mid_batch(rec: Recorder) -> None:
+    """An abort while two nodes run: they finish their stage, start no other, and end Aborted."""
+    fleet = FakeFleet(size=4, hold_stages=True)
+    steps = [{"name": "all", "batches": {"strategy": "fixed", "initial": 2}}]
+
+    async def scenario(handle: Rollout) -> None:
+        await until(lambda: len(fleet.started_nodes()) == 2, "two running nodes")
+        await handle.signal(RolloutWorkflow.abort)
+        fleet.release.set()
+        await handle.result()
+        await rec.save(handle, "rollout-aborted-mid-batch")
+        await rec.save_node("aborting", fleet.started_nodes()[0], "node-aborted")
+
+    await rec.run(fleet, rollout("aborting", max_unavailable=2, steps=steps), scenario)
+
+
+async def continued(rec: Recorder) -> None:
+    """A rollout whose history passes its bound continues as new: both runs are recorded."""
+    fleet = FakeFleet(size=8)
+    settings = SETTINGS.model_copy(
+        update={"history_events_before_continue": 100, "ended_check_seconds": 3600}
+    )
+    start = RolloutInput(
+        profile=examples.profile(name="continued", interrupt=None),
+        policy=examples.policy(max_unavailable=2),
+        settings=settings,
+    )
+
+    async def scenario(handle: Rollout) -> None:
+        first = (await handle.describe()).run_id
+        await until(complete(fleet, 8), "every node")
+        await asyncio.sleep(1.0)
+        latest = rec.client.get_workflow_handle(handle.id)
+        assert (await latest.describe()).run_id != first, "the rollout did not continue as new"
+        await rec.save(rec.client.get_workflow_handle(handle.id, run_id=first), "rollout-continued-first-run")
+        await rec.save(latest, "rollout-continued-latest-run")
+        await latest.terminate("recorded")
+
+    await rec.run(fleet, start, scenario)
+
+
+async def deletion(rec: Recorder) -> None:
+    """A complete rollout whose NodeProfile is deleted: uninstalled, cleaned up, Deleted."""
+    fleet = FakeFleet(size=2)
+    manifest = examples.profile(name="deleted", interrupt=None).model_dump(by_alias=True, mode="json")
+    manifest["spec"]["packages"][0]["uninstall"] = {"enabled": True}
+    profile = NodeProfile.model_validate(manifest)
+    start = RolloutInput(profile=profile, policy=examples.policy(max_unavailable=2), settings=SETTINGS)
+
+    async def scenario(handle: Rollout) -> None:
+        await until_shown(handle, lambda p: p.phase == "Complete" and p.updated == 2, "completion")
+        await handle.signal(RolloutWorkflow.delete, Deletion(profile=profile, policy=None))
+        await handle.result()
+        await rec.save(handle, "rollout-deleted")
+
+    await rec.run(fleet, start, scenario)
+
+
+SCENARIOS = (gate, soak, batches_mid_stage, failures, rollback, abort_mid_batch, continued, deletion)
+
+
+async def record(folder: Path) -> None:
+    env = await WorkflowEnvironment.start_local(
+        data_converter=pydantic_data_converter, dev_server_existing_path=str(wheel_binary("temporal"))
+    )
+    try:
+        recorder = Recorder(env.client, folder)
+        for scenario in SCENARIOS:
+            await scenario(recorder)
+    finally:
+        await env.shutdown()
 
 
 def main() -> None:
-    HISTORIES.mkdir(exist_ok=True)
-    asyncio.run(record())
+    if len(sys.argv) != 2:
+        sys.exit("usage: python -m tests.workflow.record_histories VERSION")
+    folder = HISTORIES / sys.argv[1]
+    if folder.exists():
+        sys.exit(f"{folder} exists: a release's histories are frozen, never recorded again")
+    folder.mkdir(parents=True)
+    asyncio.run(record(folder))
 
 
 if __name__ == "__main__":
