@@ -368,15 +368,17 @@ class RealNode:
         return run_tool(argv, what=f"ctr {' '.join(args)}", check=check, timeout=timeout)
 
     def _import_images(self) -> None:
-        """Each archive under its tag, and under ``repository@digest`` too: a pod that pins the
-        image by digest (the chart's ``image.digest``) finds it as a registry pull would leave it."""
         for image in self.images:
             started = time.monotonic()
-            self._ctr(
-                "-n", "k8s.io", "images", "import", f"--base-name={image.repository}", str(image.archive)
-            )
-            self._ctr("-n", "k8s.io", "images", "tag", "--force", image.ref, image.pinned())
+            self.import_image(image)
             self.import_seconds[image.ref] = time.monotonic() - started
+
+    def import_image(self, image: Built) -> None:
+        """The archive under its tag, and under ``repository@digest`` too: a pod that pins the
+        image by digest (the chart's ``image.digest``) finds it as a registry pull would leave it,
+        also beside another build of the same tag (a previous release's)."""
+        self._ctr("-n", "k8s.io", "images", "import", f"--base-name={image.repository}", str(image.archive))
+        self._ctr("-n", "k8s.io", "images", "tag", "--force", image.ref, image.pinned())
 
     def _make_cgroup_root(self) -> None:
         _remove_stale_cgroups()

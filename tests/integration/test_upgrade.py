@@ -18,8 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.client import Client
 
 from fleetwright.chaos.invariants import check_run
 from fleetwright.chaos.plan import IterationPlan, Outcome
@@ -35,7 +34,7 @@ from fleetwright.localcluster.temporal import LocalTemporal
 from fleetwright.worker.settings import SETTINGS_ENV, WorkerSettings
 from tests.support.cli import Cli
 from tests.support.providers import ClusterUnderTest
-from tests.support.releases import REPO, checkout, previous
+from tests.support.releases import REPO, checkout, history_problems, previous, release_path
 
 pytestmark = pytest.mark.integration
 
@@ -81,9 +80,8 @@ class Release:
     def __init__(self, stack: ChaosStack, label: str, tree: Path | None) -> None:
         env = dict(stack.worker.env or {})
         if tree is not None:
-            # The release's tree first: not this checkout's, which ``-m`` would put first as the
-            # working directory (PYTHONSAFEPATH keeps it off the path).
-            env.update(PYTHONPATH=str(tree), PYTHONSAFEPATH="1")
+            env.update(release_path(tree))
+            env[SETTINGS_ENV] = str(settings_for_previous(stack.stack.settings_path))
             imported = subprocess.run(
                 [sys.executable, "-c", "import fleetwright.workflows.rollout as r; print(r.__file__)"],
                 env=env,
@@ -92,7 +90,6 @@ class Release:
                 check=True,
             ).stdout
             assert Path(imported.strip()).is_relative_to(tree), imported
-            env[SETTINGS_ENV] = str(settings_for_previous(stack.stack.settings_path))
         self.processes = [
             Supervised(f"{role}-{label}", piece.argv, stack.stack.log_dir / f"{role}-{label}.log", env)
             for role, piece in (("worker", stack.worker), ("controller", stack.controller))
@@ -199,29 +196,16 @@ def rebooting(snap: Snapshot, node: str) -> bool:
     return "interrupt" in stages and "post-interrupt" not in stages
 
 
-async def history_problems(stack: ChaosStack, upgrade: Upgrade) -> list[str]:
-    """What went wrong in the Temporal histories of the rollouts and their node workflows: a
-    failed workflow task (code that no longer replays them), a run that failed or was replaced, a
-    workflow that is missing."""
+async def rollout_problems(stack: ChaosStack, upgrade: Upgrade) -> list[str]:
+    """``history_problems`` of the rollouts and their node workflows."""
     client = await Client.connect(stack.temporal.address, namespace=stack.temporal.namespace)
-    problems = []
+    ids = []
     for kind, name in upgrade.names.items():
         final = upgrade.latest(kind)
         nodes = sorted({job.node for job in final.jobs}) if final else []
         assert len(nodes) == NODES, (name, nodes)
-        for workflow_id in (f"nodeprofile/{name}", *(f"node/{name}/{node}" for node in nodes)):
-            runs = [run async for run in client.list_workflows(f"WorkflowId = '{workflow_id}'")]
-            if len(runs) != 1:
-                problems.append(f"{workflow_id}: {len(runs)} runs")
-            for run in runs:
-                if run.status not in (WorkflowExecutionStatus.RUNNING, WorkflowExecutionStatus.COMPLETED):
-                    problems.append(f"{workflow_id}: {run.status}")
-                handle = client.get_workflow_handle(workflow_id, run_id=run.run_id)
-                async for event in handle.fetch_history_events():
-                    if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
-                        cause = event.workflow_task_failed_event_attributes.failure.message
-                        problems.append(f"{workflow_id} event {event.event_id}: {cause}")
-    return problems
+        ids += [f"nodeprofile/{name}", *(f"node/{name}/{node}" for node in nodes)]
+    return await history_problems(client, ids)
 
 
 @dataclass
@@ -262,7 +246,7 @@ def test_a_stop_and_start_upgrade_mid_rollout_completes_every_rollout(previous_r
     try:
         upgrade.approve()
         violations = upgrade.finish()
-        problems = asyncio.run(history_problems(stack, upgrade))
+        problems = asyncio.run(rollout_problems(stack, upgrade))
         upgrade.remove()
     finally:
         current.stop()
@@ -285,7 +269,7 @@ def test_both_releases_side_by_side_complete_every_rollout(previous_release: Pre
         time.sleep(SIDE_BY_SIDE_SECONDS)
         old.stop()
         violations = upgrade.finish()
-        problems = asyncio.run(history_problems(stack, upgrade))
+        problems = asyncio.run(rollout_problems(stack, upgrade))
         upgrade.remove()
     finally:
         old.stop()
@@ -313,7 +297,7 @@ def test_a_downgrade_after_an_upgrade_completes_every_rollout(previous_release: 
         current.stop()
         old.start()  # the CRDs stay the newer release's: a downgrade never changes them
         violations = upgrade.finish()
-        problems = asyncio.run(history_problems(stack, upgrade))
+        problems = asyncio.run(rollout_problems(stack, upgrade))
         upgrade.remove()
     finally:
         current.stop()

@@ -4,10 +4,19 @@ release"); dropping support for one removes its line and its histories together.
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
+import sys
 import tarfile
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
+
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowExecutionStatus
+
+from fleetwright.images.offline import Built
 
 REPO = Path(__file__).resolve().parents[2]
 HISTORIES = REPO / "tests" / "workflow" / "histories"
@@ -44,3 +53,52 @@ def checkout(release: str, into: Path) -> Path:
         with tarfile.open(fileobj=archive) as tar:
             tar.extractall(tree, filter="tar")
     return tree
+
+
+def release_path(tree: Path) -> dict[str, str]:
+    """The variables that make Python run a release's code from its tree: its tree first on the
+    path, and not the working directory (``-m`` would put a checkout there first; PYTHONSAFEPATH
+    keeps it off)."""
+    return {"PYTHONPATH": str(tree), "PYTHONSAFEPATH": "1"}
+
+
+def build_image(tree: Path, ref: str) -> Built:
+    """The release's image ``ref``, built by the release's own offline builder from its tree
+    (cached by content like every image)."""
+    argv = [
+        sys.executable,
+        "-m",
+        "fleetwright.images",
+        "--repo",
+        str(tree),
+        "build",
+        "--packages",
+        "none",
+        "--json",
+    ]
+    done = subprocess.run(
+        argv, env={**os.environ, **release_path(tree)}, cwd=tree, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    (built,) = [b for b in json.loads(done.stdout) if b["ref"] == ref]
+    return Built(**{**built, "archive": Path(built["archive"])})
+
+
+async def history_problems(client: Client, workflow_ids: Iterable[str]) -> list[str]:
+    """What an upgrade must not leave in these workflows' Temporal histories: a failed workflow
+    task (code that no longer replays them), a run that failed, timed out or was replaced, a
+    workflow that is missing."""
+    problems = []
+    for workflow_id in workflow_ids:
+        runs = [run async for run in client.list_workflows(f"WorkflowId = '{workflow_id}'")]
+        if len(runs) != 1:
+            problems.append(f"{workflow_id}: {len(runs)} runs")
+        for run in runs:
+            if run.status not in (WorkflowExecutionStatus.RUNNING, WorkflowExecutionStatus.COMPLETED):
+                problems.append(f"{workflow_id}: {run.status}")
+            handle = client.get_workflow_handle(workflow_id, run_id=run.run_id)
+            async for event in handle.fetch_history_events():
+                if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
+                    cause = event.workflow_task_failed_event_attributes.failure.message
+                    problems.append(f"{workflow_id} event {event.event_id}: {cause}")
+    return problems

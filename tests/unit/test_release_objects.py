@@ -18,7 +18,7 @@ from fleetwright.api.deploymentpolicy import DeploymentPolicy
 from fleetwright.api.nodeprofile import NodeProfile
 from fleetwright.planner.nodestate import format_annotation, parse_annotation
 from tests.support import release_writer
-from tests.support.releases import REPO, checkout, previous
+from tests.support.releases import REPO, checkout, previous, release_path
 
 pytestmark = pytest.mark.unit
 
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.unit
 @pytest.fixture(scope="module")
 def written(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     tree = checkout(previous(), tmp_path_factory.mktemp("release"))
-    env = {**os.environ, "PYTHONPATH": str(tree)}
+    env = {**os.environ, **release_path(tree)}
     writer = REPO / "tests" / "support" / "release_writer.py"
     out = subprocess.run(
         [sys.executable, str(writer), str(tree)],
@@ -76,7 +76,7 @@ def test_the_writer_is_not_this_checkouts_code(written: dict[str, Any], tmp_path
     tree = checkout(previous(), tmp_path)
     probe = subprocess.run(
         [sys.executable, "-c", "import fleetwright; print(fleetwright.__file__)"],
-        env={**os.environ, "PYTHONPATH": str(tree)},
+        env={**os.environ, **release_path(tree)},
         cwd=tree,
         capture_output=True,
         text=True,

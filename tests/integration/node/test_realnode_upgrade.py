@@ -1,0 +1,180 @@
+"""``helm upgrade`` mid-rollout on the real node (docs/upgrading.md): the previous release's chart
+and image, built by its own offline builder from its commit in git history, run a rollout whose
+stage is running on the real node when the release is upgraded to this checkout's chart and
+image. The rollout completes under the new pods, with exactly one Job per node, package, version
+and stage, the CRDs kept, and no failed workflow task or replaced run in any history."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from temporalio.client import Client
+
+from fleetwright.chaos.snapshot import job_view
+from fleetwright.images import spec as image_spec
+from fleetwright.images.offline import Built
+from fleetwright.localcluster import realnode
+from fleetwright.localcluster.cluster import LocalCluster
+from fleetwright.localcluster.realnode import RealNode
+from fleetwright.localcluster.temporal import LocalTemporal
+from fleetwright.packagetest.hostroot import HostRoot
+from tests.support.chartrbac import CHART, PACKAGES, helm
+from tests.support.engine import kubectl_json, unique
+from tests.support.realnode import apply_rollout, delete_rollout, group, real_stage_pods, wait_complete
+from tests.support.releases import build_image, checkout, history_problems, previous
+
+pytestmark = [pytest.mark.node, pytest.mark.timeout(1500)]
+
+# Long enough that the upgrade's new pods come up while the real node's stage still runs.
+STAGE_SECONDS = 25
+
+
+@dataclass
+class PreviousRelease:
+    """The previous release installed by its own chart, running its own image."""
+
+    release: str
+    namespace: str
+    queue: str
+    home: Path
+    settings: list[str]
+
+
+def chart_args(digest: str, queue: str, settings: list[str]) -> list[str]:
+    return ["--set", f"image.digest={digest}", "--set", f"settings.task_queue={queue}", *settings]
+
+
+def this_image(real_node: RealNode) -> Built:
+    (image,) = [i for i in real_node.images if i.ref == image_spec.FLEETWRIGHT.ref]
+    return image
+
+
+@pytest.fixture(scope="module")
+def installed_previous(
+    cluster: LocalCluster,
+    real_node: RealNode,
+    temporal_on_node: str,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[PreviousRelease]:
+    tree = checkout(previous(), tmp_path_factory.mktemp("release"))
+    image = build_image(tree, image_spec.FLEETWRIGHT.ref)
+    assert image.digest != this_image(real_node).digest, "the previous release's image is this checkout's"
+    real_node.import_image(image)
+    home = tmp_path_factory.mktemp("helm")
+    installed = PreviousRelease(
+        unique("fwu"),
+        unique("fwu-system"),
+        unique("upgrade"),
+        home,
+        realnode.chart_settings(real_node, temporal_on_node),
+    )
+    # The chart creates the package namespace; the earlier tests' rollouts may have.
+    cluster.kubectl("delete", "namespace", PACKAGES, "--ignore-not-found", "--timeout=120s", timeout=180)
+    helm(
+        cluster,
+        home,
+        "install",
+        installed.release,
+        str(tree / "helm" / "fleetwright"),
+        "-n",
+        installed.namespace,
+        "--create-namespace",
+        *chart_args(image.digest, installed.queue, installed.settings),
+        "--wait",
+        "--timeout",
+        "10m",
+    )
+    try:
+        yield installed
+    finally:
+        helm(
+            cluster,
+            home,
+            "uninstall",
+            installed.release,
+            "-n",
+            installed.namespace,
+            "--ignore-not-found",
+            "--wait",
+        )
+        cluster.kubectl(
+            "delete", "namespace", installed.namespace, "--ignore-not-found", "--wait=false", check=False
+        )
+
+
+def images_of(cluster: LocalCluster, namespace: str) -> set[str]:
+    pods = kubectl_json(cluster, "pods", "-n", namespace)["items"]
+    return {
+        p["spec"]["containers"][0]["image"] for p in pods if p["metadata"].get("deletionTimestamp") is None
+    }
+
+
+def test_helm_upgrade_mid_rollout_completes_it_under_the_new_release(
+    cluster: LocalCluster,
+    real_node: RealNode,
+    host_root: HostRoot,
+    temporal_server: LocalTemporal,
+    installed_previous: PreviousRelease,
+) -> None:
+    previous_images = images_of(cluster, installed_previous.namespace)
+    assert this_image(real_node).pinned() not in previous_images
+    name = unique("rnu")
+    nodes = group(cluster, real_node, name, 2)
+    marker = f"/etc/fleetwright-test/{name}"
+    scripts = {
+        "apply.sh": f"sleep {STAGE_SECONDS} && mkdir -p /etc/fleetwright-test && echo upgraded >> {marker}",
+        "apply_check.sh": f"test -f {marker}",
+        "config.sh": "exit 0",
+        "config_check.sh": "exit 0",
+    }
+    apply_rollout(cluster, name, scripts, canary=real_node.options.name)
+    try:
+        deadline = time.monotonic() + 300
+        while not any(
+            p["status"].get("phase") == "Running"
+            for p in real_stage_pods(cluster, real_node.options.name, name)
+        ):
+            assert time.monotonic() < deadline, "the real node's stage never ran"
+            time.sleep(1)
+        # What an operator runs: the new CRDs first (Helm never changes them), then the chart.
+        cluster.kubectl("apply", "-f", str(CHART / "crds"))
+        helm(
+            cluster,
+            installed_previous.home,
+            "upgrade",
+            installed_previous.release,
+            str(CHART),
+            "-n",
+            installed_previous.namespace,
+            *chart_args(this_image(real_node).digest, installed_previous.queue, installed_previous.settings),
+            "--wait",
+            "--timeout",
+            "10m",
+        )
+        assert images_of(cluster, installed_previous.namespace) == {this_image(real_node).pinned()}
+        wait_complete(cluster, name)
+        # The stage that ran across the upgrade ran once: its script appended one line.
+        assert host_root.read(marker) == "upgraded\n"
+        jobs = [
+            job_view(j)
+            for j in kubectl_json(cluster, "jobs", "-n", PACKAGES, "-l", f"fleetwright.io/profile={name}")[
+                "items"
+            ]
+        ]
+        keys = [job.key for job in jobs]
+        assert len(keys) == len(set(keys)), sorted(keys)
+        assert {job.node for job in jobs} == set(nodes)
+        ids = [f"nodeprofile/{name}", *(f"node/{name}/{node}" for node in nodes)]
+        assert asyncio.run(_problems(temporal_server, ids)) == []
+    finally:
+        delete_rollout(cluster, name)
+
+
+async def _problems(temporal: LocalTemporal, ids: list[str]) -> list[str]:
+    client = await Client.connect(temporal.address, namespace=temporal.namespace)
+    return await history_problems(client, ids)
