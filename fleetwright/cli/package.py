@@ -22,8 +22,12 @@ import typer
 
 from fleetwright.agent import config, interrupts
 from fleetwright.api.common import DNS_LABEL_PATTERN
+from fleetwright.binaries import cache_dir
 from fleetwright.cli.app import app
+from fleetwright.images import roots
+from fleetwright.images.offline import ImageBuildError
 from fleetwright.packagetest import HostRootError, hostroot, runner
+from fleetwright.packagetest.flavours import FLAVOURS, Flavour
 
 package_app = typer.Typer(help="Lint and test NodeWright-compatible packages.", no_args_is_help=True)
 app.add_typer(package_app, name="package")
@@ -132,7 +136,13 @@ def package_test_command(
     interrupt: Annotated[str, typer.Option(help="reboot, service, restartAllServices or noop.")] = "noop",
     service: Annotated[list[str] | None, typer.Option(help="Unit for a service interrupt.")] = None,
     os_release: Annotated[
-        str, typer.Option("--os", help="Test root flavour: debian, cos or al2023.")
+        str,
+        typer.Option(
+            "--os",
+            help="Test root flavour: debian, al2023 or cos (fake package managers), or debian-real "
+            "(Debian 12 built by mmdebstrap: apt-get installs from the archive). "
+            "`fleetwright package roots` lists them.",
+        ),
     ] = "debian",
     package_key: Annotated[
         str | None,
@@ -150,7 +160,7 @@ def package_test_command(
     chosen = interrupts.Interrupt(INTERRUPT_TYPES[interrupt], tuple(service or ()))
     workdir = tempfile.mkdtemp(prefix="fleetwright-package-test-")
     try:
-        host = hostroot.build(os.path.join(workdir, "root"), flavour=os_release)
+        host = _root(os.path.join(workdir, "root"), os_release)
         runs = runner.run_stages(
             host,
             str(directory),
@@ -160,7 +170,7 @@ def package_test_command(
             interrupt=chosen,
             key=package_key,
         )
-    except (HostRootError, config.ConfigError) as exc:
+    except (HostRootError, config.ConfigError, ImageBuildError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
     finally:
@@ -171,6 +181,50 @@ def package_test_command(
         typer.echo(f"test root kept at {workdir}/root")
     if not all(run.ok for run in runs):
         raise typer.Exit(1)
+
+
+def _root(path: str, flavour: str) -> hostroot.HostRoot:
+    """A fresh test root: built from fakes, or unpacked from the real flavour's cached root
+    (built first when the cache has none, or only one older than a day)."""
+    if not hostroot.flavour_named(flavour).real:
+        return hostroot.build(path, flavour=flavour)
+    tar = roots.build(cache_dir(), flavour, log=lambda line: typer.echo(line, err=True))
+    return hostroot.unpack(path, str(tar), flavour=flavour)
+
+
+def _distribution(flavour: Flavour) -> str:
+    found = re.search(r'^(?:PRETTY_)?NAME="([^"]*)"', flavour.os_release, re.MULTILINE)
+    return found.group(1) if found else flavour.name
+
+
+def _root_state(flavour: Flavour, *, build: bool) -> str:
+    if not flavour.real:
+        return "fakes only: its package manager records and installs nothing"
+    if build:
+        roots.build(cache_dir(), flavour.name, log=lambda line: typer.echo(line, err=True))
+    found = roots.locate(cache_dir(), flavour)
+    if not found.built:
+        return "not built: built on first use (about a minute, from the Debian archive)"
+    return f"cached: {found.tar} ({found.tar.stat().st_size / 1e6:.0f} MB)"
+
+
+@package_app.command("roots")
+def package_roots_command(
+    *,
+    build: Annotated[bool, typer.Option(help="Build the real roots that are not cached yet.")] = False,
+) -> None:
+    """List the --os flavours of `package test`: which are real, and where real ones are cached."""
+    rows = [("OS", "ROOT", "DISTRIBUTION", "STATE")]
+    try:
+        for name, flavour in FLAVOURS.items():
+            kind = "real" if flavour.real else "fake"
+            rows.append((name, kind, _distribution(flavour), _root_state(flavour, build=build)))
+    except ImageBuildError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    for row in rows:
+        typer.echo("  ".join([*(cell.ljust(w) for cell, w in zip(row, widths, strict=False)), row[3]]))
 
 
 def _check_test_options(modes: list[str], interrupt: str, package_key: str | None) -> None:

@@ -79,8 +79,26 @@ class Built:
         return f"{self.repository}@{self.digest}"
 
 
-def _sha(*parts: object) -> str:
+def content_key(*parts: object) -> str:
+    """The cache key of what goes into a build: sha256 over ``parts`` as JSON."""
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def run_tool(what: str, argv: list[str], log: Log, **kwargs: object) -> None:
+    """Run one build tool; a failure raises ``ImageBuildError`` with the tool's last lines."""
+    started = time.monotonic()
+    done = subprocess.run(
+        argv,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        check=False,
+        **kwargs,  # type: ignore[call-overload]
+    )
+    if done.returncode != 0:
+        tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-15:])
+        raise ImageBuildError(f"{what} failed ({done.returncode}): {tail}")
+    log(f"  {what}: {time.monotonic() - started:.0f}s")
 
 
 def tree_digest(paths: Iterable[Path], root: Path) -> str:
@@ -144,19 +162,7 @@ class Builder:
 
     # ----- tools ------------------------------------------------------------------------
     def _run(self, what: str, argv: list[str], **kwargs: object) -> None:
-        started = time.monotonic()
-        done = subprocess.run(
-            argv,
-            capture_output=True,
-            text=True,
-            stdin=subprocess.DEVNULL,
-            check=False,
-            **kwargs,  # type: ignore[call-overload]
-        )
-        if done.returncode != 0:
-            tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-15:])
-            raise ImageBuildError(f"{what} failed ({done.returncode}): {tail}")
-        self.log(f"  {what}: {time.monotonic() - started:.0f}s")
+        run_tool(what, argv, self.log, **kwargs)
 
     def _umoci(self, what: str, *args: str) -> None:
         self._run(what, [str(self.binary("umoci")), *args])
@@ -231,7 +237,7 @@ class Builder:
             f"--include={','.join(base.debs)}",
             spec.DEBIAN_SUITE,
         ]
-        key = _sha(argv, spec.DEBIAN_SOURCES)
+        key = content_key(argv, spec.DEBIAN_SOURCES)
         tar = self.cache / f"base-{key[:16]}.tar"
         created_by = f"mmdebstrap {spec.DEBIAN_SUITE} minbase + {' '.join(base.debs)}"
         if tar.is_file():
@@ -254,7 +260,7 @@ class Builder:
             sources.append(self.repo / "fleetwright")
         else:
             sources = [self.repo / "fleetwright" / "__init__.py", *sorted((self.repo / "agent").glob("*.py"))]
-        key = _sha(BUILDER, dataclasses.asdict(image), base_tar.name, tree_digest(sources, self.repo))
+        key = content_key(BUILDER, dataclasses.asdict(image), base_tar.name, tree_digest(sources, self.repo))
         cached = self._cached(image.name, key)
         if cached is not None:
             return cached
@@ -324,7 +330,8 @@ class Builder:
             busybox = Path(toolbox.busybox())
         except HostRootError as error:
             raise ImageBuildError(str(error)) from None
-        key = _sha(BUILDER, package.ref, package.copies, tree_digest([package.directory, busybox], Path("/")))
+        sources = tree_digest([package.directory, busybox], Path("/"))
+        key = content_key(BUILDER, package.ref, package.copies, sources)
         cached = self._cached(f"package-{package.name}", key)
         if cached is not None:
             return cached
@@ -359,7 +366,7 @@ class Builder:
 
     def pause(self) -> Built:
         binary = self.binary("pause")
-        key = _sha(BUILDER, spec.PAUSE_REF, tree_digest([binary], binary.parent))
+        key = content_key(BUILDER, spec.PAUSE_REF, tree_digest([binary], binary.parent))
         cached = self._cached("pause", key)
         if cached is not None:
             return cached

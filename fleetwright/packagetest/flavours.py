@@ -5,6 +5,10 @@ tools) and their aliases, its configuration files and drop-in directories, and t
 ``/proc/sys`` defaults. ``hostroot`` lays a flavour out on disk, ``toolbox`` installs its tools and
 ``boot`` restores the kernel defaults on reboot. Packages run against these roots must fail on
 their own logic, never because the root lacks what every host of that distribution has.
+
+A *real* flavour is a root the distribution's own tools built (``mmdebstrap``, by the image
+builder): its package manager installs from the distribution's archive for real, while the host
+tools that would act on this machine's kernel, init or mounts stay the recording fakes.
 """
 
 from __future__ import annotations
@@ -106,13 +110,20 @@ class Flavour:
 
     name: str
     os_release: str
+    """Written to ``/etc/os-release`` on a fake root; a real root keeps its own."""
     tools: tuple[str, ...] = ()
     aliases: dict[str, str] = field(default_factory=dict)
     directories: tuple[str, ...] = ()
     files: dict[str, str] = field(default_factory=dict)
     sysctls: dict[str, str] = field(default_factory=dict)
+    real: bool = False
+    """Built from the distribution's archive (``hostroot.unpack``), not from fakes alone."""
+    own_tools: tuple[str, ...] = ()
+    """Fakes a real root does not get: the distribution's own tool is harmless in a chroot and
+    the real packages depend on it (``ldconfig`` writes the loader cache they need)."""
 
 
+DEBIAN_GRUB = 'GRUB_DEFAULT=0\nGRUB_CMDLINE_LINUX_DEFAULT="quiet"\nGRUB_CMDLINE_LINUX=""\n'
 FLAVOURS = {
     "debian": Flavour(
         name="debian",
@@ -121,9 +132,7 @@ FLAVOURS = {
         aliases={"/usr/bin/apt": "apt-get"},
         directories=("/etc/default/grub.d", "/etc/apt/sources.list.d"),
         files={
-            "/etc/default/grub": (
-                'GRUB_DEFAULT=0\nGRUB_CMDLINE_LINUX_DEFAULT="quiet"\nGRUB_CMDLINE_LINUX=""\n'
-            ),
+            "/etc/default/grub": DEBIAN_GRUB,
             "/etc/pam.d/common-session": "session required pam_unix.so\n",
             "/etc/pam.d/common-session-noninteractive": "session required pam_unix.so\n",
         },
@@ -146,6 +155,17 @@ FLAVOURS = {
         name="cos",
         os_release='NAME="Container-Optimized OS"\nID=cos\nVERSION_ID=113\nBUILD_ID=18244.85.49\n',
         sysctls={"kernel.core_pattern": "|/sbin/crash_reporter --user=%P:%s:%u:%g:%f"},
+    ),
+    # Debian 12 as mmdebstrap builds it: apt-get and dpkg install from the archive. The boot
+    # loader stays a fake (grub's own update-grub probes this machine's disks).
+    "debian-real": Flavour(
+        name="debian-real",
+        os_release='PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nID=debian\nVERSION_ID="12"\n',
+        tools=("/usr/sbin/update-grub",),
+        directories=("/etc/default/grub.d",),
+        files={"/etc/default/grub": DEBIAN_GRUB},
+        real=True,
+        own_tools=("/usr/sbin/ldconfig", "/usr/lib/fake-host/payload"),
     ),
 }
 # Every tool some distribution has and another lacks; the other fakes are on every root.

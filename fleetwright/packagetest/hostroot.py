@@ -1,6 +1,7 @@
 """A throwaway root filesystem that stands in for a node's host root, and reading its state.
 
-It owns laying out a root for one ``--os`` flavour (``build``) and the ``HostRoot`` handle tests
+It owns laying out a root for one ``--os`` flavour (``build``; ``unpack`` for a real flavour, from
+the root the image builder made with the distribution's tools) and the ``HostRoot`` handle tests
 and ``fleetwright package test`` use to read and set what a package changed: files, the recorded
 calls of the fake host tools, and the "kernel" state the fakes keep in plain files of the root
 (``/proc/sys``, ``/proc/modules``, ``/proc/cmdline``, ``/proc/mounts``). It never touches anything
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
 import uuid
 
 from fleetwright.packagetest import HostRootError, toolbox
@@ -50,6 +52,13 @@ class HostRoot:
     def write(self, path: str, text: str, mode: int = 0o644) -> None:
         target = self.host(path)
         os.makedirs(os.path.dirname(target), exist_ok=True)
+        # A real root has absolute links (/var/run -> /run): resolved here they would name this
+        # machine's files, so a write is refused unless it lands inside the root.
+        inside = os.path.realpath(os.path.dirname(target))
+        if os.path.commonpath([inside, os.path.realpath(self.path)]) != os.path.realpath(self.path):
+            raise HostRootError(f"{path} resolves outside the root ({inside}): not written")
+        if os.path.islink(target):
+            os.unlink(target)
         with open(target, "w", encoding="utf-8") as handle:
             handle.write(text)
         os.chmod(target, mode)
@@ -96,19 +105,60 @@ class HostRoot:
         return FLAVOURS[self.read(FLAVOUR_FILE).strip()]
 
 
+def flavour_named(name: str) -> Flavour:
+    if name not in FLAVOURS:
+        raise HostRootError(f"the OS flavour must be one of {', '.join(FLAVOURS)}, got {name!r}")
+    return FLAVOURS[name]
+
+
 def build(path: str, *, flavour: str = "debian", kernel: str = DEFAULT_KERNEL) -> HostRoot:
     """Build a root at ``path`` (created if missing) for ``flavour``: debian, cos or al2023.
 
     Its ``reboot``, ``systemctl``, ``sysctl`` and the other host tools only record the call and
     change files of the root; ``boot.simulate_reboot`` plays the kernel and init afterwards.
+    A real flavour is not built here but unpacked from its built root (``unpack``).
     """
-    if flavour not in FLAVOURS:
-        raise HostRootError(f"the OS flavour must be one of {', '.join(FLAVOURS)}, got {flavour!r}")
+    chosen = flavour_named(flavour)
+    if chosen.real:
+        raise HostRootError(f"{flavour} is a real distribution root: unpack its built root instead")
     os.makedirs(path, exist_ok=True)
     root = HostRoot(path)
-    toolbox.install(path, FLAVOURS[flavour])
-    _seed(root, FLAVOURS[flavour], kernel)
+    toolbox.install(path, chosen)
+    _seed(root, chosen, kernel)
     toolbox.verify_static(path)
+    return root
+
+
+def unpack(path: str, tarball: str, *, flavour: str, kernel: str = DEFAULT_KERNEL) -> HostRoot:
+    """A real ``flavour`` root at ``path`` from the tar the image builder made of it.
+
+    Its package manager, shell and libraries are the distribution's own; the host tools that
+    act on the kernel, init or mounts (``reboot``, ``systemctl``, ``sysctl``, ``modprobe``,
+    ``mount``, ...) are the same recording fakes as on every root, at the paths the build
+    diverted from the distribution's packages, and ``/proc`` and ``/sys`` are the fakes' files.
+    """
+    chosen = flavour_named(flavour)
+    if not chosen.real:
+        raise HostRootError(f"{flavour} is not a real distribution root: build it instead")
+    os.makedirs(path, exist_ok=True)
+    # GNU tar as root keeps owners, modes and the device nodes mmdebstrap made.
+    done = subprocess.run(
+        ["tar", "--extract", "--numeric-owner", "--file", tarball, "--directory", path],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise HostRootError(f"cannot unpack {tarball}: {done.stderr.strip()}")
+    root = HostRoot(path)
+    toolbox.install_fakes(path, chosen)
+    # Only this machine's resolver: the root's apt reaches the archive as this machine does.
+    with open("/etc/resolv.conf", encoding="utf-8") as handle:
+        root.write("/etc/resolv.conf", handle.read())
+    # Maintainer scripts ask before starting a daemon; 101 is "not in this root" (a chroot's
+    # answer everywhere), so no daemon of an installed package ever runs here.
+    root.write("/usr/sbin/policy-rc.d", "#!/bin/sh\nexit 101\n", 0o755)
+    _seed(root, chosen, kernel)
     return root
 
 
@@ -129,18 +179,25 @@ def _seed_filesystem(root: HostRoot, flavour: Flavour) -> None:
         os.chmod(root.host(directory), 0o1777)  # noqa: S103 - sticky, world-writable like any /tmp
     os.makedirs(root.host("/dev"), exist_ok=True)
     for name, major, minor in (("null", 1, 3), ("zero", 1, 5), ("random", 1, 8), ("urandom", 1, 9)):
-        _device(root, name, major, minor)
+        if not root.exists(f"/dev/{name}"):
+            _device(root, name, major, minor)
     for directory in (*BASE_DIRECTORIES, *flavour.directories):
         os.makedirs(root.host(directory), exist_ok=True)
-    for path, text in {**BASE_FILES, **flavour.files, "/etc/os-release": flavour.os_release}.items():
-        root.write(path, text)
+    files = {**BASE_FILES, **flavour.files}
+    if not flavour.real:
+        files["/etc/os-release"] = flavour.os_release
+    for path, text in files.items():
+        # A real root's own files (passwd, os-release, PAM) are the distribution's: kept.
+        if not (flavour.real and root.exists(path)):
+            root.write(path, text)
     root.write(FLAVOUR_FILE, flavour.name + "\n")
 
 
 def _seed_units(root: HostRoot) -> None:
     os.makedirs(root.host("/run/fake-systemd"), exist_ok=True)
     for unit in BASE_UNITS:
-        root.write(f"/usr/lib/systemd/system/{unit}", f"[Unit]\nDescription={unit}\n")
+        if not root.exists(f"/usr/lib/systemd/system/{unit}"):  # a real root may ship it
+            root.write(f"/usr/lib/systemd/system/{unit}", f"[Unit]\nDescription={unit}\n")
         root.write(f"/etc/systemd/system/multi-user.target.wants/{unit}", "")
         root.write(f"/run/fake-systemd/{unit}.state", "active\n")
 

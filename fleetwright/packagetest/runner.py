@@ -2,7 +2,8 @@
 
 It owns placing a package payload in the root's copy directory (as the copy container does), the
 agent's environment (as the stage Job sets it), running ``python -m fleetwright.agent`` in fresh
-PID, mount, UTS and IPC namespaces where ``unshare`` allows it, and the sequence of agent
+PID, mount, UTS and IPC namespaces without the capabilities that act on the kernel (reboot,
+modules, clock) where ``unshare`` and ``setpriv`` allow it, and the sequence of agent
 invocations for a list of stages, a reboot interrupt included. It reports results; judging them
 is the caller's job.
 """
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 
 from fleetwright.agent import config, interrupts
 from fleetwright.agent.modes import CHECK_MODES, WORK_MODES
+from fleetwright.packagetest import HostRootError
 from fleetwright.packagetest.boot import simulate_reboot
 from fleetwright.packagetest.hostroot import FAKE_STATE, HostRoot
 
@@ -27,6 +29,13 @@ STAGES = (*WORK_MODES, "interrupt")
 CLEAN_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 REBOOT_STARTED = "interrupt (before reboot)"
 SANDBOX = ("unshare", "--pid", "--fork", "--kill-child", "--mount", "--uts", "--ipc", "--")
+# And without the capabilities that act on this machine's kernel whatever the root holds: a real
+# root's own kexec, insmod or hwclock then fails with EPERM instead of loading a crash kernel,
+# a module or setting the clock of the machine running the test.
+DROP_CAPS = (
+    *("setpriv", "--bounding-set", "-sys_boot,-sys_module,-sys_time,-sys_rawio"),
+    *("--inh-caps=-all", "--"),
+)
 
 
 @dataclass(frozen=True)
@@ -46,19 +55,29 @@ class StageRun:
     ok: bool
 
 
-_sandbox_ok: bool | None = None
+_sandbox: list[str] | None = None
+
+
+def _works(prefix: list[str]) -> bool:
+    try:
+        return subprocess.run([*prefix, "true"], capture_output=True, check=False, timeout=30).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
 
 
 def sandbox_prefix() -> list[str]:
-    """``unshare`` arguments for fresh PID/mount/UTS/IPC namespaces, or [] where that is refused."""
-    global _sandbox_ok  # noqa: PLW0603 - probe once per process
-    if _sandbox_ok is None:
-        try:
-            probe = subprocess.run([*SANDBOX, "true"], capture_output=True, check=False, timeout=30)
-            _sandbox_ok = probe.returncode == 0
-        except (OSError, subprocess.TimeoutExpired):
-            _sandbox_ok = False
-    return list(SANDBOX) if _sandbox_ok else []
+    """Arguments for fresh PID/mount/UTS/IPC namespaces without the kernel-acting capabilities
+    (``DROP_CAPS``), as much of that as this machine allows ([] where unshare is refused)."""
+    global _sandbox  # noqa: PLW0603 - probe once per process
+    if _sandbox is None:
+        candidates: list[list[str]] = [[*SANDBOX, *DROP_CAPS], list(SANDBOX), list(DROP_CAPS), []]
+        _sandbox = next(prefix for prefix in candidates if not prefix or _works(prefix))
+    return list(_sandbox)
+
+
+def drops_capabilities() -> bool:
+    """Whether the agent runs without ``DROP_CAPS``' capabilities (a real root requires it)."""
+    return "setpriv" in sandbox_prefix()
 
 
 def payload_dir(directory: str) -> str:
@@ -164,6 +183,11 @@ def run_stages(
     reboot interrupt is followed by a simulated reboot and the restarted interrupt invocation,
     which is how a reboot completes on a real node.
     """
+    if root.flavour().real and not drops_capabilities():
+        raise HostRootError(
+            "a real root runs the distribution's own binaries: it needs setpriv (util-linux) to drop "
+            "the capabilities that act on this machine's kernel, and setpriv does not run here"
+        )
     payload = payload_dir(directory)
     cfg = config.load(payload)
     key = key or package_key(cfg.package_name)

@@ -32,6 +32,8 @@ SAFE_APPLETS = (  # noqa: SIM905 - a word list reads better than 90 quoted strin
     "touch tr true truncate uniq unlink unxz unzip wc wget which whoami xargs xxd xz xzcat yes zcat"
 ).split()
 FAKES = Path(__file__).with_name("fakes")
+# The fakes' shared helpers and payloads: not host tools, so never diverted.
+FAKE_HELPERS = "/usr/lib/fake-host/"
 
 
 def _find(candidates: tuple[str, ...], package: str) -> str:
@@ -67,15 +69,45 @@ def install(root: str, flavour: Flavour) -> None:
     for applet in SAFE_APPLETS:
         os.symlink("busybox", os.path.join(root, "bin", applet))
     os.symlink("../../bin/env", os.path.join(root, "usr", "bin", "env"))
-    for inside, source in fake_tools().items():
-        if inside in DISTRIBUTION_TOOLS and inside not in flavour.tools:
-            continue
-        target = os.path.join(root, inside.lstrip("/"))
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        shutil.copyfile(source, target)
-        os.chmod(target, 0o755)  # noqa: S103 - host tools are world-executable on any host
+    install_fakes(root, flavour)
     for alias, tool in flavour.aliases.items():
         os.symlink(tool, os.path.join(root, alias.lstrip("/")))
+
+
+def fakes_for(flavour: Flavour) -> dict[str, Path]:
+    """The fake tools and helpers a root of ``flavour`` gets, by their path inside it: every
+    distribution's, plus this one's own; on a real root, not those it has for real."""
+    return {
+        inside: source
+        for inside, source in fake_tools().items()
+        if (inside not in DISTRIBUTION_TOOLS or inside in flavour.tools)
+        and not any(inside == own or inside.startswith(own + "/") for own in flavour.own_tools)
+    }
+
+
+def diverted(flavour: Flavour) -> list[str]:
+    """The paths a real root's package manager must never write: each fake host tool under both
+    of its merged-/usr names (``/bin/mount`` and ``/usr/bin/mount``), since a package may ship
+    either. ``dpkg-divert`` sends a package's copy to ``PATH.distrib`` and the fake stays."""
+    paths: list[str] = []
+    for inside in fakes_for(flavour):
+        if inside.startswith(FAKE_HELPERS):
+            continue
+        short = inside.removeprefix("/usr")
+        paths += [short, "/usr" + short]
+    return sorted(set(paths))
+
+
+def install_fakes(root: str, flavour: Flavour) -> None:
+    """Copy the fake host tools of ``flavour`` into ``root``, replacing whatever is there (a real
+    root's file at such a path was diverted when the root was built)."""
+    for inside, source in fakes_for(flavour).items():
+        target = os.path.join(root, inside.lstrip("/"))
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        if os.path.lexists(target):
+            os.unlink(target)  # never write through a link of the root
+        shutil.copyfile(source, target)
+        os.chmod(target, 0o755)  # noqa: S103 - host tools are world-executable on any host
 
 
 def verify_static(root: str) -> None:
