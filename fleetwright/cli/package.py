@@ -3,9 +3,11 @@
 ``lint`` runs the agent's own ``config.json`` validation plus the catalog rules (referenced scripts
 exist, are executable and have a shebang; every work mode has checks; a catalog directory has a
 Dockerfile building ``/skyhook-package`` and a README). ``test`` runs the real agent against a
-throwaway busybox/bash-static root filesystem, stage by stage, exactly as the stage Job would.
-It owns reporting only: validation lives in ``fleetwright.agent.config``, the throwaway roots and
-the stage runs in ``fleetwright.packagetest``.
+throwaway root filesystem (fakes on busybox/bash-static, or a real distribution root), stage by
+stage, exactly as the stage Job would; a layered package (``FROM`` another package's image) is
+assembled first, as the image build does. ``roots`` lists the roots. It owns reporting only:
+validation lives in ``fleetwright.agent.config``, the roots and the stage runs in
+``fleetwright.packagetest``, building real roots and assembling layers in ``fleetwright.images``.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from fleetwright.agent import config, interrupts
 from fleetwright.api.common import DNS_LABEL_PATTERN
 from fleetwright.binaries import cache_dir
 from fleetwright.cli.app import app
-from fleetwright.images import roots
+from fleetwright.images import catalog, roots
 from fleetwright.images.offline import ImageBuildError
 from fleetwright.packagetest import HostRootError, hostroot, runner
 from fleetwright.packagetest.flavours import FLAVOURS, Flavour
@@ -78,9 +80,30 @@ def _lint_catalog(directory: str, report: LintReport) -> None:
         report.errors.append("README.md: missing")
 
 
-def lint(directory: str) -> LintReport:
+def lint(directory: str, base: Path | None = None) -> LintReport:
+    """Lint a package; a layered one's payload as its image holds it (its base's files first)."""
+    if not catalog.layered(Path(directory)):
+        return _lint(directory, runner.payload_dir(directory))
+    with tempfile.TemporaryDirectory(prefix="fleetwright-package-lint-") as work:
+        try:
+            payload = assembled(directory, base, work)
+        except (catalog.CatalogError, OSError) as exc:
+            return LintReport(errors=[f"Dockerfile: {exc}"])
+        return _lint(directory, payload)
+
+
+def assembled(directory: str, base: Path | None, work: str) -> str:
+    """The payload ``package test`` runs: a layered package's (``FROM`` another package's image)
+    assembled under ``work`` as the image build does; else the directory's own."""
+    if not catalog.layered(Path(directory)):
+        if base is not None:
+            raise catalog.CatalogError(f"--base: {directory}'s Dockerfile is not FROM another package")
+        return directory
+    return str(catalog.assemble(catalog.read(Path(directory), base), Path(work, "image")))
+
+
+def _lint(directory: str, payload: str) -> LintReport:
     report = LintReport()
-    payload = runner.payload_dir(directory)
     try:
         cfg = config.load(payload)
     except config.ConfigError as exc:
@@ -107,12 +130,19 @@ def _pairs(values: list[str], option: str) -> dict[str, str]:
     return out
 
 
+BASE_HELP = (
+    "Where the image a layered package's Dockerfile is FROM is: the base package's directory or its "
+    "image archive (default: the sibling directory named like that image)."
+)
+
+
 @package_app.command("lint")
 def package_lint_command(
     directory: Annotated[Path, typer.Argument(help="Package directory or payload.")],
+    base: Annotated[Path | None, typer.Option(help=BASE_HELP)] = None,
 ) -> None:
     """Check config.json, referenced scripts and the catalog layout; exit 1 on any error."""
-    report = lint(str(directory))
+    report = lint(str(directory), base)
     for warning in report.warnings:
         typer.echo(f"warning: {warning}")
     for error in report.errors:
@@ -151,6 +181,7 @@ def package_test_command(
             "default: the package_name with '-' for '_'."
         ),
     ] = None,
+    base: Annotated[Path | None, typer.Option(help=BASE_HELP)] = None,
     keep: Annotated[bool, typer.Option(help="Keep the test root and print its path.")] = False,
 ) -> None:
     """Run the agent for each --mode against a throwaway root filesystem (needs root)."""
@@ -160,17 +191,18 @@ def package_test_command(
     chosen = interrupts.Interrupt(INTERRUPT_TYPES[interrupt], tuple(service or ()))
     workdir = tempfile.mkdtemp(prefix="fleetwright-package-test-")
     try:
+        payload = assembled(str(directory), base, workdir)
         host = _root(os.path.join(workdir, "root"), os_release)
         runs = runner.run_stages(
             host,
-            str(directory),
+            payload,
             mode,
             configmaps=maps,
             env=_pairs(env or [], "--env"),
             interrupt=chosen,
             key=package_key,
         )
-    except (HostRootError, config.ConfigError, ImageBuildError) as exc:
+    except (HostRootError, config.ConfigError, ImageBuildError, catalog.CatalogError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
     finally:

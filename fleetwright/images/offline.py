@@ -326,43 +326,59 @@ class Builder:
             shutil.copy2(source, package / "agent" / source.name)
 
     def package(self, package: catalog.PackageImage) -> Built:
+        """A catalog package's image: busybox, then one layer of COPYs per Dockerfile of its
+        layer chain (a layered package's base packages first); on an image archive's layers
+        instead of busybox when the bottom of the chain is ``FROM`` an archive."""
         try:
             busybox = Path(toolbox.busybox())
         except HostRootError as error:
             raise ImageBuildError(str(error)) from None
-        sources = tree_digest([package.directory, busybox], Path("/"))
-        key = content_key(BUILDER, package.ref, package.copies, sources)
+        chain = catalog.layer_chain(package)
+        archive = chain[0].base
+        inputs = [p.directory for p in chain] + [archive or busybox]
+        sources = tree_digest(inputs, Path("/"))
+        key = content_key(BUILDER, package.ref, [p.copies for p in chain], sources)
         cached = self._cached(f"package-{package.name}", key)
         if cached is not None:
             return cached
         self.log(f"building {package.ref}")
         with self._workdir() as tmp:
             work = Path(tmp)
-            root = work / "busybox"
-            (root / "bin").mkdir(parents=True)
-            shutil.copy2(busybox, root / "bin" / "busybox")
-            applets = subprocess.run(
-                [busybox, "--list"], capture_output=True, text=True, check=True
-            ).stdout.split()
-            for applet in applets:
-                if applet != "busybox":
-                    (root / "bin" / applet).symlink_to("busybox")
-            stage = work / "stage"
-            for copy in package.copies:
-                _copy(package.directory, copy, stage)
-            layers = [
-                (
-                    layer_tar(root, work / "busybox.tar"),
-                    "busybox-static (Debian) as /bin/busybox and applets",
-                ),
-                (
-                    layer_tar(stage, work / "payload.tar"),
-                    "COPY " + " ".join(package.copies[0].sources) + " ...",
-                ),
-            ]
+            layers = self._archive_layers(archive, work) if archive else [self._busybox_layer(busybox, work)]
+            for level, layered in enumerate(chain):
+                if not layered.copies:  # FROM alone: the same files under another name
+                    continue
+                stage = work / f"stage-{level}"
+                for copy in layered.copies:
+                    catalog.copy_into(layered.directory, copy, stage)
+                created_by = "COPY " + " ".join(layered.copies[0].sources) + " ..."
+                layers.append((layer_tar(stage, work / f"payload-{level}.tar"), created_by))
             layout = self._layout(work, layers, ["--config.cmd=sh"], package.version)
             unpacked = sum(tar.stat().st_size for tar, _ in layers)
             return self._store(f"package-{package.name}", key, package.ref, layout, unpacked)
+
+    def _busybox_layer(self, busybox: Path, work: Path) -> tuple[Path, str]:
+        root = work / "busybox"
+        (root / "bin").mkdir(parents=True)
+        shutil.copy2(busybox, root / "bin" / "busybox")
+        listed = subprocess.run([busybox, "--list"], capture_output=True, text=True, check=True)
+        applets = listed.stdout.split()
+        for applet in applets:
+            if applet != "busybox":
+                (root / "bin" / applet).symlink_to("busybox")
+        return layer_tar(root, work / "busybox.tar"), "busybox-static (Debian) as /bin/busybox and applets"
+
+    def _archive_layers(self, archive: Path, work: Path) -> list[tuple[Path, str]]:
+        try:
+            blobs = catalog.archive_layers(archive)
+        except catalog.CatalogError as error:
+            raise ImageBuildError(str(error)) from None
+        layers = []
+        for i, blob in enumerate(blobs):
+            tar = work / f"base-{i}.tar"
+            tar.write_bytes(blob)
+            layers.append((tar, f"FROM {archive.name} (layer {i + 1} of {len(blobs)})"))
+        return layers
 
     def pause(self) -> Built:
         binary = self.binary("pause")
@@ -392,22 +408,6 @@ class Builder:
             if wanted is None or package.name in wanted:
                 built.append(self.package(package))
         return built
-
-
-def _copy(context: Path, copy: catalog.Copy, stage: Path) -> None:
-    """Docker's COPY: a directory's contents go into the destination; a file goes to the
-    destination itself, or into it when it ends with '/'."""
-    destination = stage / copy.destination.lstrip("/")
-    for source in copy.sources:
-        path = context / source
-        if path.is_dir():
-            shutil.copytree(path, destination, dirs_exist_ok=True, symlinks=True)
-        elif copy.destination.endswith("/") or len(copy.sources) > 1:
-            destination.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(path, destination / path.name)
-        else:
-            destination.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(path, destination)
 
 
 def _owned_by_root(info: tarfile.TarInfo) -> tarfile.TarInfo:
