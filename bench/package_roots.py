@@ -66,7 +66,8 @@ def main() -> int:
     if not args.warm_only:
         with tempfile.TemporaryDirectory(prefix="cold-cache-") as cold:
             seconds, tar = timed_build(Path(cold))
-            print(f"{ROOT} root, cold build (empty cache): {seconds:.1f} s, {tar.stat().st_size / 1e6:.0f} MB tar")
+            size = tar.stat().st_size / 1e6
+            print(f"{ROOT} root, cold build (empty cache): {seconds:.1f} s, {size:.0f} MB tar")
     seconds, tar = timed_build(cache_dir())
     print(f"{ROOT} root, warm (cached): {seconds:.2f} s -> {tar}")
     with tempfile.TemporaryDirectory(prefix="unpack-") as work:
@@ -84,7 +85,8 @@ def main() -> int:
             with tempfile.TemporaryDirectory(prefix="lifecycle-") as work:
                 started = time.monotonic()
                 results = run(new_root(work, flavour, tar), lifecycle)
-                print(f"| {name} | {flavour} | {cell(results)} ({time.monotonic() - started:.0f} s) |", flush=True)
+                took = time.monotonic() - started
+                print(f"| {name} | {flavour} | {cell(results)} ({took:.0f} s) |", flush=True)
     for name, reason in NOT_HERE.items():
         print(f"| {name} | - | not run: {reason} |")
     print(f"\nload average at end: {os.getloadavg()[0]:.2f}")

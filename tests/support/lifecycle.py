@@ -32,7 +32,7 @@ def in_root(root: HostRoot, *argv: str) -> subprocess.CompletedProcess[str]:
     """Run ``argv`` in a chroot of ``root`` (test preparation, not a package step)."""
     return subprocess.run(
         list(argv),
-        preexec_fn=lambda: os.chroot(root.path),  # noqa: PLW1509 - chroot needs a preexec hook
+        preexec_fn=lambda: os.chroot(root.path),
         env={"PATH": CLEAN_PATH, "DEBIAN_FRONTEND": "noninteractive"},
         capture_output=True,
         text=True,
@@ -64,9 +64,11 @@ def driver_repository(root: HostRoot, version: str = "550") -> None:
         (tree / "usr/local/gpu/lib64").mkdir(parents=True)
         os.makedirs(repo, exist_ok=True)
         deb = Path(repo, f"{name}_{version}.0-1_all.deb")
-        subprocess.run(["dpkg-deb", "--root-owner-group", "--build", str(tree), str(deb)], check=True, capture_output=True)
+        build = ["dpkg-deb", "--root-owner-group", "--build", str(tree), str(deb)]
+        subprocess.run(build, check=True, capture_output=True)
     data = deb.read_bytes()
-    entry = f"{control}Filename: ./{deb.name}\nSize: {len(data)}\nSHA256: {hashlib.sha256(data).hexdigest()}\n"
+    digest = hashlib.sha256(data).hexdigest()
+    entry = f"{control}Filename: ./{deb.name}\nSize: {len(data)}\nSHA256: {digest}\n"
     Path(repo, "Packages").write_text(entry)
     root.write("/etc/apt/sources.list.d/gpu-driver.list", "deb [trusted=yes] file:/opt/gpu-repo ./\n")
     only = ["-o", "Dir::Etc::SourceList=sources.list.d/gpu-driver.list", "-o", "Dir::Etc::SourceParts=-"]
@@ -108,14 +110,18 @@ class Lifecycle:
 LIFECYCLES = {
     lc.package: lc
     for lc in (
-        Lifecycle("shellscript", SHELLSCRIPT, SHELLSCRIPT, flavours=("debian", "debian-real", "al2023", "cos")),
+        Lifecycle(
+            "shellscript", SHELLSCRIPT, SHELLSCRIPT, flavours=("debian", "debian-real", "al2023", "cos")
+        ),
         Lifecycle(
             "tuning",
             {"sysctl.conf": "vm.swappiness = 10\n", "grub.conf": "iommu=pt\n"},
             {"sysctl.conf": "vm.swappiness = 5\n", "grub.conf": "iommu=pt\npci=realloc=off\n"},
             REBOOT,
         ),
-        Lifecycle("kdump", {"crashkernel": "512M\n"}, {"crashkernel": "768M\n"}, REBOOT, installs_os_packages=True),
+        Lifecycle(
+            "kdump", {"crashkernel": "512M\n"}, {"crashkernel": "768M\n"}, REBOOT, installs_os_packages=True
+        ),
         Lifecycle(
             "bind-mount",
             {"mounts": "/data/nvme /var/lib/scratch\n"},

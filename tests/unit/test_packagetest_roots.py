@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from fleetwright.packagetest import HostRootError, toolbox
 from fleetwright.packagetest.boot import simulate_reboot
+from fleetwright.packagetest.flavours import FLAVOURS
 from fleetwright.packagetest.hostroot import HostRoot, build
+from fleetwright.packagetest.runner import drops_capabilities, sandbox_prefix
 
 pytestmark = pytest.mark.unit
 
@@ -101,3 +105,42 @@ def test_ldconfig_and_login_shells_see_the_drop_ins(root: HostRoot) -> None:
     )
     login = in_root(root, "bash -lc 'echo $PATH'")
     assert login.stdout.strip().endswith(":/usr/local/gpu/bin"), login.stderr
+
+
+def test_a_write_through_a_link_out_of_the_root_is_refused(tmp_path: Path) -> None:
+    # A real root has absolute links such as /var/run -> /run: resolved here they name this machine.
+    root = HostRoot(str(tmp_path / "root"))
+    os.makedirs(root.host("/var"))
+    os.symlink(str(tmp_path / "machine"), root.host("/var/run"))
+    os.makedirs(tmp_path / "machine")
+    with pytest.raises(HostRootError, match="resolves outside the root"):
+        root.write("/var/run/x", "y")
+    assert not (tmp_path / "machine" / "x").exists()
+
+
+def test_a_real_root_diverts_every_fake_host_tool_under_both_merged_usr_names() -> None:
+    paths = toolbox.diverted(FLAVOURS["debian-real"])
+    for tool in ("/bin/systemctl", "/usr/bin/systemctl", "/sbin/sysctl", "/usr/sbin/sysctl", "/sbin/reboot"):
+        assert tool in paths
+    assert "/usr/sbin/modprobe" in paths
+    assert "/bin/mount" in paths
+    # The distribution's own package manager and loader cache stay real; the fakes' helpers are no tools.
+    assert not {"/usr/bin/apt-get", "/usr/bin/dpkg", "/usr/sbin/ldconfig", "/sbin/ldconfig"} & set(paths)
+    assert not [p for p in paths if p.startswith("/usr/lib/fake-host")]
+    with pytest.raises(HostRootError, match="real distribution root"):
+        build("/nonexistent", flavour="debian-real")
+
+
+def test_the_agent_runs_without_the_capabilities_that_act_on_this_machines_kernel() -> None:
+    if os.geteuid() != 0:
+        pytest.fail("the sandbox is probed as root")
+    assert drops_capabilities()
+    # reboot(2) with a wrong magic number: EPERM without CAP_SYS_BOOT, EINVAL (and nothing else) with it.
+    probe = "import ctypes, os; libc = ctypes.CDLL(None, use_errno=True); libc.syscall(169, 0, 0, 0, 0); "
+    probe += "print(os.strerror(ctypes.get_errno()))"
+    sandboxed = subprocess.run(
+        [*sandbox_prefix(), sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    )
+    assert sandboxed.stdout.strip() == "Operation not permitted"
+    bare = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert bare.stdout.strip() == "Invalid argument"
