@@ -46,4 +46,7 @@ tools/build-node.sh >/dev/null
 # fleetwright's images as OCI archives, from Debian packages and PyPI wheels (no registry), cached
 # by content under the same cache directory; the real test node imports them.
 .venv/bin/python -m fleetwright.images build >/dev/null
+# The real Debian root of `package test --os debian-real` (mmdebstrap, cached by content beside
+# the images and rebuilt once a day old): built here so the tests that use it pay nothing.
+.venv/bin/fleetwright package roots --build >/dev/null
 echo "setup complete: run tools/test.sh"
