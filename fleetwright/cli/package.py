@@ -236,7 +236,8 @@ def _root_state(flavour: Flavour, *, build: bool) -> str:
         roots.build(cache_dir(), flavour.name, log=lambda line: typer.echo(line, err=True))
     found = roots.locate(cache_dir(), flavour)
     if not found.built:
-        return "not built: built on first use (about a minute, from the Debian archive)"
+        stale = "older than a day" if found.tar.is_file() else "not built"
+        return f"{stale}: built on first use (about a minute, from the Debian archive)"
     return f"cached: {found.tar} ({found.tar.stat().st_size / 1e6:.0f} MB)"
 
 

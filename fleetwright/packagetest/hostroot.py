@@ -51,12 +51,12 @@ class HostRoot:
 
     def write(self, path: str, text: str, mode: int = 0o644) -> None:
         target = self.host(path)
-        os.makedirs(os.path.dirname(target), exist_ok=True)
         # A real root has absolute links (/var/run -> /run): resolved here they would name this
         # machine's files, so a write is refused unless it lands inside the root.
         inside = os.path.realpath(os.path.dirname(target))
         if os.path.commonpath([inside, os.path.realpath(self.path)]) != os.path.realpath(self.path):
             raise HostRootError(f"{path} resolves outside the root ({inside}): not written")
+        os.makedirs(os.path.dirname(target), exist_ok=True)
         if os.path.islink(target):
             os.unlink(target)
         with open(target, "w", encoding="utf-8") as handle:

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from fleetwright.binaries import cache_dir
 from fleetwright.cli import commands
@@ -55,7 +55,9 @@ def machine_unchanged() -> Iterator[None]:
     assert {key: Path("/proc/sys", key).read_text() for key in keys} == before
 
 
-def _apt_package(directory: Path, deb: str) -> None:
+def _apt_package_test(directory: Path, deb: str, *options: str) -> Result:
+    """``package test --mode apply`` of a package whose apply runs ``apt-get install -y <deb>``
+    and whose check is ``command -v tuned``."""
     write_package(
         str(directory),
         {"apply": [step("apply.sh")], "apply-check": [step("apply_check.sh")]},
@@ -67,22 +69,19 @@ def _apt_package(directory: Path, deb: str) -> None:
     )
     for script in ("apply.sh", "apply_check.sh"):
         (directory / "skyhook_dir" / script).chmod(0o755)
+    return CliRunner().invoke(app, ["package", "test", str(directory), "--mode", "apply", *options])
 
 
 def test_apt_get_install_tuned_passes_and_a_misspelt_name_fails_naming_the_step(
     real_root_tar: Path, tmp_path: Path
 ) -> None:
-    _apt_package(tmp_path / "tuned", "tuned")
-    args = ["package", "test", str(tmp_path / "tuned"), "--os", REAL, "--mode", "apply"]
-    passed = CliRunner().invoke(app, args)
+    passed = _apt_package_test(tmp_path / "tuned", "tuned", "--os", REAL)
     assert passed.exit_code == 0, passed.output
     assert "Setting up tuned" in passed.output
     assert "=== apply-check: exit 0" in passed.output
     assert "/usr/sbin/tuned" in passed.output
 
-    _apt_package(tmp_path / "misspelt", "tunedd")
-    args = ["package", "test", str(tmp_path / "misspelt"), "--os", REAL, "--mode", "apply"]
-    failed = CliRunner().invoke(app, args)
+    failed = _apt_package_test(tmp_path / "misspelt", "tunedd", "--os", REAL)
     assert failed.exit_code == 1, failed.output
     assert "=== apply: exit 1" in failed.output
     assert "E: Unable to locate package tunedd" in failed.output
@@ -91,8 +90,7 @@ def test_apt_get_install_tuned_passes_and_a_misspelt_name_fails_naming_the_step(
 
 
 def test_the_same_package_on_the_fake_root_installs_nothing(tmp_path: Path) -> None:
-    _apt_package(tmp_path / "tuned", "tuned")
-    result = CliRunner().invoke(app, ["package", "test", str(tmp_path / "tuned"), "--mode", "apply"])
+    result = _apt_package_test(tmp_path / "tuned", "tuned")
     assert result.exit_code == 1, result.output
     assert "=== apply-check: exit 1" in result.output
 
