@@ -107,7 +107,8 @@ class HostRoot:
 
 def flavour_named(name: str) -> Flavour:
     if name not in FLAVOURS:
-        raise HostRootError(f"the OS flavour must be one of {', '.join(FLAVOURS)}, got {name!r}")
+        known = ", ".join(f"{n} ({'real' if f.real else 'fake'})" for n, f in FLAVOURS.items())
+        raise HostRootError(f"the OS flavour must be one of {known}, got {name!r}")
     return FLAVOURS[name]
 
 

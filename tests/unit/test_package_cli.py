@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from fleetwright.agent.interrupts import NODE_RESTART, Interrupt
 from fleetwright.cli.app import app
-from fleetwright.cli.commands import load_all
+from fleetwright.cli.commands import load, load_all
 from fleetwright.packagetest.hostroot import build
 from fleetwright.packagetest.runner import REBOOT_STARTED, run_stages
 from tests.support.payloads import step, write_package
@@ -212,3 +212,16 @@ def test_a_refused_reboot_fails_the_interrupt_and_does_not_reboot(tmp_path: Path
     assert [(r.mode, r.ok) for r in runs] == [(REBOOT_STARTED, False)]
     assert "reboot failed" in runs[0].result.output
     assert host.boot_id() == boot_id
+
+
+def test_os_names_the_roots_and_which_are_real() -> None:
+    load(["package"])
+    listed = CliRunner().invoke(app, ["package", "roots"])
+    assert listed.exit_code == 0, listed.output
+    kinds = {line.split()[0]: line.split()[1] for line in listed.output.splitlines()[1:]}
+    assert kinds == {"debian": "fake", "al2023": "fake", "cos": "fake", "debian-real": "real"}
+    unknown = CliRunner().invoke(
+        app, ["package", "test", str(CATALOG / "shellscript"), "--os", "ubuntu", "-m", "apply"]
+    )
+    assert unknown.exit_code == 1
+    assert "debian (fake), al2023 (fake), cos (fake), debian-real (real), got 'ubuntu'" in unknown.output
