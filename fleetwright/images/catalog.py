@@ -79,7 +79,10 @@ def read(directory: Path, base: Path | None = None) -> PackageImage:
         if keyword != "COPY" or len(words) < 2 or any(w.startswith("--") for w in words):
             raise CatalogError(f"{dockerfile}: only plain COPY lines may follow FROM, got {keyword} {rest}")
         copies.append(Copy(tuple(words[:-1]), words[-1]))
-    config = json.loads((directory / "skyhook-package" / "config.json").read_text())
+    path = directory / "skyhook-package" / "config.json"
+    if not path.is_file():
+        raise CatalogError(f"{path}: missing (a package image's name and version are read from it)")
+    config = json.loads(path.read_text())
     return PackageImage(directory, config["package_name"], config["package_version"], tuple(copies), base)
 
 
@@ -95,10 +98,10 @@ def layered(directory: Path) -> bool:
 def _sibling(directory: Path, image: str, dockerfile: Path) -> Path:
     """The catalog directory beside ``directory`` that builds ``image`` (``.../tuned:1.0.0`` →
     ``../tuned`` with package_version 1.0.0)."""
-    name, _, tag = image.rsplit("/", 1)[-1].partition(":")
+    name, _, tag = image.rsplit("/", 1)[-1].split("@", maxsplit=1)[0].partition(":")
     sibling = directory.parent / name
     config = sibling / "skyhook-package" / "config.json"
-    if (sibling / "Dockerfile").is_file() and config.is_file():
+    if sibling.resolve() != directory.resolve() and (sibling / "Dockerfile").is_file() and config.is_file():
         version = json.loads(config.read_text()).get("package_version")
         if not tag or tag == version:
             return sibling
