@@ -57,6 +57,12 @@ def cell(results: list[PhaseResult]) -> str:
     return ", ".join(parts)
 
 
+def modes(results: list[PhaseResult]) -> str:
+    """The distinct agent modes that passed over the whole lifecycle."""
+    seen = dict.fromkeys(m for r in results for m in r.passed if not m.startswith("interrupt ("))
+    return " ".join(seen)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--warm-only", action="store_true", help="skip the cold build")
@@ -77,7 +83,7 @@ def main() -> int:
         size = sum(f.stat().st_size for f in Path(root.path).rglob("*") if f.is_file() and not f.is_symlink())
         print(f"one test root unpacked: {elapsed:.2f} s, {size / 1e6:.0f} MB of files")
     wanted = set(args.packages.split(",")) if args.packages else None
-    print("\n| package | root | phases |\n| --- | --- | --- |")
+    print("\n| package | root | phases | agent modes passed |\n| --- | --- | --- | --- |")
     for name, lifecycle in LIFECYCLES.items():
         if wanted is not None and name not in wanted:
             continue
@@ -86,9 +92,10 @@ def main() -> int:
                 started = time.monotonic()
                 results = run(new_root(work, flavour, tar), lifecycle)
                 took = time.monotonic() - started
-                print(f"| {name} | {flavour} | {cell(results)} ({took:.0f} s) |", flush=True)
+                row = f"| {name} | {flavour} | {cell(results)} ({took:.0f} s) | {modes(results)} |"
+                print(row, flush=True)
     for name, reason in NOT_HERE.items():
-        print(f"| {name} | - | not run: {reason} |")
+        print(f"| {name} | - | not run: {reason} | |")
     print(f"\nload average at end: {os.getloadavg()[0]:.2f}")
     print("reproduce: .venv/bin/python bench/package_roots.py" + (" --warm-only" if args.warm_only else ""))
     return 0

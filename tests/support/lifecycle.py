@@ -167,6 +167,8 @@ class PhaseResult:
     """The agent mode that failed ("" when the phase passed or was not run)."""
     output: str
     ran: bool = True
+    passed: tuple[str, ...] = ()
+    """The agent modes that passed, in order (``interrupt (before reboot)`` included)."""
 
 
 def phases(lifecycle: Lifecycle) -> list[tuple[str, list[str], Mapping[str, str]]]:
@@ -207,8 +209,9 @@ def run(root: HostRoot, lifecycle: Lifecycle) -> list[PhaseResult]:
             env={"SKYHOOK_RESOURCE_ID": rid},
         )
         failed = next((r for r in runs if not r.ok), None)
+        passed = tuple(r.mode for r in runs if r.ok)
         if failed is None:
-            results.append(PhaseResult(phase, True, "", runs[-1].result.output))
+            results.append(PhaseResult(phase, True, "", runs[-1].result.output, passed=passed))
         else:
-            results.append(PhaseResult(phase, False, failed.mode, failed.result.output))
+            results.append(PhaseResult(phase, False, failed.mode, failed.result.output, passed=passed))
     return results
