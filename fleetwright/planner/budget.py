@@ -20,7 +20,9 @@ A refusal names the nodes that hold the budget and why each counts, and says whe
 is *blocked* (only others hold it: nothing moves until one of them is available again, e.g. a node
 someone cordoned and forgot). It also says whether anything but the running nodes' reports can
 lift it (a holder that is someone else's, or ours but not reported to this rollout): only then must
-the rollout re-observe the fleet to notice.
+the rollout re-observe the fleet to notice. And it says when every holder is a node this rollout's
+change failed on and left cordoned: nothing the rollout does or waits for frees that budget, so the
+engine fires the failure rule rather than stay blocked (docs/status.md).
 
 A small mutable tracker used inside one ``decide`` call; no I/O.
 """
@@ -30,6 +32,8 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+
+from fleetwright.planner.policy import GATES_SCOPE
 
 # How many holders a refusal names (the rest are counted).
 HOLDERS_NAMED = 3
@@ -47,6 +51,9 @@ class Refusal:
     outside: bool = False
     """A holder is not one of the nodes whose end this rollout hears of (someone else's, or carried
     over): the refusal can lift without a node report, so the fleet must be re-observed."""
+    held_by_failed: str | None = None
+    """Every holder is a node this rollout failed on and left cordoned: the scope whose budget they
+    fill (``GATES_SCOPE`` for the profile-wide cap, else the compartment). None otherwise."""
 
 
 class BudgetTracker:
@@ -59,12 +66,15 @@ class BudgetTracker:
         *,
         ours: Iterable[str] = (),
         reporting: Iterable[str] = (),
+        failed: Iterable[str] = (),
     ) -> None:
         """``unavailable``: node -> why it is unavailable for someone else's reason; ``ours``: the
         nodes this profile is working on (they are unavailable too); ``reporting``: those of them
-        whose node workflows report to this rollout when they end."""
+        whose node workflows report to this rollout when they end; ``failed``: nodes of
+        ``unavailable`` this rollout's change failed on, unavailable only for its own cordon."""
         self.ours = set(ours)
         self.reporting = set(reporting)
+        self.failed = set(failed)
         self.why = {**unavailable, **dict.fromkeys(self.ours, OURS)}
         self.unavailable = set(self.why)
         self.compartment_of = compartment_of
@@ -95,13 +105,19 @@ class BudgetTracker:
         cost = self.cost(node)
         if cost == 0:
             return self._own_refusal(node)
+        profile = None
         if self.room() < cost:
-            return self._refuse(f"maxUnavailable {self.cap}", self.unavailable)
+            profile = self._refuse(f"maxUnavailable {self.cap}", self.unavailable, GATES_SCOPE)
+            if profile.held_by_failed is not None:
+                return profile
         name = self.compartment_of[node]
         if self.compartment_room(name) < cost:
             cap = self.compartment_caps.get(name, 0)
-            return self._refuse(f"compartment {name} maxUnavailable {cap}", self._in(name, self.unavailable))
-        return None
+            holders = self._in(name, self.unavailable)
+            compartment = self._refuse(f"compartment {name} maxUnavailable {cap}", holders, name)
+            if profile is None or compartment.held_by_failed is not None:
+                return compartment  # failed nodes holding it outlast whatever holds the profile's
+        return profile
 
     def _own_refusal(self, node: str) -> Refusal | None:
         """Why working on an already-unavailable node would take this profile's own disruptions
@@ -117,15 +133,19 @@ class BudgetTracker:
     def _in(self, compartment: str, nodes: Iterable[str]) -> list[str]:
         return [n for n in nodes if self.compartment_of.get(n) == compartment]
 
-    def _refuse(self, budget: str, holders: Iterable[str]) -> Refusal:
-        """The refusal naming ``holders``: others' first (they are what a human can act on)."""
+    def _refuse(self, budget: str, holders: Iterable[str], scope: str | None = None) -> Refusal:
+        """The refusal naming ``holders``: others' first (they are what a human can act on), then
+        the nodes this rollout failed on, then its running ones. ``scope``: the budget's (see
+        ``Refusal.held_by_failed``); None for this profile's own disruptions, which failed nodes
+        never hold."""
         holders = list(holders)
-        shown = heapq.nsmallest(HOLDERS_NAMED, holders, key=lambda n: (n in self.ours, n))
+        shown = heapq.nsmallest(HOLDERS_NAMED, holders, key=lambda n: (n in self.ours, n in self.failed, n))
         named = ", ".join(f"{n} ({self.why[n]})" for n in shown)
         more = f" and {len(holders) - len(shown)} more" if len(holders) > len(shown) else ""
         waiting = any(n in self.ours for n in holders)
         outside = any(n not in self.reporting for n in holders)
-        return Refusal(f"{BUDGET}: {budget} reached: {named}{more}", waiting, outside)
+        stuck = scope if holders and self.failed.issuperset(holders) else None
+        return Refusal(f"{BUDGET}: {budget} reached: {named}{more}", waiting, outside, stuck)
 
     def take(self, node: str) -> None:
         name = self.compartment_of[node]

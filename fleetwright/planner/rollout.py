@@ -11,6 +11,8 @@ Invariants (each is a property test):
 - canary nodes finish before any other node starts; a failed canary halts.
 - a halt is absorbing: a halted state never starts a node again (a new target starts a new state).
 - a node starts only if its expected duration fits the rest of an open window.
+- a rollout is never Blocked on its own failed nodes alone: when a budget refuses a start and only
+  nodes this rollout failed on (left cordoned) hold it, the failure rule fires.
 
 How the engine uses it: keep the state; whenever a child finishes, a signal arrives or ``wake_at``
 passes, observe and call ``decide``; start ``decision.start``; store ``decision.state``. A spec
@@ -123,17 +125,24 @@ def decide(
     now: datetime,
     prepared: Prepared | None = None,
     max_starts: int = MAX_STARTS_PER_DECISION,
+    *,
+    failed_hold_fires: bool = True,
 ) -> Decision:
     """The next decision. ``prepared`` (``Prepared(spec, observations)``) may be reused across calls
     while the nodes' names, labels and recorded package state are unchanged; it must have been built
     for ``state.spec``. At most ``max_starts`` nodes start per decision; a batch wider than that
-    fills over the next decisions, the first a second later (``wake_at``)."""
+    fills over the next decisions, the first a second later (``wake_at``).
+
+    ``failed_hold_fires``: when a budget (profile-wide or a compartment's) refuses a start and only
+    nodes this rollout failed on hold it, fire that scope's failure rule at once: no node it caps can
+    ever start, so the rollout cannot complete. False keeps 0.1.0's decisions (it stays Blocked):
+    the rollout workflow passes its patch marker here."""
     ensure_aware(now)
     if prepared is not None and prepared.spec.target != state.spec.target:
         raise ValueError("prepared was built for another spec target")
     view = FleetView(state.spec, observations, prepared)
     state = _absorb(state, view)
-    engine = _Engine(state, view, observations, now, max_starts)
+    engine = _Engine(state, view, observations, now, max_starts, failed_hold_fires=failed_hold_fires)
     if state.halt is None:
         state = engine.check_failures(state)
     if state.halt is None and not observations.paused:
@@ -144,7 +153,8 @@ def decide(
         # A failure read from a node's record can come before its workflow's report: that node is
         # returned once its workflow has ended.
         unreported = view.reported_running.intersection(f.node for f in state.failed)
-        return decide(begin_rollback(state, now, unreported), observations, now, max_starts=max_starts)
+        rollback = begin_rollback(state, now, unreported)
+        return decide(rollback, observations, now, max_starts=max_starts, failed_hold_fires=failed_hold_fires)
     if state.halt is not None:
         return engine.decision(state, Phase.HALTED, _halted(state))
     if observations.paused:
@@ -241,10 +251,13 @@ class _Engine:
         observations: Observations,
         now: datetime,
         max_starts: int = MAX_STARTS_PER_DECISION,
+        *,
+        failed_hold_fires: bool = True,
     ) -> None:
         if max_starts < 1:
             raise ValueError("max_starts must be at least 1")
         self.max_starts = max_starts
+        self.failed_hold_fires = failed_hold_fires
         self.view = view
         self.observations = observations
         self.now = now
@@ -261,6 +274,7 @@ class _Engine:
             view.compartment_caps,
             ours=busy,
             reporting=self.running,
+            failed=_left_failed(view, [*self.failed, *view.prepared.failed_earlier], busy),
         )
         self.pending = (
             view.prepared.needing
@@ -285,6 +299,8 @@ class _Engine:
         self.watch_fleet = bool(self.earlier)
         self.notes: list[str] = []
         self.halt: Halt | None = None
+        # Scope -> the refusal of a budget that only this rollout's failed nodes hold.
+        self.held_by_failed: dict[str, str] = {}
         self.window_left = longest_remaining(self.policy.windows, now)
         self._fit_cache: dict[int, datetime | None] = {}
 
@@ -341,6 +357,11 @@ class _Engine:
                     break
                 queue = self._queue(self.view.members.get(scope.name, []))
                 compartments[index] = self._scope(scope, self.policy.compartment_steps(scope.name), queue)
+        if self.halt is None and self.held_by_failed and self.failed_hold_fires:
+            self._fire_held_by_failed()
+            # As if the walk never happened: no start, no batch opened for nodes that never ran.
+            self.starts = []
+            return state.model_copy(update={"halt": self.halt})
         if self.halt is not None:
             self.starts = []  # a halt found later in this call cancels this call's starts too
         running = state.running + tuple(
@@ -354,6 +375,17 @@ class _Engine:
                 "halt": self.halt,
             }
         )
+
+    def _fire_held_by_failed(self) -> None:
+        """A budget is full of nodes this rollout failed on: nothing it runs or waits for frees it,
+        so no node it caps can ever start, and a failure rule tolerating that many failures can
+        never fire by count. The rollout cannot complete; that is its failure (docs/status.md)."""
+        scope, refusal = next(iter(self.held_by_failed.items()))
+        failure = self.policy.failure if scope == GATES_SCOPE else self.policy.failure_for(scope)
+        tolerated = failure.max_failed_nodes
+        why = "" if tolerated is None else f" (maxFailedNodes {tolerated} tolerates them)"
+        held = refusal.removeprefix(f"{BUDGET}: ")
+        self.halt_now(f"no node can start: {held}; only this rollout's failed nodes hold it{why}", scope)
 
     def _queue(self, members: list[str]) -> list[str]:
         """The members still pending, in rollout order (one pass per scope and call; afterwards
@@ -632,6 +664,8 @@ class _Engine:
         held[node] = refusal.reason
         other.pop(node, None)
         self.watch_fleet = self.watch_fleet or refusal.outside
+        if refusal.held_by_failed is not None:
+            self.held_by_failed.setdefault(refusal.held_by_failed, refusal.reason)
 
     def _window_refusal(self, node: str) -> Refusal | None:
         if self.window_left is None:
@@ -767,6 +801,18 @@ def _close(scope: ScopeState, now: datetime) -> ScopeState:
 
 def _exceeded(failure: FailurePolicy, failed: int) -> bool:
     return failure.max_failed_nodes is not None and failed > failure.max_failed_nodes
+
+
+def _left_failed(view: FleetView, failed: Iterable[str], busy: set[str]) -> set[str]:
+    """Of ``failed`` (nodes whose change toward this target failed), those unavailable only because
+    this profile left them cordoned: no node workflow runs there, nobody else holds them."""
+    out: set[str] = set()
+    for node in failed:
+        obs = view.nodes.get(node)
+        left = obs is not None and obs.own_cordon and not obs.unschedulable and not obs.disruptions
+        if left and node not in busy:
+            out.add(node)
+    return out
 
 
 def _health_problem(gate: HealthGate, nodes: Iterable[str], view: FleetView) -> str | None:
