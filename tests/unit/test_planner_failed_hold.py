@@ -48,16 +48,16 @@ def test_the_issue_scenario_fires_the_failure_action_once_its_failures_fill_the_
     assert decision.start == ()
     # The unit fleet records no package state, so a rollback has nothing to return: RolledBack.
     assert decision.phase is phase, decision.message
-    halt = decision.state.halt if action is FailureAction.HALT else None
-    reason = halt.reason if halt is not None else (decision.state.spec.rollback or _missing()).reason
+    if action is FailureAction.HALT:
+        assert decision.state.halt is not None
+        reason = decision.state.halt.reason
+    else:
+        assert decision.state.spec.rollback is not None, "no rollback began"
+        reason = decision.state.spec.rollback.reason
     assert reason.startswith("no node can start: maxUnavailable 2 reached: ")
     for node in failed:
         assert f"{node} ({LEFT})" in reason
     assert "only this rollout's failed nodes hold it (maxFailedNodes 2 tolerates them)" in reason
-
-
-def _missing() -> object:
-    raise AssertionError("no rollback began")
 
 
 def test_without_the_patch_the_rollout_stays_blocked_as_0_1_0_decided() -> None:
