@@ -28,7 +28,7 @@ import semver
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from fleetwright.api.common import API_VERSION, DNS_LABEL_PATTERN, SKIP_RULES_CONTEXT, ApiModel
-from fleetwright.api.deploymentpolicy import DeploymentPolicySpec, DeploymentPolicyStatus, Step
+from fleetwright.api.deploymentpolicy import DeploymentPolicySpec, DeploymentPolicyStatus, FailurePolicy, Step
 from fleetwright.api.nodeprofile import NodeProfileSpec, NodeProfileStatus, Package
 
 Severity = Literal["error", "warning"]
@@ -516,6 +516,7 @@ def check_policy_spec(spec: DeploymentPolicySpec, result: Result) -> None:
     for i, comp in enumerate(spec.compartments):
         budget = comp.max_unavailable if comp.max_unavailable is not None else spec.max_unavailable
         _check_steps_against_budget(comp.steps, budget, f"spec.compartments[{i}].steps", result)
+    _check_failures_against_budget(spec, result)
     has_batches = any(s.batches is not None for s in spec.effective_steps())
     if spec.failure.failure_threshold is not None and not has_batches:
         result.warn(
@@ -541,6 +542,55 @@ def _check_steps_against_budget(steps: list[Step], budget: int | str, path: str,
                 f"exceeds maxUnavailable ({budget}): batches are capped at {budget}",
                 "batch-exceeds-budget",
             )
+
+
+def _check_failures_against_budget(spec: DeploymentPolicySpec, result: Result) -> None:
+    """Warn where a failure rule tolerates as many failed nodes as its budget holds: failed nodes
+    stay cordoned and count against maxUnavailable, so they can fill it before the rule fires by
+    count. The rollout then fires the rule because no node can start (docs/status.md)."""
+    failed, budget = "spec.failure.maxFailedNodes", "spec.maxUnavailable"
+    _warn_failures_fill(spec.failure, spec.max_unavailable, (failed, budget), failed, result)
+    for i, comp in enumerate(spec.compartments):
+        if comp.failure is None and comp.max_unavailable is None:
+            continue  # the policy's own rule and cap: warned above
+        base = f"spec.compartments[{i}]"
+        own_failed = f"{base}.failure.maxFailedNodes" if comp.failure is not None else failed
+        own_budget = f"{base}.maxUnavailable" if comp.max_unavailable is not None else budget
+        _warn_failures_fill(
+            comp.failure if comp.failure is not None else spec.failure,
+            comp.max_unavailable if comp.max_unavailable is not None else spec.max_unavailable,
+            (own_failed, own_budget),
+            own_failed if comp.failure is not None else own_budget,  # on the compartment's own field
+            result,
+        )
+
+
+def _warn_failures_fill(
+    failure: FailurePolicy, budget: int | str, paths: tuple[str, str], at: str, result: Result
+) -> None:
+    """``paths``: where ``failure.maxFailedNodes`` and ``budget`` are set; the warning is on ``at``."""
+    tolerated = failure.max_failed_nodes
+    where = ""
+    if isinstance(budget, int):
+        if tolerated < budget:
+            return
+    else:
+        percent = int(budget.rstrip("%"))
+        if tolerated == 0 or not 0 < percent < 100:
+            return  # 0% is an error of its own
+        # The cap is max(1, nodes * percent // 100): at most ``tolerated`` below this many nodes.
+        fewest = -(-(tolerated + 1) * 100 // percent)
+        where = f" on fewer than {fewest} nodes"
+    if at == paths[0]:
+        when = f"{tolerated} >= {paths[1]} ({budget}){where}"
+    else:
+        when = f"{budget}{where} <= {paths[0]} ({tolerated})"
+    result.warn(
+        at,
+        f"{when}: failed nodes stay cordoned and can fill the budget before the rule fires by count; "
+        f"then {failure.action} fires as no node can start",
+        "failures-fill-budget",
+    )
 
 
 def validate_policy_deletion(name: str, referencing_profiles: Collection[str]) -> Result:

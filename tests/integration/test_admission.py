@@ -226,3 +226,22 @@ def test_the_image_policy_rejects_unpinned_and_foreign_images(
     finally:
         cluster.kubectl("delete", "validatingwebhookconfiguration", name, "--ignore-not-found", check=False)
         server.stop()
+
+
+def test_a_failure_rule_its_failures_can_outlast_is_warned_at_apply(
+    cluster: ClusterUnderTest, admission: WebhookServer
+) -> None:
+    # Issue 37's policy: two tolerated failures, left cordoned, fill a budget of two.
+    manifest = """
+apiVersion: fleetwright.io/v1alpha1
+kind: DeploymentPolicy
+metadata: {name: tolerant-rollback}
+spec:
+  maxUnavailable: 2
+  steps: [{name: rest, batches: {strategy: fixed, initial: 2}}]
+  failure: {maxFailedNodes: 2, action: rollback}
+"""
+    done = cluster.kubectl("apply", "-f", "-", input=manifest)
+    assert "spec.failure.maxFailedNodes: 2 >= spec.maxUnavailable (2)" in done.stderr, done.stderr
+    assert "then rollback fires as no node can start" in done.stderr, done.stderr
+    cluster.kubectl("delete", "dp", "tolerant-rollback")

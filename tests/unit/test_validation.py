@@ -235,6 +235,83 @@ def test_policy_rules_and_warnings() -> None:
     assert {w.rule for w in result.warnings} == {"canary-exceeds-budget", "batch-exceeds-budget"}
 
 
+def policy_doc(**spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "fleetwright.io/v1alpha1",
+        "kind": "DeploymentPolicy",
+        "metadata": {"name": "p"},
+        "spec": spec,
+    }
+
+
+COMPARTMENT = {"name": "rack", "selector": {"matchLabels": {"rack": "r1"}}}
+
+
+@pytest.mark.parametrize(
+    ("spec", "warned"),
+    [
+        # the policy: two tolerated failures fill a budget of two
+        (
+            {"maxUnavailable": 2, "failure": {"maxFailedNodes": 2, "action": "rollback"}},
+            {
+                "spec.failure.maxFailedNodes": "2 >= spec.maxUnavailable (2): failed nodes stay cordoned and "
+                "can fill the budget before the rule fires by count; then rollback fires as no node can start"
+            },
+        ),
+        ({"maxUnavailable": 3, "failure": {"maxFailedNodes": 2}}, {}),
+        ({"maxUnavailable": 1}, {}),  # the default rule fires on the first failure
+        # 25% of fewer than 12 nodes is at most 2
+        (
+            {"maxUnavailable": "25%", "failure": {"maxFailedNodes": 2}},
+            {"spec.failure.maxFailedNodes": "2 >= spec.maxUnavailable (25%) on fewer than 12 nodes"},
+        ),
+        ({"maxUnavailable": "25%", "failure": {"maxFailedNodes": 0}}, {}),
+        ({"maxUnavailable": "100%", "failure": {"maxFailedNodes": 5}}, {}),  # never a node left to start
+        # a compartment's own cap under the policy's rule: the warning is on the compartment's field
+        (
+            {
+                "maxUnavailable": 5,
+                "failure": {"maxFailedNodes": 1},
+                "compartments": [{**COMPARTMENT, "maxUnavailable": 1}],
+            },
+            {"spec.compartments[0].maxUnavailable": "1 <= spec.failure.maxFailedNodes (1)"},
+        ),
+        # a compartment's own rule under the policy's cap
+        (
+            {
+                "maxUnavailable": 4,
+                "failure": {"maxFailedNodes": 1},
+                "compartments": [{**COMPARTMENT, "failure": {"maxFailedNodes": 4, "action": "halt"}}],
+            },
+            {"spec.compartments[0].failure.maxFailedNodes": "4 >= spec.maxUnavailable (4)"},
+        ),
+        # both its own, in the percentage form
+        (
+            {
+                "maxUnavailable": 5,
+                "compartments": [
+                    {**COMPARTMENT, "maxUnavailable": "10%", "failure": {"maxFailedNodes": 1}},
+                ],
+            },
+            {
+                "spec.compartments[0].failure.maxFailedNodes": "1 >= spec.compartments[0].maxUnavailable "
+                "(10%) on fewer than 20 nodes"
+            },
+        ),
+    ],
+)
+def test_a_failure_rule_whose_failures_can_fill_the_budget_is_warned_naming_both_fields(
+    spec: dict[str, Any], warned: dict[str, str]
+) -> None:
+    result = validate_deploymentpolicy(policy_doc(**spec))
+    assert result.ok, [str(e) for e in result.errors]
+    found = {w.path: w.message for w in result.warnings if w.rule == "failures-fill-budget"}
+    assert found.keys() == warned.keys(), found
+    for path, start in warned.items():
+        assert found[path].startswith(start), found[path]
+        assert len(f"{path}: {found[path]}") <= 256  # the webhook's warning length
+
+
 @pytest.mark.parametrize(
     "obj",
     [
