@@ -184,6 +184,8 @@ def render(plan: Plan, console: Console, max_nodes: int) -> None:
     )
     console.print(f"Outcome: {plan.phase.value} — {plan.message}", highlight=False)
     console.print(f"ETA: {eta}", highlight=False)
+    for deadlock in plan.deadlocks:
+        console.print(f"[yellow]Deadlock if nodes fail:[/] {deadlock}", highlight=False)
     _batch_table(plan, console)
     _node_table(plan, console, max_nodes)
     _blocked_table(plan, console)

@@ -1,7 +1,9 @@
 """Plan preview: what a rollout would do, by running ``decide`` against a simulated fleet in which
 every node succeeds after its expected duration, approvals are granted when asked for and health
 gates hold. Produces the batches, each node's stages, drains and reboots, the nodes blocked and
-why, and an ETA. The same engine as the real rollout, so the preview cannot drift from it.
+why, and an ETA. The same engine as the real rollout, so the preview cannot drift from it. Since no
+node fails in it, it also says, from the policy and the fleet alone, where tolerated failures would
+fill a budget before the failure rule fires by count (``deadlocks``).
 
 Pure: takes the observations and ``now``; nothing is started anywhere.
 """
@@ -16,7 +18,7 @@ from fleetwright.planner.base import Frozen
 from fleetwright.planner.fleetview import Prepared
 from fleetwright.planner.nodework import NodeWork
 from fleetwright.planner.observations import NodeObservation, Observations, RunStatus
-from fleetwright.planner.policy import GATES_SCOPE, ApprovalStep, Step
+from fleetwright.planner.policy import DEFAULT_COMPARTMENT, GATES_SCOPE, ApprovalStep, FailurePolicy, Step
 from fleetwright.planner.rollout import begin, decide
 from fleetwright.planner.spec import RolloutSpec
 from fleetwright.planner.state import BlockedNode, Decision, NodeStart, Phase
@@ -89,6 +91,9 @@ class Plan(Frozen):
     """Approval gates the rollout will stop at (granted immediately in this preview)."""
     resolution_seconds: int = 60
     """Node finishes were rounded up to this grid (the ETA errs late by up to this much per batch)."""
+    deadlocks: tuple[str, ...] = ()
+    """Where the failure rule tolerates as many failed nodes as a budget holds: left cordoned, they
+    would fill it and no node could start (the rollout then fires the rule: docs/status.md)."""
 
 
 def describe_steps(work: NodeWork) -> tuple[str, ...]:
@@ -167,6 +172,35 @@ class _Simulation:
         return True
 
 
+def deadlocks(spec: RolloutSpec, prepared: Prepared) -> tuple[str, ...]:
+    """Each budget (profile-wide, every compartment's) that the failures its failure rule tolerates
+    could fill: a node whose change drains it stays cordoned when the change fails there and counts
+    against maxUnavailable until a human acts, so with that many failed, no node the budget caps
+    could start, and the rule would never fire by count (0.1.0 stayed Blocked for good)."""
+    policy = spec.policy
+    needing = prepared.needing
+    scopes: list[tuple[str, int, FailurePolicy, set[str]]] = [
+        ("maxUnavailable", prepared.cap, policy.failure, set(needing))
+    ]
+    if policy.compartments:
+        for name, members in sorted(prepared.members.items()):
+            rule = policy.failure_for(name) if name != DEFAULT_COMPARTMENT else policy.failure
+            cap = prepared.compartment_caps[name]
+            scopes.append((f"compartment {name} maxUnavailable", cap, rule, needing.intersection(members)))
+    found: list[str] = []
+    for budget, cap, rule, nodes in scopes:
+        tolerated = rule.max_failed_nodes
+        drained = sum(1 for n in nodes if prepared.work[n].needs_drain)
+        if tolerated is None or tolerated < cap or len(nodes) <= cap or drained < cap:
+            continue
+        found.append(
+            f"{budget} {cap}: once {cap} nodes fail (maxFailedNodes {tolerated} tolerates them) they stay "
+            f"cordoned and hold it, {len(nodes) - cap} node(s) cannot start and the rule cannot fire by "
+            f"count; the rollout fires {rule.action.value} then"
+        )
+    return tuple(found)
+
+
 def preview(spec: RolloutSpec, observations: Observations, now: datetime) -> Plan:
     sim = _Simulation(spec, observations, now)
     state = begin(spec, now)
@@ -208,6 +242,7 @@ def _plan(spec: RolloutSpec, sim: _Simulation, last: Decision, now: datetime) ->
         eta=max(ends) if ends else None,
         approvals=sim.approvals,
         resolution_seconds=int(sim.resolution.total_seconds()),
+        deadlocks=deadlocks(spec, sim.prepared),
     )
 
 

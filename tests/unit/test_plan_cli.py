@@ -217,3 +217,50 @@ def test_rollback_previews_the_reverse_plan_under_the_same_budget(
     code, _, err = run(*map(str, manifests), "--fleet", str(FLEET), "--rollback")
     assert code == 2
     assert "--rollback needs --previous FILE" in err
+
+
+def tolerant_policy(tmp_path: Path, failure: str, compartments: str = "") -> Path:
+    policy = tmp_path / "tolerant.yaml"
+    policy.write_text(
+        POLICY.replace('maxUnavailable: "10%"', "maxUnavailable: 12")
+        .replace("failure: {maxFailedNodes: 2, action: halt}", failure)
+        .split("  compartments:")[0]
+        + compartments
+    )
+    return policy
+
+
+def test_the_plan_shows_where_failed_nodes_would_fill_the_budget_before_anything_runs(
+    manifests: tuple[Path, Path], tmp_path: Path
+) -> None:
+    # Issue 37's shape: as many tolerated failures as the budget holds; left cordoned, they fill it.
+    policy = tolerant_policy(tmp_path, "failure: {maxFailedNodes: 12, action: rollback}")
+    code, out, _ = run(str(manifests[0]), str(policy), "--fleet", str(FLEET), "--now", NOW)
+    assert code == 0, out
+    assert (
+        "Deadlock if nodes fail: maxUnavailable 12: once 12 nodes fail (maxFailedNodes 12 tolerates them) "
+        "they stay cordoned and hold it, 168 node(s) cannot start and the rule cannot fire by count; the "
+        "rollout fires rollback then"
+    ) in " ".join(out.split())
+    safe = tolerant_policy(tmp_path, "failure: {maxFailedNodes: 11, action: rollback}")
+    code, out, _ = run(str(manifests[0]), str(safe), "--fleet", str(FLEET), "--now", NOW)
+    assert code == 0, out
+    assert "Deadlock" not in out
+
+
+def test_the_plan_shows_a_compartment_whose_own_failures_fill_its_budget(
+    manifests: tuple[Path, Path], tmp_path: Path
+) -> None:
+    compartment = """  compartments:
+    - name: gb200
+      selector: {matchLabels: {nvidia.com/gpu.product: NVIDIA-GB200}}
+      maxUnavailable: 1
+      failure: {maxFailedNodes: 1, action: halt}
+"""
+    policy = tolerant_policy(tmp_path, "failure: {maxFailedNodes: 0, action: halt}", compartment)
+    code, out, _ = run(str(manifests[0]), str(policy), "--fleet", str(FLEET), "--now", NOW, "-o", "json")
+    assert code == 0, out
+    plan = Plan.model_validate_json(out)
+    assert len(plan.deadlocks) == 1, plan.deadlocks
+    assert plan.deadlocks[0].startswith("compartment gb200 maxUnavailable 1: once 1 nodes fail")
+    assert plan.deadlocks[0].endswith("the rollout fires halt then")
