@@ -260,7 +260,9 @@ class FailurePolicy(ApiModel):
 
     max_failed_nodes: int = Field(
         default=0,
-        description="Failed nodes tolerated before `action` fires; 0 means the first failed node fires it.",
+        description="Failed nodes tolerated before `action` fires; 0 means the first failed node fires it. A "
+        "failed node that was drained stays cordoned and counts against maxUnavailable: when this "
+        "rollout's failed nodes alone fill a budget, no node can start and `action` fires then too.",
         ge=0,
         le=100000,
     )
