@@ -515,3 +515,67 @@ async def test_a_failing_upgrade_with_a_reboot_rolls_back_every_changed_node_to_
         else:
             assert stages[node] == [(v, s) for v, s in stages[node] if v == "1.0.0"]
     await handle.terminate("test done")
+
+
+@pytest.mark.parametrize(("action", "phase"), [("rollback", "RolledBack"), ("halt", "Halted")])
+async def test_tolerated_failures_filling_the_budget_fire_the_failure_action(
+    cluster: ClusterUnderTest, temporal_client: Client, engine: str, action: str, phase: str
+) -> None:
+    """Issue 37 as a new user met it: two tolerated failures, left cordoned, hold the whole budget of
+    two; the rollout fires its action instead of staying Blocked for good."""
+    name, nodes = await asyncio.to_thread(group, cluster, 8)
+    profile_name = unique("hold")
+    v1 = examples.profile(profile_name, selector={GROUP_LABEL: name}, interrupt="reboot", generation=1)
+    built = examples.profile(
+        profile_name, selector={GROUP_LABEL: name}, interrupt="reboot", version="1.1.0", generation=2
+    )
+    failing = built.spec.packages[0].model_copy(
+        update={"env": [EnvVar(name="SIM_FAIL_STAGE", value="post-interrupt")]}
+    )
+    v2 = built.model_copy(update={"spec": built.spec.model_copy(update={"packages": [failing]})})
+    base = examples.policy(
+        max_unavailable=2, steps=[{"name": "rest", "batches": {"strategy": "fixed", "initial": 2}}]
+    )
+    failure = FailurePolicy.model_validate({"maxFailedNodes": 2, "action": action})
+    policy = base.model_copy(update={"spec": base.spec.model_copy(update={"failure": failure})})
+    with SimulatedKubelet(cluster.kubectl):
+        rollout = RolloutInput(profile=v1, policy=policy, settings=settings())
+        handle = await temporal_client.start_workflow(
+            RolloutWorkflow.run, rollout, id=rollout_workflow_id(profile_name), task_queue=engine
+        )
+        first = await wait_phase(handle, "Complete", "Halted", within=300)
+        assert first.phase == "Complete", first
+        await handle.signal(RolloutWorkflow.spec_changed, SpecChange(profile=v2, policy=policy))
+        done = await wait_phase(handle, phase, "Blocked", "Complete", within=300)
+    assert done.phase == phase, done
+    assert "no node can start: maxUnavailable 2 reached: " in done.message, done.message
+    assert "only this rollout's failed nodes hold it (maxFailedNodes 2 tolerates them)" in done.message
+    changed = {
+        j["metadata"]["labels"]["fleetwright.io/node"]
+        for j in jobs_of(cluster, profile_name)
+        if j["metadata"].get("annotations", {}).get("fleetwright.io/package-version") == "1.1.0"
+    }
+    assert len(changed) == 2, changed  # the first batch failed; nothing else started
+    wanted = examples.config_digest(v1.spec.packages[0].config_map["sysctl.conf"])
+    for node in nodes:
+        manifest = kubectl_json(cluster, "node", node)
+        record = read_profile_state(manifest["metadata"].get("annotations", {}), profile_name).packages[
+            "tuning"
+        ]
+        cordoned = bool(manifest["spec"].get("unschedulable"))
+        if action == "rollback" or node not in changed:
+            # returned (or never touched): on 1.0.0 and schedulable
+            assert (record.version, record.config, record.pending) == (
+                "1.0.0",
+                {"sysctl.conf": wanted},
+                None,
+            ), (
+                node,
+                record,
+            )
+            assert not cordoned, node
+        else:
+            assert record.pending is not None, (node, record)
+            assert record.pending.failed, (node, record)  # left to a human
+            assert cordoned, node
+    await handle.terminate("test done")
