@@ -441,21 +441,26 @@ async def test_a_worker_killed_during_a_drain_loses_nothing_and_runs_no_stage_tw
     await handle.terminate("test done")
 
 
+def failing_upgrade(profile: str, group_name: str) -> tuple[NodeProfile, NodeProfile]:
+    """``tuning`` 1.0.0 with a reboot on the group's nodes, then 1.1.0 whose post-interrupt check
+    fails on every node: the simulated fleet fails the stage its package's SIM_FAIL_STAGE names
+    (stages.yaml), so 1.0.0 passes where 1.1.0 fails."""
+    v1 = examples.profile(profile, selector={GROUP_LABEL: group_name}, interrupt="reboot", generation=1)
+    built = examples.profile(
+        profile, selector={GROUP_LABEL: group_name}, interrupt="reboot", version="1.1.0", generation=2
+    )
+    failing = built.spec.packages[0].model_copy(
+        update={"env": [EnvVar(name="SIM_FAIL_STAGE", value="post-interrupt")]}
+    )
+    return v1, built.model_copy(update={"spec": built.spec.model_copy(update={"packages": [failing]})})
+
+
 async def test_a_failing_upgrade_with_a_reboot_rolls_back_every_changed_node_to_the_previous_version(
     cluster: ClusterUnderTest, temporal_client: Client, engine: str
 ) -> None:
     name, nodes = await asyncio.to_thread(group, cluster, 4)
     profile_name = unique("rb")
-    v1 = examples.profile(profile_name, selector={GROUP_LABEL: name}, interrupt="reboot", generation=1)
-    built = examples.profile(
-        profile_name, selector={GROUP_LABEL: name}, interrupt="reboot", version="1.1.0", generation=2
-    )
-    # 1.1.0's post-interrupt check fails on every node: the simulated fleet fails the stage its
-    # package's SIM_FAIL_STAGE names (stages.yaml), so 1.0.0 passes where 1.1.0 fails.
-    failing = built.spec.packages[0].model_copy(
-        update={"env": [EnvVar(name="SIM_FAIL_STAGE", value="post-interrupt")]}
-    )
-    v2 = built.model_copy(update={"spec": built.spec.model_copy(update={"packages": [failing]})})
+    v1, v2 = failing_upgrade(profile_name, name)
     steps = [{"name": "rest", "batches": {"strategy": "fixed", "initial": 2}}]
     base = examples.policy(max_unavailable=2, steps=steps)
     policy = base.model_copy(
@@ -525,14 +530,7 @@ async def test_tolerated_failures_filling_the_budget_fire_the_failure_action(
     two; the rollout fires its action instead of staying Blocked for good."""
     name, nodes = await asyncio.to_thread(group, cluster, 8)
     profile_name = unique("hold")
-    v1 = examples.profile(profile_name, selector={GROUP_LABEL: name}, interrupt="reboot", generation=1)
-    built = examples.profile(
-        profile_name, selector={GROUP_LABEL: name}, interrupt="reboot", version="1.1.0", generation=2
-    )
-    failing = built.spec.packages[0].model_copy(
-        update={"env": [EnvVar(name="SIM_FAIL_STAGE", value="post-interrupt")]}
-    )
-    v2 = built.model_copy(update={"spec": built.spec.model_copy(update={"packages": [failing]})})
+    v1, v2 = failing_upgrade(profile_name, name)
     base = examples.policy(
         max_unavailable=2, steps=[{"name": "rest", "batches": {"strategy": "fixed", "initial": 2}}]
     )
