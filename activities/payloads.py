@@ -209,10 +209,6 @@ class DecideRequest(Frozen):
     ended: tuple[NodeResult, ...] = ()
     """Failed results of node workflows that ended without finishing (terminated, timed out): each
     node is shown failed with the result's message, which drops this profile's start claim."""
-    failed_hold_fires: bool = False
-    """Fire the failure rule when a budget refuses a start and only this rollout's failed nodes
-    hold it (``planner.rollout.decide``). The workflow sets it behind its patch marker; a request
-    without it (a 0.1.0 workflow's) keeps 0.1.0's decision: Blocked."""
 
 
 class DecideReport(Frozen):

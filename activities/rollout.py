@@ -134,7 +134,7 @@ def plan_turn(
 ) -> DecideReport:
     """Pure: one turn of the rollout from raw Nodes — observe, decide, and what new nodes need."""
     observations, observed = observe(nodes, request, profiles)
-    decision = decide(request.state, observations, request.now, failed_hold_fires=request.failed_hold_fires)
+    decision = decide(request.state, observations, request.now)
     first = len(request.state.updated) + len(request.state.failed) + len(request.state.running)
     return DecideReport(
         decision=decision,

@@ -369,7 +369,6 @@ class RolloutWorkflow:
                 reset_failed=retried,
                 release_claims=unclaim,
                 ended=ended,
-                failed_hold_fires=_failed_hold_fires(),
             )
             report = await self._decide(request)
             # A pause or abort that arrived while the activity ran: the decision was taken without
@@ -593,17 +592,6 @@ class RolloutWorkflow:
         workflow.upsert_memo(self._memo())
         workflow.set_current_details(current_details(progress, decision))
         return progress
-
-
-def _failed_hold_fires() -> bool:
-    """Whether the planner fires the failure rule when only the rollout's own failed nodes hold
-    the budget (0.1.0 stayed Blocked). The decision comes back in the activity's result, so a
-    replay never decides again; the marker keeps a run begun on 0.1.0 deciding as it did."""
-    # patch failed-hold-fires: since 0.2.0; deprecate_patch in 0.3.0, remove in 0.4.0
-    if workflow.patched("failed-hold-fires"):  # noqa: SIM103 (the patch's two branches, kept apart)
-        return True
-    else:
-        return False  # 0.1.0: such a rollout stays Blocked
 
 
 def _stopped_since(before: Controls, now: Controls) -> bool:

@@ -125,24 +125,21 @@ def decide(
     now: datetime,
     prepared: Prepared | None = None,
     max_starts: int = MAX_STARTS_PER_DECISION,
-    *,
-    failed_hold_fires: bool = True,
 ) -> Decision:
     """The next decision. ``prepared`` (``Prepared(spec, observations)``) may be reused across calls
     while the nodes' names, labels and recorded package state are unchanged; it must have been built
     for ``state.spec``. At most ``max_starts`` nodes start per decision; a batch wider than that
     fills over the next decisions, the first a second later (``wake_at``).
 
-    ``failed_hold_fires``: when a budget (profile-wide or a compartment's) refuses a start and only
-    nodes this rollout failed on hold it, fire that scope's failure rule at once: no node it caps can
-    ever start, so the rollout cannot complete. False keeps 0.1.0's decisions (it stays Blocked):
-    the rollout workflow passes its patch marker here."""
+    When a budget (profile-wide or a compartment's) refuses a start and only nodes this rollout
+    failed on hold it, that scope's failure rule fires at once: no node it caps can ever start, so
+    the rollout could never complete."""
     ensure_aware(now)
     if prepared is not None and prepared.spec.target != state.spec.target:
         raise ValueError("prepared was built for another spec target")
     view = FleetView(state.spec, observations, prepared)
     state = _absorb(state, view)
-    engine = _Engine(state, view, observations, now, max_starts, failed_hold_fires=failed_hold_fires)
+    engine = _Engine(state, view, observations, now, max_starts)
     if state.halt is None:
         state = engine.check_failures(state)
     if state.halt is None and not observations.paused:
@@ -154,7 +151,7 @@ def decide(
         # returned once its workflow has ended.
         unreported = view.reported_running.intersection(f.node for f in state.failed)
         rollback = begin_rollback(state, now, unreported)
-        return decide(rollback, observations, now, max_starts=max_starts, failed_hold_fires=failed_hold_fires)
+        return decide(rollback, observations, now, max_starts=max_starts)
     if state.halt is not None:
         return engine.decision(state, Phase.HALTED, _halted(state))
     if observations.paused:
@@ -251,13 +248,10 @@ class _Engine:
         observations: Observations,
         now: datetime,
         max_starts: int = MAX_STARTS_PER_DECISION,
-        *,
-        failed_hold_fires: bool = True,
     ) -> None:
         if max_starts < 1:
             raise ValueError("max_starts must be at least 1")
         self.max_starts = max_starts
-        self.failed_hold_fires = failed_hold_fires
         self.view = view
         self.observations = observations
         self.now = now
@@ -357,7 +351,7 @@ class _Engine:
                     break
                 queue = self._queue(self.view.members.get(scope.name, []))
                 compartments[index] = self._scope(scope, self.policy.compartment_steps(scope.name), queue)
-        if self.halt is None and self.held_by_failed and self.failed_hold_fires:
+        if self.halt is None and self.held_by_failed:
             self._fire_held_by_failed()
             # As if the walk never happened: no start, no batch opened for nodes that never ran.
             self.starts = []

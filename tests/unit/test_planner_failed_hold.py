@@ -60,16 +60,6 @@ def test_the_issue_scenario_fires_the_failure_action_once_its_failures_fill_the_
     assert "only this rollout's failed nodes hold it (maxFailedNodes 2 tolerates them)" in reason
 
 
-def test_without_the_patch_the_rollout_stays_blocked_as_0_1_0_decided() -> None:
-    fleet = Fleet(8, policy(batches(initial=2), cap=2, failure=tolerant(FailureAction.ROLLBACK)))
-    first_batch_fails(fleet)
-    for _ in range(3):
-        decision = fleet.decide(failed_hold_fires=False)
-        assert decision.phase is Phase.BLOCKED
-        assert decision.state.halt is None
-        assert LEFT in decision.message
-
-
 def test_a_percentage_budget_fills_the_same_way() -> None:
     rollout = policy(batches(initial=2), failure=tolerant(FailureAction.HALT, None))
     fleet = Fleet(8, rollout.model_copy(update={"max_unavailable": Budget(percent=25)}))
@@ -144,15 +134,11 @@ def test_a_compartment_whose_failures_fill_its_budget_fires_its_own_rule_at_once
 
 
 def test_a_start_in_another_compartment_is_cancelled_by_the_firing() -> None:
-    fleets = [compartmented(FailureAction.HALT), compartmented(FailureAction.HALT)]
-    for fleet in fleets:
-        first = fleet.decide()
-        odd = next(s.node for s in first.start if s.compartment == "odd")
-        fleet.finish_running(ok=True)
-        fail_left_cordoned(fleet, odd)
-    unpatched = fleets[1].decide(failed_hold_fires=False)
-    assert [s.compartment for s in unpatched.start] == ["default"]  # what the firing cancels
-    fleet = fleets[0]
+    fleet = compartmented(FailureAction.HALT)
+    first = fleet.decide()
+    odd = next(s.node for s in first.start if s.compartment == "odd")
+    fleet.finish_running(ok=True)
+    fail_left_cordoned(fleet, odd)
     decision = fleet.decide()
     assert decision.phase is Phase.HALTED
     assert decision.start == ()
