@@ -1,10 +1,10 @@
 """One ``decide`` call's read-only view of the fleet: each targeted node's work, its compartment,
-the rollout order, and what already makes nodes unavailable. Built from the spec and the
-observations only; no I/O.
+the rollout order (and the workload units that start together), and what already makes nodes
+unavailable. Built from the spec and the observations only; no I/O.
 
 ``Prepared`` is the expensive part (per-node work, compartments, order). It depends only on the
-spec and on the nodes' names, labels and recorded package state, so a caller may build it once and
-pass it to several ``decide`` calls while those do not change (the plan preview does).
+spec and on the nodes' names, labels, workloads and recorded package state, so a caller may build
+it once and pass it to several ``decide`` calls while those do not change (the plan preview does).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Hashable, Mapping
 from fleetwright.planner.nodestate import record_key
 from fleetwright.planner.nodework import NodeWork, PackageMemo, plan_node
 from fleetwright.planner.observations import NodeObservation, Observations, RunStatus
-from fleetwright.planner.ordering import order_nodes
+from fleetwright.planner.ordering import OrderInput, WorkloadOrder, order_by_workloads
 from fleetwright.planner.policy import DEFAULT_COMPARTMENT, Budget, RolloutPolicy
 from fleetwright.planner.rollback import plan_node_rollback
 from fleetwright.planner.spec import RolloutSpec
@@ -69,17 +69,20 @@ class Prepared:
         self.work = plan_fleet(spec, observations)
         policy = spec.policy
         self.compartment_of = assign_compartments(policy, nodes)
-        self.order = order_nodes(((n, o.labels) for n, o in nodes.items()), policy.spread_key)
-        self.rank = {name: index for index, name in enumerate(self.order)}
         self.members: dict[str, list[str]] = {DEFAULT_COMPARTMENT: []}
         for compartment in policy.compartments:
             self.members[compartment.name] = []
-        for name in self.order:
+        for name in nodes:
             self.members[self.compartment_of[name]].append(name)
         self.cap = policy.max_unavailable.resolve(len(nodes))
         self.compartment_caps = {
             name: self._budget(name).resolve(len(members)) for name, members in self.members.items()
         }
+        self.ordering = self._order(nodes)
+        self.order = self.ordering.order
+        self.rank = {name: index for index, name in enumerate(self.order)}
+        for members in self.members.values():
+            members.sort(key=self.rank.__getitem__)
         # A corrupt record must stop work on that node only: it is never started, and the rest of
         # the fleet proceeds without it.
         self.unreadable = {n: o.unreadable for n, o in nodes.items() if o.unreadable is not None}
@@ -92,6 +95,16 @@ class Prepared:
             else {}
         )
         self.seconds: dict[str, int] = {}
+
+    def _order(self, nodes: Mapping[str, NodeObservation]) -> WorkloadOrder:
+        """The rollout order; with workloads known, units never larger than what may be
+        unavailable at once in their compartment."""
+        caps = {name: min(self.cap, cap) for name, cap in self.compartment_caps.items()}
+        inputs = [
+            OrderInput(n, o.labels, tuple(w.name for w in o.workloads), self.compartment_of[n])
+            for n, o in nodes.items()
+        ]
+        return order_by_workloads(inputs, caps, self.spec.policy.spread_key)
 
     def _budget(self, name: str) -> Budget:
         compartment = self.spec.policy.compartment(name)

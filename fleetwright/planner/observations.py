@@ -1,6 +1,6 @@
 """What the engine observed, handed to ``decide`` each time: the targeted nodes (labels, readiness,
 cordons by others, other disruptions, the package state this profile recorded, the status of this
-profile's node workflow), approvals, and pause.
+profile's node workflow, the workloads whose pods run there), approvals, and pause.
 
 The engine fills these from the API server and its child workflows; the planner trusts them and
 never reads anything itself.
@@ -22,6 +22,16 @@ class RunStatus(StrEnum):
     FAILED = "failed"
     GONE = "gone"
     """The Node was deleted while its node workflow ran: it left the fleet (not a failure)."""
+
+
+class NodeWorkload(Frozen):
+    """One workload's share of a node: a training job (or any group of pods that stops as a whole
+    when one of its pods is evicted) with its pods on the node and the GPUs they request."""
+
+    name: str
+    """``<Kind>/<namespace>/<name>``, e.g. ``JobSet/research/llama-70b`` (``kube.workloads``)."""
+    pods: int = Field(default=1, ge=0)
+    gpus: int = Field(default=0, ge=0)
 
 
 class NodeObservation(Frozen):
@@ -56,6 +66,9 @@ class NodeObservation(Frozen):
     """This profile's node workflow for the current target, if any."""
     message: str = ""
     """Why the node workflow failed, when ``run`` is failed."""
+    workloads: tuple[NodeWorkload, ...] = ()
+    """The workloads whose pods run on the node, by name. Empty everywhere: no workload information
+    (the order is the plain zone-spread order); empty on one node of a fleet with some: idle."""
 
 
 class Observations(Frozen):

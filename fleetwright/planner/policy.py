@@ -132,6 +132,9 @@ class RolloutPolicy(Frozen):
     windows: tuple[Window, ...] = ()
     compartments: tuple[Compartment, ...] = ()
     spread_key: str = "topology.kubernetes.io/zone"
+    workload_label: str | None = None
+    """A pod label key whose value names a workload (with the pod's namespace), besides the owners
+    ``kube.workloads`` recognises; read by whoever observes the pods."""
 
     @model_validator(mode="after")
     def _unique_names(self) -> RolloutPolicy:

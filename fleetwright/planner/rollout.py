@@ -470,6 +470,10 @@ class _Engine:
         # the driver upgrade most nodes will get. Deterministic: groups keep the rollout order.
         ready = [n for n in candidates if self.view.node_refusal(n) is None]
         rest = [n for n in candidates if self.view.node_refusal(n) is not None]
+        idle = self.view.prepared.ordering.idle
+        if idle:
+            # With workloads known, a canary on an idle node interrupts no job.
+            ready.sort(key=lambda n: n not in idle)
         groups: dict[tuple[str, ...], list[str]] = {}
         for node in ready + rest:
             groups.setdefault(_signature(self.view.work[node]), []).append(node)
@@ -546,6 +550,8 @@ class _Engine:
         return scope, False
 
     def _fill(self, scope: ScopeState, members: list[str]) -> ScopeState:
+        if self.view.prepared.ordering.units:
+            return self._fill_units(scope, members)
         wanted = scope.current_size - len(scope.current)
         want = min(wanted, self.max_starts - len(self.starts))
         started: list[str] = []
@@ -568,6 +574,82 @@ class _Engine:
         if not started:
             return scope
         return scope.model_copy(update={"current": scope.current + tuple(started)})
+
+    def _fill_units(self, scope: ScopeState, members: list[str]) -> ScopeState:
+        """``_fill`` when workloads are known: a unit (a workload's nodes, ``ordering``) starts
+        whole or not at all. A unit that does not fit the batch's room waits for a later batch
+        while smaller ones after it fill the room; an empty batch grows to hold a whole unit (units
+        are never larger than the cap). A unit the budget cannot hold whole waits for room."""
+        units, chains = self.view.prepared.ordering.units, self.view.prepared.ordering.chains
+        room = scope.current_size - len(scope.current)
+        started: list[str] = []
+        number = scope.batch.batches + 1
+        seen: set[str] = set()
+        passed: set[str] = set()  # workloads cut into pieces whose piece was passed over
+        for index, node in enumerate(members):
+            if node in seen or node not in self.pending:
+                continue
+            unit = [n for n in units.get(node, (node,)) if n in self.pending]
+            seen.update(unit)
+            chain = chains.get(node)
+            if chain in passed or (len(unit) > room - len(started) and (scope.current or started)):
+                if chain is not None:
+                    passed.add(chain)
+                continue
+            if len(self.starts) + len(unit) > self.max_starts and self.starts:
+                self._capped()
+                break
+            taken, full = self._start_unit(unit, scope.name, number, grows=len(unit) > room)
+            started += taken
+            if not taken and chain is not None:
+                passed.add(chain)
+            if full is not None:
+                # As in ``_fill``: the cap is full, only free starts remain.
+                self.budget_waits.append((full, members, index + 1))
+                started += self._start_free(members[index + 1 :], room - len(started), scope.name, number)
+                break
+            if len(started) >= room:
+                break
+        if not started:
+            return scope
+        return scope.model_copy(update={"current": scope.current + tuple(started)})
+
+    def _start_unit(
+        self, unit: list[str], scope: str, batch: int, *, grows: bool
+    ) -> tuple[list[str], Refusal | None]:
+        """Start a unit's nodes; also the budget's refusal when a one-node unit found the cap full."""
+        if len(unit) == 1:
+            if self._try_start(unit[0], scope, batch):
+                return unit, None
+            return [], self._budget_refusal(unit[0])
+        refusal = self._unit_refusal(unit)
+        if refusal is not None:
+            for member in unit:
+                self._hold(member, refusal)
+            return [], None
+        if grows:
+            self.notes.append(f"{scope}: batch {batch} grows to {len(unit)} nodes for one workload")
+        return [n for n in unit if self._try_start(n, scope, batch)], None
+
+    def _unit_refusal(self, unit: list[str]) -> Refusal | None:
+        """Why the budget cannot take every node of a unit at once (None: it can)."""
+        tracker = self.tracker
+        compartment = self.view.compartment_of[unit[0]]
+        cost = sum(tracker.cost(n) for n in unit)
+        mine = len(tracker.ours) + len(unit)
+        mine_here = tracker.ours_used.get(compartment, 0) + len(unit)
+        if (
+            cost <= min(tracker.room(), tracker.compartment_room(compartment))
+            and mine <= tracker.cap
+            and mine_here <= tracker.compartment_caps.get(compartment, 0)
+        ):
+            return None
+        holders = tracker.unavailable
+        reason = (
+            f"{BUDGET}: the {len(unit)} nodes of one workload start together; "
+            f"{len(holders)} of maxUnavailable {tracker.cap} in use"
+        )
+        return Refusal(reason, waiting=bool(tracker.ours), outside=bool(holders - tracker.reporting))
 
     def _capped(self) -> None:
         """A batch wider than the room left in this decision fills on the next one, a second
@@ -705,11 +787,19 @@ class _Engine:
             phase = Phase.WAITING
         else:
             phase = Phase.BLOCKED
-        message = "; ".join(self.notes) or self._held_message()
+        said = self.notes or [self._held_message()]
+        message = "; ".join(said + self._split_notes())
         if of is not None:
             # Whatever holds a rollback, it is rolling back: the message says what holds it.
             return self.decision(state, Phase.ROLLING_BACK, f"{message} — because {of.reason}")
         return self.decision(state, phase, message)
+
+    def _split_notes(self) -> list[str]:
+        """Says that workloads larger than the cap go in consecutive batches (the first; a count)."""
+        notes = self.view.prepared.ordering.notes
+        if len(notes) > 1:
+            return [f"{notes[0]} (and {len(notes) - 1} more such workloads)"]
+        return list(notes)
 
     def _held_message(self) -> str:
         """What holds the rollout when no step has a note: the first held node (rollout order)

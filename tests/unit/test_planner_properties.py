@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from fleetwright.planner.batches import Strategy, StrategyKind
 from fleetwright.planner.interrupts import REBOOT
 from fleetwright.planner.nodestate import PackageRecord
-from fleetwright.planner.observations import NodeObservation, Observations, RunStatus
+from fleetwright.planner.observations import NodeObservation, NodeWorkload, Observations, RunStatus
 from fleetwright.planner.packages import DesiredPackage
 from fleetwright.planner.policy import (
     ApprovalStep,
@@ -84,11 +84,12 @@ def policies(draw: st.DrawFn) -> RolloutPolicy:
     )
 
 
-def node(i: int, current: bool) -> NodeObservation:
+def node(i: int, current: bool, job: int = 0) -> NodeObservation:
     return NodeObservation(
         name=f"n{i:02d}",
         labels={"topology.kubernetes.io/zone": f"z{i % 3}", "parity": "odd" if i % 2 else "even"},
         packages={"driver": PackageRecord(version="2.0.0" if current else "1.0.0")},
+        workloads=(NodeWorkload(name=f"Job/ml/j{job}", gpus=8),) if job else (),
     )
 
 
@@ -221,12 +222,19 @@ def _in(world: World, node: str, compartment: Compartment) -> bool:
     current=st.lists(st.booleans(), min_size=20, max_size=20),
     rounds=st.lists(events, min_size=1, max_size=25),
     max_starts=st.integers(1, 25),
+    jobs=st.one_of(st.just([0] * 20), st.lists(st.integers(0, 4), min_size=20, max_size=20)),
 )
 def test_rollout_invariants_hold_under_any_sequence_of_observations(
-    rollout: RolloutPolicy, count: int, current: list[bool], rounds: list[dict[str, object]], max_starts: int
+    rollout: RolloutPolicy,
+    count: int,
+    current: list[bool],
+    rounds: list[dict[str, object]],
+    max_starts: int,
+    jobs: list[int],
 ) -> None:
+    """Also with workloads on the nodes (then units of nodes start together)."""
     spec = RolloutSpec(profile="p", packages=PACKAGES, policy=rollout)
-    world = World(spec=spec, nodes={f"n{i:02d}": node(i, current[i]) for i in range(count)})
+    world = World(spec=spec, nodes={f"n{i:02d}": node(i, current[i], jobs[i]) for i in range(count)})
     state = begin(spec, world.now)
     for round_ in rounds:
         observations = world.observations()

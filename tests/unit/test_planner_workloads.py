@@ -1,0 +1,183 @@
+"""Workload-aware ordering: idle nodes first, a workload's nodes in one batch when they fit the
+cap (consecutive batches when they do not, said so), the budget never exceeded, the same order for
+the same fleet whatever order it is read in, and exactly the plain zone-spread order when nothing is
+known about workloads."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import UTC, datetime
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fleetwright.planner.batches import Strategy, StrategyKind
+from fleetwright.planner.interrupts import REBOOT
+from fleetwright.planner.nodestate import PackageRecord
+from fleetwright.planner.observations import NodeObservation, NodeWorkload, Observations
+from fleetwright.planner.ordering import OrderInput, order_by_workloads, order_nodes
+from fleetwright.planner.packages import DesiredPackage
+from fleetwright.planner.policy import BatchesStep, Budget, CanaryStep, RolloutPolicy
+from fleetwright.planner.preview import Plan, preview
+from fleetwright.planner.rollout import begin, decide
+from fleetwright.planner.spec import RolloutSpec
+
+pytestmark = pytest.mark.unit
+
+T0 = datetime(2026, 5, 4, 9, 0, tzinfo=UTC)
+PACKAGES = (DesiredPackage(name="driver", version="2.0.0", interrupt=REBOOT),)
+ZONE = "topology.kubernetes.io/zone"
+
+
+def node(i: int, jobs: tuple[str, ...] = ()) -> NodeObservation:
+    return NodeObservation(
+        name=f"gpu-{i:03d}",
+        labels={ZONE: f"z{i % 3}"},
+        packages={"driver": PackageRecord(version="1.0.0")},
+        workloads=tuple(NodeWorkload(name=j, pods=1, gpus=8) for j in jobs),
+    )
+
+
+def fleet(jobs: list[int]) -> list[NodeObservation]:
+    """Node i runs job ``jobs[i]`` (0: idle)."""
+    return [node(i, (f"Job/ml/j{j}",) if j else ()) for i, j in enumerate(jobs)]
+
+
+def spec(cap: int, initial: int, kind: StrategyKind = StrategyKind.FIXED, canary: int = 0) -> RolloutSpec:
+    steps = (CanaryStep(count=canary),) if canary else ()
+    batches = BatchesStep(strategy=Strategy(kind=kind, initial_batch=initial))
+    policy = RolloutPolicy(max_unavailable=Budget(count=cap), steps=(*steps, batches))
+    return RolloutSpec(profile="p", packages=PACKAGES, policy=policy)
+
+
+def planned(rollout: RolloutSpec, nodes: list[NodeObservation]) -> Plan:
+    return preview(rollout, Observations(nodes=tuple(nodes)), T0)
+
+
+def starts_by_workload(plan: Plan, nodes: list[NodeObservation]) -> dict[str, set[tuple[str, int]]]:
+    """Each workload's (scope, batch) pairs its nodes started in."""
+    batch_of = {p.node: (p.scope, p.batch) for p in plan.nodes}
+    out: dict[str, set[tuple[str, int]]] = defaultdict(set)
+    for n in nodes:
+        for w in n.workloads:
+            out[w.name].add(batch_of[n.name])
+    return out
+
+
+def max_concurrent(plan: Plan) -> int:
+    edges = sorted([(p.start, 1) for p in plan.nodes] + [(p.end, -1) for p in plan.nodes])
+    level = peak = 0
+    for _, step in edges:
+        level += step
+        peak = max(peak, level)
+    return peak
+
+
+def test_without_workloads_the_order_is_the_zone_spread_order() -> None:
+    nodes = fleet([0] * 30)
+    prepared_order = decide(begin(spec(4, 4), T0), Observations(nodes=tuple(nodes)), T0)
+    expected = order_nodes((n.name, n.labels) for n in nodes)
+    assert [s.node for s in prepared_order.start] == expected[:4]
+    inputs = [OrderInput(n.name, n.labels) for n in nodes]
+    assert order_by_workloads(inputs, {"": 4}).order == expected
+
+
+def test_idle_nodes_go_first_then_each_workload_whole() -> None:
+    # Jobs packed by rack, as a scheduler places them: j1 on 0-3, j2 on 4-5, idle 6-7, j3 on 8-11.
+    nodes = fleet([1, 1, 1, 1, 2, 2, 0, 0, 3, 3, 3, 3])
+    plan = planned(spec(4, 4), nodes)
+    # The idle nodes, then the first unit that fits the room left (j1 and j3 need all four).
+    assert plan.batches[0].nodes[:2] == ("gpu-006", "gpu-007")
+    assert set(plan.batches[0].nodes[2:]) == {"gpu-004", "gpu-005"}
+    for batches in starts_by_workload(plan, nodes).values():
+        assert len(batches) == 1
+    assert plan.phase.value == "Complete"
+
+
+def test_a_batch_grows_to_hold_a_workload_within_the_cap() -> None:
+    nodes = fleet([0, 1, 1, 1])
+    plan = planned(spec(3, 1), nodes)
+    assert [len(b.nodes) for b in plan.batches] == [1, 3]
+    assert max_concurrent(plan) <= 3
+
+
+def test_a_workload_larger_than_the_cap_goes_in_consecutive_batches_and_says_so() -> None:
+    nodes = fleet([1] * 7 + [0])
+    rollout = spec(3, 3)
+    plan = planned(rollout, nodes)
+    sizes = [len(b.nodes) for b in plan.batches]
+    assert sizes == [1, 3, 3, 1]  # idle first, then the job's nodes in pieces of the cap
+    first = decide(begin(rollout, T0), Observations(nodes=tuple(nodes)), T0)
+    assert "workload Job/ml/j1 spans 7 nodes, more than maxUnavailable 3" in first.message
+    assert "3 consecutive batches" in first.message
+
+
+def test_workloads_sharing_a_node_start_together() -> None:
+    nodes = [node(0, ("Job/a/x",)), node(1, ("Job/a/x", "Job/a/y")), node(2, ("Job/a/y",)), node(3)]
+    plan = planned(spec(3, 3), nodes)
+    batch_of = {p.node: p.batch for p in plan.nodes}
+    assert batch_of["gpu-000"] == batch_of["gpu-001"] == batch_of["gpu-002"]
+
+
+def test_a_unit_waits_for_room_for_all_its_nodes() -> None:
+    # Two nodes of j1 and four of j2 under a cap of 4: j2 never starts beside j1.
+    nodes = fleet([1, 1, 2, 2, 2, 2])
+    plan = planned(spec(4, 8), nodes)
+    assert max_concurrent(plan) <= 4
+    start_of = {p.node: p.start for p in plan.nodes}
+    assert len({start_of[n.name] for n in nodes[2:]}) == 1  # j2's four nodes start at once
+
+
+def test_the_canary_prefers_an_idle_node() -> None:
+    nodes = fleet([1, 1, 2, 2, 0, 3, 3])
+    first = decide(begin(spec(2, 2, canary=1), T0), Observations(nodes=tuple(nodes)), T0)
+    assert [s.node for s in first.start] == ["gpu-004"]
+
+
+jobs_lists = st.lists(st.integers(0, 6), min_size=1, max_size=40)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    jobs=jobs_lists,
+    cap=st.integers(1, 8),
+    initial=st.integers(1, 8),
+    kind=st.sampled_from(list(StrategyKind)),
+    canary=st.sampled_from([0, 1, 2]),
+)
+def test_a_workload_that_fits_is_never_split_and_the_budget_holds(
+    jobs: list[int], cap: int, initial: int, kind: StrategyKind, canary: int
+) -> None:
+    nodes = fleet(jobs)
+    plan = planned(spec(cap, initial, kind, canary), nodes)
+    assert plan.phase.value == "Complete"
+    assert len(plan.nodes) == len(nodes)
+    assert max_concurrent(plan) <= cap
+    size: dict[int, int] = defaultdict(int)
+    for j in jobs:
+        size[j] += 1
+    canaries = {p.node for p in plan.nodes if p.batch == 0}
+    for workload, batches in starts_by_workload(plan, nodes).items():
+        touched_by_canary = any(
+            n.name in canaries for n in nodes if any(w.name == workload for w in n.workloads)
+        )
+        if size[int(workload.rsplit("j", 1)[1])] <= cap and not touched_by_canary:
+            assert len(batches) == 1, (workload, batches)
+
+
+@settings(max_examples=60, deadline=None)
+@given(jobs=jobs_lists, cap=st.integers(1, 8), seed=st.randoms(use_true_random=False))
+def test_the_order_is_stable_whatever_order_the_fleet_is_read_in(
+    jobs: list[int], cap: int, seed: object
+) -> None:
+    nodes = [OrderInput(n.name, n.labels, tuple(w.name for w in n.workloads)) for n in fleet(jobs)]
+    shuffled = list(nodes)
+    seed.shuffle(shuffled)  # type: ignore[attr-defined]
+    first = order_by_workloads(nodes, {"": cap})
+    again = order_by_workloads(shuffled, {"": cap})
+    assert first == again
+    assert sorted(first.order) == sorted(n.name for n in nodes)
+    idle = [n.name for n in nodes if not n.workloads]
+    plain = order_nodes((m.name, m.labels) for m in nodes)
+    assert first.order[: len(idle)] == [n for n in plain if n in idle]
