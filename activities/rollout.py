@@ -3,7 +3,8 @@
 It reads every Node once, keeps those the profile targets (minus skipped ones), folds in what the
 workflow learned from its node workflows, marks nodes where an earlier-priority profile is not
 complete yet, on the node or, for ``sequencing: all``, on any of its nodes (``planner.priority``;
-it reads the NodeProfiles for that), and calls ``planner.rollout.decide`` with the workflow's
+it reads the NodeProfiles for that), attaches the workloads whose pods run on each node (for the
+order, ``kube.workloads``), and calls ``planner.rollout.decide`` with the workflow's
 ``now``. The decision is recorded in history, so the workflow stays deterministic while the fleet
 read stays out of it.
 """
@@ -31,11 +32,12 @@ from fleetwright.api.nodeprofile import NodeProfile
 from fleetwright.errors import InvalidSpecError, NotFoundError, RetryableError
 from fleetwright.kube import nodes as kube_nodes
 from fleetwright.kube import nodestatus, resources
+from fleetwright.kube import workloads as kube_workloads
 from fleetwright.kube.client import ApiClient
 from fleetwright.planner import convert
 from fleetwright.planner.fleet import observe_node
 from fleetwright.planner.nodestate import format_annotation, read_profile_state
-from fleetwright.planner.observations import NodeObservation, Observations, RunStatus
+from fleetwright.planner.observations import NodeObservation, NodeWorkload, Observations, RunStatus
 from fleetwright.planner.priority import earlier_profiles, fleet_completion, sequencing_hold, waiting_on
 from fleetwright.planner.rollout import decide
 from fleetwright.planner.state import BlockedNode, RolloutState
@@ -65,10 +67,14 @@ def _identity(node: Mapping[str, Any]) -> tuple[str, Mapping[str, str], Mapping[
 
 
 def observe(
-    nodes: list[dict[str, Any]], request: DecideRequest, profiles: Iterable[NodeProfile] = ()
+    nodes: list[dict[str, Any]],
+    request: DecideRequest,
+    profiles: Iterable[NodeProfile] = (),
+    workloads: Mapping[str, tuple[NodeWorkload, ...]] | None = None,
 ) -> tuple[Observations, dict[str, NodeObservation]]:
-    """Pure: the planner's observations from raw Nodes, the workflow's request and every
-    NodeProfile (for the priority order on shared nodes)."""
+    """Pure: the planner's observations from raw Nodes, the workflow's request, every NodeProfile
+    (for the priority order on shared nodes) and the workloads on each node (``kube.workloads``;
+    None: not known)."""
     profile = request.profile
     skipped = set(request.controls.skipped)
     results = {r.node: r for r in request.results}
@@ -88,6 +94,8 @@ def observe(
         hold = sequencing_hold(profile, incomplete, labels)
         if waiting or hold:
             observation = observation.model_copy(update={"waiting_on": waiting, "sequencing_hold": hold})
+        if workloads and name in workloads:
+            observation = observation.model_copy(update={"workloads": workloads[name]})
         observed[name] = observation
     observations = Observations(
         nodes=tuple(observed[n] for n in sorted(observed)),
@@ -130,10 +138,13 @@ def held_waits(
 
 
 def plan_turn(
-    nodes: list[dict[str, Any]], request: DecideRequest, profiles: Iterable[NodeProfile] = ()
+    nodes: list[dict[str, Any]],
+    request: DecideRequest,
+    profiles: Iterable[NodeProfile] = (),
+    workloads: Mapping[str, tuple[NodeWorkload, ...]] | None = None,
 ) -> DecideReport:
     """Pure: one turn of the rollout from raw Nodes — observe, decide, and what new nodes need."""
-    observations, observed = observe(nodes, request, profiles)
+    observations, observed = observe(nodes, request, profiles, workloads)
     decision = decide(request.state, observations, request.now)
     first = len(request.state.updated) + len(request.state.failed) + len(request.state.running)
     return DecideReport(
@@ -179,7 +190,8 @@ class RolloutActivities:
         patch_nodes(lambda node: self._show_ended(name, ended[node]), ended)
         profiles = parse_profiles(resources.list_objects(self._api, PROFILE_PLURAL))
         nodes = kube_nodes.list_nodes(self._api)
-        report = plan_turn(nodes, request, profiles)
+        workloads = kube_workloads.read_node_workloads(self._api, request.state.spec.policy.workload_label)
+        report = plan_turn(nodes, request, profiles, workloads)
         starts = [s.node for s in report.decision.start]
         # Claim the nodes to start before the workflow acts on the decision, so other profiles'
         # decisions count them against their budgets at once (the node workflow drops the claim).

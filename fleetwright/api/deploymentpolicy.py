@@ -15,6 +15,7 @@ from pydantic import AfterValidator, Field
 
 from fleetwright.api.common import (
     DNS_LABEL_PATTERN,
+    LABEL_KEY_PATTERN,
     MAX_NAME,
     MAX_SHORT_STRING,
     ApiModel,
@@ -453,6 +454,17 @@ class DeploymentPolicySpec(ApiModel):
         "the safest (smallest budget, then name).",
         max_length=MAX_COMPARTMENTS,
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
+    workload_label: str | None = Field(
+        default=None,
+        description="A pod label key whose value names the workload the pod belongs to (pods of one "
+        "namespace with the same value are one workload), besides the owners fleetwright recognises "
+        "(Job, JobSet, LeaderWorkerSet, Kubeflow training jobs, Volcano and Kueue pod groups). The "
+        "rollout puts idle nodes first and the nodes of each workload in one batch (consecutive "
+        "batches when it spans more nodes than maxUnavailable), so a training job whose pods stop "
+        "together when one is evicted is interrupted once.",
+        max_length=317,
+        pattern=LABEL_KEY_PATTERN,
     )
 
     local_rules = (

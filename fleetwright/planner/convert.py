@@ -146,6 +146,7 @@ def policy(api: DeploymentPolicy) -> RolloutPolicy:
         failure=failure_policy(spec.failure),
         windows=windows,
         compartments=compartments,
+        workload_label=spec.workload_label,
     )
 
 

@@ -1,0 +1,130 @@
+"""Tracing pods to the workloads that stop as a whole (``kube.workloads``), and the rollout
+activity's observation carrying them to the planner."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from fleetwright.activities.payloads import DecideRequest
+from fleetwright.activities.rollout import observe, plan_turn
+from fleetwright.kube.workloads import gpus_of, node_workloads, workload_of
+from fleetwright.localcluster import examples
+from fleetwright.localcluster import nodes as fleet_nodes
+from fleetwright.planner import convert
+from fleetwright.planner.observations import NodeWorkload
+from fleetwright.planner.rollout import begin
+
+pytestmark = pytest.mark.unit
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def pod(
+    node: str = "gpu-1",
+    *,
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+    owner: str | None = None,
+    gpus: str | None = None,
+    phase: str = "Running",
+) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": "p", "namespace": "ml", "labels": labels or {}}
+    meta["annotations"] = annotations or {}
+    if owner is not None:
+        kind, name = owner.split("/")
+        meta["ownerReferences"] = [{"kind": kind, "name": name, "controller": True}]
+    resources = {"limits": {"nvidia.com/gpu": gpus}} if gpus is not None else {}
+    return {
+        "metadata": meta,
+        "spec": {"nodeName": node, "containers": [{"name": "c", "resources": resources}]},
+        "status": {"phase": phase},
+    }
+
+
+@pytest.mark.parametrize(
+    ("made", "expected"),
+    [
+        (pod(owner="Job/train"), "Job/ml/train"),
+        (pod(owner="PyTorchJob/llama"), "PyTorchJob/ml/llama"),
+        (pod(labels={"jobset.sigs.k8s.io/jobset-name": "js"}, owner="Job/js-w-0"), "JobSet/ml/js"),
+        (
+            pod(
+                labels={
+                    "leaderworkerset.sigs.k8s.io/name": "lws",
+                    "leaderworkerset.sigs.k8s.io/group-index": "3",
+                }
+            ),
+            "LeaderWorkerSet/ml/lws-3",
+        ),
+        (pod(labels={"training.kubeflow.org/job-name": "tj"}), "TrainingJob/ml/tj"),
+        (pod(annotations={"scheduling.k8s.io/group-name": "pg"}), "PodGroup/ml/pg"),
+        (pod(labels={"kueue.x-k8s.io/pod-group-name": "kg"}), "PodGroup/ml/kg"),
+        (pod(owner="ReplicaSet/web-5d9"), None),
+        (pod(owner="DaemonSet/dcgm"), None),
+        (pod(), None),
+        (pod(owner="Job/stage", labels={"app.kubernetes.io/managed-by": "fleetwright"}), None),
+        (pod(owner="Job/x", annotations={"kubernetes.io/config.mirror": "abc"}), None),
+    ],
+)
+def test_a_pod_is_traced_to_the_group_that_restarts_together(
+    made: dict[str, Any], expected: str | None
+) -> None:
+    assert workload_of(made) == expected
+
+
+def test_the_policy_label_key_comes_first() -> None:
+    made = pod(labels={"example.com/run": "r7", "jobset.sigs.k8s.io/jobset-name": "js"})
+    assert workload_of(made, "example.com/run") == "example.com/run/ml/r7"
+    assert workload_of(made) == "JobSet/ml/js"
+
+
+def test_gpus_are_counted_from_limits_then_requests() -> None:
+    assert gpus_of(pod(gpus="8")) == 8
+    requested = pod()
+    requested["spec"]["containers"] = [
+        {"name": "a", "resources": {"requests": {"amd.com/gpu": "2"}}},
+        {"name": "b", "resources": {"limits": {"nvidia.com/gpu": "4"}, "requests": {"nvidia.com/gpu": "4"}}},
+    ]
+    assert gpus_of(requested) == 6
+    assert gpus_of(pod(gpus="1500m")) == 0
+
+
+def test_each_node_lists_its_workloads_with_pods_and_gpus() -> None:
+    pods = [
+        pod("gpu-1", owner="Job/a", gpus="8"),
+        pod("gpu-1", owner="Job/a", gpus="8"),
+        pod("gpu-1", owner="Job/b", gpus="0"),
+        pod("gpu-2", owner="Job/a", gpus="8"),
+        pod("gpu-2", owner="Job/done", phase="Succeeded"),
+        pod("gpu-3", owner="ReplicaSet/web"),
+    ]
+    assert node_workloads(pods) == {
+        "gpu-1": (
+            NodeWorkload(name="Job/ml/a", pods=2, gpus=16),
+            NodeWorkload(name="Job/ml/b", pods=1, gpus=0),
+        ),
+        "gpu-2": (NodeWorkload(name="Job/ml/a", pods=1, gpus=8),),
+    }
+
+
+def test_the_rollout_turn_starts_a_workloads_nodes_together() -> None:
+    nodes = fleet_nodes.fleet(6)
+    for node in nodes:
+        node["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+    names = [str(n["metadata"]["name"]) for n in nodes]
+    job = (NodeWorkload(name="Job/ml/a", gpus=8),)
+    on_nodes = {names[0]: job, names[3]: job, names[5]: job}
+    tuning = examples.profile("tuning")
+    steps = [{"name": "rest", "batches": {"strategy": "fixed", "initial": 3}}]
+    spec = convert.rollout_spec(tuning, examples.policy(max_unavailable=3, steps=steps))
+    request = DecideRequest(now=NOW, profile=tuning, state=begin(spec, NOW))
+    observations, _ = observe(nodes, request, (), on_nodes)
+    assert {o.name: o.workloads for o in observations.nodes if o.workloads} == on_nodes
+    # Idle nodes first: the first batch is three idle nodes, the job's three start together next.
+    first = plan_turn(nodes, request, (), on_nodes).decision
+    assert not {s.node for s in first.start} & set(on_nodes)
+    plain = plan_turn(nodes, request).decision
+    assert {s.node for s in plain.start} & set(on_nodes)  # without workloads: the zone-spread order
