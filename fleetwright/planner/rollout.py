@@ -470,10 +470,11 @@ class _Engine:
         # the driver upgrade most nodes will get. Deterministic: groups keep the rollout order.
         ready = [n for n in candidates if self.view.node_refusal(n) is None]
         rest = [n for n in candidates if self.view.node_refusal(n) is not None]
-        idle = self.view.prepared.ordering.idle
-        if idle:
-            # With workloads known, a canary on an idle node interrupts no job.
-            ready.sort(key=lambda n: n not in idle)
+        ordering = self.view.prepared.ordering
+        if ordering.idle or ordering.units:
+            # With workloads known, a canary on an idle node interrupts no job, and one on a
+            # single-node job's node interrupts no job twice (its other nodes would follow later).
+            ready.sort(key=lambda n: 0 if n in ordering.idle else len(ordering.units.get(n, (n,))))
         groups: dict[tuple[str, ...], list[str]] = {}
         for node in ready + rest:
             groups.setdefault(_signature(self.view.work[node]), []).append(node)

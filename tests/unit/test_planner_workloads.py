@@ -129,9 +129,12 @@ def test_a_unit_waits_for_room_for_all_its_nodes() -> None:
     assert len({start_of[n.name] for n in nodes[2:]}) == 1  # j2's four nodes start at once
 
 
-def test_the_canary_prefers_an_idle_node() -> None:
+def test_the_canary_prefers_an_idle_node_then_a_single_node_job() -> None:
     nodes = fleet([1, 1, 2, 2, 0, 3, 3])
     first = decide(begin(spec(2, 2, canary=1), T0), Observations(nodes=tuple(nodes)), T0)
+    assert [s.node for s in first.start] == ["gpu-004"]
+    busy = fleet([1, 1, 2, 2, 4, 3, 3])
+    first = decide(begin(spec(2, 2, canary=1), T0), Observations(nodes=tuple(busy)), T0)
     assert [s.node for s in first.start] == ["gpu-004"]
 
 
