@@ -1,5 +1,6 @@
 """``fleetwright plan``: preview what a rollout of a NodeProfile under a DeploymentPolicy would do
-on a fleet: batches, each node's stages, drains and reboots, blocked nodes and why, and an ETA.
+on a fleet: batches (with the workloads each interrupts and the GPU-hours they are expected to
+lose), each node's stages, drains and reboots, blocked nodes and why, and an ETA.
 
 Owns reading the files and printing; the plan itself comes from ``fleetwright.planner.preview``
 (the same engine the rollout workflow runs). ``-o json`` prints the ``Plan`` model, which parses
@@ -9,6 +10,7 @@ back with ``Plan.model_validate_json`` (``-o yaml`` the same data as YAML).
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -28,9 +30,10 @@ from fleetwright.errors import FleetwrightError, InvalidSpecError
 from fleetwright.kube.client import from_kubeconfig
 from fleetwright.kube.nodes import list_nodes
 from fleetwright.kube.resources import get_object
+from fleetwright.kube.workloads import node_workloads, read_node_workloads
 from fleetwright.planner import convert
 from fleetwright.planner.fleet import node_items, observe_fleet
-from fleetwright.planner.observations import Observations
+from fleetwright.planner.observations import NodeWorkload, Observations
 from fleetwright.planner.preview import Plan, preview
 from fleetwright.planner.rollback import preview_inputs
 
@@ -103,13 +106,35 @@ def load_fleet(path: Path, profile: NodeProfile) -> Observations:
     return observe(raw, profile, str(path))
 
 
-def load_live_fleet(kubeconfig: Path, profile: NodeProfile) -> Observations:
-    """The fleet as the cluster behind ``kubeconfig`` has it now."""
+def load_live_fleet(kubeconfig: Path, profile: NodeProfile, label_key: str | None = None) -> Observations:
+    """The fleet as the cluster behind ``kubeconfig`` has it now, with the workloads on its nodes."""
     try:
-        items = list_nodes(from_kubeconfig(kubeconfig))
+        api = from_kubeconfig(kubeconfig)
+        items = list_nodes(api)
+        workloads = read_node_workloads(api, label_key)
     except (FleetwrightError, OSError, ValueError) as err:
-        raise PlanInputError(f"{kubeconfig}: cannot read the nodes: {err}") from err
-    return observe({"kind": "NodeList", "items": items}, profile, str(kubeconfig))
+        raise PlanInputError(f"{kubeconfig}: cannot read the nodes and pods: {err}") from err
+    return with_workloads(observe({"kind": "NodeList", "items": items}, profile, str(kubeconfig)), workloads)
+
+
+def load_pods(path: Path, label_key: str | None) -> dict[str, tuple[NodeWorkload, ...]]:
+    """The workloads on each node from a ``kubectl get pods -A -o json`` snapshot."""
+    try:
+        raw = json.loads(path.read_text()) if path.suffix == ".json" else yaml.safe_load(path.read_text())
+    except (OSError, ValueError, yaml.YAMLError) as err:
+        raise PlanInputError(f"{path}: cannot read the pod snapshot: {err}") from err
+    items = raw.get("items") if isinstance(raw, dict) else None
+    if not isinstance(items, list):
+        raise PlanInputError(f"{path}: not a PodList (`kubectl get pods -A -o json`)")
+    return node_workloads((p for p in items if isinstance(p, dict)), label_key)
+
+
+def with_workloads(observed: Observations, workloads: Mapping[str, tuple[NodeWorkload, ...]]) -> Observations:
+    nodes = tuple(
+        o.model_copy(update={"workloads": workloads[o.name]}) if o.name in workloads else o
+        for o in observed.nodes
+    )
+    return observed.model_copy(update={"nodes": nodes})
 
 
 def observe(raw: dict[str, object], profile: NodeProfile, source: str) -> Observations:
@@ -186,6 +211,16 @@ def render(plan: Plan, console: Console, max_nodes: int) -> None:
     console.print(f"ETA: {eta}", highlight=False)
     for deadlock in plan.deadlocks:
         console.print(f"[yellow]Deadlock if nodes fail:[/] {deadlock}", highlight=False)
+    if plan.workloads:
+        interrupted = len({w for b in plan.batches for w in b.workloads})
+        console.print(
+            f"Workloads: {interrupted} of {plan.workloads} interrupted; expected GPU-hours lost "
+            f"{plan.gpu_hours_lost:g} (each workload's GPUs x its batch's time from drain to done; "
+            "the restart itself not included)",
+            highlight=False,
+        )
+        for note in plan.notes:
+            console.print(f"Note: {note}", highlight=False)
     _batch_table(plan, console)
     _node_table(plan, console, max_nodes)
     _blocked_table(plan, console)
@@ -197,10 +232,13 @@ def render(plan: Plan, console: Console, max_nodes: int) -> None:
 
 def _batch_table(plan: Plan, console: Console) -> None:
     table = Table(title="Batches", title_justify="left")
-    for column in ("start", "end", "scope", "compartment", "batch", "nodes", "first nodes"):
-        table.add_column(column, no_wrap=column != "first nodes")
+    columns = ["start", "end", "scope", "compartment", "batch", "nodes", "first nodes"]
+    if plan.workloads:
+        columns += ["interrupts", "GPU-h"]
+    for column in columns:
+        table.add_column(column, no_wrap=column not in ("first nodes", "interrupts"))
     for batch in plan.batches:
-        table.add_row(
+        row = [
             _offset(plan, batch.start),
             _offset(plan, batch.end),
             batch.scope,
@@ -208,7 +246,13 @@ def _batch_table(plan: Plan, console: Console) -> None:
             "canary" if batch.number == 0 else str(batch.number),
             str(len(batch.nodes)),
             _names(batch.nodes),
-        )
+        ]
+        if plan.workloads:
+            row += [
+                _names(batch.workloads, 3) if batch.workloads else "none (idle nodes)",
+                f"{batch.gpu_hours:g}",
+            ]
+        table.add_row(*row)
     console.print(table)
 
 
@@ -256,6 +300,14 @@ def plan_command(
     fleet: Annotated[
         Path | None, typer.Option("--fleet", help="Fleet snapshot: `kubectl get nodes -o json`.")
     ] = None,
+    pods: Annotated[
+        Path | None,
+        typer.Option(
+            "--pods",
+            help="With --fleet: the pods, `kubectl get pods -A -o json`, for the workloads on each node "
+            "(with --kubeconfig they are read live).",
+        ),
+    ] = None,
     kubeconfig: Annotated[
         Path | None,
         typer.Option("--kubeconfig", help="Read the fleet from the live cluster behind this kubeconfig."),
@@ -297,9 +349,11 @@ def plan_command(
         spec = convert.rollout_spec(profile, policy, previous=replaced)
         if fleet is not None:
             observed = load_fleet(fleet, profile)
+            if pods is not None:
+                observed = with_workloads(observed, load_pods(pods, policy.spec.workload_label))
         else:
             assert kubeconfig is not None  # one of the two, checked above
-            observed = load_live_fleet(kubeconfig, profile)
+            observed = load_live_fleet(kubeconfig, profile, policy.spec.workload_label)
         when = _clock(now)
         if rollback:
             spec, observed = preview_inputs(spec, observed, when)

@@ -1,15 +1,17 @@
 """Plan preview: what a rollout would do, by running ``decide`` against a simulated fleet in which
 every node succeeds after its expected duration, approvals are granted when asked for and health
-gates hold. Produces the batches, each node's stages, drains and reboots, the nodes blocked and
-why, and an ETA. The same engine as the real rollout, so the preview cannot drift from it. Since no
-node fails in it, it also says, from the policy and the fleet alone, where tolerated failures would
-fill a budget before the failure rule fires by count (``deadlocks``).
+gates hold. Produces the batches (with the workloads each interrupts and the GPU-hours they are
+expected to lose), each node's stages, drains and reboots, the nodes blocked and why, and an ETA.
+The same engine as the real rollout, so the preview cannot drift from it. Since no node fails in
+it, it also says, from the policy and the fleet alone, where tolerated failures would fill a budget
+before the failure rule fires by count (``deadlocks``).
 
 Pure: takes the observations and ``now``; nothing is started anywhere.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 
 from pydantic import Field
@@ -65,6 +67,11 @@ class PlannedBatch(Frozen):
     nodes: tuple[str, ...]
     start: datetime
     end: datetime
+    workloads: tuple[str, ...] = ()
+    """The workloads this batch interrupts: those with pods on its nodes."""
+    gpu_hours: float = 0.0
+    """Expected GPU-hours those workloads lose: each one's GPUs (on all its nodes: a gang stops as a
+    whole) x the time from its first node's start to its last node's end in this batch."""
 
 
 class Plan(Frozen):
@@ -94,6 +101,12 @@ class Plan(Frozen):
     deadlocks: tuple[str, ...] = ()
     """Where the failure rule tolerates as many failed nodes as a budget holds: left cordoned, they
     would fill it and no node could start (the rollout then fires the rule: docs/status.md)."""
+    workloads: int = 0
+    """Workloads running on the targeted nodes (0: none known, the order ignores workloads)."""
+    gpu_hours_lost: float = 0.0
+    """The batches' ``gpu_hours`` summed (a restart's own cost not included)."""
+    notes: tuple[str, ...] = ()
+    """What the order says about workloads larger than the cap (consecutive batches)."""
 
 
 def describe_steps(work: NodeWork) -> tuple[str, ...]:
@@ -224,6 +237,7 @@ def _plan(spec: RolloutSpec, sim: _Simulation, last: Decision, now: datetime) ->
     # only for a while (budget, windows), which the batch times already show.
     blocked = last.blocked
     ends = [p.end for p in sim.planned]
+    batches = _batches(sim.planned, sim.nodes)
     return Plan(
         profile=spec.profile,
         target=spec.target,
@@ -234,7 +248,7 @@ def _plan(spec: RolloutSpec, sim: _Simulation, last: Decision, now: datetime) ->
         needs_work=len(needing),
         drains=sum(1 for w in needing if w.needs_drain),
         reboots=sum(1 for w in needing if w.needs_reboot),
-        batches=_batches(sim.planned),
+        batches=batches,
         nodes=tuple(sim.planned),
         blocked=blocked,
         phase=last.phase,
@@ -243,15 +257,22 @@ def _plan(spec: RolloutSpec, sim: _Simulation, last: Decision, now: datetime) ->
         approvals=sim.approvals,
         resolution_seconds=int(sim.resolution.total_seconds()),
         deadlocks=deadlocks(spec, sim.prepared),
+        workloads=len({w.name for o in sim.nodes.values() for w in o.workloads}),
+        gpu_hours_lost=round(sum(b.gpu_hours for b in batches), 1),
+        notes=sim.prepared.ordering.notes,
     )
 
 
-def _batches(planned: list[PlannedNode]) -> tuple[PlannedBatch, ...]:
+def _batches(planned: list[PlannedNode], nodes: Mapping[str, NodeObservation]) -> tuple[PlannedBatch, ...]:
     groups: dict[tuple[str, str, int], list[PlannedNode]] = {}
     for node in planned:
         groups.setdefault(
             (node.scope, node.compartment if node.batch else node.scope, node.batch), []
         ).append(node)
+    gpus: dict[str, int] = {}
+    for observation in nodes.values():
+        for workload in observation.workloads:
+            gpus[workload.name] = gpus.get(workload.name, 0) + workload.gpus
     batches = [
         PlannedBatch(
             compartment=compartment,
@@ -260,7 +281,27 @@ def _batches(planned: list[PlannedNode]) -> tuple[PlannedBatch, ...]:
             nodes=tuple(n.node for n in members),
             start=min(n.start for n in members),
             end=max(n.end for n in members),
+            workloads=tuple(sorted(spans)),
+            gpu_hours=_gpu_hours(spans, gpus),
         )
         for (scope, compartment, number), members in groups.items()
+        for spans in [_spans(members, nodes)]
     ]
     return tuple(sorted(batches, key=lambda b: (b.start, b.compartment, b.number)))
+
+
+def _spans(
+    members: list[PlannedNode], nodes: Mapping[str, NodeObservation]
+) -> dict[str, tuple[datetime, datetime]]:
+    """Each workload a batch interrupts: from its first node's start to its last node's end."""
+    spans: dict[str, tuple[datetime, datetime]] = {}
+    for member in members:
+        for workload in nodes[member.node].workloads:
+            start, end = spans.get(workload.name, (member.start, member.end))
+            spans[workload.name] = (min(start, member.start), max(end, member.end))
+    return spans
+
+
+def _gpu_hours(spans: Mapping[str, tuple[datetime, datetime]], gpus: Mapping[str, int]) -> float:
+    hours = sum(gpus[w] * (end - start).total_seconds() / 3600 for w, (start, end) in spans.items())
+    return round(hours, 2)

@@ -264,3 +264,50 @@ def test_the_plan_shows_a_compartment_whose_own_failures_fill_its_budget(
     assert len(plan.deadlocks) == 1, plan.deadlocks
     assert plan.deadlocks[0].startswith("compartment gb200 maxUnavailable 1: once 1 nodes fail")
     assert plan.deadlocks[0].endswith("the rollout fires halt then")
+
+
+def test_the_plan_shows_the_workloads_each_batch_interrupts_and_the_gpu_hours(
+    manifests: tuple[Path, Path], tmp_path: Path
+) -> None:
+    profile, policy = load_inputs(list(manifests))
+    plain = preview(
+        convert.rollout_spec(profile, policy), load_fleet(FLEET, profile), datetime.fromisoformat(NOW)
+    )
+    gang = [n.node for n in plain.nodes if n.compartment == "default" and n.batch > 0][-4:]
+
+    def pod(node: str, owner: str) -> dict[str, object]:
+        kind, name = owner.split("/")
+        return {
+            "metadata": {
+                "name": f"{name}-{node}",
+                "namespace": "ml",
+                "ownerReferences": [{"kind": kind, "name": name, "controller": True}],
+            },
+            "spec": {
+                "nodeName": node,
+                "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "8"}}}],
+            },
+            "status": {"phase": "Running"},
+        }
+
+    pods = tmp_path / "pods.json"
+    items = [pod(n, "Job/train") for n in gang] + [pod(gang[0], "ReplicaSet/web")]
+    pods.write_text(json.dumps({"kind": "List", "items": items}))
+    args = [*map(str, manifests), "--fleet", str(FLEET), "--pods", str(pods), "--now", NOW]
+    code, out, _ = run(*args, "-o", "json")
+    assert code == 0, out
+    plan = Plan.model_validate_json(out)
+    hit = [b for b in plan.batches if b.workloads]
+    assert [b.workloads for b in hit] == [("Job/ml/train",)]  # one batch, the service is no workload
+    assert set(gang) <= set(hit[0].nodes)
+    spans = [(n.start, n.end) for n in plan.nodes if n.node in gang]
+    # The whole gang's GPUs, from its first node's drain to its last node's end.
+    hours = 32 * (max(e for _, e in spans) - min(s for s, _ in spans)).total_seconds() / 3600
+    assert hit[0].gpu_hours == pytest.approx(hours, abs=0.01)
+    assert plan.workloads == 1
+    assert plan.gpu_hours_lost == pytest.approx(hours, abs=0.1)
+    code, out, _ = run(*args)
+    assert code == 0, out
+    assert "Workloads: 1 of 1 interrupted; expected GPU-hours lost" in out
+    assert "Job/ml/train" in out
+    assert "none (idle nodes)" in out
