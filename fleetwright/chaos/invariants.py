@@ -23,7 +23,8 @@ DUPLICATE_JOB = "duplicate-stage-job"
 ENDED = "rollout-ended"
 LEFT_BEHIND = "left-behind"
 BLOCKED_VISIBLE = "blocked-visible"
-INVARIANTS = (BUDGET, FOREIGN_CORDON, DUPLICATE_JOB, ENDED, LEFT_BEHIND, BLOCKED_VISIBLE)
+INTERRUPTED_ONCE = "workload-interrupted-once"
+INVARIANTS = (BUDGET, FOREIGN_CORDON, DUPLICATE_JOB, ENDED, LEFT_BEHIND, BLOCKED_VISIBLE, INTERRUPTED_ONCE)
 FINAL_PHASES = frozenset({"Complete", "Degraded", "Halted", "Aborted", "RolledBack"})
 VISIBLE_WITHIN_SECONDS = 30.0
 
@@ -203,12 +204,41 @@ def blocked_visible(
     return out
 
 
+def interrupted_once(
+    timeline: Sequence[Snapshot], profile: str, max_unavailable: int, workloads: Mapping[str, frozenset[str]]
+) -> list[Violation]:
+    """A workload (name -> its nodes, as placed before the rollout) whose nodes fit in
+    ``maxUnavailable`` is interrupted at most once: the nodes the profile cordoned (its drain
+    follows) among its nodes never go from none to some a second time. A workload on a node the
+    status names as failed is left out (a failed node is left cordoned; what follows is a human's
+    call)."""
+    failed = set(timeline[-1].profile.failed_nodes if timeline and timeline[-1].profile else ())
+    out = []
+    for name, nodes in sorted(workloads.items()):
+        if len(nodes) > max_unavailable or nodes & failed:
+            continue
+        starts: list[float] = []
+        down = False
+        for snap in timeline:
+            now_down = any(n.name in nodes and n.cordoned_by(profile) for n in snap.nodes)
+            if now_down and not down:
+                starts.append(snap.at)
+            down = now_down
+        if len(starts) > 1:
+            at = ", ".join(f"{s:.1f}s" for s in starts)
+            detail = f"{name} ({len(nodes)} nodes, maxUnavailable {max_unavailable}) interrupted at {at}"
+            out.append(Violation(INTERRUPTED_ONCE, starts[1], detail))
+    return out
+
+
 def check_run(
     timeline: Sequence[Snapshot],
     profile: str,
     max_unavailable: int,
     outages: Sequence[Outage] = (),
     released: Mapping[str, float] | None = None,
+    *,
+    workloads: Mapping[str, frozenset[str]] | None = None,
 ) -> list[Violation]:
     """Every invariant over one rollout's timeline (the last snapshot is taken after it ended)."""
     if not timeline:
@@ -221,4 +251,5 @@ def check_run(
         *rollout_ended(final.profile, final.at),
         *left_behind(final, profile),
         *blocked_visible(timeline, profile, outages),
+        *interrupted_once(timeline, profile, max_unavailable, workloads or {}),
     ]

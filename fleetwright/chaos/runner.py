@@ -1,6 +1,7 @@
-"""Runs chaos iterations: for each, a fresh node group and a fresh rollout of a profile with the
-plan's policy, the plan's faults injected at their moments while the watcher records everything,
-then the invariant checks over the recorded timeline and a clean-up of the group.
+"""Runs chaos iterations: for each, a fresh node group with training gangs on it and a fresh rollout
+of a profile with the plan's policy, the plan's faults injected at their moments while the watcher
+records everything, then the invariant checks over the recorded timeline and a clean-up of the
+group.
 
 Owns the sequence of one iteration and the totals of a run; the faults, the watcher and the checks
 are their own modules.
@@ -34,6 +35,8 @@ SETTLED_WITHIN_SECONDS = 30.0
 # How long a third party keeps its cordon: with maxUnavailable 1 the rollout waits (Blocked, with
 # the budget as its reason) until the cordon goes, as it must.
 FOREIGN_CORDON_HOLD_SECONDS = 20.0
+# The pod label naming an iteration's training gangs (its policy's ``workloadLabel``).
+GANG_LABEL = "chaos.fleetwright.io/gang"
 
 
 @dataclass(frozen=True)
@@ -108,6 +111,26 @@ FAILING_VERSION = "1.1.0"
 FAILING_ENV = {"name": "SIM_FAIL_STAGE", "value": "config"}
 
 
+def gangs(nodes: list[str], plan: IterationPlan) -> dict[str, list[str]]:
+    """The training gangs an iteration places: its nodes in name order (a rack's nodes are
+    consecutive) cut into gangs of up to ``maxUnavailable`` nodes (at most 3), the last node left
+    idle. None for a rollback iteration: its two rollouts would each interrupt them once."""
+    if plan.rollback or len(nodes) < 2:
+        return {}
+    size = max(1, min(plan.max_unavailable, 3))
+    placed = sorted(nodes)[:-1]
+    return {f"gang-{i // size}": placed[i : i + size] for i in range(0, len(placed), size)}
+
+
+def workload_manifests(name: str, placed: dict[str, list[str]]) -> str:
+    """A namespace named like the iteration and one training Job per gang node."""
+    items: list[dict[str, Any]] = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}]
+    for gang, nodes in sorted(placed.items()):
+        for index, node in enumerate(nodes):
+            items.append(examples.training_job(f"{gang}-{index}", name, node, labels={GANG_LABEL: gang}))
+    return json.dumps({"apiVersion": "v1", "kind": "List", "items": items})
+
+
 def manifests(name: str, plan: IterationPlan, *, failing: bool = False) -> str:
     """The iteration's policy and profile; ``failing``: a rollback iteration's second spec."""
     profile = examples.profile(
@@ -127,6 +150,7 @@ def manifests(name: str, plan: IterationPlan, *, failing: bool = False) -> str:
         max_unavailable=plan.max_unavailable,
         steps=list(plan.steps),
         max_failed_nodes=plan.max_failed_nodes,
+        workload_label=GANG_LABEL,
     )
     if plan.rollback:
         failure = policy.spec.failure.model_copy(update={"action": "rollback"})
@@ -155,7 +179,9 @@ class Iteration:
     def run(self) -> IterationResult:
         started = time.monotonic()
         self.stack.configure(engine_settings(self.plan))
-        self.stack.add_group(self.name, self.plan.nodes)
+        placed = gangs(self.stack.add_group(self.name, self.plan.nodes), self.plan)
+        if placed:
+            self.stack.cluster.kubectl("apply", "-f", "-", input=workload_manifests(self.name, placed))
         watcher = Watcher(
             from_kubeconfig(self.stack.cluster.kubeconfig), self.name, f"{GROUP_LABEL}={self.name}"
         )
@@ -175,8 +201,14 @@ class Iteration:
             time.sleep(SETTLE_SECONDS)
             final = self._await_settled(watcher)
             outages = [i.outage for i in self.injected if i.outage is not None]
+            workloads = {f"{GANG_LABEL}/{self.name}/{g}": frozenset(n) for g, n in placed.items()}
             violations = check_run(
-                watcher.timeline, self.name, self.plan.max_unavailable, outages, self.released
+                watcher.timeline,
+                self.name,
+                self.plan.max_unavailable,
+                outages,
+                self.released,
+                workloads=workloads,
             )
         finally:
             self._clean_up()
@@ -282,6 +314,7 @@ class Iteration:
             check=False,
         )
         self.stack.remove_group(self.name)
+        kubectl("delete", "namespace", self.name, "--ignore-not-found", "--wait=false", check=False)
 
 
 def run(

@@ -1,6 +1,7 @@
 """Example NodeProfiles and DeploymentPolicies for the local fleet: the ``tuning`` package with a
-sysctl config, and a canary-then-batches policy. Shared by the demo, the benchmarks and the tests,
-so they all roll out the same thing."""
+sysctl config, and a canary-then-batches policy; and a training Job bound to a node, the workload a
+drain interrupts. Shared by the demo, the benchmarks, the chaos suite and the tests, so they all
+roll out the same thing."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 from fleetwright.api.common import API_VERSION
 from fleetwright.api.deploymentpolicy import DeploymentPolicy
 from fleetwright.api.nodeprofile import ConfigInterrupt, NodeProfile
+from fleetwright.localcluster.nodes import OUTCOME_LABEL
 from fleetwright.planner.packages import digest
 
 
@@ -59,21 +61,25 @@ def policy(
     max_unavailable: int | str = 2,
     steps: list[dict[str, Any]] | None = None,
     max_failed_nodes: int = 0,
+    workload_label: str | None = None,
 ) -> DeploymentPolicy:
+    spec: dict[str, Any] = {
+        "maxUnavailable": max_unavailable,
+        "steps": steps
+        or [
+            {"name": "canary", "canary": {"count": 1}},
+            {"name": "rest", "batches": {"strategy": "fixed", "initial": 2}},
+        ],
+        "failure": {"maxFailedNodes": max_failed_nodes},
+    }
+    if workload_label is not None:
+        spec["workloadLabel"] = workload_label
     return DeploymentPolicy.model_validate(
         {
             "apiVersion": API_VERSION,
             "kind": "DeploymentPolicy",
             "metadata": {"name": name, "generation": 1},
-            "spec": {
-                "maxUnavailable": max_unavailable,
-                "steps": steps
-                or [
-                    {"name": "canary", "canary": {"count": 1}},
-                    {"name": "rest", "batches": {"strategy": "fixed", "initial": 2}},
-                ],
-                "failure": {"maxFailedNodes": max_failed_nodes},
-            },
+            "spec": spec,
         }
     )
 
@@ -85,3 +91,33 @@ def config_interrupts(spec: dict[str, Any]) -> list[ConfigInterrupt]:
 def config_digest(value: str) -> str:
     """The digest fleetwright records for a config value (what ``planner.packages.digest`` gives)."""
     return digest(value)
+
+
+def training_job(
+    name: str, namespace: str, node: str, *, labels: dict[str, str] | None = None, gpus: int = 8
+) -> dict[str, Any]:
+    """A training Job with one pod bound to ``node`` that runs until evicted (kwok's ``hang``
+    outcome) and then fails (no retry: an interrupted run is the job's to restart). Pods of several
+    such Jobs sharing a label the policy's ``workloadLabel`` names are one gang."""
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": namespace, "labels": dict(labels or {})},
+        "spec": {
+            "backoffLimit": 0,
+            "template": {
+                "metadata": {"labels": {**(labels or {}), OUTCOME_LABEL: "hang"}},
+                "spec": {
+                    "nodeName": node,
+                    "restartPolicy": "Never",
+                    "containers": [
+                        {
+                            "name": "train",
+                            "image": "registry.example.com/train:1",
+                            "resources": {"limits": {"nvidia.com/gpu": str(gpus)}},
+                        }
+                    ],
+                },
+            },
+        },
+    }

@@ -1,6 +1,7 @@
 """Harness for engine integration tests: an in-process worker with the real activities against
 the local control plane and the Temporal dev server, a simulated kubelet that "reboots" a node
-when an interrupt Job runs on it, and samplers that watch invariants while a rollout runs."""
+when an interrupt Job runs on it, samplers that watch invariants while a rollout runs, and the
+decisions a rollout's history recorded."""
 
 from __future__ import annotations
 
@@ -11,6 +12,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowHandle
+
+from fleetwright.activities.payloads import NAMES, DecideReport
 from fleetwright.api.keys import cordon_key
 from fleetwright.localcluster.nodes import stage_pod_timing
 from fleetwright.localcluster.ticker import Ticker
@@ -79,3 +84,20 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "c
             return value
         time.sleep(0.2)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+async def decisions(client: Client, handle: WorkflowHandle[Any, Any]) -> list[DecideReport]:
+    """Every observe-and-decide result in a rollout's history, oldest first."""
+    asked: set[int] = set()
+    reports: list[DecideReport] = []
+    converter = client.data_converter.payload_converter
+    async for event in handle.fetch_history_events():
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            if event.activity_task_scheduled_event_attributes.activity_type.name == NAMES.OBSERVE_AND_DECIDE:
+                asked.add(event.event_id)
+        elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+            attributes = event.activity_task_completed_event_attributes
+            if attributes.scheduled_event_id in asked:
+                (report,) = converter.from_payloads(attributes.result.payloads, [DecideReport])
+                reports.append(report)
+    return reports

@@ -262,3 +262,42 @@ def test_check_run_collects_everything() -> None:
     found = {v.invariant for v in inv.check_run(timeline, P, max_unavailable=1)}
     assert found == {inv.BUDGET, inv.FOREIGN_CORDON, inv.DUPLICATE_JOB, inv.ENDED, inv.LEFT_BEHIND}
     assert inv.check_run([], P, 1)[0].invariant == inv.ENDED
+
+
+# ----- workloads interrupted once ------------------------------------------------------------------
+GANG = {"Job/ml/run": frozenset({"a", "b"})}
+
+
+def test_a_gang_drained_together_is_interrupted_once() -> None:
+    timeline = [
+        snap(0, [node("a"), node("b"), node("c")]),
+        snap(1, [node("a", ours=True), node("b"), node("c")]),
+        snap(2, [node("a", ours=True), node("b", ours=True), node("c")]),
+        snap(3, [node("a"), node("b", annotations=working_state()), node("c")]),
+        snap(4, [node("a"), node("b"), node("c", ours=True)]),
+    ]
+    assert inv.interrupted_once(timeline, P, 2, GANG) == []
+
+
+def test_a_gang_drained_in_two_batches_fires() -> None:
+    timeline = [
+        snap(0, [node("a", ours=True), node("b")]),
+        snap(1, [node("a"), node("b")]),
+        snap(2, [node("a"), node("b", ours=True)]),
+    ]
+    (found,) = inv.interrupted_once(timeline, P, 2, GANG)
+    assert found.invariant == inv.INTERRUPTED_ONCE
+    assert found.at == 2
+    assert "Job/ml/run (2 nodes, maxUnavailable 2) interrupted at 0.0s, 2.0s" in found.detail
+
+
+def test_a_gang_larger_than_the_cap_or_on_a_failed_node_is_left_out() -> None:
+    twice = [snap(0, [node("a", ours=True), node("b")]), snap(1, [node("a"), node("b", ours=True)])]
+    assert inv.interrupted_once(twice, P, 1, GANG) == []
+    failed = [
+        *twice[:1],
+        snap(2, [node("a"), node("b")]),
+        snap(3, [node("b", ours=True)], profile=profile("Halted", failed=("b",))),
+    ]
+    assert inv.interrupted_once(failed, P, 2, GANG) == []
+    assert inv.check_run(failed, P, 2, workloads=GANG) == inv.check_run(failed, P, 2)

@@ -1,0 +1,172 @@
+"""Workload-aware order end to end: real training Jobs and a Deployment on kwok nodes, whose pods
+the drains evict; the gang's nodes are drained in one batch, after the idle nodes (issue 35)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from temporalio.client import Client
+
+from fleetwright.activities.node import all_activities
+from fleetwright.activities.rollout import rollout_activities
+from fleetwright.kube.client import from_kubeconfig
+from fleetwright.localcluster import examples
+from fleetwright.localcluster.kubelet import SimulatedKubelet
+from fleetwright.localcluster.ticker import Ticker
+from fleetwright.planner.ordering import order_nodes
+from fleetwright.worker.temporal import build_worker
+from fleetwright.workflows.payloads import EngineSettings, RolloutInput
+from fleetwright.workflows.rollout import RolloutWorkflow, rollout_workflow_id
+from tests.support.engine import FAST_PODS, decisions, kubectl_json, label_nodes, unique, wait_for
+from tests.support.providers import ClusterUnderTest
+
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("crds")]
+
+GROUP_LABEL = "test.fleetwright.io/group"
+RUN_LABEL = "example.com/training-run"
+
+
+@pytest.fixture
+async def engine(cluster: ClusterUnderTest, temporal_client: Client) -> AsyncIterator[str]:
+    api = from_kubeconfig(cluster.kubeconfig)
+    queue = unique("workloads")
+    worker = build_worker(temporal_client, [*all_activities(api), *rollout_activities(api)], task_queue=queue)
+    async with worker:
+        yield queue
+
+
+def web_deployment(namespace: str) -> dict[str, Any]:
+    """A service: one replica, placed by ``Binder`` (the control plane runs no scheduler)."""
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": namespace},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {
+                    "nodeSelector": {"no-such-node": "true"},  # only Binder places it
+                    "containers": [{"name": "web", "image": "registry.example.com/web:1"}],
+                },
+            },
+        },
+    }
+
+
+class Binder:
+    """The scheduler's part for the Deployment: binds its pending pods to ``first`` while that node
+    is schedulable, else to ``spare``."""
+
+    def __init__(self, cluster: ClusterUnderTest, namespace: str, first: str, spare: str) -> None:
+        self.cluster, self.namespace, self.first, self.spare = cluster, namespace, first, spare
+        self.bound: list[tuple[str, str]] = []
+
+    def tick(self) -> None:
+        try:
+            self._bind_pending()
+        except subprocess.CalledProcessError:
+            return  # a failed read: the next tick tries again
+
+    def _bind_pending(self) -> None:
+        pods = kubectl_json(self.cluster, "pods", "-n", self.namespace, "-l", "app=web")["items"]
+        for pod in pods:
+            if pod["spec"].get("nodeName") or pod["metadata"].get("deletionTimestamp"):
+                continue
+            cordoned = kubectl_json(self.cluster, "node", self.first)["spec"].get("unschedulable")
+            node = self.spare if cordoned else self.first
+            binding = {
+                "apiVersion": "v1",
+                "kind": "Binding",
+                "metadata": {"name": pod["metadata"]["name"], "namespace": self.namespace},
+                "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+            }
+            self.cluster.kubectl("create", "-f", "-", input=json.dumps(binding), check=False)
+            self.bound.append((pod["metadata"]["name"], node))
+
+
+def running_on(cluster: ClusterUnderTest, namespace: str) -> dict[str, str]:
+    """pod name -> node, for the namespace's Running pods."""
+    pods = kubectl_json(cluster, "pods", "-n", namespace)["items"]
+    return {
+        p["metadata"]["name"]: p["spec"]["nodeName"]
+        for p in pods
+        if p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")
+    }
+
+
+async def test_a_gangs_nodes_are_drained_in_one_batch_after_the_idle_nodes(
+    cluster: ClusterUnderTest, temporal_client: Client, engine: str
+) -> None:
+    name = unique("wl")
+    nodes = await asyncio.to_thread(cluster.add_nodes, 7)
+    (spare,) = await asyncio.to_thread(cluster.add_nodes, 1)  # not targeted: the web replica moves here
+    label_nodes(cluster, nodes, f"{GROUP_LABEL}={name}")
+    labels = {n["metadata"]["name"]: n["metadata"]["labels"] for n in kubectl_json(cluster, "nodes")["items"]}
+    # Today's order, in batches of 3, would drain the gang in three batches: 0, 3 and 6.
+    plain = order_nodes((n, labels[n]) for n in nodes)
+    gang, solo, web, idle = [plain[0], plain[3], plain[6]], plain[1], plain[2], [plain[4], plain[5]]
+    namespace = unique("train")
+    cluster.kubectl("create", "namespace", namespace)
+    jobs = [
+        examples.training_job(f"run-1-{i}", namespace, node, labels={RUN_LABEL: "run-1"})
+        for i, node in enumerate(gang)
+    ]
+    jobs.append(examples.training_job("solo", namespace, solo))
+    items = [*jobs, web_deployment(namespace)]
+    cluster.kubectl(
+        "apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": items})
+    )
+    binder = Binder(cluster, namespace, web, spare)
+    with Ticker(binder.tick, 0.3, name="binder"):
+        placed = await asyncio.to_thread(
+            wait_for, lambda: len(running_on(cluster, namespace)) == 5, 60, "the workloads running"
+        )
+        assert placed
+        assert sorted(running_on(cluster, namespace).values()) == sorted([*gang, solo, web])
+
+        profile = examples.profile(unique("gang"), selector={GROUP_LABEL: name}, interrupt="reboot")
+        steps = [{"name": "rest", "batches": {"strategy": "fixed", "initial": 3}}]
+        policy = examples.policy(max_unavailable=3, steps=steps, workload_label=RUN_LABEL)
+        settings = EngineSettings(
+            observe_interval_seconds=2,
+            ended_check_seconds=2,
+            stage_pod_annotations=FAST_PODS,
+            stage_backoff_limit=0,
+            drain_poll_seconds=0.5,
+            reboot_timeout_seconds=120,
+        )
+        with SimulatedKubelet(cluster.kubectl):
+            handle = await temporal_client.start_workflow(
+                RolloutWorkflow.run,
+                RolloutInput(profile=profile, policy=policy, settings=settings),
+                id=rollout_workflow_id(profile.metadata.name),
+                task_queue=engine,
+            )
+            for _ in range(480):
+                progress = await handle.query(RolloutWorkflow.progress)
+                if progress is not None and progress.phase in ("Complete", "Halted"):
+                    break
+                await asyncio.sleep(0.5)
+        assert progress is not None
+        assert progress.phase == "Complete", progress
+        assert progress.updated == 7
+    batch = {s.node: s.batch for d in await decisions(temporal_client, handle) for s in d.decision.start}
+    assert sorted(batch) == sorted(nodes)
+    # The gang in one batch, after every idle node (the web replica's node is idle: a service
+    # survives one node), the single-node job last.
+    assert {batch[n] for n in gang} == {2}, batch
+    assert {batch[n] for n in [web, *idle]} == {1}, batch
+    assert batch[solo] == 3, batch
+    # The drains evicted every workload pod: the training Jobs failed, the web replica moved.
+    for job in ["run-1-0", "run-1-1", "run-1-2", "solo"]:
+        status = kubectl_json(cluster, "job", job, "-n", namespace)["status"]
+        assert status.get("failed") == 1, (job, status)
+    assert list(running_on(cluster, namespace).values()) == [spare]
+    await handle.terminate("test done")
