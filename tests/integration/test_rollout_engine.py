@@ -16,17 +16,13 @@ from typing import Any
 import pytest
 from temporalio.client import Client, WorkflowHandle
 
-from fleetwright.activities.node import all_activities
-from fleetwright.activities.rollout import rollout_activities
 from fleetwright.api.deploymentpolicy import FailurePolicy
 from fleetwright.api.keys import condition_type, status_label_key
 from fleetwright.api.nodeprofile import EnvVar, NodeProfile
-from fleetwright.kube.client import from_kubeconfig
 from fleetwright.localcluster import examples
 from fleetwright.localcluster.kubelet import SimulatedKubelet
 from fleetwright.localcluster.temporal import LocalTemporal
 from fleetwright.planner.nodestate import read_profile_state
-from fleetwright.worker.temporal import build_worker
 from fleetwright.workflows import search as sa
 from fleetwright.workflows.payloads import EngineSettings, Progress, RolloutInput, SpecChange
 from fleetwright.workflows.rollout import RolloutWorkflow, rollout_workflow_id
@@ -34,6 +30,7 @@ from tests.support.engine import (
     FAST_PODS,
     Sampler,
     cordoned_by,
+    engine_worker,
     kubectl_json,
     label_nodes,
     unique,
@@ -61,10 +58,7 @@ def settings(**overrides: Any) -> EngineSettings:
 @pytest.fixture
 async def engine(cluster: ClusterUnderTest, temporal_client: Client) -> AsyncIterator[str]:
     """An in-process worker on its own task queue; yields the queue name."""
-    api = from_kubeconfig(cluster.kubeconfig)
-    queue = unique("engine")
-    worker = build_worker(temporal_client, [*all_activities(api), *rollout_activities(api)], task_queue=queue)
-    async with worker:
+    async with engine_worker(cluster, temporal_client) as queue:
         yield queue
 
 

@@ -12,31 +12,24 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
-from fleetwright.activities.node import all_activities
-from fleetwright.activities.rollout import rollout_activities
-from fleetwright.kube.client import from_kubeconfig
 from fleetwright.localcluster import examples
 from fleetwright.localcluster.kubelet import SimulatedKubelet
 from fleetwright.localcluster.ticker import Ticker
 from fleetwright.planner.ordering import order_nodes
-from fleetwright.worker.temporal import build_worker
-from fleetwright.workflows.payloads import EngineSettings, RolloutInput
+from fleetwright.workflows.payloads import RolloutInput
 from fleetwright.workflows.rollout import RolloutWorkflow, rollout_workflow_id
-from tests.support.engine import FAST_PODS, decisions, kubectl_json, label_nodes, unique, wait_for
+from tests.support.engine import decisions, engine_worker, kubectl_json, label_nodes, unique, wait_for
 from tests.support.providers import ClusterUnderTest
+from tests.support.stack import GROUP_LABEL, engine_settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("crds")]
 
-GROUP_LABEL = "test.fleetwright.io/group"
 RUN_LABEL = "example.com/training-run"
 
 
 @pytest.fixture
 async def engine(cluster: ClusterUnderTest, temporal_client: Client) -> AsyncIterator[str]:
-    api = from_kubeconfig(cluster.kubeconfig)
-    queue = unique("workloads")
-    worker = build_worker(temporal_client, [*all_activities(api), *rollout_activities(api)], task_queue=queue)
-    async with worker:
+    async with engine_worker(cluster, temporal_client, "workloads") as queue:
         yield queue
 
 
@@ -134,14 +127,7 @@ async def test_a_gangs_nodes_are_drained_in_one_batch_after_the_idle_nodes(
         profile = examples.profile(unique("gang"), selector={GROUP_LABEL: name}, interrupt="reboot")
         steps = [{"name": "rest", "batches": {"strategy": "fixed", "initial": 3}}]
         policy = examples.policy(max_unavailable=3, steps=steps, workload_label=RUN_LABEL)
-        settings = EngineSettings(
-            observe_interval_seconds=2,
-            ended_check_seconds=2,
-            stage_pod_annotations=FAST_PODS,
-            stage_backoff_limit=0,
-            drain_poll_seconds=0.5,
-            reboot_timeout_seconds=120,
-        )
+        settings = engine_settings()
         with SimulatedKubelet(cluster.kubectl):
             handle = await temporal_client.start_workflow(
                 RolloutWorkflow.run,

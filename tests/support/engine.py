@@ -5,20 +5,25 @@ decisions a rollout's history recorded."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 
+from fleetwright.activities.node import all_activities
 from fleetwright.activities.payloads import NAMES, DecideReport
+from fleetwright.activities.rollout import rollout_activities
 from fleetwright.api.keys import cordon_key
+from fleetwright.kube.client import from_kubeconfig
 from fleetwright.localcluster.nodes import stage_pod_timing
 from fleetwright.localcluster.ticker import Ticker
+from fleetwright.worker.temporal import build_worker
 from tests.support.providers import ClusterUnderTest
 
 FAST_PODS = stage_pod_timing(0.3, ready_seconds=0.1)
@@ -26,6 +31,17 @@ FAST_PODS = stage_pod_timing(0.3, ready_seconds=0.1)
 
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:6]}"
+
+
+@contextlib.asynccontextmanager
+async def engine_worker(
+    cluster: ClusterUnderTest, client: Client, prefix: str = "engine"
+) -> AsyncIterator[str]:
+    """An in-process worker with the real activities on a task queue of its own; yields the queue."""
+    api = from_kubeconfig(cluster.kubeconfig)
+    queue = unique(prefix)
+    async with build_worker(client, [*all_activities(api), *rollout_activities(api)], task_queue=queue):
+        yield queue
 
 
 def kubectl_json(cluster: ClusterUnderTest, *args: str) -> Any:
