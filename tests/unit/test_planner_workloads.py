@@ -18,9 +18,10 @@ from fleetwright.planner.nodestate import PackageRecord
 from fleetwright.planner.observations import NodeObservation, NodeWorkload, Observations
 from fleetwright.planner.ordering import OrderInput, order_by_workloads, order_nodes
 from fleetwright.planner.packages import DesiredPackage
-from fleetwright.planner.policy import BatchesStep, Budget, CanaryStep, RolloutPolicy
+from fleetwright.planner.policy import BatchesStep, Budget, CanaryStep, Compartment, RolloutPolicy
 from fleetwright.planner.preview import Plan, preview
 from fleetwright.planner.rollout import begin, decide
+from fleetwright.planner.selectors import Selector
 from fleetwright.planner.spec import RolloutSpec
 
 pytestmark = pytest.mark.unit
@@ -184,3 +185,36 @@ def test_the_order_is_stable_whatever_order_the_fleet_is_read_in(
     idle = [n.name for n in nodes if not n.workloads]
     plain = order_nodes((m.name, m.labels) for m in nodes)
     assert first.order[: len(idle)] == [n for n in plain if n in idle]
+
+
+def test_a_unit_never_spans_two_compartments() -> None:
+    nodes = [
+        n.model_copy(update={"labels": {**n.labels, "rack": "a" if i < 2 else "b"}})
+        for i, n in enumerate(fleet([1, 1, 1, 1, 0, 0]))
+    ]
+    compartment = Compartment(name="rack-b", selector=Selector(match_labels={"rack": "b"}))
+    rollout = spec(4, 4)
+    rollout = rollout.model_copy(
+        update={"policy": rollout.policy.model_copy(update={"compartments": (compartment,)})}
+    )
+    plan = planned(rollout, nodes)
+    by_node = {p.node: (p.compartment, p.batch) for p in plan.nodes}
+    assert by_node["gpu-000"] == by_node["gpu-001"]
+    assert by_node["gpu-002"] == by_node["gpu-003"]
+    assert by_node["gpu-000"][0] == "default"
+    assert by_node["gpu-002"][0] == "rack-b"
+
+
+def test_a_unit_the_budget_cannot_hold_whole_waits_with_the_reason() -> None:
+    nodes = fleet([0, 1, 1, 1])
+    # Someone else's cordon on an updated node holds one of the three slots.
+    done = nodes[0].model_copy(
+        update={"unschedulable": True, "packages": {"driver": PackageRecord(version="2.0.0")}}
+    )
+    decision = decide(begin(spec(3, 3), T0), Observations(nodes=(done, *nodes[1:])), T0)
+    assert decision.start == ()
+    held = {b.node: b.reason for b in (*decision.blocked, *decision.waiting)}
+    assert set(held) == {"gpu-001", "gpu-002", "gpu-003"}
+    assert held["gpu-001"].startswith(
+        "Budget: the 3 nodes of one workload start together; 1 of maxUnavailable 3"
+    )
