@@ -4,9 +4,9 @@ It reads every Node once, keeps those the profile targets (minus skipped ones), 
 workflow learned from its node workflows, marks nodes where an earlier-priority profile is not
 complete yet, on the node or, for ``sequencing: all``, on any of its nodes (``planner.priority``;
 it reads the NodeProfiles for that), attaches the workloads whose pods run on each node (for the
-order, ``kube.workloads``), and calls ``planner.rollout.decide`` with the workflow's
-``now``. The decision is recorded in history, so the workflow stays deterministic while the fleet
-read stays out of it.
+order) and the pods the policy's ``workloadWait`` waits for (``kube.workloads``), and calls
+``planner.rollout.decide`` with the workflow's ``now``. The decision is recorded in history, so the
+workflow stays deterministic while the fleet read stays out of it.
 """
 
 from __future__ import annotations
@@ -71,10 +71,11 @@ def observe(
     request: DecideRequest,
     profiles: Iterable[NodeProfile] = (),
     workloads: Mapping[str, tuple[NodeWorkload, ...]] | None = None,
+    finishing: Mapping[str, tuple[str, ...]] | None = None,
 ) -> tuple[Observations, dict[str, NodeObservation]]:
     """Pure: the planner's observations from raw Nodes, the workflow's request, every NodeProfile
-    (for the priority order on shared nodes) and the workloads on each node (``kube.workloads``;
-    None: not known)."""
+    (for the priority order on shared nodes), the workloads on each node and the pods the policy's
+    ``workloadWait`` waits for there (``kube.workloads``; None: not known)."""
     profile = request.profile
     skipped = set(request.controls.skipped)
     results = {r.node: r for r in request.results}
@@ -96,6 +97,8 @@ def observe(
             observation = observation.model_copy(update={"waiting_on": waiting, "sequencing_hold": hold})
         if workloads and name in workloads:
             observation = observation.model_copy(update={"workloads": workloads[name]})
+        if finishing and name in finishing:
+            observation = observation.model_copy(update={"finishing": finishing[name]})
         observed[name] = observation
     observations = Observations(
         nodes=tuple(observed[n] for n in sorted(observed)),
@@ -142,9 +145,10 @@ def plan_turn(
     request: DecideRequest,
     profiles: Iterable[NodeProfile] = (),
     workloads: Mapping[str, tuple[NodeWorkload, ...]] | None = None,
+    finishing: Mapping[str, tuple[str, ...]] | None = None,
 ) -> DecideReport:
     """Pure: one turn of the rollout from raw Nodes — observe, decide, and what new nodes need."""
-    observations, observed = observe(nodes, request, profiles, workloads)
+    observations, observed = observe(nodes, request, profiles, workloads, finishing)
     decision = decide(request.state, observations, request.now)
     first = len(request.state.updated) + len(request.state.failed) + len(request.state.running)
     return DecideReport(
@@ -190,8 +194,12 @@ class RolloutActivities:
         patch_nodes(lambda node: self._show_ended(name, ended[node]), ended)
         profiles = parse_profiles(resources.list_objects(self._api, PROFILE_PLURAL))
         nodes = kube_nodes.list_nodes(self._api)
-        workloads = kube_workloads.read_node_workloads(self._api, request.state.spec.policy.workload_label)
-        report = plan_turn(nodes, request, profiles, workloads)
+        pods = kube_workloads.running_pods(self._api)
+        policy = request.state.spec.policy
+        workloads = kube_workloads.node_workloads(pods, policy.workload_label)
+        wait = policy.workload_wait
+        finishing = kube_workloads.waited_pods(pods, wait.selector) if wait is not None else None
+        report = plan_turn(nodes, request, profiles, workloads, finishing)
         starts = [s.node for s in report.decision.start]
         # Claim the nodes to start before the workflow acts on the decision, so other profiles'
         # decisions count them against their budgets at once (the node workflow drops the claim).

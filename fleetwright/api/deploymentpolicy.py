@@ -369,6 +369,30 @@ class MaintenanceWindow(ApiModel):
     )
 
 
+class WorkloadWait(ApiModel):
+    """Before a node starts (is cordoned and drained), wait for the pods on it that ``selector``
+    matches to finish, up to ``timeoutSeconds``; then the drain rule applies as always."""
+
+    selector: LabelSelector = Field(description="The pods to wait for (a training job's); must not be empty.")
+    timeout_seconds: int = Field(
+        description="How long a node waits for them, from the moment it is next in line; then it starts "
+        "and its drain evicts what still runs. The wait holds no maxUnavailable budget.",
+        ge=60,
+        le=7 * 86400,
+    )
+
+    local_rules = (
+        LocalRule(
+            name="workload-wait-selector-nonempty",
+            cel=selector_nonempty_cel("self.selector"),
+            message="selector must have at least one requirement (an empty one would wait for every pod)",
+            field_path=".selector",
+            reason="FieldValueRequired",
+            check=lambda m: not m.selector.is_empty(),
+        ),
+    )
+
+
 def _steps_rule(prefix: str) -> LocalRule:
     return LocalRule(
         name=f"{prefix}steps-batches-last",
@@ -465,6 +489,11 @@ class DeploymentPolicySpec(ApiModel):
         "together when one is evicted is interrupted once.",
         max_length=317,
         pattern=LABEL_KEY_PATTERN,
+    )
+    workload_wait: WorkloadWait | None = Field(
+        default=None,
+        description="Wait, bounded, for the workloads on a node to finish before it starts. Absent: a "
+        "node starts when its turn comes and its drain evicts what runs.",
     )
 
     local_rules = (

@@ -10,7 +10,6 @@ back with ``Plan.model_validate_json`` (``-o yaml`` the same data as YAML).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -30,10 +29,10 @@ from fleetwright.errors import FleetwrightError, InvalidSpecError
 from fleetwright.kube.client import from_kubeconfig
 from fleetwright.kube.nodes import list_nodes
 from fleetwright.kube.resources import get_object
-from fleetwright.kube.workloads import node_workloads, read_node_workloads
+from fleetwright.kube.workloads import node_workloads, running_pods, waited_pods
 from fleetwright.planner import convert
 from fleetwright.planner.fleet import node_items, observe_fleet
-from fleetwright.planner.observations import NodeWorkload, Observations
+from fleetwright.planner.observations import Observations
 from fleetwright.planner.preview import Plan, preview
 from fleetwright.planner.rollback import preview_inputs
 
@@ -106,19 +105,19 @@ def load_fleet(path: Path, profile: NodeProfile) -> Observations:
     return observe(raw, profile, str(path))
 
 
-def load_live_fleet(kubeconfig: Path, profile: NodeProfile, label_key: str | None = None) -> Observations:
-    """The fleet as the cluster behind ``kubeconfig`` has it now, with the workloads on its nodes."""
+def load_live_fleet(kubeconfig: Path, profile: NodeProfile) -> tuple[Observations, list[dict[str, Any]]]:
+    """The fleet as the cluster behind ``kubeconfig`` has it now, and the pods running on it."""
     try:
         api = from_kubeconfig(kubeconfig)
         items = list_nodes(api)
-        workloads = read_node_workloads(api, label_key)
+        pods = running_pods(api)
     except (FleetwrightError, OSError, ValueError) as err:
         raise PlanInputError(f"{kubeconfig}: cannot read the nodes and pods: {err}") from err
-    return with_workloads(observe({"kind": "NodeList", "items": items}, profile, str(kubeconfig)), workloads)
+    return observe({"kind": "NodeList", "items": items}, profile, str(kubeconfig)), pods
 
 
-def load_pods(path: Path, label_key: str | None) -> dict[str, tuple[NodeWorkload, ...]]:
-    """The workloads on each node from a ``kubectl get pods -A -o json`` snapshot."""
+def load_pods(path: Path) -> list[dict[str, Any]]:
+    """The pods of a ``kubectl get pods -A -o json`` snapshot."""
     try:
         raw = json.loads(path.read_text()) if path.suffix == ".json" else yaml.safe_load(path.read_text())
     except (OSError, ValueError, yaml.YAMLError) as err:
@@ -126,12 +125,16 @@ def load_pods(path: Path, label_key: str | None) -> dict[str, tuple[NodeWorkload
     items = raw.get("items") if isinstance(raw, dict) else None
     if not isinstance(items, list):
         raise PlanInputError(f"{path}: not a PodList (`kubectl get pods -A -o json`)")
-    return node_workloads((p for p in items if isinstance(p, dict)), label_key)
+    return [p for p in items if isinstance(p, dict)]
 
 
-def with_workloads(observed: Observations, workloads: Mapping[str, tuple[NodeWorkload, ...]]) -> Observations:
+def with_pods(observed: Observations, pods: list[dict[str, Any]], policy: DeploymentPolicy) -> Observations:
+    """The observations with the workloads on each node and the pods ``workloadWait`` waits for."""
+    workloads = node_workloads(pods, policy.spec.workload_label)
+    wait = policy.spec.workload_wait
+    finishing = waited_pods(pods, convert.selector(wait.selector)) if wait is not None else {}
     nodes = tuple(
-        o.model_copy(update={"workloads": workloads[o.name]}) if o.name in workloads else o
+        o.model_copy(update={"workloads": workloads.get(o.name, ()), "finishing": finishing.get(o.name, ())})
         for o in observed.nodes
     )
     return observed.model_copy(update={"nodes": nodes})
@@ -350,10 +353,11 @@ def plan_command(
         if fleet is not None:
             observed = load_fleet(fleet, profile)
             if pods is not None:
-                observed = with_workloads(observed, load_pods(pods, policy.spec.workload_label))
+                observed = with_pods(observed, load_pods(pods), policy)
         else:
             assert kubeconfig is not None  # one of the two, checked above
-            observed = load_live_fleet(kubeconfig, profile, policy.spec.workload_label)
+            observed, running = load_live_fleet(kubeconfig, profile)
+            observed = with_pods(observed, running, policy)
         when = _clock(now)
         if rollback:
             spec, observed = preview_inputs(spec, observed, when)

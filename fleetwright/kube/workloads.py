@@ -9,8 +9,9 @@ bare and mirror pods, fleetwright's own stage pods and finished pods are no work
 a service survives one node's drain. The GPUs are the pod's containers' ``nvidia.com/gpu`` and
 ``amd.com/gpu`` limits (requests where no limit is set).
 
-Owns one paginated list of the bound, unfinished pods of all namespaces and the pure parsing of a
-pod's JSON into its workload; must not decide anything about the order.
+Also the pods a DeploymentPolicy's ``workloadWait`` waits for, by node (its selector over the same
+pods). Owns one paginated list of the bound, unfinished pods of all namespaces and the pure parsing
+of a pod's JSON into its workload; must not decide anything about the order or the wait.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from fleetwright.kube.client import fetch_json
 from fleetwright.kube.errors import classified
 from fleetwright.kube.pods import MIRROR_ANNOTATION
 from fleetwright.planner.observations import NodeWorkload
+from fleetwright.planner.selectors import Selector
 
 GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu")
 LWS_NAME = "leaderworkerset.sigs.k8s.io/name"
@@ -124,6 +126,22 @@ def node_workloads(
     }
 
 
+def waited_pods(pods: Iterable[Mapping[str, Any]], selector: Selector) -> dict[str, tuple[str, ...]]:
+    """node -> the pods on it that ``selector`` matches (``namespace/name``, sorted), for the
+    policy's ``workloadWait``; fleetwright's own stage pods never count."""
+    found: dict[str, list[str]] = defaultdict(list)
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        labels: Mapping[str, str] = meta.get("labels") or {}
+        node = (pod.get("spec") or {}).get("nodeName")
+        phase = (pod.get("status") or {}).get("phase")
+        if not node or phase in ("Succeeded", "Failed") or labels.get(MANAGED_BY_LABEL) == MANAGED_BY:
+            continue
+        if selector.matches(labels):
+            found[str(node)].append(f"{meta.get('namespace') or ''}/{meta.get('name') or ''}")
+    return {node: tuple(sorted(names)) for node, names in found.items()}
+
+
 def running_pods(api: client.ApiClient) -> list[dict[str, Any]]:
     """Every pod bound to a node and not finished, all namespaces, as plain dicts."""
     core = client.CoreV1Api(api)
@@ -139,10 +157,3 @@ def running_pods(api: client.ApiClient) -> list[dict[str, Any]]:
         token = (page.get("metadata") or {}).get("continue")
         if not token:
             return items
-
-
-def read_node_workloads(
-    api: client.ApiClient, label_key: str | None = None
-) -> dict[str, tuple[NodeWorkload, ...]]:
-    """The workloads on every node, read now."""
-    return node_workloads(running_pods(api), label_key)

@@ -31,6 +31,7 @@ from fleetwright.planner.policy import (
     RolloutPolicy,
     SoakStep,
     Step,
+    WorkloadWait,
 )
 from fleetwright.planner.selectors import Requirement, Selector
 from fleetwright.planner.spec import RolloutSpec
@@ -147,6 +148,14 @@ def policy(api: DeploymentPolicy) -> RolloutPolicy:
         windows=windows,
         compartments=compartments,
         workload_label=spec.workload_label,
+        workload_wait=(
+            WorkloadWait(
+                selector=selector(spec.workload_wait.selector),
+                timeout_seconds=spec.workload_wait.timeout_seconds,
+            )
+            if spec.workload_wait is not None
+            else None
+        ),
     )
 
 

@@ -66,6 +66,9 @@ class NodeObservation(Frozen):
     """This profile's node workflow for the current target, if any."""
     message: str = ""
     """Why the node workflow failed, when ``run`` is failed."""
+    finishing: tuple[str, ...] = ()
+    """Pods on the node the policy's ``workloadWait`` waits for (``namespace/name``): while any
+    runs, the node does not start, up to the wait's bound."""
     workloads: tuple[NodeWorkload, ...] = ()
     """The workloads whose pods run on the node, by name. Empty everywhere: no workload information
     (the order is the plain zone-spread order); empty on one node of a fleet with some: idle."""

@@ -111,6 +111,15 @@ class FailurePolicy(Frozen):
     action: FailureAction = FailureAction.HALT
 
 
+class WorkloadWait(Frozen):
+    """Hold a node whose observation lists pods to wait for (``NodeObservation.finishing``, the
+    pods ``selector`` matches) until they finish or ``timeout_seconds`` passed since it was first
+    held; then it starts."""
+
+    selector: Selector
+    timeout_seconds: int = Field(ge=1)
+
+
 class Compartment(Frozen):
     """A group of nodes with its own budget, steps and failure rules."""
 
@@ -135,6 +144,7 @@ class RolloutPolicy(Frozen):
     workload_label: str | None = None
     """A pod label key whose value names a workload (with the pod's namespace), besides the owners
     ``kube.workloads`` recognises; read by whoever observes the pods."""
+    workload_wait: WorkloadWait | None = None
 
     @model_validator(mode="after")
     def _unique_names(self) -> RolloutPolicy:

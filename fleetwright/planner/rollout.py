@@ -297,6 +297,7 @@ class _Engine:
         self.held_by_failed: dict[str, str] = {}
         self.window_left = longest_remaining(self.policy.windows, now)
         self._fit_cache: dict[int, datetime | None] = {}
+        self.held_since = dict(state.held_for_workloads)
 
     # -- failure rules ------------------------------------------------------------------------
 
@@ -367,6 +368,7 @@ class _Engine:
                 "compartments": tuple(compartments),
                 "running": tuple(sorted(running, key=lambda r: r.node)),
                 "halt": self.halt,
+                "held_for_workloads": {n: t for n, t in self.held_since.items() if n in self.pending},
             }
         )
 
@@ -633,7 +635,11 @@ class _Engine:
         return [n for n in unit if self._try_start(n, scope, batch)], None
 
     def _unit_refusal(self, unit: list[str]) -> Refusal | None:
-        """Why the budget cannot take every node of a unit at once (None: it can)."""
+        """Why the unit cannot start whole now: a node of it waits for its workloads, or the
+        budget cannot take every node at once (None: it can)."""
+        waiting = [r for r in map(self._workload_refusal, unit) if r is not None]
+        if waiting:
+            return waiting[0]
         tracker = self.tracker
         compartment = self.view.compartment_of[unit[0]]
         cost = sum(tracker.cost(n) for n in unit)
@@ -728,7 +734,27 @@ class _Engine:
         reason = self.view.node_refusal(node)
         if reason is not None:
             return Refusal(reason, waiting=False)
-        return self.tracker.refusal(node) or self._window_refusal(node)
+        return self._workload_refusal(node) or self.tracker.refusal(node) or self._window_refusal(node)
+
+    def _workload_refusal(self, node: str) -> Refusal | None:
+        """The policy's ``workloadWait``: hold a node while the pods it waits for run there, up to
+        its bound from when the node was first held (a durable timer: the decision wakes then).
+        A held node holds no budget; a finished pod shows on a fresh observation."""
+        wait = self.policy.workload_wait
+        pods = self.view.nodes[node].finishing
+        if wait is None or not pods:
+            return None
+        since = self.held_since.setdefault(node, self.now)
+        until = since + timedelta(seconds=wait.timeout_seconds)
+        if self.now >= until:
+            return None
+        self.waits.append(until)
+        more = f" and {len(pods) - 2} more" if len(pods) > 2 else ""
+        return Refusal(
+            f"WaitingForWorkloads: {', '.join(pods[:2])}{more} running; at most until {until.isoformat()}",
+            waiting=True,
+            outside=True,
+        )
 
     def _budget_refusal(self, node: str) -> Refusal | None:
         """The refusal just recorded for ``node`` when it was the budget's."""

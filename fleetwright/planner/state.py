@@ -78,6 +78,9 @@ class RolloutState(Frozen):
     running_for_earlier_target: tuple[str, ...] = ()
     """Nodes still running work for an earlier target: they hold budget until they finish."""
     halt: Halt | None = None
+    held_for_workloads: dict[str, datetime] = Field(default_factory=dict)
+    """Nodes held until the pods the policy's ``workloadWait`` matches finish: since when (the
+    wait's bound counts from there). A node leaves it when it starts."""
 
     @property
     def rollout_since(self) -> datetime:

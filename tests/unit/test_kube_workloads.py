@@ -10,12 +10,13 @@ import pytest
 
 from fleetwright.activities.payloads import DecideRequest
 from fleetwright.activities.rollout import observe, plan_turn
-from fleetwright.kube.workloads import gpus_of, node_workloads, workload_of
+from fleetwright.kube.workloads import gpus_of, node_workloads, waited_pods, workload_of
 from fleetwright.localcluster import examples
 from fleetwright.localcluster import nodes as fleet_nodes
 from fleetwright.planner import convert
 from fleetwright.planner.observations import NodeWorkload
 from fleetwright.planner.rollout import begin
+from fleetwright.planner.selectors import Selector
 
 pytestmark = pytest.mark.unit
 
@@ -128,3 +129,17 @@ def test_the_rollout_turn_starts_a_workloads_nodes_together() -> None:
     assert not {s.node for s in first.start} & set(on_nodes)
     plain = plan_turn(nodes, request).decision
     assert {s.node for s in plain.start} & set(on_nodes)  # without workloads: the zone-spread order
+
+
+def test_the_pods_a_workload_wait_waits_for_are_listed_by_node() -> None:
+    def named(made: dict[str, Any], name: str) -> dict[str, Any]:
+        made["metadata"]["name"] = name
+        return made
+
+    pods = [
+        named(pod("gpu-1", labels={"app": "train"}), "t-1"),
+        named(pod("gpu-1", labels={"app": "train"}, phase="Succeeded"), "t-0"),
+        named(pod("gpu-2", labels={"app": "web"}), "w-0"),
+        named(pod("gpu-2", labels={"app": "train", "app.kubernetes.io/managed-by": "fleetwright"}), "s-0"),
+    ]
+    assert waited_pods(pods, Selector(match_labels={"app": "train"})) == {"gpu-1": ("ml/t-1",)}

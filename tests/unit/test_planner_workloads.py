@@ -1,12 +1,12 @@
 """Workload-aware ordering: idle nodes first, a workload's nodes in one batch when they fit the
 cap (consecutive batches when they do not, said so), the budget never exceeded, the same order for
 the same fleet whatever order it is read in, and exactly the plain zone-spread order when nothing is
-known about workloads."""
+known about workloads; and the policy's bounded wait for a node's workloads to finish."""
 
 from __future__ import annotations
 
 from collections import defaultdict
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from hypothesis import given, settings
@@ -18,7 +18,14 @@ from fleetwright.planner.nodestate import PackageRecord
 from fleetwright.planner.observations import NodeObservation, NodeWorkload, Observations
 from fleetwright.planner.ordering import OrderInput, order_by_workloads, order_nodes
 from fleetwright.planner.packages import DesiredPackage
-from fleetwright.planner.policy import BatchesStep, Budget, CanaryStep, Compartment, RolloutPolicy
+from fleetwright.planner.policy import (
+    BatchesStep,
+    Budget,
+    CanaryStep,
+    Compartment,
+    RolloutPolicy,
+    WorkloadWait,
+)
 from fleetwright.planner.preview import Plan, preview
 from fleetwright.planner.rollout import begin, decide
 from fleetwright.planner.selectors import Selector
@@ -218,3 +225,56 @@ def test_a_unit_the_budget_cannot_hold_whole_waits_with_the_reason() -> None:
     assert held["gpu-001"].startswith(
         "Budget: the 3 nodes of one workload start together; 1 of maxUnavailable 3"
     )
+
+
+# ----- workloadWait: hold a node while its workloads finish, bounded ------------------------------
+def waiting_spec(timeout: int = 1800, cap: int = 2) -> RolloutSpec:
+    rollout = spec(cap, cap)
+    wait = WorkloadWait(selector=Selector(match_labels={"app": "train"}), timeout_seconds=timeout)
+    return rollout.model_copy(update={"policy": rollout.policy.model_copy(update={"workload_wait": wait})})
+
+
+def finishing(nodes: list[NodeObservation], name: str) -> list[NodeObservation]:
+    return [n.model_copy(update={"finishing": ("ml/trainer-0",)}) if n.name == name else n for n in nodes]
+
+
+def test_a_node_waits_for_its_workloads_without_holding_budget() -> None:
+    first, *others = order_nodes((n.name, n.labels) for n in fleet([0, 0, 0]))
+    nodes = finishing(fleet([0, 0, 0]), first)
+    rollout = waiting_spec()
+    decision = decide(begin(rollout, T0), Observations(nodes=tuple(nodes)), T0)
+    assert sorted(s.node for s in decision.start) == sorted(others)  # both slots used
+    (held,) = decision.waiting
+    assert held.node == first
+    assert held.reason == (
+        "WaitingForWorkloads: ml/trainer-0 running; at most until " + (T0 + timedelta(minutes=30)).isoformat()
+    )
+    assert decision.state.held_for_workloads == {first: T0}
+    assert decision.wake_at == T0 + timedelta(minutes=30)
+    assert decision.watch_fleet  # the pods' end shows on a fresh observation
+    # Without the policy's wait, the same observation starts the node.
+    plain = decide(begin(spec(2, 2), T0), Observations(nodes=tuple(nodes)), T0)
+    assert first in {s.node for s in plain.start}
+
+
+def test_a_held_node_starts_once_its_workloads_finished_or_the_bound_passed() -> None:
+    rollout = waiting_spec(timeout=600)
+    nodes = finishing(fleet([0]), "gpu-000")
+    first = decide(begin(rollout, T0), Observations(nodes=tuple(nodes)), T0)
+    assert first.start == ()
+    later = T0 + timedelta(minutes=4)
+    still = decide(first.state, Observations(nodes=tuple(nodes)), later)
+    assert still.start == ()
+    assert still.state.held_for_workloads == {"gpu-000": T0}  # the bound counts from the first hold
+    done = decide(still.state, Observations(nodes=tuple(fleet([0]))), later)
+    assert [s.node for s in done.start] == ["gpu-000"]
+    assert done.state.held_for_workloads == {}
+    bound = decide(still.state, Observations(nodes=tuple(nodes)), T0 + timedelta(minutes=10))
+    assert [s.node for s in bound.start] == ["gpu-000"]  # its drain evicts what still runs
+
+
+def test_a_unit_waits_whole_when_one_of_its_nodes_waits() -> None:
+    nodes = finishing(fleet([1, 1, 0]), "gpu-001")
+    decision = decide(begin(waiting_spec(cap=3), T0), Observations(nodes=tuple(nodes)), T0)
+    assert [s.node for s in decision.start] == ["gpu-002"]
+    assert {b.node for b in decision.waiting} == {"gpu-000", "gpu-001"}
