@@ -10,7 +10,7 @@ from typing import Any
 from fleetwright.api.common import API_VERSION
 from fleetwright.api.deploymentpolicy import DeploymentPolicy
 from fleetwright.api.nodeprofile import ConfigInterrupt, NodeProfile
-from fleetwright.localcluster.nodes import OUTCOME_LABEL
+from fleetwright.localcluster.nodes import OUTCOME_LABEL, stage_pod_timing
 from fleetwright.planner.packages import digest
 
 
@@ -62,6 +62,7 @@ def policy(
     steps: list[dict[str, Any]] | None = None,
     max_failed_nodes: int = 0,
     workload_label: str | None = None,
+    workload_wait: dict[str, Any] | None = None,
 ) -> DeploymentPolicy:
     spec: dict[str, Any] = {
         "maxUnavailable": max_unavailable,
@@ -74,6 +75,8 @@ def policy(
     }
     if workload_label is not None:
         spec["workloadLabel"] = workload_label
+    if workload_wait is not None:
+        spec["workloadWait"] = workload_wait
     return DeploymentPolicy.model_validate(
         {
             "apiVersion": API_VERSION,
@@ -94,11 +97,21 @@ def config_digest(value: str) -> str:
 
 
 def training_job(
-    name: str, namespace: str, node: str, *, labels: dict[str, str] | None = None, gpus: int = 8
+    name: str,
+    namespace: str,
+    node: str,
+    *,
+    labels: dict[str, str] | None = None,
+    gpus: int = 8,
+    runs_for: float | None = None,
 ) -> dict[str, Any]:
     """A training Job with one pod bound to ``node`` that runs until evicted (kwok's ``hang``
-    outcome) and then fails (no retry: an interrupted run is the job's to restart). Pods of several
-    such Jobs sharing a label the policy's ``workloadLabel`` names are one gang."""
+    outcome), or completes after ``runs_for`` seconds, and fails when evicted (no retry: an
+    interrupted run is the job's to restart). Pods of several such Jobs sharing a label the
+    policy's ``workloadLabel`` names are one gang."""
+    pod_meta: dict[str, Any] = {"labels": {**(labels or {}), OUTCOME_LABEL: "hang"}}
+    if runs_for is not None:
+        pod_meta = {"labels": dict(labels or {}), "annotations": stage_pod_timing(runs_for)}
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -106,7 +119,7 @@ def training_job(
         "spec": {
             "backoffLimit": 0,
             "template": {
-                "metadata": {"labels": {**(labels or {}), OUTCOME_LABEL: "hang"}},
+                "metadata": pod_meta,
                 "spec": {
                     "nodeName": node,
                     "restartPolicy": "Never",

@@ -156,3 +156,44 @@ async def test_a_gangs_nodes_are_drained_in_one_batch_after_the_idle_nodes(
         assert status.get("failed") == 1, (job, status)
     assert list(running_on(cluster, namespace).values()) == [spare]
     await handle.terminate("test done")
+
+
+async def test_a_node_waits_for_its_training_job_to_finish_before_it_is_drained(
+    cluster: ClusterUnderTest, temporal_client: Client, engine: str
+) -> None:
+    name = unique("wait")
+    nodes = await asyncio.to_thread(cluster.add_nodes, 2)
+    label_nodes(cluster, nodes, f"{GROUP_LABEL}={name}")
+    busy = nodes[0]
+    namespace = unique("train")
+    cluster.kubectl("create", "namespace", namespace)
+    job = examples.training_job("finishing", namespace, busy, labels={"app": "train"}, runs_for=25)
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(job))
+    await asyncio.to_thread(wait_for, lambda: running_on(cluster, namespace), 60, "the training pod running")
+    profile = examples.profile(unique("wait"), selector={GROUP_LABEL: name}, interrupt="reboot")
+    steps = [{"name": "rest", "batches": {"strategy": "fixed", "initial": 1}}]
+    wait = {"selector": {"matchLabels": {"app": "train"}}, "timeoutSeconds": 600}
+    policy = examples.policy(max_unavailable=1, steps=steps, workload_wait=wait)
+    seen_waiting = ""
+    with SimulatedKubelet(cluster.kubectl):
+        handle = await temporal_client.start_workflow(
+            RolloutWorkflow.run,
+            RolloutInput(profile=profile, policy=policy, settings=engine_settings()),
+            id=rollout_workflow_id(profile.metadata.name),
+            task_queue=engine,
+        )
+        for _ in range(240):
+            progress = await handle.query(RolloutWorkflow.progress)
+            if progress is not None and busy in progress.waiting_reasons:
+                seen_waiting = progress.waiting_reasons[busy]
+            if progress is not None and progress.phase in ("Complete", "Halted"):
+                break
+            await asyncio.sleep(0.5)
+    assert progress is not None
+    assert progress.phase == "Complete", progress
+    assert seen_waiting.startswith("WaitingForWorkloads: " + f"{namespace}/finishing-"), seen_waiting
+    # Held, not started, until the job finished on its own: its pod was never evicted.
+    status = kubectl_json(cluster, "job", "finishing", "-n", namespace)["status"]
+    assert status.get("succeeded") == 1, status
+    assert not status.get("failed"), status
+    await handle.terminate("test done")
