@@ -369,6 +369,18 @@ class MaintenanceWindow(ApiModel):
     )
 
 
+def _selector_required(name: str, empty_would: str) -> LocalRule:
+    """The rule that a model's ``selector`` has at least one requirement."""
+    return LocalRule(
+        name=name,
+        cel=selector_nonempty_cel("self.selector"),
+        message=f"selector must have at least one requirement (an empty selector would {empty_would})",
+        field_path=".selector",
+        reason="FieldValueRequired",
+        check=lambda m: not m.selector.is_empty(),
+    )
+
+
 class WorkloadWait(ApiModel):
     """Before a node starts (is cordoned and drained), wait for the pods on it that ``selector``
     matches to finish, up to ``timeoutSeconds``; then the drain rule applies as always."""
@@ -381,16 +393,7 @@ class WorkloadWait(ApiModel):
         le=7 * 86400,
     )
 
-    local_rules = (
-        LocalRule(
-            name="workload-wait-selector-nonempty",
-            cel=selector_nonempty_cel("self.selector"),
-            message="selector must have at least one requirement (an empty one would wait for every pod)",
-            field_path=".selector",
-            reason="FieldValueRequired",
-            check=lambda m: not m.selector.is_empty(),
-        ),
-    )
+    local_rules = (_selector_required("workload-wait-selector-nonempty", "wait for every pod"),)
 
 
 def _steps_rule(prefix: str) -> LocalRule:
@@ -426,14 +429,7 @@ class Compartment(ApiModel):
     )
 
     local_rules = (
-        LocalRule(
-            name="compartment-selector-nonempty",
-            cel=selector_nonempty_cel("self.selector"),
-            message="selector must have at least one requirement (an empty selector would select every node)",
-            field_path=".selector",
-            reason="FieldValueRequired",
-            check=lambda m: not m.selector.is_empty(),
-        ),
+        _selector_required("compartment-selector-nonempty", "select every node"),
         _steps_rule("compartment-"),
         LocalRule(
             name="compartment-maxunavailable-positive",
