@@ -232,7 +232,7 @@ def report(args: argparse.Namespace, jobs: list[Job], figures: list[Figures], to
         ),
         f"simulation: {took:.1f} s",
         "",
-        "reproduce: .venv/bin/python bench/interruptions.py " + " ".join(_options(args)),
+        " ".join(["reproduce: .venv/bin/python bench/interruptions.py", *_options(args)]),
     ]
     return lines
 
