@@ -131,11 +131,24 @@ def replay(job: Job, spans: dict[str, tuple[float, float]], restart_hours: float
 
 def measure(order: str, plan: Plan, jobs: list[Job], max_unavailable: int, restart_hours: float) -> Figures:
     spans = {p.node: ((p.start - START).total_seconds(), (p.end - START).total_seconds()) for p in plan.nodes}
-    results = [replay(job, spans, restart_hours) for job in jobs]
-    affected = [r[0] for r in results if r[0]]
     wall = ((plan.eta or START) - START).total_seconds()
     node_seconds = max((p.expected_seconds for p in plan.nodes), default=0)
     ideal = math.ceil(len(plan.nodes) / max_unavailable) * node_seconds
+    return figures_of(order, spans, jobs, wall, ideal, restart_hours)
+
+
+def figures_of(
+    order: str,
+    spans: dict[str, tuple[float, float]],
+    jobs: list[Job],
+    wall: float,
+    ideal: float,
+    restart_hours: float,
+) -> Figures:
+    """The figures of one rollout: ``spans`` (node -> from its drain to schedulable again, in
+    seconds) replayed against every job."""
+    results = [replay(job, spans, restart_hours) for job in jobs]
+    affected = [r[0] for r in results if r[0]]
     return Figures(
         order=order,
         workloads=len(jobs),
@@ -149,6 +162,30 @@ def measure(order: str, plan: Plan, jobs: list[Job], max_unavailable: int, resta
         ideal_seconds=ideal,
         ratio=wall / ideal if ideal else 0.0,
     )
+
+
+def table(figures: list[Figures], *, hours: bool = True) -> list[str]:
+    """Both orders' figures, one line each, then how they compare against the issue's targets."""
+    unit, scale = ("h", 3600) if hours else ("s", 1)
+    lines = [
+        f"{'':<16}{'interrupted':>12}{'per job mean':>14}{'max':>5}{'GPU-h lost':>12}{'restarts':>10}"
+        f"{'wall':>10}{'ideal':>10}{'ratio':>7}"
+    ]
+    for f in figures:
+        lines.append(
+            f"{f.order:<16}{f.interrupted:>6}/{f.workloads:<5}{f.per_affected_mean:>14.2f}{f.per_affected_max:>5}"
+            f"{f.gpu_hours_lost:>12.1f}{f.restart_gpu_hours:>10.1f}"
+            f"{f.wall_seconds / scale:>9.2f}{unit}{f.ideal_seconds / scale:>9.2f}{unit}{f.ratio:>7.3f}"
+        )
+    today, aware = figures
+    lower = today.gpu_hours_lost / aware.gpu_hours_lost if aware.gpu_hours_lost else math.inf
+    longer = aware.wall_seconds / today.wall_seconds - 1 if today.wall_seconds else 0.0
+    return [
+        *lines,
+        "",
+        f"GPU-hours lost: {lower:.1f}x lower (target >= 4x)",
+        f"wall time: {longer:+.1%} (target <= +10%)",
+    ]
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -200,30 +237,16 @@ def run(args: argparse.Namespace) -> tuple[list[str], dict[str, Any]]:
 def report(args: argparse.Namespace, jobs: list[Job], figures: list[Figures], took: float) -> list[str]:
     busy = sum(len(j.nodes) for j in jobs)
     sizes = sorted({len(j.nodes) for j in jobs})
-    lines = [
+    fits = max(len(j.nodes) for j in jobs) <= args.max_unavailable
+    aware = figures[1]
+    return [
         f"fleet: {args.nodes} nodes x {GPUS_PER_NODE} GPUs, {len(jobs)} jobs on {busy} nodes "
         f"(sizes {', '.join(map(str, sizes))} nodes), {args.nodes - busy} idle",
         f"policy: maxUnavailable {args.max_unavailable}, canary 1, then {args.strategy} batches of "
         f"{args.batch or args.max_unavailable}; a reboot change; restart cost {args.restart_minutes:g} min "
         "of a job's GPUs per interruption",
         "",
-        f"{'':<16}{'interrupted':>12}{'per job mean':>14}{'max':>5}{'GPU-h lost':>12}{'restarts':>10}"
-        f"{'wall':>10}{'ideal':>10}{'ratio':>7}",
-    ]
-    for f in figures:
-        lines.append(
-            f"{f.order:<16}{f.interrupted:>6}/{f.workloads:<5}{f.per_affected_mean:>14.2f}{f.per_affected_max:>5}"
-            f"{f.gpu_hours_lost:>12.1f}{f.restart_gpu_hours:>10.1f}"
-            f"{f.wall_seconds / 3600:>9.2f}h{f.ideal_seconds / 3600:>9.2f}h{f.ratio:>7.3f}"
-        )
-    today, aware = figures
-    fits = max(len(j.nodes) for j in jobs) <= args.max_unavailable
-    lower = today.gpu_hours_lost / aware.gpu_hours_lost if aware.gpu_hours_lost else math.inf
-    longer = aware.wall_seconds / today.wall_seconds - 1
-    lines += [
-        "",
-        f"GPU-hours lost: {lower:.1f}x lower (target >= 4x)",
-        f"wall time: {longer:+.1%} (target <= +10%)",
+        *table(figures),
         f"interruptions per affected job: {aware.per_affected_mean:.2f}"
         + (
             " (target <= 1.1: every job fits within maxUnavailable)"
@@ -234,7 +257,6 @@ def report(args: argparse.Namespace, jobs: list[Job], figures: list[Figures], to
         "",
         " ".join(["reproduce: .venv/bin/python bench/interruptions.py", *_options(args)]),
     ]
-    return lines
 
 
 def _options(args: argparse.Namespace) -> list[str]:
