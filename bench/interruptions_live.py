@@ -204,7 +204,7 @@ async def run(args: argparse.Namespace) -> tuple[list[str], dict[str, Any]]:
         *table(figures, hours=False),
         "",
         f"benchmark run: {took:.0f} s",
-        "reproduce: " + " ".join(["./.venv/bin/python bench/interruptions_live.py", *options(args)]),
+        "reproduce: " + " ".join([".venv/bin/python bench/interruptions_live.py", *options(args)]),
     ]
     return lines, {"figures": [f.__dict__ for f in figures], "runs": recorded, "seconds": took}
 
