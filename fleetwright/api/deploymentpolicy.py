@@ -25,6 +25,7 @@ from fleetwright.api.common import (
     ObjectMeta,
     selector_nonempty_cel,
 )
+from fleetwright.api.compat import added_fields
 from fleetwright.api.conditions import Condition
 
 KIND = "DeploymentPolicy"
@@ -491,6 +492,7 @@ class DeploymentPolicySpec(ApiModel):
         description="Wait, bounded, for the workloads on a node to finish before it starts. Absent: a "
         "node starts when its turn comes and its drain evicts what runs.",
     )
+    _since_0_1_0 = added_fields("workload_label", "workload_wait")
 
     local_rules = (
         LocalRule(

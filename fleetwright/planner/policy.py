@@ -21,6 +21,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
+from fleetwright.api.compat import added_fields
 from fleetwright.planner.base import Frozen
 from fleetwright.planner.batches import Strategy
 from fleetwright.planner.selectors import Selector
@@ -145,6 +146,7 @@ class RolloutPolicy(Frozen):
     """A pod label key whose value names a workload (with the pod's namespace), besides the owners
     ``kube.workloads`` recognises; read by whoever observes the pods."""
     workload_wait: WorkloadWait | None = None
+    _since_0_1_0 = added_fields("workload_label", "workload_wait")
 
     @model_validator(mode="after")
     def _unique_names(self) -> RolloutPolicy:

@@ -12,6 +12,7 @@ from enum import StrEnum
 
 from pydantic import Field
 
+from fleetwright.api.compat import added_fields
 from fleetwright.planner.base import Frozen
 from fleetwright.planner.batches import BatchState
 from fleetwright.planner.nodework import NodeWork
@@ -81,6 +82,7 @@ class RolloutState(Frozen):
     held_for_workloads: dict[str, datetime] = Field(default_factory=dict)
     """Nodes held until the pods the policy's ``workloadWait`` matches finish: since when (the
     wait's bound counts from there). A node leaves it when it starts."""
+    _since_0_1_0 = added_fields("held_for_workloads")
 
     @property
     def rollout_since(self) -> datetime:

@@ -1,0 +1,54 @@
+"""Fields added since release 0.1.0 stay out of the payloads of a rollout that does not use them,
+so the previous release's workers, which refuse unknown fields, read what this one writes
+(docs/upgrading.md); set, they round-trip."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+import pytest
+from pydantic_core import to_json
+
+from fleetwright.localcluster import examples
+from fleetwright.planner import convert
+from fleetwright.planner.rollout import begin
+from fleetwright.planner.state import RolloutState
+from fleetwright.workflows.payloads import RolloutInput
+
+pytestmark = pytest.mark.unit
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+ADDED = ("workload_label", "workloadLabel", "workload_wait", "workloadWait", "held_for_workloads")
+WAIT = {"selector": {"matchLabels": {"app": "train"}}, "timeoutSeconds": 600}
+
+
+def keys(value: object) -> set[str]:
+    found: set[str] = set()
+    stack = [json.loads(to_json(value))]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            found |= set(item)
+            stack += item.values()
+        elif isinstance(item, list):
+            stack += item
+    return found
+
+
+def test_unused_new_fields_are_left_out_of_the_payloads() -> None:
+    policy = examples.policy()
+    state = begin(convert.rollout_spec(examples.profile(), policy), T0)
+    rollout = RolloutInput(profile=examples.profile(), policy=policy)
+    assert not keys(state) & set(ADDED)
+    assert not keys(rollout) & set(ADDED)
+
+
+def test_used_new_fields_are_written_and_read_back() -> None:
+    policy = examples.policy(workload_label="example.com/run", workload_wait=WAIT)
+    state = begin(convert.rollout_spec(examples.profile(), policy), T0)
+    state = state.model_copy(update={"held_for_workloads": {"gpu-1": T0}})
+    assert {"workload_label", "workload_wait", "held_for_workloads"} <= keys(state)
+    assert RolloutState.model_validate_json(to_json(state)) == state
+    rollout = RolloutInput(profile=examples.profile(), policy=policy)
+    assert RolloutInput.model_validate_json(to_json(rollout)) == rollout
