@@ -131,8 +131,12 @@ def workload_manifests(name: str, placed: dict[str, list[str]]) -> str:
     return json.dumps({"apiVersion": "v1", "kind": "List", "items": items})
 
 
-def manifests(name: str, plan: IterationPlan, *, failing: bool = False) -> str:
-    """The iteration's policy and profile; ``failing``: a rollback iteration's second spec."""
+def manifests(
+    name: str, plan: IterationPlan, *, failing: bool = False, workload_label: str | None = None
+) -> str:
+    """The iteration's policy and profile; ``failing``: a rollback iteration's second spec;
+    ``workload_label``: the policy's (set only with gangs placed, so the manifests stay the
+    previous release's for the upgrade test)."""
     profile = examples.profile(
         name,
         interrupt=plan.interrupt,
@@ -150,7 +154,7 @@ def manifests(name: str, plan: IterationPlan, *, failing: bool = False) -> str:
         max_unavailable=plan.max_unavailable,
         steps=list(plan.steps),
         max_failed_nodes=plan.max_failed_nodes,
-        workload_label=GANG_LABEL,
+        workload_label=workload_label,
     )
     if plan.rollback:
         failure = policy.spec.failure.model_copy(update={"action": "rollback"})
@@ -187,7 +191,9 @@ class Iteration:
         )
         try:
             with watcher:
-                self.stack.cluster.kubectl("apply", "-f", "-", input=manifests(self.name, self.plan))
+                label = GANG_LABEL if placed else None
+                applied = manifests(self.name, self.plan, workload_label=label)
+                self.stack.cluster.kubectl("apply", "-f", "-", input=applied)
                 if self.plan.rollback:
                     # The failing spec replaces a complete one: the injections land in its rollback.
                     self._await_phase(watcher, "Complete")
