@@ -260,18 +260,27 @@ def report(args: argparse.Namespace, jobs: list[Job], figures: list[Figures], to
 
 
 def _options(args: argparse.Namespace) -> list[str]:
-    defaults = vars(parse_args([]))
-    return [f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if k != "out" and v != defaults[k]]
+    return changed(args, parse_args([]))
+
+
+def changed(args: argparse.Namespace, defaults: argparse.Namespace) -> list[str]:
+    """The options that differ from their defaults, as the command line that reproduces them."""
+    given, default = vars(args), vars(defaults)
+    return [f"--{k.replace('_', '-')} {v}" for k, v in given.items() if k != "out" and v != default[k]]
+
+
+def emit(lines: list[str], data: dict[str, Any], out: Path | None) -> None:
+    """Print the report; with ``out``, also write it and ``data`` as ``<out>.txt`` and ``.json``."""
+    text = "\n".join(lines)
+    print(text)
+    if out is not None:
+        out.with_suffix(".txt").write_text(text + "\n")
+        out.with_suffix(".json").write_text(json.dumps(data, indent=2) + "\n")
 
 
 def main(argv: list[str]) -> None:
     args = parse_args(argv)
-    lines, data = run(args)
-    text = "\n".join(lines)
-    print(text)
-    if args.out is not None:
-        args.out.with_suffix(".txt").write_text(text + "\n")
-        args.out.with_suffix(".json").write_text(json.dumps(data, indent=2) + "\n")
+    emit(*run(args), args.out)
 
 
 if __name__ == "__main__":

@@ -48,13 +48,14 @@ from fleetwright.localcluster import examples
 from fleetwright.localcluster.nodes import node_name, stage_pod_timing
 from fleetwright.localcluster.ticker import Ticker
 from fleetwright.worker.client import connect
-from fleetwright.workflows.payloads import EngineSettings
+from fleetwright.workflows.payloads import EngineSettings, RolloutInput
 from fleetwright.workflows.rollout import rollout_workflow_id
 
 if not __package__:  # run as a file (python bench/interruptions_live.py): the root holds bench/
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.harness import Stack, loadavg
-from bench.interruptions import Figures, Job, figures_of, place_jobs, table
+from bench.interruptions import Figures, Job, changed, emit, figures_of, place_jobs, table
+from bench.rollout import manifests as rollout_manifests
 
 GROUP = "bench.fleetwright.io/group"
 JOB_LABEL = "bench.fleetwright.io/job"
@@ -110,13 +111,7 @@ def manifests(group: str, args: argparse.Namespace) -> str:
     policy = examples.policy(
         name, max_unavailable=args.max_unavailable, steps=steps, workload_label=JOB_LABEL
     )
-    items = []
-    for model in (policy, profile):
-        body = model.model_dump(mode="json", by_alias=True, exclude_none=True)
-        body.pop("status", None)
-        body["metadata"] = {"name": name}
-        items.append(body)
-    return json.dumps({"apiVersion": "v1", "kind": "List", "items": items})
+    return rollout_manifests(RolloutInput(profile=profile, policy=policy))
 
 
 async def phase(client: Client, profile: str) -> str:
@@ -204,7 +199,8 @@ async def run(args: argparse.Namespace) -> tuple[list[str], dict[str, Any]]:
         *table(figures, hours=False),
         "",
         f"benchmark run: {took:.0f} s",
-        "reproduce: " + " ".join([".venv/bin/python bench/interruptions_live.py", *options(args)]),
+        "reproduce: "
+        + " ".join([".venv/bin/python bench/interruptions_live.py", *changed(args, parse_args([]))]),
     ]
     return lines, {"figures": [f.__dict__ for f in figures], "runs": recorded, "seconds": took}
 
@@ -224,19 +220,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def options(args: argparse.Namespace) -> list[str]:
-    defaults = vars(parse_args([]))
-    return [f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if k != "out" and v != defaults[k]]
-
-
 def main(argv: list[str]) -> None:
     args = parse_args(argv)
-    lines, data = asyncio.run(run(args))
-    text = "\n".join(lines)
-    print(text)
-    if args.out is not None:
-        args.out.with_suffix(".txt").write_text(text + "\n")
-        args.out.with_suffix(".json").write_text(json.dumps(data, indent=2) + "\n")
+    emit(*asyncio.run(run(args)), args.out)
 
 
 if __name__ == "__main__":
