@@ -113,6 +113,18 @@ def settings_for_previous(path: Path) -> Path:
     return previous_path
 
 
+@dataclass
+class UpgradeOutcome:
+    violations: dict[str, list[str]]
+    """The chaos invariants broken, by rollout."""
+    problems: list[str]
+    """What went wrong in the Temporal histories (``history_problems``)."""
+
+    def check(self) -> None:
+        assert not any(self.violations.values()), self.violations
+        assert self.problems == []
+
+
 class Upgrade:
     """Three rollouts under one stack, watched from before the first apply to their end."""
 
@@ -151,6 +163,24 @@ class Upgrade:
     def phase(self, kind: str) -> str:
         latest = self.latest(kind)
         return latest.profile.phase if latest and latest.profile else ""
+
+    def in_flight_on(self, release: Release) -> None:
+        """Start ``release``, apply the rollouts, wait until a gate, a soak and a reboot are in
+        flight."""
+        release.start()
+        self.apply()
+        self.until("a gate, a soak and a reboot in flight", self.in_flight)
+
+    def apply_current_crds(self) -> None:
+        """What an operator runs first: Helm never changes CRDs."""
+        self.stack.cluster.kubectl("apply", "-f", str(REPO / "crds"))
+
+    def conclude(self) -> UpgradeOutcome:
+        """Wait for every rollout to complete, read what went wrong, and remove them."""
+        violations = self.finish()
+        problems = asyncio.run(rollout_problems(self.stack, self))
+        self.remove()
+        return UpgradeOutcome(violations, problems)
 
     def approve(self) -> None:
         approved = self.cli.invoke("approve", self.names["gate"], "rollout/gate")
@@ -234,73 +264,58 @@ def previous_release(
 
 
 def test_a_stop_and_start_upgrade_mid_rollout_completes_every_rollout(previous_release: Previous) -> None:
-    stack, old = previous_release.stack, previous_release.release
-    upgrade = Upgrade(stack, previous_release.cli, "upg")
-    old.start()
-    upgrade.apply()
-    upgrade.until("a gate, a soak and a reboot in flight", upgrade.in_flight)
+    old = previous_release.release
+    upgrade = Upgrade(previous_release.stack, previous_release.cli, "upg")
+    current = Release(previous_release.stack, "current", None)
+    upgrade.in_flight_on(old)
     old.stop()
-    stack.cluster.kubectl("apply", "-f", str(REPO / "crds"))
-    current = Release(stack, "current", None)
+    upgrade.apply_current_crds()
     current.start()
     try:
         upgrade.approve()
-        violations = upgrade.finish()
-        problems = asyncio.run(rollout_problems(stack, upgrade))
-        upgrade.remove()
+        outcome = upgrade.conclude()
     finally:
         current.stop()
-    assert not any(violations.values()), violations
-    assert problems == []
+    outcome.check()
 
 
 def test_both_releases_side_by_side_complete_every_rollout(previous_release: Previous) -> None:
-    stack, old = previous_release.stack, previous_release.release
-    upgrade = Upgrade(stack, previous_release.cli, "side")
-    current = Release(stack, "current", None)
-    old.start()
-    upgrade.apply()
-    upgrade.until("a gate, a soak and a reboot in flight", upgrade.in_flight)
-    stack.cluster.kubectl("apply", "-f", str(REPO / "crds"))
+    old = previous_release.release
+    upgrade = Upgrade(previous_release.stack, previous_release.cli, "side")
+    current = Release(previous_release.stack, "current", None)
+    upgrade.in_flight_on(old)
+    upgrade.apply_current_crds()
     current.start()
     try:
         # Both take tasks, as during a rolling update, until the old pods are gone.
         upgrade.approve()
         time.sleep(SIDE_BY_SIDE_SECONDS)
         old.stop()
-        violations = upgrade.finish()
-        problems = asyncio.run(rollout_problems(stack, upgrade))
-        upgrade.remove()
+        outcome = upgrade.conclude()
     finally:
         old.stop()
         current.stop()
-    assert not any(violations.values()), violations
-    assert problems == []
+    outcome.check()
 
 
 def test_a_downgrade_after_an_upgrade_completes_every_rollout(previous_release: Previous) -> None:
     """docs/upgrading.md, "Downgrading": the previous release carries on every workflow that ran
     no change of the newer one (the newer release's changes here take no patch marker on these
     paths; one that does must make this test expect the stall it documents)."""
-    stack, old = previous_release.stack, previous_release.release
-    upgrade = Upgrade(stack, previous_release.cli, "down")
-    current = Release(stack, "current", None)
-    old.start()
-    upgrade.apply()
-    upgrade.until("a gate, a soak and a reboot in flight", upgrade.in_flight)
+    old = previous_release.release
+    upgrade = Upgrade(previous_release.stack, previous_release.cli, "down")
+    current = Release(previous_release.stack, "current", None)
+    upgrade.in_flight_on(old)
     old.stop()
-    stack.cluster.kubectl("apply", "-f", str(REPO / "crds"))
+    upgrade.apply_current_crds()
     current.start()
     try:
         upgrade.approve()
         upgrade.until("the gate's next batch", upgrade.past_the_gate)
         current.stop()
         old.start()  # the CRDs stay the newer release's: a downgrade never changes them
-        violations = upgrade.finish()
-        problems = asyncio.run(rollout_problems(stack, upgrade))
-        upgrade.remove()
+        outcome = upgrade.conclude()
     finally:
         current.stop()
         old.stop()
-    assert not any(violations.values()), violations
-    assert problems == []
+    outcome.check()
