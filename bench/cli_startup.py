@@ -1,38 +1,57 @@
-"""How long the ``fleetwright`` CLI takes to start: the median wall time of a command that does
-everything ``fleetwright status P`` does before its first request (interpreter start, imports,
-argument parsing), against the root ``--help``, which imports every command module (what every
-run imported before commands were loaded lazily, ``fleetwright/cli/commands.py``).
+"""How long the ``fleetwright`` CLI takes to answer: ``--help`` of every command (targets: under
+0.3 s each), and ``status NAME`` of a running rollout against a local stack (target: under 0.8 s).
 
 Each run is a fresh interpreter (``python -m fleetwright.cli.main ...``), with bytecode already
-compiled by a first, uncounted run. Both the wall time and the CPU time (user + system, which a
-loaded machine stretches far less) are printed, with the machine's load average: on a shared
-machine the wall time moves with it.
+compiled by a first, uncounted run. The medians of the wall time and of the CPU time (user +
+system, which a loaded machine stretches far less) are printed, with the machine's load average:
+on a shared machine the wall time moves with it.
 
-    .venv/bin/python bench/cli_startup.py --runs 15
+``status NAME`` runs against the benchmarks' stack (``bench/harness.py``: control plane, Temporal
+dev server, worker and controller) holding one rollout at an approval step over 8 simulated nodes,
+so the command reads the NodeProfile, its policy, the nodes, the stage Jobs and the workflow's
+published progress, and computes the ETA, as it does for a user. ``--help-only`` skips the stack.
+
+    .venv/bin/python bench/cli_startup.py --runs 10
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Sequence
+from pathlib import Path
 
-CASES = {
-    "status --help (what status P runs before its first request)": ["status", "--help"],
-    "--help (imports every command module)": ["--help"],
-}
+import yaml
+
+from fleetwright.cli.commands import COMMANDS
+from fleetwright.localcluster import examples
+from fleetwright.workflows.enginesettings import EngineSettings
+
+if not __package__:  # run as a file (python bench/cli_startup.py): the repository root holds bench/
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.harness import Stack, loadavg
+
+HELP_TARGET = 0.3
+STATUS_TARGET = 0.8
+PROFILE = "bench-status"
+NODES = 8
+# The subcommands of the command groups, whose help is asked as often as the groups'.
+SUBCOMMANDS = (("node", "reset"), ("package", "lint"), ("package", "test"), ("cluster", "up"))
 
 
-def run_once(args: list[str]) -> tuple[float, float]:
-    """(wall seconds, CPU seconds) of one run."""
+def run_once(argv: Sequence[str]) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) of one run of ``fleetwright *argv``."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     subprocess.run(
-        [sys.executable, "-m", "fleetwright.cli.main", *args],
+        [sys.executable, "-m", "fleetwright.cli.main", *argv],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         check=True,
@@ -43,21 +62,101 @@ def run_once(args: list[str]) -> tuple[float, float]:
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
+def medians(argv: Sequence[str], runs: int) -> tuple[float, float]:
+    """(median wall, median CPU) over ``runs`` runs, after one uncounted run."""
+    run_once(argv)
+    measured = [run_once(argv) for _ in range(runs)]
+    return statistics.median(w for w, _ in measured), statistics.median(c for _, c in measured)
+
+
+def help_cases() -> list[list[str]]:
+    commands = [[], *([name] for name in COMMANDS), *(list(pair) for pair in SUBCOMMANDS)]
+    return [[*command, "--help"] for command in commands]
+
+
+def measure_help(runs: int) -> list[str]:
+    lines = []
+    worst = (0.0, 0.0, "")
+    for argv in help_cases():
+        wall, cpu = medians(argv, runs)
+        label = " ".join(argv)
+        lines.append(f"  {label:28s} {wall:5.2f} s wall, {cpu:5.2f} CPU s")
+        worst = max(worst, (wall, cpu, label))
+    lines.append(
+        f"--help, slowest command: {worst[2]}: median {worst[0]:.2f} s wall, {worst[1]:.2f} CPU s "
+        f"(target < {HELP_TARGET} s)"
+    )
+    return lines
+
+
+def manifests() -> str:
+    """A policy that waits for an approval first, and a profile on every node under it."""
+    policy = examples.policy(PROFILE, steps=[{"name": "gate", "approval": {}}])
+    profile = examples.profile(PROFILE, policy=PROFILE)
+    bodies = []
+    for model in (policy, profile):
+        body = model.model_dump(mode="json", by_alias=True, exclude_none=True)
+        body.pop("status", None)
+        body["metadata"] = {"name": PROFILE}
+        bodies.append(body)
+    return yaml.safe_dump_all(bodies)
+
+
+def wait_for_progress(target: list[str], within: float = 180) -> None:
+    """Until ``status NAME`` shows the rollout's published progress (its current step)."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        shown = subprocess.run(
+            [sys.executable, "-m", "fleetwright.cli.main", *target, "status", PROFILE, "-o", "json"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        if shown.returncode == 0 and json.loads(shown.stdout).get("step"):
+            return
+        time.sleep(1.0)
+    raise SystemExit(f"the rollout of {PROFILE} published no progress within {within:.0f}s")
+
+
+def measure_status(runs: int, workdir: str) -> list[str]:
+    rundir = Path(workdir or tempfile.mkdtemp(prefix="fleetwright-bench-cli-"))
+    with Stack(NODES, EngineSettings(), rundir) as stack:
+        stack.cluster.kubectl("apply", "-f", "-", input=manifests())
+        target = [
+            "--kubeconfig",
+            str(stack.cluster.kubeconfig),
+            "--temporal-address",
+            stack.temporal.address,
+            "--temporal-namespace",
+            stack.temporal.namespace,
+        ]
+        wait_for_progress(target)
+        wall, cpu = medians([*target, "status", PROFILE], runs)
+    return [
+        f"status {PROFILE} ({NODES} nodes, rollout at an approval step): median {wall:.2f} s wall, "
+        f"{cpu:.2f} CPU s (target < {STATUS_TARGET} s)"
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--runs", type=int, default=15)
+    parser.add_argument("--runs", type=int, default=10, help="counted runs of each command")
+    parser.add_argument("--help-only", action="store_true", help="skip status NAME (and its stack)")
+    parser.add_argument("--workdir", default="", help="the stack's directory (default: a new temp dir)")
     options = parser.parse_args()
-    print(f"load average before: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
-    for label, args in CASES.items():
-        run_once(args)  # compiles the bytecode; not counted
-        runs = [run_once(args) for _ in range(options.runs)]
-        wall = statistics.median(w for w, _ in runs)
-        cpu = statistics.median(c for _, c in runs)
-        print(f"{label}: median {cpu:.2f} CPU s, {wall:.2f} s wall over {options.runs} runs")
-    print(f"load average after: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
-    print(f"reproduce: .venv/bin/python bench/cli_startup.py --runs {options.runs}")
+    load_before = loadavg()
+    lines = measure_help(options.runs)
+    if not options.help_only:
+        lines += measure_status(options.runs, options.workdir)
+    print("\n".join(lines))
+    print(f"load average: {load_before} before, {loadavg()} after ({os.cpu_count()} cores)")
+    print(
+        f"reproduce: .venv/bin/python bench/cli_startup.py --runs {options.runs}"
+        + (" --help-only" if options.help_only else "")
+    )
 
 
 if __name__ == "__main__":

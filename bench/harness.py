@@ -40,7 +40,7 @@ from fleetwright.localcluster.processes import Supervised
 from fleetwright.localcluster.temporal import Backend, TemporalServer, local_temporal
 from fleetwright.localstack.kubelet import KUBELET_AGENT, watched_kubelet
 from fleetwright.worker.settings import WorkerSettings
-from fleetwright.workflows.payloads import EngineSettings
+from fleetwright.workflows.enginesettings import EngineSettings
 from fleetwright.workflows.search import REGISTRATION
 
 BENCH = Path(__file__).resolve().parent

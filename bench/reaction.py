@@ -40,8 +40,8 @@ from fleetwright.localcluster import examples
 from fleetwright.localcluster.nodes import stage_pod_timing
 from fleetwright.worker.client import connect
 from fleetwright.worker.process import run_and_exit
-from fleetwright.workflows.payloads import EngineSettings
-from fleetwright.workflows.rollout import rollout_workflow_id
+from fleetwright.workflows.enginesettings import EngineSettings
+from fleetwright.workflows.ids import rollout_workflow_id
 
 if not __package__:  # run as a file (python bench/reaction.py): the repository root holds bench/
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))

@@ -51,8 +51,9 @@ from fleetwright.planner.observations import Observations
 from fleetwright.planner.preview import preview
 from fleetwright.worker.client import connect
 from fleetwright.worker.process import run_and_exit
-from fleetwright.workflows.payloads import EngineSettings, RolloutInput
-from fleetwright.workflows.rollout import rollout_workflow_id
+from fleetwright.workflows.enginesettings import EngineSettings
+from fleetwright.workflows.ids import rollout_workflow_id
+from fleetwright.workflows.payloads import RolloutInput
 
 if not __package__:  # run as a file (python bench/rollout.py): the repository root holds bench/
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))

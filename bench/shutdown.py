@@ -42,7 +42,7 @@ from fleetwright.localcluster.kubelet import SimulatedKubelet
 from fleetwright.localcluster.nodes import stage_pod_timing
 from fleetwright.localcluster.temporal import LocalTemporal
 from fleetwright.worker.settings import WorkerSettings
-from fleetwright.workflows.payloads import EngineSettings
+from fleetwright.workflows.enginesettings import EngineSettings
 from fleetwright.workflows.search import REGISTRATION
 
 FLEETWRIGHT = Path(sys.executable).with_name("fleetwright")

@@ -73,9 +73,10 @@ from fleetwright.worker import metrics
 from fleetwright.worker.client import connect_with
 from fleetwright.worker.profilestatus import Inputs, derive, transitions
 from fleetwright.worker.settings import WorkerSettings
+from fleetwright.workflows.ids import rollout_workflow_id
 from fleetwright.workflows.payloads import Controls, Deletion, Progress, RolloutInput, SpecChange
 from fleetwright.workflows.progress import rollout_details, rollout_summary
-from fleetwright.workflows.rollout import ABORTED, RolloutWorkflow, rollout_workflow_id
+from fleetwright.workflows.rollout import ABORTED, RolloutWorkflow
 
 log = logging.getLogger("fleetwright.controller")
 

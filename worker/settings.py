@@ -15,7 +15,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from fleetwright.workflows.payloads import EngineSettings
+from fleetwright.worker.defaults import TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE
+from fleetwright.workflows.enginesettings import EngineSettings
 
 SETTINGS_ENV = "FLEETWRIGHT_SETTINGS"
 """The path of the JSON settings file (not the JSON itself)."""
@@ -29,8 +30,8 @@ WorkerRole = Literal["all", "workflows", "activities"]
 class WorkerSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    temporal_address: str = Field(default="127.0.0.1:7233", description="Temporal frontend host:port.")
-    temporal_namespace: str = Field(default="default", description="Temporal namespace.")
+    temporal_address: str = Field(default=TEMPORAL_ADDRESS, description="Temporal frontend host:port.")
+    temporal_namespace: str = Field(default=TEMPORAL_NAMESPACE, description="Temporal namespace.")
     task_queue: str = Field(default="fleetwright", description="Task queue of the workflows and activities.")
     temporal_tls_dir: Path | None = Field(
         default=None,

@@ -69,10 +69,6 @@ NODE_WORKFLOW = "fleetwright.node"
 NODE_GONE = "NodeGone"  # the ApplicationError type of fleetwright.errors.NodeGoneError
 
 
-def node_workflow_id(profile: str, node: str) -> str:
-    return f"node/{profile}/{node}"
-
-
 class NodeFailedError(Exception):
     """A stage (or a bounded wait before it) failed on this node; the message says which and why."""
 

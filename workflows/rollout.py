@@ -47,7 +47,8 @@ with workflow.unsafe.imports_passed_through():
     from fleetwright.planner.state import BlockedNode, Decision, NodeStart, Phase, RolloutState
     from fleetwright.workflows import retry
     from fleetwright.workflows import search as sa
-    from fleetwright.workflows.node import NODE_WORKFLOW, node_workflow_id
+    from fleetwright.workflows.ids import node_workflow_id
+    from fleetwright.workflows.node import NODE_WORKFLOW
     from fleetwright.workflows.payloads import (
         Controls,
         DecideReport,
@@ -74,10 +75,6 @@ DELETED = "Deleted"
 # A decision starts at most 200 nodes (planner.rollout.MAX_STARTS_PER_DECISION), a few a second on
 # a loaded dev server: the bound is for a worker lost mid-start, whose retry skips what it began.
 START_NODES_TIMEOUT = timedelta(minutes=10)
-
-
-def rollout_workflow_id(profile: str) -> str:
-    return f"nodeprofile/{profile}"
 
 
 @workflow.defn(name=ROLLOUT_WORKFLOW)

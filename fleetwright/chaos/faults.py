@@ -20,7 +20,7 @@ from fleetwright.chaos.invariants import Outage, disrupted_by
 from fleetwright.chaos.plan import Fault, Injection
 from fleetwright.chaos.snapshot import NodeView
 from fleetwright.chaos.stack import ChaosStack
-from fleetwright.workflows.node import node_workflow_id
+from fleetwright.workflows.ids import node_workflow_id
 
 PROCESS = {
     Fault.KILL_WORKER: "worker",

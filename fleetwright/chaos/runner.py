@@ -26,7 +26,7 @@ from fleetwright.chaos.watcher import Watcher
 from fleetwright.kube.client import from_kubeconfig
 from fleetwright.localcluster import examples
 from fleetwright.localcluster.nodes import OUTCOME_LABEL, stage_pod_timing
-from fleetwright.workflows.payloads import EngineSettings
+from fleetwright.workflows.enginesettings import EngineSettings
 
 STAGE_POD_ANNOTATIONS = stage_pod_timing(0.5, ready_seconds=0.1)
 IMAGE_PULL_TIMEOUT_SECONDS = 60

@@ -24,7 +24,7 @@ from fleetwright.localcluster.cluster import ClusterOptions, LocalCluster
 from fleetwright.localcluster.processes import Supervised, wait_until
 from fleetwright.localcluster.temporal import TemporalServer, temporal_cli
 from fleetwright.localstack.stack import LocalStack, StackOptions
-from fleetwright.workflows.payloads import EngineSettings
+from fleetwright.workflows.enginesettings import EngineSettings
 
 GROUP_LABEL = "chaos.fleetwright.io/group"
 ATTACHED_FIRST_NODE = 50_000

@@ -1,5 +1,9 @@
 """The root typer application every command module registers on, and the global options (where
-the cluster and Temporal are) that the operator commands read from the context."""
+the cluster and Temporal are) that the operator commands read from the context.
+
+Every command module is imported to list or parse its command, so it imports only what its options
+need (typer, rich, constants); what a command does, with the Temporal and Kubernetes clients and
+the pydantic models behind it, is imported in the command's body when it runs."""
 
 from __future__ import annotations
 
@@ -9,9 +13,7 @@ from typing import Annotated
 import typer
 
 from fleetwright.cli.session import Target
-from fleetwright.worker.settings import WorkerSettings
-
-_DEFAULTS = WorkerSettings()
+from fleetwright.worker.defaults import TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE
 
 app = typer.Typer(
     name="fleetwright",
@@ -38,13 +40,13 @@ def root(
         typer.Option(
             "--temporal-address", envvar="FLEETWRIGHT_TEMPORAL_ADDRESS", help="Temporal frontend host:port."
         ),
-    ] = _DEFAULTS.temporal_address,
+    ] = TEMPORAL_ADDRESS,
     temporal_namespace: Annotated[
         str,
         typer.Option(
             "--temporal-namespace", envvar="FLEETWRIGHT_TEMPORAL_NAMESPACE", help="Temporal namespace."
         ),
-    ] = _DEFAULTS.temporal_namespace,
+    ] = TEMPORAL_NAMESPACE,
 ) -> None:
     """Roll host-layer changes (sysctl, GRUB, drivers, agents) across GPU node fleets safely."""
     ctx.obj = Target(kubeconfig, temporal_address, temporal_namespace)

@@ -8,15 +8,16 @@ from __future__ import annotations
 import logging
 import secrets
 import time
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 
 from fleetwright.chaos.plan import Fault, draw
-from fleetwright.chaos.runner import IterationResult, Totals, run
-from fleetwright.chaos.stack import ChaosStack
 from fleetwright.cli.app import app
+
+if TYPE_CHECKING:
+    from fleetwright.chaos.runner import IterationResult, Totals
 
 console = Console(soft_wrap=True)
 
@@ -75,6 +76,9 @@ def chaos(  # noqa: PLR0917 - typer maps each parameter to one option
     ] = None,
 ) -> None:
     """Seeded chaos: real rollouts while processes are killed and nodes edited; checks every invariant."""
+    from fleetwright.chaos.runner import run
+    from fleetwright.chaos.stack import ChaosStack
+
     logging.getLogger("fleetwright").setLevel(logging.ERROR)
     chosen = seed if seed is not None else secrets.randbelow(2**31)
     console.print(f"chaos seed {chosen} (rerun with --seed {chosen})")

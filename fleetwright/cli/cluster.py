@@ -12,18 +12,17 @@ import contextlib
 import os
 import shlex
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from fleetwright.api.keys import status_label_key
 from fleetwright.cli.app import app
 from fleetwright.cli.text import console
-from fleetwright.localcluster.cluster import ClusterOptions
-from fleetwright.localcluster.nodeconfig import TEMPORAL_ADDRESS
-from fleetwright.localcluster.realnode import RealNodeOptions, chart_settings
-from fleetwright.localstack.stack import EXAMPLES, LocalStack, StackOptions, example_profiles
 from fleetwright.worker.process import stop_on_signals
+
+if TYPE_CHECKING:
+    from fleetwright.localstack.stack import LocalStack
 
 cluster_app = typer.Typer(
     help="The local stack: a real control plane with simulated GPU nodes, Temporal, and fleetwright's "
@@ -34,6 +33,8 @@ app.add_typer(cluster_app, name="cluster")
 
 def next_steps(stack: LocalStack, kept: bool) -> list[str]:
     """What to do with a running stack, one command per line (never wrapped, so it can be pasted)."""
+    from fleetwright.localstack.stack import EXAMPLES, example_profiles
+
     profile = next(iter(example_profiles()), "<profile>")
     logs = stack.logs()
     ours = ", ".join(path.name for name, path in logs.items() if path.parent == stack.log_dir)
@@ -58,6 +59,9 @@ def next_steps(stack: LocalStack, kept: bool) -> list[str]:
 
 def _real_node_steps(stack: LocalStack) -> list[str]:
     """The real node, and the command that installs the chart on it instead of the host processes."""
+    from fleetwright.localcluster.nodeconfig import TEMPORAL_ADDRESS
+    from fleetwright.localcluster.realnode import chart_settings
+
     node = stack.cluster.real_node
     if node is None:
         return []
@@ -102,6 +106,10 @@ def up(
     ] = False,
 ) -> None:
     """Start the local stack, print how to use it, and keep it running until Ctrl-C or SIGTERM."""
+    from fleetwright.localcluster.cluster import ClusterOptions
+    from fleetwright.localcluster.realnode import RealNodeOptions
+    from fleetwright.localstack.stack import LocalStack, StackOptions
+
     node = RealNodeOptions() if real_node else None
     options = StackOptions(
         cluster=ClusterOptions(nodes=nodes, scheduler=True, real_node=node), workdir=workdir

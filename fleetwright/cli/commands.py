@@ -1,9 +1,9 @@
 """Which module defines each ``fleetwright`` command, and importing only what a run needs.
 
-Every command module registers itself on the app when imported, and some of them pull in a lot
-(the local stack, the chaos suite, the worker). A run imports only the module of the command it
-invokes, so ``fleetwright status P`` does not pay for ``fleetwright chaos``; the root ``--help``
-(or an unknown command) imports them all, so it lists every command. ``COMMANDS`` is the one
+Every command module registers itself on the app when imported, and imports what its command
+does (the clients, the local stack, the chaos suite, the worker) only when that command runs. A run
+imports only the module of the command it invokes; the root ``--help`` (or an unknown command)
+imports them all, so it lists every command. ``COMMANDS`` is the one
 place that names them (a unit test holds it to what the modules register).
 
 Owns that table and the imports; it must not know what a command does.

@@ -14,21 +14,20 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from pydantic import BaseModel
-from temporalio.client import WorkflowHandle
-from temporalio.service import RPCError, RPCStatusCode
 
 from fleetwright.api.keys import PAUSED_ANNOTATION
-from fleetwright.api.nodeprofile import PLURAL as PROFILE_PLURAL
-from fleetwright.cli import reading
 from fleetwright.cli.app import app
 from fleetwright.cli.session import CliError, OutputOpt, Session, check_output, emit
-from fleetwright.kube.annotations import annotate
-from fleetwright.workflows.payloads import Progress
-from fleetwright.workflows.rollout import RolloutWorkflow, rollout_workflow_id
+from fleetwright.workflows.ids import rollout_workflow_id
+
+if TYPE_CHECKING:
+    from temporalio.client import WorkflowHandle
+
+    from fleetwright.workflows.payloads import Progress
 
 ProfileArg = Annotated[str, typer.Argument(help="The NodeProfile.")]
 TimeoutOpt = Annotated[
@@ -52,6 +51,10 @@ def _print(acted: Acted, output: str) -> None:
 
 # ----- durable intent: the annotation ------------------------------------------------------------
 async def _set_paused(session: Session, profile: str, paused: bool) -> Acted:
+    from fleetwright.api.nodeprofile import PLURAL as PROFILE_PLURAL
+    from fleetwright.cli import reading
+    from fleetwright.kube.annotations import annotate
+
     obj = await reading.profile_object(session, profile)
     annotations = obj["metadata"].get("annotations") or {}
     before = str(annotations.get(PAUSED_ANNOTATION, "")).lower() == "true"
@@ -92,6 +95,9 @@ def resume_command(ctx: typer.Context, profile: ProfileArg, output: OutputOpt = 
 # ----- one-off acts: updates and the abort signal -----------------------------------------------
 async def _running_rollout(session: Session, profile: str) -> WorkflowHandle[Any, Progress]:
     """The profile's running rollout workflow, or an error saying why there is none."""
+    from fleetwright.cli import reading
+    from fleetwright.workflows.payloads import Progress
+
     client = await session.temporal()
     workflow_id = rollout_workflow_id(profile)
     description = await reading.describe(client, workflow_id)
@@ -108,6 +114,8 @@ async def _running_rollout(session: Session, profile: str) -> WorkflowHandle[Any
 
 
 async def _update(session: Session, profile: str, name: str, arg: str, *, seconds: float) -> Acted:
+    from temporalio.service import RPCError, RPCStatusCode
+
     handle = await _running_rollout(session, profile)
     try:
         answer = await handle.execute_update(
@@ -166,6 +174,8 @@ def skip_node_command(
 
 
 async def _abort(session: Session, profile: str) -> Acted:
+    from fleetwright.workflows.rollout import RolloutWorkflow
+
     handle = await _running_rollout(session, profile)
     await handle.signal(RolloutWorkflow.abort)
     return Acted(

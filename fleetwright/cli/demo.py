@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
@@ -20,10 +20,10 @@ from rich.table import Table
 from fleetwright.api.keys import SEARCHABLE, status_label_key
 from fleetwright.cli.app import app
 from fleetwright.cli.text import console, refreshing
-from fleetwright.localcluster.cluster import ClusterOptions
-from fleetwright.localcluster.nodes import OUTCOME_LABEL
-from fleetwright.localstack.stack import EXAMPLES, LOCAL_ENGINE, LocalStack, StackOptions, example_profiles
 from fleetwright.stagejob.render import PACKAGE_NAMESPACE
+
+if TYPE_CHECKING:
+    from fleetwright.localstack.stack import LocalStack
 
 FINAL_PHASES = ("Complete", "Halted")
 
@@ -92,6 +92,16 @@ def _summary(stack: LocalStack, profile: str, status: dict[str, Any]) -> None:
 
 
 def _run(nodes: int, fail_canary: bool, keep_running: bool, within: float) -> int:
+    from fleetwright.localcluster.cluster import ClusterOptions
+    from fleetwright.localcluster.nodes import OUTCOME_LABEL
+    from fleetwright.localstack.stack import (
+        EXAMPLES,
+        LOCAL_ENGINE,
+        LocalStack,
+        StackOptions,
+        example_profiles,
+    )
+
     engine = LOCAL_ENGINE
     if fail_canary:
         engine = engine.model_copy(update={"stage_pod_labels": {OUTCOME_LABEL: "fail"}})

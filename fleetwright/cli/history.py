@@ -12,24 +12,23 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from pydantic import BaseModel, Field
 from rich.console import Console
 from rich.table import Table
-from temporalio.client import Client, WorkflowExecution, WorkflowExecutionStatus
 
 from fleetwright.api.keys import STATE_PREFIX, condition_type
-from fleetwright.cli import reading
 from fleetwright.cli.app import app
 from fleetwright.cli.session import NamespaceOpt, OutputOpt, Session, check_output, emit
 from fleetwright.errors import InvalidSpecError
-from fleetwright.kube.stagelogs import stage_jobs
-from fleetwright.planner.nodestate import PackageRecord, parse_annotation
 from fleetwright.stagejob.render import PACKAGE_NAMESPACE
-from fleetwright.workflows import search as sa
-from fleetwright.workflows.payloads import NodeResult
+
+if TYPE_CHECKING:
+    from temporalio.client import Client, WorkflowExecution
+
+    from fleetwright.planner.nodestate import PackageRecord
 
 MAX_RUNS = 100
 
@@ -85,6 +84,8 @@ def describe_record(record: PackageRecord) -> str:
 
 
 def recorded(node: Mapping[str, Any]) -> list[Recorded]:
+    from fleetwright.planner.nodestate import parse_annotation
+
     annotations: Mapping[str, str] = node["metadata"].get("annotations") or {}
     conditions = {c.get("type"): c for c in (node.get("status") or {}).get("conditions") or []}
     out = []
@@ -104,6 +105,10 @@ def recorded(node: Mapping[str, Any]) -> list[Recorded]:
 
 
 async def _result(client: Client, execution: WorkflowExecution) -> str:
+    from temporalio.client import WorkflowExecutionStatus
+
+    from fleetwright.workflows.payloads import NodeResult
+
     if execution.status is not WorkflowExecutionStatus.COMPLETED:
         return ""
     handle = client.get_workflow_handle(execution.id, run_id=execution.run_id, result_type=NodeResult)
@@ -112,6 +117,8 @@ async def _result(client: Client, execution: WorkflowExecution) -> str:
 
 
 async def runs(client: Client, node: str) -> list[Run]:
+    from fleetwright.workflows import search as sa
+
     out = []
     query = f'{sa.NODE.name} = "{node}"'
     async for execution in client.list_workflows(query, limit=MAX_RUNS):
@@ -133,6 +140,9 @@ async def runs(client: Client, node: str) -> list[Run]:
 
 
 async def read_history(session: Session, node: str, namespace: str) -> NodeHistory:
+    from fleetwright.cli import reading
+    from fleetwright.kube.stagelogs import stage_jobs
+
     obj = await reading.node_object(session, node)
     jobs = await asyncio.to_thread(stage_jobs, session.api, namespace, None, node)
     stages = [

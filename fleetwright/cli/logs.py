@@ -10,7 +10,7 @@ reading is ``fleetwright.kube.stagelogs``.
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from pydantic import BaseModel
@@ -28,8 +28,10 @@ from fleetwright.cli.session import (
     emit,
 )
 from fleetwright.errors import FleetwrightError
-from fleetwright.kube.stagelogs import StageJob, container_log, job_pods, stage_jobs
 from fleetwright.stagejob.render import PACKAGE_NAMESPACE
+
+if TYPE_CHECKING:
+    from fleetwright.kube.stagelogs import StageJob
 
 
 class ContainerLog(BaseModel):
@@ -52,6 +54,8 @@ def choose(jobs: list[StageJob], every: bool) -> list[StageJob]:
 async def read_logs(
     session: Session, profile: str, node: str, *, stage: str | None, namespace: str, every: bool
 ) -> list[ContainerLog]:
+    from fleetwright.kube.stagelogs import container_log, job_pods, stage_jobs
+
     jobs = await asyncio.to_thread(stage_jobs, session.api, namespace, profile, node, stage)
     if not jobs:
         which = f" of stage {stage}" if stage else ""

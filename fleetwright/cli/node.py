@@ -19,10 +19,8 @@ from typing import Annotated, Any
 
 import typer
 from pydantic import BaseModel, Field
-from temporalio.service import RPCError
 
 from fleetwright.api.keys import NodeReason, condition_type, state_key, status_label_key
-from fleetwright.cli import reading
 from fleetwright.cli.app import app
 from fleetwright.cli.session import (
     CliError,
@@ -32,11 +30,8 @@ from fleetwright.cli.session import (
     check_output,
     emit,
 )
-from fleetwright.kube import nodestatus
-from fleetwright.kube.stagelogs import delete_job, stage_jobs
 from fleetwright.stagejob.render import PACKAGE_NAMESPACE
-from fleetwright.workflows.node import node_workflow_id
-from fleetwright.workflows.rollout import RolloutWorkflow, rollout_workflow_id
+from fleetwright.workflows.ids import node_workflow_id, rollout_workflow_id
 
 node_app = typer.Typer(help="Act on one node's fleetwright records.", no_args_is_help=True)
 app.add_typer(node_app, name="node")
@@ -52,6 +47,11 @@ class NodeReset(BaseModel):
 
 
 async def reset(session: Session, node: str, profile: str, *, force: bool, namespace: str) -> NodeReset:
+    from temporalio.service import RPCError
+
+    from fleetwright.cli import reading
+    from fleetwright.workflows.rollout import RolloutWorkflow
+
     obj = await reading.node_object(session, node)
     client = await session.temporal()
     workflow_id = node_workflow_id(profile, node)
@@ -79,6 +79,8 @@ async def reset(session: Session, node: str, profile: str, *, force: bool, names
 
 async def _delete_finished_jobs(session: Session, namespace: str, profile: str, node: str) -> list[str]:
     """A running Job (only with --force) is left to finish."""
+    from fleetwright.kube.stagelogs import delete_job, stage_jobs
+
     jobs = await asyncio.to_thread(stage_jobs, session.api, namespace, profile, node)
     deleted = []
     for job in jobs:
@@ -88,6 +90,8 @@ async def _delete_finished_jobs(session: Session, namespace: str, profile: str, 
 
 
 async def _clear_records(session: Session, obj: dict[str, Any], profile: str) -> list[str]:
+    from fleetwright.kube import nodestatus
+
     node = obj["metadata"]["name"]
     annotation, label_key = state_key(profile), status_label_key(profile)
     cleared = [k for k in (annotation,) if k in (obj["metadata"].get("annotations") or {})]

@@ -23,7 +23,6 @@ from typing import Annotated
 import typer
 
 from fleetwright.agent import config, interrupts
-from fleetwright.api.common import DNS_LABEL_PATTERN
 from fleetwright.binaries import cache_dir
 from fleetwright.cli.app import app
 from fleetwright.images import catalog, roots
@@ -262,6 +261,8 @@ def package_roots_command(
 
 def _check_test_options(modes: list[str], interrupt: str, package_key: str | None) -> None:
     """Refuse what the run would fail on, before a test root is built."""
+    from fleetwright.api.common import DNS_LABEL_PATTERN
+
     if interrupt not in INTERRUPT_TYPES:
         raise typer.BadParameter(f"--interrupt must be one of {', '.join(INTERRUPT_TYPES)}")
     if package_key is not None and not re.fullmatch(DNS_LABEL_PATTERN, package_key):

@@ -12,29 +12,21 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-import yaml
-from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
-from fleetwright.api.deploymentpolicy import BUILTIN_POLICY, DeploymentPolicy
-from fleetwright.api.nodeprofile import PLURAL as PROFILE_PLURAL
-from fleetwright.api.nodeprofile import NodeProfile
 from fleetwright.cli.app import app
 from fleetwright.cli.session import OutputOpt
 from fleetwright.errors import FleetwrightError, InvalidSpecError
-from fleetwright.kube.client import from_kubeconfig
-from fleetwright.kube.nodes import list_nodes
-from fleetwright.kube.resources import get_object
-from fleetwright.kube.workloads import node_workloads, running_pods, waited_pods
-from fleetwright.planner import convert
-from fleetwright.planner.fleet import node_items, observe_fleet
-from fleetwright.planner.observations import Observations
-from fleetwright.planner.preview import Plan, preview
-from fleetwright.planner.rollback import preview_inputs
+
+if TYPE_CHECKING:
+    from fleetwright.api.deploymentpolicy import DeploymentPolicy
+    from fleetwright.api.nodeprofile import NodeProfile
+    from fleetwright.planner.observations import Observations
+    from fleetwright.planner.preview import Plan
 
 
 class PlanInputError(Exception):
@@ -42,6 +34,8 @@ class PlanInputError(Exception):
 
 
 def _documents(path: Path) -> list[dict[str, Any]]:
+    import yaml
+
     try:
         text = path.read_text()
     except OSError as err:
@@ -66,6 +60,11 @@ def _one(docs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
 def load_inputs(files: list[Path]) -> tuple[NodeProfile, DeploymentPolicy]:
     """The one NodeProfile among ``files`` and its DeploymentPolicy (the referenced one, the only
     one given, or the built-in default when none is given)."""
+    from pydantic import ValidationError
+
+    from fleetwright.api.deploymentpolicy import DeploymentPolicy
+    from fleetwright.api.nodeprofile import NodeProfile
+
     docs = [d for f in files for d in _documents(f)]
     profiles = _one(docs, "NodeProfile")
     if len(profiles) != 1:
@@ -80,6 +79,8 @@ def load_inputs(files: list[Path]) -> tuple[NodeProfile, DeploymentPolicy]:
 
 
 def _choose_policy(profile: NodeProfile, policies: list[DeploymentPolicy]) -> DeploymentPolicy:
+    from fleetwright.api.deploymentpolicy import BUILTIN_POLICY
+
     ref = profile.spec.deployment_policy_ref
     if ref is None:
         if len(policies) > 1:
@@ -96,6 +97,8 @@ def _choose_policy(profile: NodeProfile, policies: list[DeploymentPolicy]) -> De
 
 
 def load_fleet(path: Path, profile: NodeProfile) -> Observations:
+    import yaml
+
     try:
         raw = json.loads(path.read_text()) if path.suffix == ".json" else yaml.safe_load(path.read_text())
     except (OSError, ValueError, yaml.YAMLError) as err:
@@ -107,6 +110,10 @@ def load_fleet(path: Path, profile: NodeProfile) -> Observations:
 
 def load_live_fleet(kubeconfig: Path, profile: NodeProfile) -> tuple[Observations, list[dict[str, Any]]]:
     """The fleet as the cluster behind ``kubeconfig`` has it now, and the pods running on it."""
+    from fleetwright.kube.client import from_kubeconfig
+    from fleetwright.kube.nodes import list_nodes
+    from fleetwright.kube.workloads import running_pods
+
     try:
         api = from_kubeconfig(kubeconfig)
         items = list_nodes(api)
@@ -118,6 +125,8 @@ def load_live_fleet(kubeconfig: Path, profile: NodeProfile) -> tuple[Observation
 
 def load_pods(path: Path) -> list[dict[str, Any]]:
     """The pods of a ``kubectl get pods -A -o json`` snapshot."""
+    import yaml
+
     try:
         raw = json.loads(path.read_text()) if path.suffix == ".json" else yaml.safe_load(path.read_text())
     except (OSError, ValueError, yaml.YAMLError) as err:
@@ -130,6 +139,9 @@ def load_pods(path: Path) -> list[dict[str, Any]]:
 
 def with_pods(observed: Observations, pods: list[dict[str, Any]], policy: DeploymentPolicy) -> Observations:
     """The observations with the workloads on each node and the pods ``workloadWait`` waits for."""
+    from fleetwright.kube.workloads import node_workloads, waited_pods
+    from fleetwright.planner import convert
+
     workloads = node_workloads(pods, policy.spec.workload_label)
     wait = policy.spec.workload_wait
     finishing = waited_pods(pods, convert.selector(wait.selector)) if wait is not None else {}
@@ -142,6 +154,10 @@ def with_pods(observed: Observations, pods: list[dict[str, Any]], policy: Deploy
 
 def observe(raw: dict[str, object], profile: NodeProfile, source: str) -> Observations:
     """The planner's observations of a NodeList for ``profile``; ``source`` names it in errors."""
+    from fleetwright.planner import convert
+    from fleetwright.planner.fleet import node_items, observe_fleet
+    from fleetwright.planner.observations import Observations
+
     try:
         nodes = observe_fleet(
             node_items(raw), profile.metadata.name, lambda labels: convert.targets(profile, labels)
@@ -154,6 +170,13 @@ def observe(raw: dict[str, object], profile: NodeProfile, source: str) -> Observ
 def _replaced(previous: Path | None, kubeconfig: Path | None, profile: NodeProfile) -> NodeProfile:
     """The NodeProfile a rollout of ``profile`` replaces: the ``--previous`` file, else the one of
     that name in the live cluster."""
+    from pydantic import ValidationError
+
+    from fleetwright.api.nodeprofile import PLURAL as PROFILE_PLURAL
+    from fleetwright.api.nodeprofile import NodeProfile
+    from fleetwright.kube.client import from_kubeconfig
+    from fleetwright.kube.resources import get_object
+
     if previous is not None:
         docs = _one(_documents(previous), "NodeProfile")
         if len(docs) != 1:
@@ -338,6 +361,12 @@ def plan_command(
     ] = None,
 ) -> None:
     """Preview a rollout: batches, stages per node, drains and reboots, blocked nodes, ETA."""
+    import yaml
+
+    from fleetwright.planner import convert
+    from fleetwright.planner.preview import preview
+    from fleetwright.planner.rollback import preview_inputs
+
     console = Console(soft_wrap=False, width=200 if output == "table" else None)
     try:
         if output not in ("table", "json", "yaml"):

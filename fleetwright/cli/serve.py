@@ -11,22 +11,35 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from typer.core import TyperCommand
+
 from fleetwright.cli.app import app
-from fleetwright.kube.client import from_kubeconfig
-from fleetwright.kube.resources import ApiResourceLookup
-from fleetwright.worker.controller import run_controller
-from fleetwright.worker.main import observability, run_worker
 from fleetwright.worker.process import stop_on_signals
-from fleetwright.worker.settings import WorkerSettings
-from fleetwright.worker.settingsdoc import help_text
-from fleetwright.worker.webhook import WebhookServer, load_admission_policy
 
 log = logging.getLogger("fleetwright.serve")
 
 
-@app.command("worker", epilog=help_text())
+class ProcessCommand(TyperCommand):
+    """A process command: its help ends with the settings reference, built only when the help is
+    shown (the settings model is not imported to list or run the other commands)."""
+
+    @property
+    def epilog(self) -> str:
+        from fleetwright.worker.settingsdoc import help_text
+
+        return help_text()
+
+    @epilog.setter
+    def epilog(self, _ignored: str | None) -> None:
+        """Click sets the epilog it was given (none)."""
+
+
+@app.command("worker", cls=ProcessCommand)
 def worker() -> None:
     """Run the worker: the rollout and node workflows and the Kubernetes activities."""
+    from fleetwright.worker.main import observability, run_worker
+    from fleetwright.worker.settings import WorkerSettings
+
     settings = WorkerSettings.load()
 
     async def run() -> None:
@@ -37,9 +50,13 @@ def worker() -> None:
     asyncio.run(run())
 
 
-@app.command("controller", epilog=help_text())
+@app.command("controller", cls=ProcessCommand)
 def controller() -> None:
     """Run the controller: NodeProfile/DeploymentPolicy/Node watches -> rollout workflows, status."""
+    from fleetwright.worker.controller import run_controller
+    from fleetwright.worker.main import observability
+    from fleetwright.worker.settings import WorkerSettings
+
     settings = WorkerSettings.load()
 
     async def run() -> None:
@@ -51,9 +68,15 @@ def controller() -> None:
     asyncio.run(run())
 
 
-@app.command("webhook", epilog=help_text())
+@app.command("webhook", cls=ProcessCommand)
 def webhook() -> None:
     """Run the validating admission webhook (HTTPS) for NodeProfiles and DeploymentPolicies."""
+    from fleetwright.kube.client import from_kubeconfig
+    from fleetwright.kube.resources import ApiResourceLookup
+    from fleetwright.worker.main import observability
+    from fleetwright.worker.settings import WorkerSettings
+    from fleetwright.worker.webhook import WebhookServer, load_admission_policy
+
     settings = WorkerSettings.load()
 
     async def run() -> None:

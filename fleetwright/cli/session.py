@@ -14,20 +14,22 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
-import yaml
 from pydantic import BaseModel
 from rich.console import Console
 from rich.markup import escape
-from temporalio.client import Client, WorkflowUpdateFailedError
-from temporalio.service import RPCError, RPCStatusCode
 
 from fleetwright.cli.text import human_console
 from fleetwright.errors import FleetwrightError, NotFoundError, RetryableError
-from fleetwright.kube.client import ApiClient, from_kubeconfig
-from fleetwright.worker.client import connect
+from fleetwright.worker.defaults import TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE
+
+if TYPE_CHECKING:
+    from temporalio.client import Client
+    from temporalio.service import RPCError
+
+    from fleetwright.kube.client import ApiClient
 
 T = TypeVar("T")
 
@@ -54,8 +56,8 @@ class Target:
     """The global options: the cluster's kubeconfig and the Temporal frontend."""
 
     kubeconfig: Path | None = None
-    temporal_address: str = "127.0.0.1:7233"
-    temporal_namespace: str = "default"
+    temporal_address: str = TEMPORAL_ADDRESS
+    temporal_namespace: str = TEMPORAL_NAMESPACE
 
 
 @dataclass
@@ -74,6 +76,8 @@ class Session:
     @property
     def api(self) -> ApiClient:
         if self._api is None:
+            from fleetwright.kube.client import from_kubeconfig
+
             try:
                 self._api = from_kubeconfig(self.target.kubeconfig)
             except FleetwrightError as error:
@@ -86,6 +90,8 @@ class Session:
 
     async def temporal(self) -> Client:
         if self._temporal is None:
+            from fleetwright.worker.client import connect
+
             try:
                 self._temporal = await connect(self.target.temporal_address, self.target.temporal_namespace)
             except RuntimeError as error:
@@ -108,12 +114,25 @@ class Session:
             fail(str(error))
         except FleetwrightError as error:
             fail(str(error))
-        except WorkflowUpdateFailedError as error:
-            fail(f"refused: {_cause(error)}")
-        except RPCError as error:
-            fail(self._rpc_message(error))
+        except Exception as error:
+            if self._temporal is None:  # no client, so no Temporal failure to explain
+                raise
+            fail(self._temporal_failure(error))
+
+    def _temporal_failure(self, error: Exception) -> str:
+        """The line for a refused update or a failed call to Temporal; anything else re-raised."""
+        from temporalio.client import WorkflowUpdateFailedError
+        from temporalio.service import RPCError
+
+        if isinstance(error, WorkflowUpdateFailedError):
+            return f"refused: {_cause(error)}"
+        if isinstance(error, RPCError):
+            return self._rpc_message(error)
+        raise error
 
     def _rpc_message(self, error: RPCError) -> str:
+        from temporalio.service import RPCStatusCode
+
         where = f"Temporal at {self.target.temporal_address} (namespace {self.target.temporal_namespace})"
         if error.status in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED):
             return f"cannot reach {where}: {_first_line(error)}"
@@ -165,6 +184,8 @@ def emit(
     if output is Output.JSON:
         typer.echo(json.dumps(plain, indent=2, sort_keys=False))
     else:
+        import yaml
+
         typer.echo(yaml.safe_dump(plain, sort_keys=False).rstrip())
 
 

@@ -11,41 +11,28 @@ from __future__ import annotations
 import asyncio
 import time
 from datetime import UTC, datetime
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from fleetwright.api.keys import PAUSED_ANNOTATION
-from fleetwright.api.nodeprofile import PLURAL as PROFILE_PLURAL
-from fleetwright.api.nodeprofile import NodeProfile
-from fleetwright.cli import reading
 from fleetwright.cli.app import app
-from fleetwright.cli.plan import observe
 from fleetwright.cli.session import NamespaceOpt, Output, OutputOpt, Session, check_output, emit
-from fleetwright.cli.statusview import (
-    TERMINAL_PHASES,
-    RolloutView,
-    profile_lines,
-    render,
-    render_profiles,
-    rollout_view,
-    tree,
-)
-from fleetwright.cli.text import human_console, refreshing
-from fleetwright.errors import InvalidSpecError
-from fleetwright.kube.resources import list_objects
-from fleetwright.kube.stagelogs import stage_jobs
-from fleetwright.planner import convert
-from fleetwright.planner.preview import preview
-from fleetwright.planner.rollback import recorded_previous, rollback_spec
 from fleetwright.stagejob.render import PACKAGE_NAMESPACE
-from fleetwright.workflows.payloads import Progress
-from fleetwright.workflows.rollout import rollout_workflow_id
+
+if TYPE_CHECKING:
+    from fleetwright.api.nodeprofile import NodeProfile
+    from fleetwright.cli.statusview import RolloutView
+    from fleetwright.workflows.payloads import Progress
 
 
 async def read_view(
     session: Session, name: str, now: datetime, namespace: str = PACKAGE_NAMESPACE
 ) -> RolloutView:
+    from fleetwright.cli import reading
+    from fleetwright.cli.statusview import rollout_view
+    from fleetwright.kube.stagelogs import stage_jobs
+    from fleetwright.workflows.ids import rollout_workflow_id
+
     profile = reading.parse_profile(await reading.profile_object(session, name))
     nodes = await reading.targeted_nodes(session, profile)
     jobs = await asyncio.to_thread(stage_jobs, session.api, namespace, name)
@@ -64,6 +51,14 @@ async def _eta(
     now: datetime,
 ) -> tuple[datetime | None, str]:
     """The planner's estimate for the nodes still needing work (the same engine as ``plan``)."""
+    from fleetwright.cli import reading
+    from fleetwright.cli.plan import observe
+    from fleetwright.cli.statusview import TERMINAL_PHASES
+    from fleetwright.errors import InvalidSpecError
+    from fleetwright.planner import convert
+    from fleetwright.planner.preview import preview
+    from fleetwright.planner.rollback import recorded_previous, rollback_spec
+
     if progress is None or progress.phase in TERMINAL_PHASES or progress.paused:
         return None, _no_eta(progress)
     policy = await reading.policy_of(session, profile)
@@ -107,12 +102,19 @@ def status_command(
     session = Session.of(ctx)
     fmt = check_output(output)
     if profile is None:
+        from fleetwright.api.keys import PAUSED_ANNOTATION
+        from fleetwright.api.nodeprofile import PLURAL as PROFILE_PLURAL
+        from fleetwright.cli.statusview import profile_lines, render_profiles
+        from fleetwright.kube.resources import list_objects
+
         objects = session.run(lambda: asyncio.to_thread(list_objects, session.api, PROFILE_PLURAL))
         lines = profile_lines(objects, PAUSED_ANNOTATION)
         emit(lines, fmt, lambda console: render_profiles(lines, console))
         return
     name = profile
     if not watch:
+        from fleetwright.cli.statusview import render
+
         view, now = _snapshot(session, name, namespace)
         emit(view, fmt, lambda console: render(view, console, now))
         return
@@ -125,6 +127,9 @@ def _snapshot(session: Session, name: str, namespace: str) -> tuple[RolloutView,
 
 
 def _watch(session: Session, name: str, fmt: Output, interval: float, namespace: str) -> None:
+    from fleetwright.cli.statusview import TERMINAL_PHASES, tree
+    from fleetwright.cli.text import human_console, refreshing
+
     console = human_console()
     if fmt is not Output.TABLE:
         while True:

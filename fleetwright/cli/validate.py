@@ -12,15 +12,16 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-import yaml
 from rich.console import Console
 from rich.markup import escape
 
-from fleetwright.api.validation import Issue, Result, validate_object
 from fleetwright.cli.app import app
+
+if TYPE_CHECKING:
+    from fleetwright.api.validation import Issue, Result
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,8 @@ class Document:
 
 def load_documents(source: str, text: str) -> tuple[list[Document], list[str]]:
     """Split a YAML stream into documents (flattening ``kind: List``); YAML errors are returned."""
+    import yaml
+
     docs: list[Document] = []
     try:
         raw = [d for d in yaml.safe_load_all(text) if d is not None]
@@ -66,6 +69,8 @@ def _policy_names(docs: list[Document]) -> set[str]:
 
 def validate_documents(docs: list[Document]) -> list[tuple[Document, Result]]:
     """Validate every document; policy references are resolved among the documents themselves."""
+    from fleetwright.api.validation import validate_object
+
     known = _policy_names(docs)
     results = []
     for doc in docs:

@@ -49,7 +49,7 @@ from fleetwright.localcluster.temporal import LocalTemporal, TemporalServer
 from fleetwright.localstack.kubelet import watched_kubelet
 from fleetwright.worker.settings import WorkerSettings
 from fleetwright.worker.webhook import webhook_configurations
-from fleetwright.workflows.payloads import EngineSettings
+from fleetwright.workflows.enginesettings import EngineSettings
 from fleetwright.workflows.search import REGISTRATION
 
 # The repository's example manifests: what ``cluster up`` tells a new user to apply and what the

@@ -17,8 +17,8 @@ from fleetwright.localcluster.kubelet import SimulatedKubelet
 from fleetwright.localcluster.temporal import LocalTemporal
 from fleetwright.worker.settings import WorkerSettings
 from fleetwright.worker.temporal import build_worker
-from fleetwright.workflows.payloads import EngineSettings
-from fleetwright.workflows.rollout import rollout_workflow_id
+from fleetwright.workflows.enginesettings import EngineSettings
+from fleetwright.workflows.ids import rollout_workflow_id
 from tests.support.chartrbac import RULE_IDS, RULES, Installed, RuleCase
 from tests.support.engine import label_nodes, unique
 from tests.support.providers import ClusterUnderTest

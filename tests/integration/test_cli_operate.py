@@ -23,7 +23,7 @@ from fleetwright.cli.app import app
 from fleetwright.cli.commands import load_all
 from fleetwright.localcluster.cluster import STAGE_LOG
 from fleetwright.localcluster.temporal import LocalTemporal
-from fleetwright.workflows.rollout import rollout_workflow_id
+from fleetwright.workflows.ids import rollout_workflow_id
 from tests.support.cli import Cli
 from tests.support.engine import kubectl_json, unique
 from tests.support.providers import ClusterUnderTest

@@ -11,7 +11,7 @@ import pytest
 from temporalio.client import Client
 
 from fleetwright.api.keys import claim_key, condition_type, cordon_key, status_label_key
-from fleetwright.workflows.rollout import rollout_workflow_id
+from fleetwright.workflows.ids import rollout_workflow_id
 from tests.support.engine import kubectl_json, label_nodes
 from tests.support.providers import ClusterUnderTest
 from tests.support.stack import GROUP_LABEL, Rollout, RunningController, first_cordon_latency, until

@@ -18,7 +18,7 @@ from fleetwright.localcluster import examples
 from fleetwright.localcluster.kubelet import SimulatedKubelet
 from fleetwright.planner import convert
 from fleetwright.planner.nodestate import NodePackageState, PackageRecord, format_annotation
-from fleetwright.workflows.rollout import rollout_workflow_id
+from fleetwright.workflows.ids import rollout_workflow_id
 from tests.support.engine import Sampler, cordoned_by, kubectl_json, label_nodes, unique
 from tests.support.providers import ClusterUnderTest
 from tests.support.stack import GROUP_LABEL, Rollout, RunningController, until

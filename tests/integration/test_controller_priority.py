@@ -16,7 +16,7 @@ from temporalio.client import Client
 from fleetwright.api.keys import cordon_key
 from fleetwright.localcluster import examples
 from fleetwright.planner.nodestate import read_profile_state
-from fleetwright.workflows.rollout import rollout_workflow_id
+from fleetwright.workflows.ids import rollout_workflow_id
 from tests.support.engine import Sampler, kubectl_json
 from tests.support.providers import ClusterUnderTest
 from tests.support.stack import GROUP_LABEL, Rollout, RunningController, until

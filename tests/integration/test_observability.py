@@ -29,7 +29,7 @@ from fleetwright.worker.metrics import names_in
 from fleetwright.worker.settings import WorkerSettings
 from fleetwright.worker.temporal import build_worker
 from fleetwright.worker.tracing import ContextThreadPool, client_interceptors, tracer_provider
-from fleetwright.workflows.node import node_workflow_id
+from fleetwright.workflows.ids import node_workflow_id
 from tests.integration.test_serve import Processes, processes, settings_file
 from tests.support.engine import unique
 from tests.support.providers import ClusterUnderTest

@@ -24,8 +24,10 @@ from fleetwright.localcluster.kubelet import SimulatedKubelet
 from fleetwright.localcluster.temporal import LocalTemporal
 from fleetwright.planner.nodestate import read_profile_state
 from fleetwright.workflows import search as sa
-from fleetwright.workflows.payloads import EngineSettings, Progress, RolloutInput, SpecChange
-from fleetwright.workflows.rollout import RolloutWorkflow, rollout_workflow_id
+from fleetwright.workflows.enginesettings import EngineSettings
+from fleetwright.workflows.ids import rollout_workflow_id
+from fleetwright.workflows.payloads import Progress, RolloutInput, SpecChange
+from fleetwright.workflows.rollout import RolloutWorkflow
 from tests.support.engine import (
     FAST_PODS,
     Sampler,

@@ -19,8 +19,9 @@ from fleetwright.localcluster import examples
 from fleetwright.localcluster.kubelet import SimulatedKubelet
 from fleetwright.planner.nodestate import read_profile_state
 from fleetwright.planner.packages import digest
+from fleetwright.workflows.ids import rollout_workflow_id
 from fleetwright.workflows.payloads import RolloutInput, SpecChange
-from fleetwright.workflows.rollout import RolloutWorkflow, rollout_workflow_id
+from fleetwright.workflows.rollout import RolloutWorkflow
 from tests.integration.test_activities_node import pod
 from tests.integration.test_rollout_engine import GROUP_LABEL, group, jobs_of, settings, wait_phase
 from tests.support.engine import kubectl_json, unique, wait_for

@@ -26,7 +26,7 @@ import websocket
 from temporalio.client import Client
 
 from fleetwright.localcluster.temporal import LocalTemporal
-from fleetwright.workflows.rollout import rollout_workflow_id
+from fleetwright.workflows.ids import rollout_workflow_id
 from tests.support.stack import Rollout, RunningController, until
 
 pytestmark = pytest.mark.integration

@@ -23,7 +23,7 @@ from fleetwright.errors import ForbiddenError, NotFoundError
 from fleetwright.kube import events, eviction, jobs, nodes, nodestatus, pods, resources
 from fleetwright.kube.client import ApiClient, from_kubeconfig
 from fleetwright.localcluster.processes import wait_until
-from fleetwright.workflows.payloads import EngineSettings
+from fleetwright.workflows.enginesettings import EngineSettings
 from tests.support.providers import ClusterUnderTest
 
 REPO = Path(__file__).resolve().parents[2]

@@ -25,7 +25,7 @@ from fleetwright.localcluster.cluster import (
     run_kubectl,
 )
 from fleetwright.localcluster.processes import wait_until
-from fleetwright.workflows.payloads import EngineSettings
+from fleetwright.workflows.enginesettings import EngineSettings
 
 PROVIDER_ENV = "FLEETWRIGHT_CLUSTER_PROVIDER"
 

@@ -22,7 +22,7 @@ from fleetwright.localcluster.cluster import wait_established
 from fleetwright.planner.nodestate import read_profile_state
 from fleetwright.worker.controller import ControllerOptions, run_controller
 from fleetwright.worker.settings import WorkerSettings
-from fleetwright.workflows.payloads import EngineSettings
+from fleetwright.workflows.enginesettings import EngineSettings
 from tests.support.engine import FAST_PODS, kubectl_json
 from tests.support.providers import ClusterUnderTest
 

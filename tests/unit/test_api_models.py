@@ -8,17 +8,16 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from fleetwright.api import (
+from fleetwright.api.common import ApiModel, resolve_int_or_percent
+from fleetwright.api.conditions import Condition, find_condition, set_condition
+from fleetwright.api.deploymentpolicy import (
     BUILTIN_POLICY,
     DeploymentPolicy,
     DeploymentPolicySpec,
-    NodeProfile,
-    NodeProfileSpec,
-    resolve_int_or_percent,
+    check_cron,
+    check_time_zone,
 )
-from fleetwright.api.common import ApiModel
-from fleetwright.api.conditions import Condition, find_condition, set_condition
-from fleetwright.api.deploymentpolicy import check_cron, check_time_zone
+from fleetwright.api.nodeprofile import NodeProfile, NodeProfileSpec
 
 pytestmark = pytest.mark.unit
 

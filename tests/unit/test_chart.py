@@ -24,7 +24,7 @@ from fleetwright.worker.webhook import (
     node_webhook_configuration,
     webhook_configuration,
 )
-from fleetwright.workflows.payloads import EngineSettings
+from fleetwright.workflows.enginesettings import EngineSettings
 
 pytestmark = pytest.mark.unit
 

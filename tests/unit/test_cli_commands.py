@@ -1,5 +1,6 @@
 """The command table the entry point loads lazily: it names every command the modules register,
-each in the module that registers it, and a run imports only its command's module."""
+each in the module that registers it, and a run imports only its command's module; no command
+module imports the Temporal or Kubernetes clients before its command runs."""
 
 from __future__ import annotations
 
@@ -57,6 +58,35 @@ def test_a_status_run_imports_neither_the_local_stack_nor_the_chaos_suite_nor_th
         "from fleetwright.cli.commands import load\n"
         "load(['status', 'gpu'])\n"
         f"print(sorted(m for m in sys.modules if m.startswith({HEAVY + WORKER_ONLY!r})))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert out.stdout.strip() == "[]", out.stdout
+
+
+# What a command imports when it runs, never to list or parse its options: the clients, the
+# Temporal payloads, the Kubernetes adapter and the stacks the local commands start. (The chaos
+# command's fault kinds and the package tooling are standard library only: their options need them.)
+WHEN_RUN = (
+    "temporalio",
+    "kubernetes",
+    "fleetwright.workflows.payloads",
+    "fleetwright.kube",
+    "fleetwright.localstack",
+    "fleetwright.localcluster",
+    "fleetwright.chaos.stack",
+    "fleetwright.chaos.runner",
+)
+
+
+def test_the_entry_point_and_every_command_module_import_no_client() -> None:
+    probe = (
+        "import sys\n"
+        "import fleetwright.cli.main\n"
+        "from fleetwright.cli.commands import load_all\n"
+        "load_all()\n"
+        f"print(sorted(m for m in sys.modules if m.startswith({WHEN_RUN + WORKER_ONLY!r})))\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120

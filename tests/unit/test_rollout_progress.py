@@ -23,7 +23,8 @@ from fleetwright.planner.state import (
     RolloutState,
 )
 from fleetwright.workflows import search as sa
-from fleetwright.workflows.payloads import Controls, EngineSettings, NodeInput, RolloutInput
+from fleetwright.workflows.enginesettings import EngineSettings
+from fleetwright.workflows.payloads import Controls, NodeInput, RolloutInput
 from fleetwright.workflows.progress import (
     NODE_COLUMNS,
     current_details,

@@ -10,7 +10,7 @@ from fleetwright.cli import serve  # noqa: F401 - registers the process commands
 from fleetwright.cli.app import app
 from fleetwright.worker import settingsdoc
 from fleetwright.worker.settings import WorkerSettings
-from fleetwright.workflows.payloads import EngineSettings
+from fleetwright.workflows.enginesettings import EngineSettings
 
 pytestmark = pytest.mark.unit
 

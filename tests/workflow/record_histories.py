@@ -31,8 +31,9 @@ from fleetwright.planner.nodestate import NodePackageState, PackageRecord, forma
 from fleetwright.planner.packages import config_digests
 from fleetwright.worker.process import run_and_exit
 from fleetwright.worker.temporal import build_worker
-from fleetwright.workflows.node import node_workflow_id
-from fleetwright.workflows.payloads import Deletion, EngineSettings, Progress, RolloutInput, SpecChange
+from fleetwright.workflows.enginesettings import EngineSettings
+from fleetwright.workflows.ids import node_workflow_id
+from fleetwright.workflows.payloads import Deletion, Progress, RolloutInput, SpecChange
 from fleetwright.workflows.rollout import RolloutWorkflow
 from tests.workflow.fakefleet import FakeFleet
 

@@ -22,7 +22,8 @@ from temporalio.client import Client
 from fleetwright.activities.payloads import NAMES
 from fleetwright.localcluster import examples
 from fleetwright.worker.temporal import build_worker
-from fleetwright.workflows.payloads import EngineSettings, RolloutInput
+from fleetwright.workflows.enginesettings import EngineSettings
+from fleetwright.workflows.payloads import RolloutInput
 from fleetwright.workflows.rollout import RolloutWorkflow
 from tests.workflow.fakefleet import FakeFleet
 

@@ -23,8 +23,10 @@ from fleetwright.api.keys import NodeReason, claim_key
 from fleetwright.localcluster import examples
 from fleetwright.planner.observations import RunStatus
 from fleetwright.worker.temporal import build_worker
-from fleetwright.workflows.node import NODE_WORKFLOW, node_workflow_id
-from fleetwright.workflows.payloads import EngineSettings, Progress, RolloutInput, SpecChange
+from fleetwright.workflows.enginesettings import EngineSettings
+from fleetwright.workflows.ids import node_workflow_id
+from fleetwright.workflows.node import NODE_WORKFLOW
+from fleetwright.workflows.payloads import Progress, RolloutInput, SpecChange
 from fleetwright.workflows.rollout import RolloutWorkflow
 from tests.workflow.fakefleet import FakeFleet
 

@@ -18,8 +18,9 @@ from fleetwright.errors import NodeGoneError
 from fleetwright.localcluster import examples
 from fleetwright.planner.observations import RunStatus
 from fleetwright.worker.temporal import build_worker
-from fleetwright.workflows.node import node_workflow_id
-from fleetwright.workflows.payloads import EngineSettings, NodeResult, Progress, RolloutInput
+from fleetwright.workflows.enginesettings import EngineSettings
+from fleetwright.workflows.ids import node_workflow_id
+from fleetwright.workflows.payloads import NodeResult, Progress, RolloutInput
 from fleetwright.workflows.rollout import RolloutWorkflow
 from tests.workflow.fakefleet import FakeFleet
 

@@ -16,7 +16,8 @@ from fleetwright.api.nodeprofile import NodeProfile
 from fleetwright.localcluster import examples
 from fleetwright.planner.nodestate import read_profile_state
 from fleetwright.worker.temporal import build_worker
-from fleetwright.workflows.payloads import Deletion, EngineSettings, Progress, RolloutInput
+from fleetwright.workflows.enginesettings import EngineSettings
+from fleetwright.workflows.payloads import Deletion, Progress, RolloutInput
 from fleetwright.workflows.rollout import DELETED, RolloutWorkflow
 from tests.workflow.fakefleet import FakeFleet
 

@@ -21,8 +21,9 @@ from fleetwright.api.keys import condition_type, cordon_key, state_key
 from fleetwright.localcluster import examples
 from fleetwright.planner.nodestate import read_profile_state
 from fleetwright.worker.temporal import build_worker
-from fleetwright.workflows.node import node_workflow_id
-from fleetwright.workflows.payloads import EngineSettings, Progress, RolloutInput, SpecChange
+from fleetwright.workflows.enginesettings import EngineSettings
+from fleetwright.workflows.ids import node_workflow_id
+from fleetwright.workflows.payloads import Progress, RolloutInput, SpecChange
 from fleetwright.workflows.rollout import ABORTED, RolloutWorkflow
 from tests.workflow.fakefleet import FakeFleet
 

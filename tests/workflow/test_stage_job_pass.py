@@ -16,8 +16,9 @@ from fleetwright.activities.payloads import StageRequest
 from fleetwright.localcluster import examples
 from fleetwright.stagejob.outcome import StageReport
 from fleetwright.worker.temporal import build_worker
-from fleetwright.workflows.node import node_workflow_id
-from fleetwright.workflows.payloads import EngineSettings, NodeResult, RolloutInput
+from fleetwright.workflows.enginesettings import EngineSettings
+from fleetwright.workflows.ids import node_workflow_id
+from fleetwright.workflows.payloads import NodeResult, RolloutInput
 from fleetwright.workflows.rollout import RolloutWorkflow
 from tests.workflow.fakefleet import FakeFleet
 

@@ -22,7 +22,7 @@ from fleetwright.localcluster.nodeconfig import TEMPORAL_ADDRESS
 from fleetwright.localcluster.realnode import RealNode, RealNodeOptions, linked_to_temporal
 from fleetwright.localcluster.temporal import LocalTemporal
 from fleetwright.packagetest.hostroot import HostRoot
-from fleetwright.workflows.payloads import EngineSettings
+from fleetwright.workflows.enginesettings import EngineSettings
 from tests.support.stack import engine_settings
 
 
