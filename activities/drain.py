@@ -204,13 +204,7 @@ class Drainer:
             message = f"drain timed out after {self.request.drain.timeout_seconds}s; {message}"
         if (reason, message) != self.shown:
             await nodeprogress.show(
-                self.executor,
-                self.api,
-                profile=self.request.profile,
-                node=self.request.node,
-                phase=NodePhase.BLOCKED,
-                reason=reason,
-                message=message,
+                self.executor, self.api, self.request, phase=NodePhase.BLOCKED, reason=reason, message=message
             )
             await tell_rollout(self.request.rollout_workflow_id)
             self.shown = (reason, message)
@@ -230,8 +224,7 @@ class Drainer:
         if await nodeprogress.lift(
             self.executor,
             self.api,
-            profile=self.request.profile,
-            node=self.request.node,
+            self.request,
             held=DRAIN_WAIT_REASONS,
             reason=NodeReason.DRAINED,
             message=f"drain of {self.request.node} finished",

@@ -30,7 +30,6 @@ from fleetwright.activities.payloads import (
     CordonRequest,
     DrainReport,
     DrainRequest,
-    NodePhase,
     NodeStatusRequest,
     NodeTarget,
     ProtectedPodsRequest,
@@ -195,7 +194,14 @@ class NodeActivities:
     async def set_node_status(self, request: NodeStatusRequest) -> None:
         # Nobody can read the status of a deleted node: showing it is done; the report still goes.
         with contextlib.suppress(NodeGoneError):
-            await self._publish(request, request.phase, request.reason, request.message)
+            await nodeprogress.show(
+                self.executor,
+                self.api,
+                request,
+                phase=request.phase,
+                reason=request.reason,
+                message=request.message,
+            )
         await report.send(request.report)
 
     @activity.defn(name=NAMES.CLEAN_UP)
@@ -219,27 +225,16 @@ class NodeActivities:
         """Publish ``note`` (with ``annotations`` in its label's patch), then send the report it
         carries."""
         if note is not None:
-            await self._publish(target, note.phase, note.reason, note.message, annotations)
+            await nodeprogress.show(
+                self.executor,
+                self.api,
+                target,
+                phase=note.phase,
+                reason=note.reason,
+                message=note.message,
+                annotations=annotations,
+            )
             await report.send(note.report)
-
-    async def _publish(
-        self,
-        target: NodeTarget,
-        phase: NodePhase,
-        reason: str,
-        message: str,
-        annotations: Mapping[str, str] | None = None,
-    ) -> None:
-        await nodeprogress.show(
-            self.executor,
-            self.api,
-            profile=target.profile,
-            node=target.node,
-            phase=phase,
-            reason=reason,
-            message=message,
-            annotations=annotations,
-        )
 
 
 def all_activities(

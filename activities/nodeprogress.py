@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from concurrent.futures import Executor
 
-from fleetwright.activities.payloads import NodePhase
+from fleetwright.activities.payloads import NodePhase, NodeTarget
 from fleetwright.activities.waiting import blocking
 from fleetwright.api.keys import NodeReason, claim_key, condition_type, status_label_key
 from fleetwright.kube import events, nodestatus
@@ -101,22 +101,21 @@ def release(api: ApiClient, *, profile: str, node: str) -> None:
 async def show(
     executor: Executor,
     api: ApiClient,
+    target: NodeTarget,
     *,
-    profile: str,
-    node: str,
     phase: NodePhase,
     reason: str,
     message: str,
     annotations: Mapping[str, str] | None = None,
 ) -> None:
-    """``publish`` from an activity: on its Kubernetes thread pool (the activities' one way to show
-    a node's state while they wait)."""
+    """``publish`` for ``target``'s profile and node from an activity, on its Kubernetes thread pool:
+    the activities' one way to show a node's state."""
     await blocking(
         executor,
         publish,
         api,
-        profile=profile,
-        node=node,
+        profile=target.profile,
+        node=target.node,
         phase=phase,
         reason=reason,
         message=message,
@@ -127,19 +126,17 @@ async def show(
 async def lift(
     executor: Executor,
     api: ApiClient,
+    target: NodeTarget,
     *,
-    profile: str,
-    node: str,
     held: Collection[str],
     reason: str,
     message: str,
 ) -> bool:
     """Lift a waiting state this or an earlier attempt showed (the profile's node condition has a
     reason in ``held``) back to in-progress; say nothing when none shows. True if one was lifted."""
-    facts, _ = await blocking(executor, nodestatus.read_node, api, node)
-    current = facts.conditions.get(condition_type(profile))
+    facts, _ = await blocking(executor, nodestatus.read_node, api, target.node)
+    current = facts.conditions.get(condition_type(target.profile))
     if current is None or current.reason not in held:
         return False
-    phase = NodePhase.IN_PROGRESS
-    await show(executor, api, profile=profile, node=node, phase=phase, reason=reason, message=message)
+    await show(executor, api, target, phase=NodePhase.IN_PROGRESS, reason=reason, message=message)
     return True

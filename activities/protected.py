@@ -77,7 +77,14 @@ class ProtectedPodsWait:
 
     async def _show(self, message: str) -> None:
         if message != self.shown:
-            await self._publish(NodePhase.BLOCKED, NodeReason.PROTECTED_PODS_RUNNING, message)
+            await nodeprogress.show(
+                self.executor,
+                self.api,
+                self.request,
+                phase=NodePhase.BLOCKED,
+                reason=NodeReason.PROTECTED_PODS_RUNNING,
+                message=message,
+            )
             await tell_rollout(self.request.rollout_workflow_id)
             self.shown = message
 
@@ -86,21 +93,9 @@ class ProtectedPodsWait:
         if await nodeprogress.lift(
             self.executor,
             self.api,
-            profile=self.request.profile,
-            node=self.request.node,
+            self.request,
             held=(NodeReason.PROTECTED_PODS_RUNNING,),
             reason=NodeReason.PROTECTED_PODS_GONE,
             message="protected pods are gone",
         ):
             await tell_rollout(self.request.rollout_workflow_id)
-
-    async def _publish(self, phase: NodePhase, reason: str, message: str) -> None:
-        await nodeprogress.show(
-            self.executor,
-            self.api,
-            profile=self.request.profile,
-            node=self.request.node,
-            phase=phase,
-            reason=reason,
-            message=message,
-        )

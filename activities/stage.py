@@ -184,25 +184,17 @@ class StageRunner:
         Warning event), not only when its bound fails the stage; lifted when the image arrives."""
         if wait is not None and self.shown is None:
             message = f"{wait}; the stage fails if it lasts {int(bound.total_seconds())}s"
-            await self._publish(NodePhase.BLOCKED, NodeReason.IMAGE_PULL_WAITING, message)
+            await self._show(NodePhase.BLOCKED, NodeReason.IMAGE_PULL_WAITING, message)
             await tell_rollout(self.request.rollout_workflow_id)
             self.shown = wait
         elif wait is None and self.shown is not None:
-            await self._publish(
-                NodePhase.IN_PROGRESS, NodeReason.IMAGE_PULLED, "the package image was pulled"
-            )
+            await self._show(NodePhase.IN_PROGRESS, NodeReason.IMAGE_PULLED, "the package image was pulled")
             await tell_rollout(self.request.rollout_workflow_id)
             self.shown = None
 
-    async def _publish(self, phase: NodePhase, reason: str, message: str) -> None:
+    async def _show(self, phase: NodePhase, reason: str, message: str) -> None:
         await nodeprogress.show(
-            self.executor,
-            self.api,
-            profile=self.request.profile,
-            node=self.request.node,
-            phase=phase,
-            reason=reason,
-            message=message,
+            self.executor, self.api, self.request, phase=phase, reason=reason, message=message
         )
 
     async def _settle(self, job: JobFacts, report: StageReport) -> None:

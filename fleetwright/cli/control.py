@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
+from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -26,8 +27,10 @@ from fleetwright.workflows.ids import rollout_workflow_id
 
 if TYPE_CHECKING:
     from temporalio.client import WorkflowHandle
+    from temporalio.workflow import UpdateMethodMultiParam
 
     from fleetwright.workflows.payloads import Progress
+    from fleetwright.workflows.rollout import RolloutWorkflow
 
 ProfileArg = Annotated[str, typer.Argument(help="The NodeProfile.")]
 TimeoutOpt = Annotated[
@@ -113,14 +116,33 @@ async def _running_rollout(session: Session, profile: str) -> WorkflowHandle[Any
     return client.get_workflow_handle(workflow_id, result_type=Progress)
 
 
-async def _update(session: Session, profile: str, name: str, arg: str, *, seconds: float) -> Acted:
+class Update(StrEnum):
+    """The rollout workflow's updates, by the command that sends each."""
+
+    APPROVE = "approve"
+    RETRY_NODE = "retry-node"
+    SKIP_NODE = "skip-node"
+
+
+def _method(update: Update) -> UpdateMethodMultiParam[[RolloutWorkflow, str], str]:
+    """The workflow's update method (the update's name and types come with it)."""
+    from fleetwright.workflows.rollout import RolloutWorkflow
+
+    methods: dict[Update, UpdateMethodMultiParam[[RolloutWorkflow, str], str]] = {
+        Update.APPROVE: RolloutWorkflow.approve,
+        Update.RETRY_NODE: RolloutWorkflow.retry_node,
+        Update.SKIP_NODE: RolloutWorkflow.skip_node,
+    }
+    return methods[update]
+
+
+async def _update(session: Session, profile: str, update: Update, arg: str, *, seconds: float) -> Acted:
     from temporalio.service import RPCError, RPCStatusCode
 
     handle = await _running_rollout(session, profile)
+    name = update.name.lower()  # the update's name: the method's
     try:
-        answer = await handle.execute_update(
-            name, arg, result_type=str, rpc_timeout=timedelta(seconds=seconds)
-        )
+        answer = await handle.execute_update(_method(update), arg, rpc_timeout=timedelta(seconds=seconds))
     except RPCError as error:
         if error.status == RPCStatusCode.DEADLINE_EXCEEDED:
             raise CliError(
@@ -128,10 +150,17 @@ async def _update(session: Session, profile: str, name: str, arg: str, *, second
                 "(is a fleetwright worker running?)"
             ) from error
         raise
-    return Acted(profile=profile, action=name.replace("_", "-"), via=f"update {name}", result=str(answer))
+    return Acted(profile=profile, action=update.value, via=f"update {name}", result=answer)
 
 
-@app.command("approve")
+def _send(ctx: typer.Context, update: Update, *, profile: str, arg: str, output: str, timeout: float) -> None:
+    """The body of every update command."""
+    session = Session.of(ctx)
+    check_output(output)
+    _print(session.run(lambda: _update(session, profile, update, arg, seconds=timeout)), output)
+
+
+@app.command(Update.APPROVE.value)
 def approve_command(
     ctx: typer.Context,
     profile: ProfileArg,
@@ -140,12 +169,10 @@ def approve_command(
     timeout: TimeoutOpt = 30.0,
 ) -> None:
     """Approve an approval step of the rollout; a wrong step is refused naming the known ones."""
-    session = Session.of(ctx)
-    check_output(output)
-    _print(session.run(lambda: _update(session, profile, "approve", step, seconds=timeout)), output)
+    _send(ctx, Update.APPROVE, profile=profile, arg=step, output=output, timeout=timeout)
 
 
-@app.command("retry-node")
+@app.command(Update.RETRY_NODE.value)
 def retry_node_command(
     ctx: typer.Context,
     profile: ProfileArg,
@@ -154,12 +181,10 @@ def retry_node_command(
     timeout: TimeoutOpt = 30.0,
 ) -> None:
     """Run a failed node again (new stage Jobs); refused for a node that has not failed."""
-    session = Session.of(ctx)
-    check_output(output)
-    _print(session.run(lambda: _update(session, profile, "retry_node", node, seconds=timeout)), output)
+    _send(ctx, Update.RETRY_NODE, profile=profile, arg=node, output=output, timeout=timeout)
 
 
-@app.command("skip-node")
+@app.command(Update.SKIP_NODE.value)
 def skip_node_command(
     ctx: typer.Context,
     profile: ProfileArg,
@@ -168,9 +193,7 @@ def skip_node_command(
     timeout: TimeoutOpt = 30.0,
 ) -> None:
     """Leave a node out (a failed one no longer holds the rollout); refused while it is updating."""
-    session = Session.of(ctx)
-    check_output(output)
-    _print(session.run(lambda: _update(session, profile, "skip_node", node, seconds=timeout)), output)
+    _send(ctx, Update.SKIP_NODE, profile=profile, arg=node, output=output, timeout=timeout)
 
 
 async def _abort(session: Session, profile: str) -> Acted:
