@@ -247,8 +247,8 @@ class RolloutActivities:
 
 
 def patch_nodes(patch: Callable[[str], None], nodes: Iterable[str]) -> None:
-    """``patch`` each node, ``PATCH_THREADS`` at a time: one by one, a 200-node decision's claims
-    outlasted the activity's 60 s bound on a busy 10,000-node control plane. A node deleted since
+    """``patch`` each node, ``PATCH_THREADS`` at a time: one by one, a large decision's claims can
+    outlast the activity's bound on a busy control plane. A node deleted since
     the read carries no claim to add or drop (its node workflow ends as gone)."""
 
     def one(node: str) -> None:

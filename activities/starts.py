@@ -3,9 +3,9 @@ reporting, through the worker's Temporal client.
 
 One activity per decision instead of a child workflow start per node: every child start cost the
 rollout workflow two history events and a workflow task, and the server applies them one at a time
-under the rollout's own lock (about 3 starts per second on the dev server during a 10,000-node
-rollout, so a 200-node decision took over a minute to start). Started so, the node workflows still
-report to the rollout by signal (``activities.report``), as they did as abandoned children.
+under the rollout's own lock, so a large decision took minutes to start. Started so, the node
+workflows still report to the rollout by signal (``activities.report``), as they did as abandoned
+children.
 
 Idempotent: a run started since the decision (by this attempt's duplicate or an earlier attempt,
 even one that has finished since) is left as it is. A run still open from before the decision is

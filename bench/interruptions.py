@@ -3,7 +3,7 @@ workload-aware one.
 
 Reproduce from the repository root with:  .venv/bin/python bench/interruptions.py
 (options: --nodes, --max-unavailable, --batch, --idle-percent, --max-job-nodes, --restart-minutes,
---seed, --strategy, --out)
+--seed, --strategy, --json PATH)
 
 The fleet: ``localcluster.nodes`` GPU nodes (8 GPUs each, racks of 8, three zones), with gang jobs
 placed the way a topology-aware scheduler places them: a job of a rack or less packed inside one
@@ -198,7 +198,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--max-job-nodes", type=int, default=16)
     parser.add_argument("--restart-minutes", type=float, default=15.0)
     parser.add_argument("--seed", type=int, default=35)
-    parser.add_argument("--out", type=Path, default=None, help="also write <out>.txt and <out>.json")
+    parser.add_argument(
+        "--json", type=Path, default=None, metavar="PATH", help="also write the figures to PATH"
+    )
     return parser.parse_args(argv)
 
 
@@ -266,21 +268,19 @@ def _options(args: argparse.Namespace) -> list[str]:
 def changed(args: argparse.Namespace, defaults: argparse.Namespace) -> list[str]:
     """The options that differ from their defaults, as the command line that reproduces them."""
     given, default = vars(args), vars(defaults)
-    return [f"--{k.replace('_', '-')} {v}" for k, v in given.items() if k != "out" and v != default[k]]
+    return [f"--{k.replace('_', '-')} {v}" for k, v in given.items() if k != "json" and v != default[k]]
 
 
-def emit(lines: list[str], data: dict[str, Any], out: Path | None) -> None:
-    """Print the report; with ``out``, also write it and ``data`` as ``<out>.txt`` and ``.json``."""
-    text = "\n".join(lines)
-    print(text)
-    if out is not None:
-        out.with_suffix(".txt").write_text(text + "\n")
-        out.with_suffix(".json").write_text(json.dumps(data, indent=2) + "\n")
+def emit(lines: list[str], data: dict[str, Any], json_path: Path | None) -> None:
+    """Print the report; with ``json_path``, also write ``data`` there as JSON."""
+    print("\n".join(lines))
+    if json_path is not None:
+        json_path.write_text(json.dumps(data, indent=2) + "\n")
 
 
 def main(argv: list[str]) -> None:
     args = parse_args(argv)
-    emit(*run(args), args.out)
+    emit(*run(args), args.json)
 
 
 if __name__ == "__main__":

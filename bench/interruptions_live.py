@@ -3,7 +3,7 @@ order against the workload-aware one (``bench/interruptions.py`` is the same in 
 simulation, at any scale, in a second).
 
 Reproduce from the repository root with:  .venv/bin/python bench/interruptions_live.py
-(options: --nodes, --max-unavailable, --stage-seconds, --restart-fraction, --seed, --out)
+(options: --nodes, --max-unavailable, --stage-seconds, --restart-fraction, --seed, --json PATH)
 
 The stack of ``bench/rollout.py`` (``bench.harness.Stack``: real control plane, kwok nodes, the
 Temporal dev server, the worker and the controller as their own processes, the simulated kubelet
@@ -216,13 +216,15 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--restart-fraction", type=float, default=0.79)
     parser.add_argument("--seed", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=900.0)
-    parser.add_argument("--out", type=Path, default=None, help="also write <out>.txt and <out>.json")
+    parser.add_argument(
+        "--json", type=Path, default=None, metavar="PATH", help="also write the figures to PATH"
+    )
     return parser.parse_args(argv)
 
 
 def main(argv: list[str]) -> None:
     args = parse_args(argv)
-    emit(*asyncio.run(run(args)), args.out)
+    emit(*asyncio.run(run(args)), args.json)
 
 
 if __name__ == "__main__":

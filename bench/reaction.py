@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import random
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -202,13 +203,13 @@ async def run(args: argparse.Namespace) -> None:
             result = await trial(stack, client, api, f"react-{i}", args, rng)
             print(f"  trial {i}: {result}  (load {loadavg()})", flush=True)
             results.append(result)
-    publish(summary(results, args, load_start), args.out)
+    print("\n".join(summary(results, args, load_start)))
+    if args.json:
+        write_json(Path(args.json), results)
 
 
-def publish(lines: list[str], out: str) -> None:
-    print("\n".join(lines))
-    if out:
-        Path(out).write_text("\n".join(lines) + "\n")
+def write_json(path: Path, trials: list[Trial]) -> None:
+    path.write_text(json.dumps({"trials": [asdict(t) for t in trials]}, indent=1) + "\n")
 
 
 def main() -> None:
@@ -216,7 +217,7 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=20)
     parser.add_argument("--stage-seconds", type=float, default=1.0)
     parser.add_argument("--workdir", default="")
-    parser.add_argument("--out", default="", help="also write the figures to this file")
+    parser.add_argument("--json", default="", metavar="PATH", help="also write each trial's figures to PATH")
     asyncio.run(run(parser.parse_args()))
 
 

@@ -217,11 +217,8 @@ async def sampled_node_times(client: Client) -> list[NodeTimes]:
 def report(args: argparse.Namespace, figures: dict[str, Any], lines: list[str]) -> None:
     text = "\n".join(lines)
     print(text, flush=True)
-    if args.out:
-        out = Path(args.out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.with_suffix(".txt").write_text(text + "\n")
-        out.with_suffix(".json").write_text(json.dumps(figures, indent=1, sort_keys=True) + "\n")
+    if args.json:
+        Path(args.json).write_text(json.dumps(figures, indent=1, sort_keys=True) + "\n")
 
 
 def api_lines(
@@ -462,7 +459,7 @@ def main() -> None:
     )
     parser.add_argument("--timeout", type=float, default=0.0, help="seconds; default 4x the ideal + 15 min")
     parser.add_argument("--workdir", default="", help="keeps logs, audit log and stores (default under /tmp)")
-    parser.add_argument("--out", default="", help="write the figures to OUT.txt and OUT.json")
+    parser.add_argument("--json", default="", metavar="PATH", help="also write the figures to PATH as JSON")
     asyncio.run(run(parser.parse_args()))
 
 

@@ -48,9 +48,9 @@ def cache_bytecode() -> None:
 
     The workflow sandbox imports each workflow's module afresh for every workflow run it creates.
     With ``PYTHONDONTWRITEBYTECODE`` set (common in images and CI) there is no ``.pyc`` to load, so
-    every node workflow compiled ``workflows/node.py`` and its imports from source: 6 % of the
-    worker's CPU in a 10,000-node run (py-spy). The bytecode goes to a private cache directory, not
-    next to the sources, so a read-only install or a clean tree stays as it is."""
+    every node workflow would compile ``workflows/node.py`` and its imports from source. The
+    bytecode goes to a private cache directory, not next to the sources, so a read-only install or
+    a clean tree stays as it is."""
     if sys.dont_write_bytecode:
         sys.dont_write_bytecode = False
         sys.pycache_prefix = sys.pycache_prefix or str(

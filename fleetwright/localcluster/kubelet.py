@@ -6,8 +6,7 @@ and asks kwok for a new boot id through the ``sim.fleetwright.io/reboot`` annota
 reboot would change ``status.nodeInfo.bootID``. Used by the integration tests, the demo and the
 benchmarks; never by the product against a real cluster. It reaches the apiserver through a
 ``KubeletApi``: kubectl by default, a long-lived client in the benchmarks (a kubectl process per
-poll cost 0.3 CPU s per node at 1,000 nodes, a seventh of the machine, competing with what is
-measured).
+poll would compete for the CPU with what they measure).
 """
 
 from __future__ import annotations

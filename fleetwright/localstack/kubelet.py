@@ -46,9 +46,9 @@ def slim_pod(pod: dict[str, Any]) -> dict[str, Any]:
 @dataclass
 class WatchedKubeletApi:
     """The simulated kubelet's calls on one long-lived client; the interrupt pods come from one
-    watch, so a poll makes no request. Listing them each second was most of the simulation's cost:
-    stage Jobs and their pods are kept, so by the end of a 1,000-node run each poll listed 1,000
-    finished pods (0.14 CPU s per node in the bench process, more in the apiserver)."""
+    watch, so a poll makes no request. Listing them each second would be most of the simulation's
+    cost: stage Jobs and their pods are kept, so late in a large run each poll would list every
+    finished pod of the fleet."""
 
     api: ApiClient
     namespace: str
