@@ -39,7 +39,7 @@ from fleetwright.localcluster.cluster import (
 from fleetwright.localcluster.processes import Supervised
 from fleetwright.localcluster.temporal import Backend, TemporalServer, local_temporal
 from fleetwright.localstack.kubelet import KUBELET_AGENT, watched_kubelet
-from fleetwright.worker.settings import WorkerSettings
+from fleetwright.worker.settings import WorkerSettings, process_environment
 from fleetwright.workflows.enginesettings import EngineSettings
 from fleetwright.workflows.search import REGISTRATION
 
@@ -275,7 +275,7 @@ class Stack:
         )
         settings_path = self.rundir / "settings.json"
         settings_path.write_text(settings.model_dump_json())
-        env = {**os.environ, "FLEETWRIGHT_SETTINGS": str(settings_path)}
+        env = process_environment(settings_path)
         for name, role, worker_role in self._roles():
             argv = [sys.executable, str(BENCH / "serve.py"), role]
             process_env = {**env, "FLEETWRIGHT_WORKER_ROLE": worker_role}

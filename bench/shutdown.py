@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -41,7 +40,7 @@ from fleetwright.localcluster.cluster import (
 from fleetwright.localcluster.kubelet import SimulatedKubelet
 from fleetwright.localcluster.nodes import stage_pod_timing
 from fleetwright.localcluster.temporal import LocalTemporal
-from fleetwright.worker.settings import WorkerSettings
+from fleetwright.worker.settings import WorkerSettings, process_environment
 from fleetwright.workflows.enginesettings import EngineSettings
 from fleetwright.workflows.search import REGISTRATION
 
@@ -151,7 +150,7 @@ def settings_env(cluster: LocalCluster, temporal: LocalTemporal, rundir: Path) -
     )
     path = rundir / "settings.json"
     path.write_text(settings.model_dump_json())
-    return {**os.environ, "FLEETWRIGHT_SETTINGS": str(path), "FLEETWRIGHT_LOG_FORMAT": "json"}
+    return {**process_environment(path), "FLEETWRIGHT_LOG_FORMAT": "json"}
 
 
 def run(args: argparse.Namespace) -> int:

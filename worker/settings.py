@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
@@ -25,6 +26,16 @@ ENV_PREFIX = "FLEETWRIGHT_"
 LogFormat = Literal["auto", "json", "text"]
 TracesExporter = Literal["none", "console", "otlp"]
 WorkerRole = Literal["all", "workflows", "activities"]
+
+
+def process_environment(settings_file: Path, inherited: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of a process whose settings are ``settings_file`` and nothing else:
+    ``inherited`` (this process's environment by default) without its ``FLEETWRIGHT_*`` variables,
+    which would override the file's values (a shell that sourced a local stack's env file holds
+    that stack's Temporal address), plus ``FLEETWRIGHT_SETTINGS`` naming the file."""
+    source = os.environ if inherited is None else inherited
+    kept = {key: value for key, value in source.items() if not key.startswith(ENV_PREFIX)}
+    return {**kept, SETTINGS_ENV: str(settings_file)}
 
 
 class WorkerSettings(BaseModel):

@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
-import os
 import shlex
 import sys
 from collections.abc import Callable
@@ -47,7 +46,7 @@ from fleetwright.localcluster.processes import Supervised, wait_until
 from fleetwright.localcluster.realnode import linked_to_temporal
 from fleetwright.localcluster.temporal import LocalTemporal, TemporalServer
 from fleetwright.localstack.kubelet import watched_kubelet
-from fleetwright.worker.settings import WorkerSettings
+from fleetwright.worker.settings import WorkerSettings, process_environment
 from fleetwright.worker.webhook import webhook_configurations
 from fleetwright.workflows.enginesettings import EngineSettings
 from fleetwright.workflows.search import REGISTRATION
@@ -126,7 +125,9 @@ class LocalStack(Launcher):
         self.settings_path = self.workdir / "settings.json"
         self.env_path = self.workdir / "env"
         self.webhook_port = free_port()
-        env = {**os.environ, "FLEETWRIGHT_SETTINGS": str(self.settings_path)}
+        # Settings from the stack's file only: the shell's FLEETWRIGHT_* variables (another stack's
+        # env file sourced in it) must not send these processes to another Temporal or cluster.
+        env = process_environment(self.settings_path)
         command = [sys.executable, "-m", "fleetwright.cli.main"]
         roles = ROLES if self.options.webhook else tuple(r for r in ROLES if r != "webhook")
         for role in roles:
