@@ -27,12 +27,12 @@ from tests.support.chartrbac import (
     Installed,
     RuleCase,
     assert_rule_is_needed,
-    eventually,
     render,
 )
 from tests.support.engine import unique
 from tests.support.providers import ClusterUnderTest
 from tests.support.stack import Rollout, RunningController, engine_settings
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -195,7 +195,7 @@ def test_the_operators_own_accounts_cannot_change_a_profile_spec(
         return False
 
     try:
-        eventually(spec_write_denied, "the spec guard to deny the controller")
+        wait_for(spec_write_denied, 20.0, "the spec guard to deny the controller", interval=0.3)
         assert "never its spec" in denials[0], denials[0]
         obj = resources.get_object(worker, "nodeprofiles", name)
         assert obj["spec"]["nodeSelector"]["matchLabels"]["test.fleetwright.io/nothing"] != attempts[-1]

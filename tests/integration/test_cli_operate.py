@@ -27,7 +27,8 @@ from fleetwright.workflows.ids import rollout_workflow_id
 from tests.support.cli import Cli
 from tests.support.engine import kubectl_json, unique
 from tests.support.providers import ClusterUnderTest
-from tests.support.stack import Rollout, RunningController, until
+from tests.support.stack import Rollout, RunningController
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.integration
 load_all()  # every command registered on the app
@@ -102,7 +103,7 @@ async def _status_pause_logs_history_reset(
     async def blocked() -> dict[str, Any] | None:
         return _blocked(await cli.json("status", name))
 
-    node = await _until_async(blocked, 90, "a node blocked by the PDB in `status -o json`")
+    node = await until(blocked, 90, "a node blocked by the PDB in `status -o json`", interval=0.5)
     assert node["stage"] == "drain"
     assert node["reason"] == "DrainBlocked"
     table = await cli.ok("status", name)
@@ -238,7 +239,7 @@ async def test_approve_retry_skip_and_abort_act_on_a_halted_rollout(
         view = await cli.json("status", name)
         return view if view["phase"] == "Halted" else None
 
-    view = await _until_async(halted, 120, "the failing canary to halt the rollout")
+    view = await until(halted, 120, "the failing canary to halt the rollout", interval=0.5)
     (canary,) = [n for n in view["nodes"] if n["state"] == "Failed"]
     # The failure names the package and the stage that failed, as nodeIssues does.
     message = canary["message"]
@@ -273,8 +274,8 @@ async def test_approve_retry_skip_and_abort_act_on_a_halted_rollout(
         applies = [s["result"] for s in history["stages"] if s["profile"] == name and s["stage"] == "apply"]
         return applies if applies == ["Failed", "Failed"] else None
 
-    await _until_async(failed_twice, 120, "the retry to run a new apply Job that fails again")
-    await _until_async(halted, 120, "the rollout to halt again")
+    await until(failed_twice, 120, "the retry to run a new apply Job that fails again", interval=0.5)
+    await until(halted, 120, "the rollout to halt again", interval=0.5)
 
     # skip-node: the failed node no longer holds the rollout.
     assert "skipping " + canary["node"] in await cli.ok("skip-node", name, canary["node"])
@@ -374,13 +375,3 @@ def _annotations(cluster: ClusterUnderTest, node: str) -> dict[str, str]:
 def _label(cluster: ClusterUnderTest, node: str, key: str) -> str | None:
     labels: dict[str, str] = kubectl_json(cluster, "node", node)["metadata"].get("labels") or {}
     return labels.get(key)
-
-
-async def _until_async(probe: Any, within: float, what: str) -> Any:
-    deadline = asyncio.get_running_loop().time() + within
-    while asyncio.get_running_loop().time() < deadline:
-        found = await probe()
-        if found:
-            return found
-        await asyncio.sleep(0.5)
-    raise AssertionError(f"timed out after {within}s waiting for {what}")

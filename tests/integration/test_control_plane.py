@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -19,15 +18,10 @@ from fleetwright.kube.eviction import EvictionResult, evict
 from fleetwright.localcluster import nodes as fleet_nodes
 from fleetwright.localcluster.cluster import LocalCluster
 from fleetwright.localcluster.nodes import stage_pod_timing
-from tests.support.engine import wait_for as wait_briefly
 from tests.support.providers import ClusterUnderTest
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
-
-
-def wait_for(predicate: Callable[[], Any], what: str = "condition") -> Any:
-    """The shared poll with this module's 60 s bound (controllers on a busy CI machine)."""
-    return wait_briefly(predicate, 60.0, what)
 
 
 BUILT_KUBE_VERSION = "v1.36.3"
@@ -48,7 +42,8 @@ def namespace(cluster: ClusterUnderTest, request: pytest.FixtureRequest) -> Any:
     cluster.kubectl("create", "namespace", name)
     wait_for(
         lambda: cluster.kubectl("get", "serviceaccount", "default", "-n", name, check=False).returncode == 0,
-        what="default service account",
+        60.0,
+        "default service account",
     )
     yield name
     cluster.kubectl("delete", "namespace", name, "--wait=false")
@@ -125,7 +120,7 @@ def test_job_pinned_to_a_cordoned_node_completes(
     cluster.kubectl("cordon", node)
     try:
         cluster.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(job_manifest("ok", node)))
-        assert wait_for(lambda: job_condition(cluster, namespace, "ok"), what="job to finish") == "Complete"
+        assert wait_for(lambda: job_condition(cluster, namespace, "ok"), 60.0, "job to finish") == "Complete"
         pods = get_json(cluster, "pods", "-n", namespace, "-l", "app=ok")["items"]
         assert [p["spec"]["nodeName"] for p in pods] == [node]
         assert pods[0]["status"]["phase"] == "Succeeded"
@@ -140,7 +135,7 @@ def test_a_stage_pod_runs_for_its_simulated_duration(
     jitter bound below the delay used to replace it, and every stage finished immediately)."""
     manifest = job_manifest("timed", fleet[2], seconds=4.0)
     cluster.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(manifest))
-    assert wait_for(lambda: job_condition(cluster, namespace, "timed"), what="job to finish") == "Complete"
+    assert wait_for(lambda: job_condition(cluster, namespace, "timed"), 60.0, "job to finish") == "Complete"
     status = get_json(cluster, "job", "timed", "-n", namespace)["status"]
     started, completed = (datetime.fromisoformat(status[k]) for k in ("startTime", "completionTime"))
     # Whole seconds on both ends; the pod is created and started within the Job's first second.
@@ -150,7 +145,7 @@ def test_a_stage_pod_runs_for_its_simulated_duration(
 def test_job_marked_to_fail_fails(cluster: ClusterUnderTest, fleet: list[str], namespace: str) -> None:
     manifest = job_manifest("broken", fleet[1], outcome="fail")
     cluster.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(manifest))
-    assert wait_for(lambda: job_condition(cluster, namespace, "broken"), what="job to finish") == "Failed"
+    assert wait_for(lambda: job_condition(cluster, namespace, "broken"), 60.0, "job to finish") == "Failed"
     pod = get_json(cluster, "pods", "-n", namespace, "-l", "app=broken")["items"][0]
     assert pod["status"]["phase"] == "Failed"
     assert pod["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 1
@@ -167,7 +162,7 @@ def test_image_that_never_pulls_stays_pending_with_a_reason(
         statuses = pods[0]["status"].get("containerStatuses") if pods else None
         return statuses[0]["state"].get("waiting", {}).get("reason") if statuses else None
 
-    assert wait_for(waiting_reason, what="ImagePullBackOff") == "ImagePullBackOff"
+    assert wait_for(waiting_reason, 60.0, "ImagePullBackOff") == "ImagePullBackOff"
     time.sleep(2)
     assert job_condition(cluster, namespace, "nopull") is None
 
@@ -203,7 +198,7 @@ def test_pdb_refusal_is_a_429_and_a_relaxed_pdb_lets_the_pod_go(
         status = get_json(cluster, "pdb", "trainer", "-n", namespace).get("status", {})
         return bool(status.get("currentHealthy") == 1 and status.get("observedGeneration"))
 
-    wait_for(pdb_observed, what="the disruption controller to observe the PDB")
+    wait_for(pdb_observed, 60.0, "the disruption controller to observe the PDB")
     api = kube_client.from_kubeconfig(cluster.kubeconfig)
     blocked = evict(api, namespace, "trainer-0")
     assert blocked.result is EvictionResult.BLOCKED_BY_PDB
@@ -213,12 +208,14 @@ def test_pdb_refusal_is_a_429_and_a_relaxed_pdb_lets_the_pod_go(
     cluster.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(pdb_manifest(minAvailable=0)))
     wait_for(
         lambda: get_json(cluster, "pdb", "trainer", "-n", namespace)["status"].get("disruptionsAllowed") == 1,
-        what="the relaxed PDB to allow a disruption",
+        60.0,
+        "the relaxed PDB to allow a disruption",
     )
     assert evict(api, namespace, "trainer-0").result is EvictionResult.ACCEPTED
     wait_for(
         lambda: not get_json(cluster, "pods", "-n", namespace, "-l", "app=trainer")["items"],
-        what="the evicted pod to be gone",
+        60.0,
+        "the evicted pod to be gone",
     )
     assert evict(api, namespace, "trainer-0").result is EvictionResult.GONE
 
@@ -263,7 +260,8 @@ def test_a_reboot_changes_the_boot_id(cluster: ClusterUnderTest, fleet: list[str
     cluster.kubectl("annotate", "node", node, f"{fleet_nodes.REBOOT_ANNOTATION}={new_boot}")
     wait_for(
         lambda: get_json(cluster, "node", node)["status"]["nodeInfo"]["bootID"] == new_boot,
-        what="the new boot id",
+        60.0,
+        "the new boot id",
     )
     annotations = get_json(cluster, "node", node)["metadata"]["annotations"]
     assert fleet_nodes.REBOOT_ANNOTATION not in annotations

@@ -14,7 +14,8 @@ from fleetwright.api.keys import claim_key, condition_type, cordon_key, status_l
 from fleetwright.workflows.ids import rollout_workflow_id
 from tests.support.engine import kubectl_json, label_nodes
 from tests.support.providers import ClusterUnderTest
-from tests.support.stack import GROUP_LABEL, Rollout, RunningController, first_cordon_latency, until
+from tests.support.stack import GROUP_LABEL, Rollout, RunningController, first_cordon_latency
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.integration
 

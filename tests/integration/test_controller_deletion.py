@@ -21,7 +21,8 @@ from fleetwright.planner.nodestate import NodePackageState, PackageRecord, forma
 from fleetwright.workflows.ids import rollout_workflow_id
 from tests.support.engine import Sampler, cordoned_by, kubectl_json, label_nodes, unique
 from tests.support.providers import ClusterUnderTest
-from tests.support.stack import GROUP_LABEL, Rollout, RunningController, until
+from tests.support.stack import GROUP_LABEL, Rollout, RunningController
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.integration
 

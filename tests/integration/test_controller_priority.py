@@ -19,7 +19,8 @@ from fleetwright.planner.nodestate import read_profile_state
 from fleetwright.workflows.ids import rollout_workflow_id
 from tests.support.engine import Sampler, kubectl_json
 from tests.support.providers import ClusterUnderTest
-from tests.support.stack import GROUP_LABEL, Rollout, RunningController, until
+from tests.support.stack import GROUP_LABEL, Rollout, RunningController
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.integration
 

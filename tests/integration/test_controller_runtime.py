@@ -16,7 +16,8 @@ from fleetwright.localcluster import nodes as fleet_nodes
 from fleetwright.planner.nodestate import read_profile_state
 from tests.support.engine import Sampler, kubectl_json
 from tests.support.providers import ClusterUnderTest
-from tests.support.stack import GROUP_LABEL, Rollout, RunningController, until
+from tests.support.stack import GROUP_LABEL, Rollout, RunningController
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.integration
 

@@ -25,7 +25,8 @@ from fleetwright.localcluster import nodes as fleet_nodes
 from fleetwright.worker.webhook import MUTATE_PATH, WebhookServer, node_webhook_configuration
 from tests.support.engine import unique
 from tests.support.providers import ClusterUnderTest
-from tests.support.stack import GROUP_LABEL, until
+from tests.support.stack import GROUP_LABEL
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.integration
 

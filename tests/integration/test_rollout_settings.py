@@ -22,10 +22,11 @@ from fleetwright.planner.packages import digest
 from fleetwright.workflows.ids import rollout_workflow_id
 from fleetwright.workflows.payloads import RolloutInput, SpecChange
 from fleetwright.workflows.rollout import RolloutWorkflow
-from tests.integration.test_activities_node import pod
 from tests.integration.test_rollout_engine import GROUP_LABEL, group, jobs_of, settings, wait_phase
-from tests.support.engine import kubectl_json, unique, wait_for
+from tests.support.engine import kubectl_json, unique
+from tests.support.nodeactivities import pod
 from tests.support.providers import ClusterUnderTest
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("crds")]
 
@@ -113,7 +114,7 @@ def rich_profile(
 
 
 def workload(name: str, node: str, labels: dict[str, str], *, scratch: bool = True) -> dict[str, Any]:
-    """A pod pinned to ``node`` (``test_activities_node.pod``), with local scratch space or not."""
+    """A pod pinned to ``node`` (``tests.support.nodeactivities.pod``), with local scratch space or not."""
     manifest = pod(name, node, labels=labels)
     if scratch:
         manifest["spec"]["volumes"] = [{"name": "scratch", "emptyDir": {}}]

@@ -18,7 +18,8 @@ from fleetwright.localcluster.ticker import Ticker
 from fleetwright.planner.ordering import order_nodes
 from fleetwright.workflows.payloads import RolloutInput
 from fleetwright.workflows.rollout import RolloutWorkflow, rollout_workflow_id
-from tests.support.engine import decisions, engine_worker, kubectl_json, label_nodes, unique, wait_for
+from tests.support.engine import decisions, engine_worker, kubectl_json, label_nodes, unique
+from tests.support.waiting import wait_for
 from tests.support.providers import ClusterUnderTest
 from tests.support.stack import GROUP_LABEL, engine_settings
 

@@ -18,7 +18,8 @@ from fleetwright.worker.settings import WorkerSettings
 from fleetwright.workflows.search import REGISTRATION
 from tests.support.engine import label_nodes, unique
 from tests.support.providers import ClusterUnderTest
-from tests.support.stack import GROUP_LABEL, Rollout, RunningController, engine_settings, until
+from tests.support.stack import GROUP_LABEL, Rollout, RunningController, engine_settings
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.integration
 

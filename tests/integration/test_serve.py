@@ -26,7 +26,8 @@ from fleetwright.worker.client import CORE_LOGGER
 from fleetwright.worker.settings import WorkerSettings
 from tests.support.engine import unique
 from tests.support.providers import ClusterUnderTest
-from tests.support.stack import Rollout, engine_settings, until
+from tests.support.stack import Rollout, engine_settings
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.integration
 

@@ -27,7 +27,8 @@ from temporalio.client import Client
 
 from fleetwright.localcluster.temporal import LocalTemporal
 from fleetwright.workflows.ids import rollout_workflow_id
-from tests.support.stack import Rollout, RunningController, until
+from tests.support.stack import Rollout, RunningController
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.integration
 

@@ -22,9 +22,9 @@ from fleetwright.binaries import control_plane_binary
 from fleetwright.errors import ForbiddenError, NotFoundError
 from fleetwright.kube import events, eviction, jobs, nodes, nodestatus, pods, resources
 from fleetwright.kube.client import ApiClient, from_kubeconfig
-from fleetwright.localcluster.processes import wait_until
 from fleetwright.workflows.enginesettings import EngineSettings
 from tests.support.providers import ClusterUnderTest
+from tests.support.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "helm" / "fleetwright"
@@ -227,11 +227,6 @@ def forbidden(operation: Operation, api: ApiClient, node: str) -> bool:
     return False
 
 
-def eventually(predicate: Callable[[], bool], what: str) -> None:
-    # RBAC changes reach the authorizer through an informer: allow it a moment.
-    wait_until(predicate, timeout=20.0, what=what, interval=0.3)
-
-
 RuleCase = tuple[str, str, int, str, Operation]
 RULE_IDS = [f"{k}-{r}-{i}-{op.__name__.lstrip('_')}" for k, r, i, _, op in RULES]
 
@@ -247,7 +242,7 @@ def assert_rule_is_needed(installed: Installed, probe_node: str, case: RuleCase)
     removed = reduced["rules"].pop(index)
     installed.apply(reduced)
     try:
-        eventually(lambda: forbidden(operation, api, probe_node), f"403 without {removed}")
+        wait_for(lambda: forbidden(operation, api, probe_node), 20.0, f"403 without {removed}", interval=0.3)
     finally:
         installed.apply(full)
-        eventually(lambda: not forbidden(operation, api, probe_node), "the role restored")
+        wait_for(lambda: not forbidden(operation, api, probe_node), 20.0, "the role restored", interval=0.3)

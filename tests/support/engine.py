@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -89,17 +88,6 @@ def cordoned_by(cluster: ClusterUnderTest, profile: str) -> Callable[[], int]:
         )
 
     return count
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
-    """Poll ``predicate`` until it returns something truthy (and return that), or fail naming ``what``."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 async def decisions(client: Client, handle: WorkflowHandle[Any, Any]) -> list[DecideReport]:

@@ -159,19 +159,6 @@ def _manifest(dumped: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in dumped.items() if k != "status"}
 
 
-async def until(
-    predicate: Any, within: float, what: str, interval: float = 0.2, details: Any = lambda: ""
-) -> Any:
-    deadline = time.monotonic() + within
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = await asyncio.to_thread(predicate)
-        if last:
-            return last
-        await asyncio.sleep(interval)
-    raise AssertionError(f"timed out after {within}s waiting for {what} (last: {last}; {details()})")
-
-
 def first_cordon_latency(cluster: ClusterUnderTest, rollout: Rollout, timeout: float = 30) -> float:
     """Apply the rollout and poll the API (no kubectl process per sample) until one of its nodes
     is cordoned by the profile; seconds from the apply's return."""

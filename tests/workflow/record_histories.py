@@ -35,6 +35,7 @@ from fleetwright.workflows.enginesettings import EngineSettings
 from fleetwright.workflows.ids import node_workflow_id
 from fleetwright.workflows.payloads import Deletion, Progress, RolloutInput, SpecChange
 from fleetwright.workflows.rollout import RolloutWorkflow
+from tests.support.waiting import until, until_progress
 from tests.workflow.fakefleet import FakeFleet
 
 HISTORIES = Path(__file__).parent / "histories"
@@ -77,23 +78,6 @@ class Recorder:
                 await handle.terminate("recorded")
 
 
-async def until(predicate: Callable[[], bool], what: str) -> None:
-    for _ in range(1200):
-        if predicate():
-            return
-        await asyncio.sleep(0.05)
-    raise TimeoutError(f"the recorded scenario never reached {what}")
-
-
-async def until_shown(handle: Rollout, predicate: Callable[[Progress], bool], what: str) -> Progress:
-    for _ in range(600):
-        shown = await handle.query(RolloutWorkflow.progress)
-        if shown is not None and predicate(shown):
-            return shown
-        await asyncio.sleep(0.1)
-    raise TimeoutError(f"the recorded rollout never showed {what}")
-
-
 def rollout(name: str, **policy: Any) -> RolloutInput:
     return RolloutInput(
         profile=examples.profile(name=name), policy=examples.policy(**policy), settings=SETTINGS
@@ -109,11 +93,11 @@ async def gate(rec: Recorder) -> None:
     fleet = FakeFleet(size=3)
 
     async def scenario(handle: Rollout) -> None:
-        await until_shown(handle, lambda p: "awaiting approval" in p.message, "the gate")
+        await until_progress(handle, lambda p: "awaiting approval" in p.message, "the gate")
         await rec.save(handle, "rollout-waiting-at-gate")
         await rec.save_node("gate", fleet.started_nodes()[0], "node-reboot-complete")
         await handle.execute_update(RolloutWorkflow.approve, "rollout/gate")
-        await until_shown(handle, lambda p: p.phase == "Complete" and p.updated == 3, "completion")
+        await until_progress(handle, lambda p: p.phase == "Complete" and p.updated == 3, "completion")
         await rec.save(handle, "rollout-complete-idle")
         await handle.signal(RolloutWorkflow.abort)
         await handle.result()
@@ -132,8 +116,8 @@ async def soak(rec: Recorder) -> None:
     ]
 
     async def scenario(handle: Rollout) -> None:
-        await until(complete(fleet, 1), "the canary")
-        await until_shown(handle, lambda p: p.updated == 1 and "soak" in p.message.lower(), "the soak")
+        await until(complete(fleet, 1), 60.0, "the canary", interval=0.05, blocking=False)
+        await until_progress(handle, lambda p: p.updated == 1 and "soak" in p.message.lower(), "the soak")
         await rec.save(handle, "rollout-soaking")
 
     await rec.run(fleet, rollout("soak", max_unavailable=2, steps=steps), scenario)
@@ -147,18 +131,24 @@ async def batches_mid_stage(rec: Recorder) -> None:
     start = rollout("batches", max_unavailable=2, steps=steps)
 
     async def scenario(handle: Rollout) -> None:
-        await until(lambda: bool(fleet.started_stages), "a stage")
+        await until(lambda: bool(fleet.started_stages), 60.0, "a stage", interval=0.05, blocking=False)
         node = fleet.started_stages[0][0]
         await rec.save_node("batches", node, "node-mid-stage-reboot")
         await rec.save(handle, "rollout-node-mid-stage")
         await handle.signal(RolloutWorkflow.pause)
         fleet.release.set()
-        await until_shown(handle, lambda p: p.paused and p.running == 0, "the pause")
+        await until_progress(handle, lambda p: p.paused and p.running == 0, "the pause")
         newer = examples.profile(name="batches", version="1.1.0", generation=2)
         await handle.signal(RolloutWorkflow.spec_changed, SpecChange(profile=newer, policy=start.policy))
         await handle.signal(RolloutWorkflow.resume)
-        await until(lambda: any(r.package.version == "1.1.0" for r in fleet.stage_requests), "1.1.0")
-        await until_shown(handle, lambda p: p.phase == "Complete" and p.updated == 5, "completion")
+        await until(
+            lambda: any(r.package.version == "1.1.0" for r in fleet.stage_requests),
+            60.0,
+            "1.1.0",
+            interval=0.05,
+            blocking=False,
+        )
+        await until_progress(handle, lambda p: p.phase == "Complete" and p.updated == 5, "completion")
         await rec.save(handle, "rollout-paused-new-spec-complete")
 
     await rec.run(fleet, start, scenario)
@@ -170,16 +160,22 @@ async def failures(rec: Recorder) -> None:
     fleet.fails = lambda request: True
 
     async def scenario(handle: Rollout) -> None:
-        await until_shown(handle, lambda p: p.phase == "Halted", "the halt")
+        await until_progress(handle, lambda p: p.phase == "Halted", "the halt")
         (canary,) = fleet.started_nodes()
         await rec.save(handle, "rollout-halted")
         await rec.save_node("failures", canary, "node-stage-failed")
         await handle.execute_update(RolloutWorkflow.retry_node, canary)
-        await until(lambda: fleet.started_stages.count((canary, "apply")) == 2, "the retry")
-        await until_shown(handle, lambda p: p.phase == "Halted", "the second halt")
+        await until(
+            lambda: fleet.started_stages.count((canary, "apply")) == 2,
+            60.0,
+            "the retry",
+            interval=0.05,
+            blocking=False,
+        )
+        await until_progress(handle, lambda p: p.phase == "Halted", "the second halt")
         fleet.fails = None
         await handle.execute_update(RolloutWorkflow.skip_node, canary)
-        await until_shown(handle, lambda p: p.phase == "Complete" and p.updated == 2, "completion")
+        await until_progress(handle, lambda p: p.phase == "Complete" and p.updated == 2, "completion")
         await rec.save(handle, "rollout-retried-skipped-complete")
 
     await rec.run(fleet, rollout("failures", max_unavailable=2), scenario)
@@ -207,8 +203,20 @@ async def rollback(rec: Recorder) -> None:
     )
 
     async def scenario(handle: Rollout) -> None:
-        await until(lambda: any(r.package.version == "1.0.0" for r in fleet.stage_requests), "the rollback")
-        await until(lambda: "Complete" in fleet.statuses.values(), "the rolled back node")
+        await until(
+            lambda: any(r.package.version == "1.0.0" for r in fleet.stage_requests),
+            60.0,
+            "the rollback",
+            interval=0.05,
+            blocking=False,
+        )
+        await until(
+            lambda: "Complete" in fleet.statuses.values(),
+            60.0,
+            "the rolled back node",
+            interval=0.05,
+            blocking=False,
+        )
         await rec.save(handle, "rollout-rolled-back")
         await handle.signal(RolloutWorkflow.abort)
         await handle.result()
@@ -223,7 +231,9 @@ async def abort_mid_batch(rec: Recorder) -> None:
     steps = [{"name": "all", "batches": {"strategy": "fixed", "initial": 2}}]
 
     async def scenario(handle: Rollout) -> None:
-        await until(lambda: len(fleet.started_nodes()) == 2, "two running nodes")
+        await until(
+            lambda: len(fleet.started_nodes()) == 2, 60.0, "two running nodes", interval=0.05, blocking=False
+        )
         await handle.signal(RolloutWorkflow.abort)
         fleet.release.set()
         await handle.result()
@@ -247,7 +257,7 @@ async def continued(rec: Recorder) -> None:
 
     async def scenario(handle: Rollout) -> None:
         first = (await handle.describe()).run_id
-        await until(complete(fleet, 8), "every node")
+        await until(complete(fleet, 8), 60.0, "every node", interval=0.05, blocking=False)
         await asyncio.sleep(1.0)
         latest = rec.client.get_workflow_handle(handle.id)
         assert (await latest.describe()).run_id != first, "the rollout did not continue as new"
@@ -267,7 +277,7 @@ async def deletion(rec: Recorder) -> None:
     start = RolloutInput(profile=profile, policy=examples.policy(max_unavailable=2), settings=SETTINGS)
 
     async def scenario(handle: Rollout) -> None:
-        await until_shown(handle, lambda p: p.phase == "Complete" and p.updated == 2, "completion")
+        await until_progress(handle, lambda p: p.phase == "Complete" and p.updated == 2, "completion")
         await handle.signal(RolloutWorkflow.delete, Deletion(profile=profile, policy=None))
         await handle.result()
         await rec.save(handle, "rollout-deleted")

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable
 from datetime import UTC, datetime
 
 import pytest
@@ -28,6 +27,7 @@ from fleetwright.workflows.ids import node_workflow_id
 from fleetwright.workflows.node import NODE_WORKFLOW
 from fleetwright.workflows.payloads import Progress, RolloutInput, SpecChange
 from fleetwright.workflows.rollout import RolloutWorkflow
+from tests.support.waiting import until, until_progress
 from tests.workflow.fakefleet import FakeFleet
 
 pytestmark = pytest.mark.workflow
@@ -37,26 +37,7 @@ SETTINGS = EngineSettings(observe_interval_seconds=1, ended_check_seconds=1, sea
 ONE_AT_A_TIME = [{"name": "all", "batches": {"strategy": "fixed", "initial": 1}}]
 
 
-async def eventually(predicate: Callable[[], bool], what: str, within: float = 60.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while loop.time() < deadline:
-        if predicate():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 Rollout = WorkflowHandle[RolloutWorkflow, Progress]
-
-
-async def until(handle: Rollout, predicate: Callable[[Progress], bool], what: str) -> Progress:
-    for _ in range(600):
-        state = await handle.query(RolloutWorkflow.progress)
-        if state is not None and predicate(state):
-            return state
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"the rollout never showed {what}")
 
 
 async def test_a_terminated_node_workflow_fails_its_node_and_frees_its_claim_for_other_profiles(
@@ -78,24 +59,30 @@ async def test_a_terminated_node_workflow_fails_its_node_and_frees_its_claim_for
 
     async with build_worker(client, fleet.activities(), task_queue=queue):
         one = await start(first)
-        await eventually(lambda: bool(fleet.started_stages), "the first profile's stage")
+        await until(
+            lambda: bool(fleet.started_stages),
+            60.0,
+            "the first profile's stage",
+            interval=0.05,
+            blocking=False,
+        )
         [(node, _)] = fleet.started_stages
         assert claim_key(first) in fleet.annotations(node)
 
         # The second profile counts the claimed node against its budget of one: it waits.
         two = await start(second)
-        held = await until(two, lambda p: bool(p.blocked_reasons), "the budget held by the claim")
+        held = await until_progress(two, lambda p: bool(p.blocked_reasons), "the budget held by the claim")
         assert f"{node} (profile/{first} starting)" in str(held.blocked_reasons)
 
         await client.get_workflow_handle(node_workflow_id(first, node)).terminate("an operator")
-        failed = await until(one, lambda p: bool(p.failed_nodes), "the node failed")
+        failed = await until_progress(one, lambda p: bool(p.failed_nodes), "the node failed")
         assert failed.failed_nodes == (node,)
         assert "terminated" in failed.failed_reasons[node]
         # Shown on the node (the second profile may already be updating it: it was freed).
         assert (first, node, NodeReason.WORKFLOW_ENDED) in fleet.shown
         assert claim_key(first) not in fleet.annotations(node)
 
-        done = await until(two, lambda p: p.phase == "Complete", "the second profile complete")
+        done = await until_progress(two, lambda p: p.phase == "Complete", "the second profile complete")
         assert done.phase == "Complete"
         assert {n for n, _ in fleet.started_stages[1:]} == set(fleet.nodes)
         fleet.release.set()  # the terminated workflow's stage activity may end now
@@ -119,15 +106,23 @@ async def test_a_node_left_running_for_the_previous_spec_is_freed_when_its_workf
         handle = await client.start_workflow(
             RolloutWorkflow.run, rollout, id=f"nodeprofile/{name}", task_queue=queue
         )
-        await eventually(lambda: bool(fleet.started_stages), "the first stage")
+        await until(
+            lambda: bool(fleet.started_stages), 60.0, "the first stage", interval=0.05, blocking=False
+        )
         [(node, _)] = fleet.started_stages
         upgrade = examples.profile(name, interrupt=None, version="1.1.0", generation=2)
         await handle.signal(RolloutWorkflow.spec_changed, SpecChange(profile=upgrade, policy=policy))
-        await until(handle, lambda p: p.generation == 2, "the new spec")
+        await until_progress(handle, lambda p: p.generation == 2, "the new spec")
         await client.get_workflow_handle(node_workflow_id(name, node)).terminate("an operator")
-        await eventually(lambda: len(fleet.started_stages) == 2, "the node started for the new spec", 90)
+        await until(
+            lambda: len(fleet.started_stages) == 2,
+            90,
+            "the node started for the new spec",
+            interval=0.05,
+            blocking=False,
+        )
         fleet.release.set()
-        done = await until(handle, lambda p: p.phase == "Complete", "Complete")
+        done = await until_progress(handle, lambda p: p.phase == "Complete", "Complete")
         await handle.terminate("test done")
     assert done.generation == 2
 

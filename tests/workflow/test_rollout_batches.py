@@ -19,8 +19,9 @@ from fleetwright.localcluster import examples
 from fleetwright.worker.temporal import build_worker
 from fleetwright.workflows.payloads import Progress, RolloutInput, SpecChange
 from fleetwright.workflows.rollout import RolloutWorkflow
+from tests.support.waiting import until_progress
 from tests.workflow.fakefleet import FakeFleet
-from tests.workflow.test_rollout_workflow import SETTINGS, halted, start, unique, until_progress
+from tests.workflow.test_rollout_workflow import SETTINGS, halted, start, unique
 
 pytestmark = pytest.mark.workflow
 

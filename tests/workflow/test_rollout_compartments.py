@@ -19,8 +19,9 @@ from fleetwright.localcluster.nodes import node_name
 from fleetwright.worker.temporal import build_worker
 from fleetwright.workflows.payloads import RolloutInput
 from fleetwright.workflows.rollout import RolloutWorkflow
+from tests.support.waiting import until, until_progress
 from tests.workflow.fakefleet import FakeFleet
-from tests.workflow.test_rollout_workflow import SETTINGS, eventually, start, unique, until_progress
+from tests.workflow.test_rollout_workflow import SETTINGS, start, unique
 
 pytestmark = pytest.mark.workflow
 
@@ -131,13 +132,25 @@ async def test_each_compartment_paces_its_own_nodes_by_its_steps_and_cap(
     handle, queue = await start(client, fleet, rollout)
 
     async def h100_started(count: int) -> None:
-        await eventually(lambda: len(started(fleet, H100_NODES)) == count, f"{count} h100 nodes started")
+        await until(
+            lambda: len(started(fleet, H100_NODES)) == count,
+            30.0,
+            f"{count} h100 nodes started",
+            interval=0.05,
+            blocking=False,
+        )
 
     async with build_worker(client, fleet.activities(), task_queue=queue):
         # The canary is the node the h100 selector names; a100 and the retired node go meanwhile.
         await h100_started(1)
         assert started(fleet, H100_NODES) == [CANARY]
-        await eventually(lambda: fleet.statuses.get(CANARY) == "Complete", "the canary")
+        await until(
+            lambda: fleet.statuses.get(CANARY) == "Complete",
+            30.0,
+            "the canary",
+            interval=0.05,
+            blocking=False,
+        )
         soaking = await until_progress(handle, lambda p: "h100: soak watch" in p.message, "the soak")
         assert soaking.phase != "Halted", soaking  # every updated node passes the health gate
         await time_skipping_env.sleep(timedelta(hours=1))
@@ -147,9 +160,12 @@ async def test_each_compartment_paces_its_own_nodes_by_its_steps_and_cap(
         # Linear batches 1, 2, 2, 2 (maxBatchSize caps the growth), ten minutes apart.
         for total in (2, 4, 6, 8):
             await h100_started(total)
-            await eventually(
+            await until(
                 lambda: all(fleet.statuses.get(n) == "Complete" for n in started(fleet, H100_NODES)),
+                30.0,
                 f"h100 batch up to {total}",
+                interval=0.05,
+                blocking=False,
             )
             if total < 8:
                 await until_progress(handle, lambda p: "h100: pause between batches" in p.message, "a pause")

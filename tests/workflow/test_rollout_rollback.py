@@ -16,8 +16,9 @@ from fleetwright.planner.packages import config_digests
 from fleetwright.worker.temporal import build_worker
 from fleetwright.workflows.payloads import RolloutInput, SpecChange
 from fleetwright.workflows.rollout import RolloutWorkflow
+from tests.support.waiting import until_progress
 from tests.workflow.fakefleet import FakeFleet
-from tests.workflow.test_rollout_workflow import SETTINGS, in_phase, progress, start, unique, until_progress
+from tests.workflow.test_rollout_workflow import SETTINGS, in_phase, progress, start, unique
 
 pytestmark = pytest.mark.workflow
 

@@ -14,8 +14,9 @@ from fleetwright.api.deploymentpolicy import DeploymentPolicy
 from fleetwright.localcluster import examples
 from fleetwright.worker.temporal import build_worker
 from fleetwright.workflows.payloads import RolloutInput
+from tests.support.waiting import until, until_progress
 from tests.workflow.fakefleet import FakeFleet
-from tests.workflow.test_rollout_workflow import SETTINGS, eventually, start, unique, until_progress
+from tests.workflow.test_rollout_workflow import SETTINGS, start, unique
 
 pytestmark = pytest.mark.workflow
 
@@ -49,6 +50,12 @@ async def test_a_rollout_waits_for_its_window_and_starts_when_it_opens(
         await time_skipping_env.sleep(timedelta(hours=1))
         assert fleet.started_stages == []
         await time_skipping_env.sleep(timedelta(hours=2, minutes=30))
-        await eventually(lambda: list(fleet.statuses.values()).count("Complete") == 3, "the fleet")
+        await until(
+            lambda: list(fleet.statuses.values()).count("Complete") == 3,
+            30.0,
+            "the fleet",
+            interval=0.05,
+            blocking=False,
+        )
         await until_progress(handle, lambda p: p.phase == "Complete", "Complete")
         await handle.terminate("test done")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -13,7 +12,6 @@ import pytest
 from temporalio import activity
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle, WorkflowHistory, WorkflowUpdateFailedError
-from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 
 from fleetwright.activities.payloads import NAMES, DecideReport, DecideRequest, DrainReport, DrainRequest
@@ -25,6 +23,7 @@ from fleetwright.workflows.enginesettings import EngineSettings
 from fleetwright.workflows.ids import node_workflow_id
 from fleetwright.workflows.payloads import Progress, RolloutInput, SpecChange
 from fleetwright.workflows.rollout import ABORTED, RolloutWorkflow
+from tests.support.waiting import query_progress, until, until_progress
 from tests.workflow.fakefleet import FakeFleet
 
 pytestmark = pytest.mark.workflow
@@ -50,45 +49,10 @@ async def start(
     return handle, queue
 
 
-async def eventually(predicate: Callable[[], bool], what: str, within: float = 30.0) -> None:
-    deadline = asyncio.get_running_loop().time() + within
-    while asyncio.get_running_loop().time() < deadline:
-        if predicate():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-async def query_progress(handle: WorkflowHandle[RolloutWorkflow, Progress]) -> Progress | None:
-    """The rollout's progress query (None before its first turn). A query is answered by the
-    worker; on a loaded CI machine the test server's query deadline can pass, so a timed-out query
-    is asked again (a few times)."""
-    for _ in range(4):
-        try:
-            return await handle.query(RolloutWorkflow.progress)
-        except RPCError as error:
-            if error.status is not RPCStatusCode.DEADLINE_EXCEEDED:
-                raise
-    raise AssertionError("the progress query timed out four times")
-
-
 async def progress(handle: WorkflowHandle[RolloutWorkflow, Progress]) -> Progress:
     result = await query_progress(handle)
     assert result is not None
     return result
-
-
-async def until_progress(
-    handle: WorkflowHandle[RolloutWorkflow, Progress], predicate: Callable[[Progress], bool], what: str
-) -> Progress:
-    """The first published progress that satisfies ``predicate`` (a rollout's turn can take seconds
-    on a loaded machine: wait for what it shows, never for a fixed time)."""
-    for _ in range(300):
-        state = await query_progress(handle)
-        if state is not None and predicate(state):
-            return state
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"the rollout never showed {what}")
 
 
 async def in_phase(handle: WorkflowHandle[RolloutWorkflow, Progress], phase: str) -> Progress:
@@ -108,8 +72,12 @@ async def test_a_rollout_completes_with_canary_first_and_the_cap_held(client: Cl
     )
     handle, queue = await start(client, fleet, rollout)
     async with build_worker(client, fleet.activities(), task_queue=queue):
-        await eventually(
-            lambda: len(fleet.statuses) == 7 and set(fleet.statuses.values()) == {"Complete"}, "all nodes"
+        await until(
+            lambda: len(fleet.statuses) == 7 and set(fleet.statuses.values()) == {"Complete"},
+            30.0,
+            "all nodes",
+            interval=0.05,
+            blocking=False,
         )
         state = await progress(handle)
         while state.phase != "Complete":
@@ -146,7 +114,9 @@ async def test_a_canary_gate_holds_for_seven_days_and_resumes_on_approve(
     )
     handle, queue = await start(client, fleet, rollout)
     async with build_worker(client, fleet.activities(), task_queue=queue):
-        await eventually(lambda: "Complete" in fleet.statuses.values(), "the canary")
+        await until(
+            lambda: "Complete" in fleet.statuses.values(), 30.0, "the canary", interval=0.05, blocking=False
+        )
         await time_skipping_env.sleep(timedelta(days=7))
         held = await progress(handle)
         assert held.updated == 1
@@ -158,7 +128,13 @@ async def test_a_canary_gate_holds_for_seven_days_and_resumes_on_approve(
             refused.value.cause
         )
         await handle.execute_update(RolloutWorkflow.approve, "rollout/gate")
-        await eventually(lambda: list(fleet.statuses.values()).count("Complete") == 4, "the rest")
+        await until(
+            lambda: list(fleet.statuses.values()).count("Complete") == 4,
+            30.0,
+            "the rest",
+            interval=0.05,
+            blocking=False,
+        )
         await handle.terminate("test done")
 
 
@@ -172,18 +148,30 @@ async def test_pause_mid_batch_starts_no_new_node_until_resume(client: Client) -
     )
     handle, queue = await start(client, fleet, rollout)
     async with build_worker(client, fleet.activities(), task_queue=queue):
-        await eventually(lambda: len(fleet.started_nodes()) == 2, "the first batch")
+        await until(
+            lambda: len(fleet.started_nodes()) == 2, 30.0, "the first batch", interval=0.05, blocking=False
+        )
         await handle.signal(RolloutWorkflow.pause)
         await in_phase(handle, "Paused")
         fleet.release.set()
-        await eventually(lambda: list(fleet.statuses.values()).count("Complete") == 2, "the batch to finish")
+        await until(
+            lambda: list(fleet.statuses.values()).count("Complete") == 2,
+            30.0,
+            "the batch to finish",
+            interval=0.05,
+            blocking=False,
+        )
         # The turn that folds in both reports decides under the pause: nothing new starts.
         paused = await until_progress(handle, lambda state: state.updated == 2, "the batch's reports")
         assert paused.phase == "Paused"
         assert len(fleet.started_nodes()) == 2
         await handle.signal(RolloutWorkflow.resume)
-        await eventually(
-            lambda: list(fleet.statuses.values()).count("Complete") == 6, "the rest after resume"
+        await until(
+            lambda: list(fleet.statuses.values()).count("Complete") == 6,
+            30.0,
+            "the rest after resume",
+            interval=0.05,
+            blocking=False,
         )
         await handle.terminate("test done")
 
@@ -250,7 +238,13 @@ async def test_a_pause_or_abort_received_while_deciding_starts_none_of_that_deci
         assert fleet.started_nodes() == []
         if control == "pause":
             await handle.signal(RolloutWorkflow.resume)
-            await eventually(lambda: list(fleet.statuses.values()).count("Complete") == 4, "all after resume")
+            await until(
+                lambda: list(fleet.statuses.values()).count("Complete") == 4,
+                30.0,
+                "all after resume",
+                interval=0.05,
+                blocking=False,
+            )
             await handle.terminate("test done")
 
 
@@ -302,7 +296,13 @@ async def test_a_node_whose_drain_a_pdb_holds_counts_as_blocked_while_it_runs(cl
         assert "trainer-pdb" in state.blocked_reasons[canary]
         assert "default/trainer-0" in state.blocked_reasons[canary]
         fleet.release.set()
-        await eventually(lambda: list(fleet.statuses.values()).count("Complete") == 3, "all nodes")
+        await until(
+            lambda: list(fleet.statuses.values()).count("Complete") == 3,
+            30.0,
+            "all nodes",
+            interval=0.05,
+            blocking=False,
+        )
         await handle.terminate("test done")
 
 
@@ -316,7 +316,9 @@ async def test_abort_lets_in_flight_nodes_finish_their_stage_and_uncordons_them(
     )
     handle, queue = await start(client, fleet, rollout)
     async with build_worker(client, fleet.activities(), task_queue=queue):
-        await eventually(lambda: len(fleet.started_nodes()) == 2, "the first batch")
+        await until(
+            lambda: len(fleet.started_nodes()) == 2, 30.0, "the first batch", interval=0.05, blocking=False
+        )
         in_flight = set(fleet.started_nodes())
         assert fleet.cordoned() == in_flight
         await handle.signal(RolloutWorkflow.abort)
@@ -370,7 +372,9 @@ async def test_an_aborting_rollout_stays_aborted_through_a_policy_edit_but_not_a
     rollout = one_at_a_time()
     handle, queue = await start(client, fleet, rollout)
     async with build_worker(client, fleet.activities(), task_queue=queue):
-        await eventually(lambda: len(fleet.started_nodes()) == 1, "the first node")
+        await until(
+            lambda: len(fleet.started_nodes()) == 1, 30.0, "the first node", interval=0.05, blocking=False
+        )
         await handle.signal(RolloutWorkflow.abort)
         if edit == "policy":
             change = SpecChange(
@@ -417,7 +421,9 @@ async def test_a_new_spec_signalled_while_the_last_aborted_node_is_folded_in_con
     rollout = one_at_a_time()
     handle, queue = await start(client, fleet, rollout)
     async with build_worker(client, fleet.activities(), task_queue=queue):
-        await eventually(lambda: len(fleet.started_nodes()) == 1, "the first node")
+        await until(
+            lambda: len(fleet.started_nodes()) == 1, 30.0, "the first node", interval=0.05, blocking=False
+        )
         await handle.signal(RolloutWorkflow.abort)
         fleet.release.set()  # after the abort: the node's report reaches an aborted turn
         await fleet.deciding.wait()
@@ -446,7 +452,9 @@ async def test_a_node_updated_under_a_foreign_cordon_is_cordoned_again_when_it_i
     )
     handle, queue = await start(client, fleet, rollout)
     async with build_worker(client, fleet.activities(), task_queue=queue):
-        await eventually(lambda: bool(fleet.started_stages), "the first stage")
+        await until(
+            lambda: bool(fleet.started_stages), 30.0, "the first stage", interval=0.05, blocking=False
+        )
         assert fleet.cordoned_at_stages[0][2]
         assert cordon_key(rollout.profile.metadata.name) not in fleet.annotations(node)  # not ours
         fleet.nodes[node]["spec"].pop("unschedulable")  # the other party uncordons
@@ -470,7 +478,13 @@ async def test_a_failed_canary_halts_before_any_other_node_is_touched(client: Cl
     fleet.failing_nodes = {f"gpu-node-000{i}" for i in range(5)}
     handle, queue = await start(client, fleet, rollout)
     async with build_worker(client, fleet.activities(), task_queue=queue):
-        await eventually(lambda: "Failed" in fleet.statuses.values(), "the canary to fail")
+        await until(
+            lambda: "Failed" in fleet.statuses.values(),
+            30.0,
+            "the canary to fail",
+            interval=0.05,
+            blocking=False,
+        )
         halted = await in_phase(handle, "Halted")
         assert halted.failed == 1
         assert len(fleet.started_nodes()) == 1
@@ -494,7 +508,13 @@ async def test_the_node_records_every_passed_stage_and_completes_the_package(cli
     )
     handle, queue = await start(client, fleet, rollout)
     async with build_worker(client, fleet.activities(), task_queue=queue):
-        await eventually(lambda: fleet.statuses.get("gpu-node-0000") == "Complete", "the node")
+        await until(
+            lambda: fleet.statuses.get("gpu-node-0000") == "Complete",
+            30.0,
+            "the node",
+            interval=0.05,
+            blocking=False,
+        )
         await asyncio.sleep(0.5)  # let the node report and close before its worker goes
         await handle.terminate("test done")
     record = read_profile_state(fleet.annotations("gpu-node-0000"), name).packages["tuning"]
@@ -541,7 +561,7 @@ async def test_a_node_runs_one_activity_for_its_stages_plus_its_cordon_and_drain
     handle, queue = await start(client, fleet, rollout)
     async with build_worker(client, fleet.activities(), task_queue=queue):
         node = client.get_workflow_handle(node_workflow_id(name, "gpu-node-0000"))
-        await eventually(lambda: fleet.started_stages != [], "the node")
+        await until(lambda: fleet.started_stages != [], 30.0, "the node", interval=0.05, blocking=False)
         await node.result()
         await handle.terminate("test done")
     assert await node_activities(client, name, "gpu-node-0000") == expected
@@ -562,7 +582,13 @@ async def test_retrying_a_failed_canary_reruns_it_and_the_rollout_goes_on(client
         (canary,) = fleet.started_nodes()
         fleet.failing_nodes = set()  # the operator fixed the host
         await handle.execute_update(RolloutWorkflow.retry_node, canary)
-        await eventually(lambda: list(fleet.statuses.values()).count("Complete") == 3, "every node")
+        await until(
+            lambda: list(fleet.statuses.values()).count("Complete") == 3,
+            30.0,
+            "every node",
+            interval=0.05,
+            blocking=False,
+        )
         await handle.terminate("test done")
     canary_stages = [stage for node, stage in fleet.started_stages if node == canary]
     # The failed first stage ran again; nothing before it had passed.
@@ -583,12 +609,24 @@ async def test_retrying_a_failed_node_whose_record_is_corrupt_blocks_only_that_n
         fleet.failing_nodes = set()
         fleet.annotations(canary)[state_key(name)] = '{"v":1,"profile":'
         await handle.execute_update(RolloutWorkflow.retry_node, canary)
-        await eventually(lambda: list(fleet.statuses.values()).count("Complete") == 2, "the other nodes")
+        await until(
+            lambda: list(fleet.statuses.values()).count("Complete") == 2,
+            30.0,
+            "the other nodes",
+            interval=0.05,
+            blocking=False,
+        )
         blocked = await until_progress(handle, lambda p: canary in p.blocked_reasons, "the canary blocked")
         assert blocked.blocked_reasons[canary].startswith("UnreadableState")
         del fleet.annotations(canary)[state_key(name)]  # what `fleetwright node reset` does
         await handle.signal(RolloutWorkflow.nodes_changed)
-        await eventually(lambda: list(fleet.statuses.values()).count("Complete") == 3, "every node")
+        await until(
+            lambda: list(fleet.statuses.values()).count("Complete") == 3,
+            30.0,
+            "every node",
+            interval=0.05,
+            blocking=False,
+        )
         await handle.terminate("test done")
 
 
@@ -604,7 +642,13 @@ async def test_skipping_a_failed_canary_leaves_it_alone_and_the_rollout_goes_on(
         (canary,) = fleet.started_nodes()
         fleet.failing_nodes = set()
         await handle.execute_update(RolloutWorkflow.skip_node, canary)
-        await eventually(lambda: list(fleet.statuses.values()).count("Complete") == 2, "the other nodes")
+        await until(
+            lambda: list(fleet.statuses.values()).count("Complete") == 2,
+            30.0,
+            "the other nodes",
+            interval=0.05,
+            blocking=False,
+        )
         progress_now = await in_phase(handle, "Complete")
         await handle.terminate("test done")
     assert (fleet.statuses[canary], fleet.reasons[canary]) == ("Failed", "StageFailed")
@@ -639,8 +683,12 @@ async def run_across_runs(client: Client, size: int, settings: EngineSettings) -
     async with build_worker(client, fleet.activities(), task_queue=queue):
         # A liveness bound, not a speed claim: a dozen nodes two at a time, each batch a real
         # server round of turns, on a machine that may be busy with other work.
-        await eventually(
-            lambda: list(fleet.statuses.values()).count("Complete") == size, "every node", within=180
+        await until(
+            lambda: list(fleet.statuses.values()).count("Complete") == size,
+            180,
+            "every node",
+            interval=0.05,
+            blocking=False,
         )
         # No query here: one sent while a run hands over to the next can wait out the test
         # server's deadline. The fleet and the histories say what these tests need.
@@ -708,7 +756,13 @@ async def test_turns_woken_by_node_reports_are_spaced_by_the_last_turns_duration
     )
     handle, queue = await start(client, fleet, rollout)
     async with build_worker(client, fleet.activities(), task_queue=queue):
-        await eventually(lambda: list(fleet.statuses.values()).count("Complete") == 6, "every node")
+        await until(
+            lambda: list(fleet.statuses.values()).count("Complete") == 6,
+            30.0,
+            "every node",
+            interval=0.05,
+            blocking=False,
+        )
         history = await handle.fetch_history()
         await handle.terminate("test done")
     asked_at: dict[int, datetime] = {}
@@ -734,12 +788,24 @@ async def test_a_node_that_joins_after_completion_gets_its_packages(client: Clie
     )
     handle, queue = await start(client, fleet, rollout)
     async with build_worker(client, fleet.activities(), task_queue=queue):
-        await eventually(lambda: list(fleet.statuses.values()).count("Complete") == 3, "the first three")
+        await until(
+            lambda: list(fleet.statuses.values()).count("Complete") == 3,
+            30.0,
+            "the first three",
+            interval=0.05,
+            blocking=False,
+        )
         await asyncio.sleep(0.5)
         joined = FakeFleet(size=4).nodes["gpu-node-0003"]
         fleet.nodes["gpu-node-0003"] = joined
         await handle.signal(RolloutWorkflow.nodes_changed)
-        await eventually(lambda: fleet.statuses.get("gpu-node-0003") == "Complete", "the joined node")
+        await until(
+            lambda: fleet.statuses.get("gpu-node-0003") == "Complete",
+            30.0,
+            "the joined node",
+            interval=0.05,
+            blocking=False,
+        )
         state = await progress(handle)
         for _ in range(50):
             if state.phase == "Complete":

@@ -1,0 +1,91 @@
+"""The one way a test waits: poll a probe until it returns something truthy (and return that), or
+fail naming what was awaited. Never a fixed sleep: a loaded CI machine takes longer, not a
+different path.
+
+``wait_for`` polls from synchronous code; ``until`` from a test's event loop, awaiting a probe
+that returns an awaitable and running a plain one on a thread (``blocking``, the default: kubectl
+and API reads must not stall an in-process worker or controller) or inline (``blocking=False``:
+cheap reads of in-memory state that the loop's own tasks change). ``until_progress`` waits for a
+rollout workflow's published progress to show something.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+from collections.abc import Callable
+from typing import Any
+
+from temporalio.client import WorkflowHandle
+from temporalio.service import RPCError, RPCStatusCode
+
+from fleetwright.workflows.payloads import Progress
+from fleetwright.workflows.rollout import RolloutWorkflow
+
+
+def wait_for(
+    probe: Callable[[], Any], timeout: float = 30.0, what: str = "condition", interval: float = 0.2
+) -> Any:
+    """Poll ``probe`` until it returns something truthy (and return that), or fail naming ``what``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = probe()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+async def until(
+    probe: Callable[[], Any],
+    within: float,
+    what: str,
+    *,
+    interval: float = 0.2,
+    blocking: bool = True,
+    details: Callable[[], object] = lambda: "",
+) -> Any:
+    """``wait_for`` from the event loop; ``details`` adds what to print on a timeout."""
+    deadline = time.monotonic() + within
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = (
+            probe() if inspect.iscoroutinefunction(probe) or not blocking else await asyncio.to_thread(probe)
+        )
+        if inspect.isawaitable(last):
+            last = await last
+        if last:
+            return last
+        await asyncio.sleep(interval)
+    raise AssertionError(f"timed out after {within}s waiting for {what} (last: {last}; {details()})")
+
+
+async def query_progress(handle: WorkflowHandle[RolloutWorkflow, Progress]) -> Progress | None:
+    """The rollout's progress query (None before its first turn). A query is answered by the
+    worker; on a loaded CI machine the test server's query deadline can pass, so a timed-out query
+    is asked again (a few times)."""
+    for _ in range(4):
+        try:
+            return await handle.query(RolloutWorkflow.progress)
+        except RPCError as error:
+            if error.status is not RPCStatusCode.DEADLINE_EXCEEDED:
+                raise
+    raise AssertionError("the progress query timed out four times")
+
+
+async def until_progress(
+    handle: WorkflowHandle[RolloutWorkflow, Progress],
+    predicate: Callable[[Progress], bool],
+    what: str,
+    within: float = 60.0,
+) -> Progress:
+    """The first published progress that satisfies ``predicate`` (a rollout's turn can take seconds
+    on a loaded machine: wait for what it shows, never for a fixed time)."""
+
+    async def shown() -> Progress | None:
+        state = await query_progress(handle)
+        return state if state is not None and predicate(state) else None
+
+    progress: Progress = await until(shown, within, f"the rollout to show {what}", interval=0.1)
+    return progress
