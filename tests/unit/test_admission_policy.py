@@ -12,19 +12,11 @@ from pydantic import ValidationError
 
 from fleetwright.api.validation import AdmissionPolicy, Result, validate_nodeprofile
 from fleetwright.worker.webhook import ADMISSION_ENV, AdmissionPolicyError, load_admission_policy, review
+from tests.support.manifests import profile_manifest
 
 pytestmark = pytest.mark.unit
 
 DIGEST = "sha256:" + "a" * 64
-
-
-def profile(*packages: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "apiVersion": "fleetwright.io/v1alpha1",
-        "kind": "NodeProfile",
-        "metadata": {"name": "p"},
-        "spec": {"nodeSelector": {"matchLabels": {"pool": "gpu"}}, "packages": list(packages)},
-    }
 
 
 def pkg(name: str, image: str, digest: str | None = None) -> dict[str, Any]:
@@ -50,14 +42,14 @@ class NoLookup:
 
 
 def test_without_a_policy_unpinned_images_from_anywhere_are_admitted() -> None:
-    obj = profile(pkg("a", "quay.io/x/a"))
+    obj = profile_manifest(pkg("a", "quay.io/x/a"))
     assert validate_nodeprofile(obj).ok
     assert validate_nodeprofile(obj, admission=AdmissionPolicy()).ok
 
 
 def test_an_unpinned_image_is_rejected_when_digests_are_required() -> None:
     policy = AdmissionPolicy(require_digest=True)
-    obj = profile(pkg("pinned", "ghcr.io/acme/a", DIGEST), pkg("floating", "ghcr.io/acme/b"))
+    obj = profile_manifest(pkg("pinned", "ghcr.io/acme/a", DIGEST), pkg("floating", "ghcr.io/acme/b"))
     result = validate_nodeprofile(obj, admission=policy)
     assert errors(result) == {"spec.packages[1].digest": "image-digest-required"}
     assert "pinned by digest" in result.errors[0].message
@@ -76,7 +68,7 @@ def test_an_unpinned_image_is_rejected_when_digests_are_required() -> None:
 )
 def test_the_registry_allow_list_matches_whole_components(image: str, allowed: bool) -> None:
     policy = AdmissionPolicy(allowed_registries=("ghcr.io/acme", "registry.internal:5000"))
-    result = validate_nodeprofile(profile(pkg("p", image, DIGEST)), admission=policy)
+    result = validate_nodeprofile(profile_manifest(pkg("p", image, DIGEST)), admission=policy)
     if allowed:
         assert result.ok, result.errors
     else:
@@ -92,7 +84,7 @@ def test_the_webhook_denies_with_the_field_path_in_message_and_causes() -> None:
         "resource": {"group": "fleetwright.io", "version": "v1alpha1", "resource": "nodeprofiles"},
         "operation": "CREATE",
         "name": "p",
-        "object": profile(pkg("a", "docker.io/library/a")),
+        "object": profile_manifest(pkg("a", "docker.io/library/a")),
     }
     body = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
     response = review(body, NoLookup(), policy)["response"]

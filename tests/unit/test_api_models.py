@@ -18,28 +18,13 @@ from fleetwright.api.deploymentpolicy import (
     check_time_zone,
 )
 from fleetwright.api.nodeprofile import NodeProfile, NodeProfileSpec
+from tests.support.manifests import profile_manifest
 
 pytestmark = pytest.mark.unit
 
 
-def profile(**spec: Any) -> dict[str, Any]:
-    base: dict[str, Any] = {
-        "nodeSelector": {"matchLabels": {"pool": "gpu"}},
-        "packages": [
-            {"name": "tuning", "version": "1.2.0", "image": "ghcr.io/nvidia/skyhook-packages/tuning"}
-        ],
-    }
-    base.update(spec)
-    return {
-        "apiVersion": "fleetwright.io/v1alpha1",
-        "kind": "NodeProfile",
-        "metadata": {"name": "p"},
-        "spec": base,
-    }
-
-
 def test_profile_round_trips_in_camel_case() -> None:
-    np = NodeProfile.model_validate(profile(podNonInterruptLabels={"matchLabels": {"a": "b"}}))
+    np = NodeProfile.model_validate(profile_manifest(podNonInterruptLabels={"matchLabels": {"a": "b"}}))
     out = np.to_k8s()
     assert out["spec"]["podNonInterruptLabels"] == {"matchLabels": {"a": "b"}, "matchExpressions": []}
     assert out["spec"]["packages"][0]["stageTimeoutSeconds"] == 3600
@@ -56,7 +41,7 @@ def test_python_names_are_accepted_too() -> None:
 
 
 def test_metadata_from_the_apiserver_parses_unchanged() -> None:
-    obj = profile()
+    obj = profile_manifest()
     obj["metadata"] = {
         "name": "p",
         "generation": 3,
@@ -80,21 +65,21 @@ def test_metadata_from_the_apiserver_parses_unchanged() -> None:
 )
 def test_unknown_fields_and_loose_types_are_errors(patch: dict[str, Any], loc: tuple[str, ...]) -> None:
     with pytest.raises(ValidationError) as info:
-        NodeProfile.model_validate(profile(**patch))
+        NodeProfile.model_validate(profile_manifest(**patch))
     assert loc in [tuple(e["loc"]) for e in info.value.errors()]
 
 
 def test_empty_selector_does_not_mean_all_nodes() -> None:
     with pytest.raises(ValidationError, match="nodeselector-required"):
-        NodeProfile.model_validate(profile(nodeSelector={}))
+        NodeProfile.model_validate(profile_manifest(nodeSelector={}))
     everything = NodeProfile.model_validate(
-        {**profile(), "spec": {"allNodes": True, "packages": profile()["spec"]["packages"]}}
+        {**profile_manifest(), "spec": {"allNodes": True, "packages": profile_manifest()["spec"]["packages"]}}
     )
     assert everything.spec.all_nodes
 
 
 def test_agent_spelling_of_restart_all_services_is_normalized() -> None:
-    obj = profile()
+    obj = profile_manifest()
     obj["spec"]["packages"][0]["interrupt"] = {"type": "restart_all_services"}
     np = NodeProfile.model_validate(obj)
     assert np.spec.packages[0].interrupt is not None
@@ -102,9 +87,9 @@ def test_agent_spelling_of_restart_all_services_is_normalized() -> None:
 
 
 def test_image_reference_prefers_the_digest() -> None:
-    obj = profile()
+    obj = profile_manifest()
     pkg = NodeProfile.model_validate(obj).spec.packages[0]
-    assert pkg.image_reference() == "ghcr.io/nvidia/skyhook-packages/tuning:1.2.0"
+    assert pkg.image_reference() == "ghcr.io/example/tuning:1.0.0"
     obj["spec"]["packages"][0]["digest"] = "sha256:" + "0" * 64
     pinned = NodeProfile.model_validate(obj).spec.packages[0]
     assert pinned.image_reference().endswith("@sha256:" + "0" * 64)

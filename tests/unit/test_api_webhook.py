@@ -18,6 +18,7 @@ from cryptography import x509
 from fleetwright import certs
 from fleetwright.api.keys import WEBHOOK_NAME
 from fleetwright.worker.webhook import WebhookServer, review, webhook_configuration
+from tests.support.manifests import package_manifest, profile_manifest
 
 pytestmark = pytest.mark.unit
 
@@ -61,19 +62,10 @@ class BrokenLookup:
 
 
 def profile(ref: str | None = "careful", version: str = "1.0.0", priority: int = 200) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "nodeSelector": {"matchLabels": {"pool": "a"}},
-        "priority": priority,
-        "packages": [{"name": "a", "version": version, "image": "ghcr.io/example/a"}],
-    }
+    spec: dict[str, Any] = {"nodeSelector": {"matchLabels": {"pool": "a"}}, "priority": priority}
     if ref:
         spec["deploymentPolicyRef"] = {"name": ref}
-    return {
-        "apiVersion": "fleetwright.io/v1alpha1",
-        "kind": "NodeProfile",
-        "metadata": {"name": "p"},
-        "spec": spec,
-    }
+    return profile_manifest(package_manifest("a", version), **spec)
 
 
 def admission(

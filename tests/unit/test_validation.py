@@ -19,24 +19,11 @@ from fleetwright.api.validation import (
     validate_object,
     validate_policy_deletion,
 )
+from tests.support.manifests import package_manifest, profile_manifest
 
 pytestmark = pytest.mark.unit
 
 CORPUS = Path(__file__).resolve().parents[1] / "integration" / "corpus"
-
-
-def profile(*packages: dict[str, Any], **spec: Any) -> dict[str, Any]:
-    pkgs = list(packages) or [pkg("tuning")]
-    return {
-        "apiVersion": "fleetwright.io/v1alpha1",
-        "kind": "NodeProfile",
-        "metadata": {"name": "p"},
-        "spec": {"nodeSelector": {"matchLabels": {"pool": "gpu"}}, "packages": pkgs, **spec},
-    }
-
-
-def pkg(name: str, version: str = "1.0.0", **extra: Any) -> dict[str, Any]:
-    return {"name": name, "version": version, "image": f"ghcr.io/example/{name}", **extra}
 
 
 def errors(result: Result) -> dict[str, str]:
@@ -77,9 +64,11 @@ def test_every_valid_example_is_accepted_offline(path: Path) -> None:
 
 def test_dependson_must_name_an_existing_package_at_its_exact_version() -> None:
     result = validate_nodeprofile(
-        profile(
-            pkg("a", "1.0.0"),
-            pkg("b", dependsOn=[{"name": "a", "version": "1.0.1"}, {"name": "zz", "version": "1.0.0"}]),
+        profile_manifest(
+            package_manifest("a", "1.0.0"),
+            package_manifest(
+                "b", dependsOn=[{"name": "a", "version": "1.0.1"}, {"name": "zz", "version": "1.0.0"}]
+            ),
         )
     )
     assert errors(result) == {
@@ -90,10 +79,10 @@ def test_dependson_must_name_an_existing_package_at_its_exact_version() -> None:
 
 def test_cycles_are_reported_once_with_the_cycle() -> None:
     result = validate_nodeprofile(
-        profile(
-            pkg("a", dependsOn=[{"name": "c", "version": "1.0.0"}]),
-            pkg("b", dependsOn=[{"name": "a", "version": "1.0.0"}]),
-            pkg("c", dependsOn=[{"name": "b", "version": "1.0.0"}]),
+        profile_manifest(
+            package_manifest("a", dependsOn=[{"name": "c", "version": "1.0.0"}]),
+            package_manifest("b", dependsOn=[{"name": "a", "version": "1.0.0"}]),
+            package_manifest("c", dependsOn=[{"name": "b", "version": "1.0.0"}]),
         )
     )
     cycles = [e for e in result.errors if e.rule == "depends-on-cycle"]
@@ -103,7 +92,7 @@ def test_cycles_are_reported_once_with_the_cycle() -> None:
 
 
 def test_config_interrupt_globs_must_match_a_key() -> None:
-    ok = pkg(
+    ok = package_manifest(
         "t",
         configMap={"service_containerd.conf": "x", "sysctl.conf": "y"},
         configInterrupts=[
@@ -111,11 +100,11 @@ def test_config_interrupt_globs_must_match_a_key() -> None:
             {"key": "sysctl.con[fg]", "interrupt": {"type": "restartAllServices"}},
         ],
     )
-    assert validate_nodeprofile(profile(ok)).ok
-    bad = pkg(
+    assert validate_nodeprofile(profile_manifest(ok)).ok
+    bad = package_manifest(
         "t", configMap={"a.conf": "x"}, configInterrupts=[{"key": "grub*", "interrupt": {"type": "reboot"}}]
     )
-    assert errors(validate_nodeprofile(profile(bad))) == {
+    assert errors(validate_nodeprofile(profile_manifest(bad))) == {
         "spec.packages[0].configInterrupts[0].key": "config-interrupt-no-match"
     }
 
@@ -132,25 +121,27 @@ def test_config_interrupt_globs_must_match_a_key() -> None:
     ],
 )
 def test_image_rules(image: str, rule: str) -> None:
-    assert errors(validate_nodeprofile(profile(pkg("t", image=image)))) == {"spec.packages[0].image": rule}
+    assert errors(validate_nodeprofile(profile_manifest(package_manifest("t", image=image)))) == {
+        "spec.packages[0].image": rule
+    }
 
 
 @pytest.mark.parametrize(
     "image", ["ghcr.io/x/tuning", "localhost/t", "registry.example.com:5000/a/b-c", "nvcr.io/nvidia/k8s/x_y"]
 )
 def test_fully_qualified_images_pass(image: str) -> None:
-    assert validate_nodeprofile(profile(pkg("t", image=image))).ok
+    assert validate_nodeprofile(profile_manifest(package_manifest("t", image=image))).ok
 
 
 @pytest.mark.parametrize("version", ["1.2", "v1.2.0", "01.2.3", "1.2.3-", "latest"])
 def test_versions_must_be_semver(version: str) -> None:
-    assert errors(validate_nodeprofile(profile(pkg("t", version)))) == {
+    assert errors(validate_nodeprofile(profile_manifest(package_manifest("t", version)))) == {
         "spec.packages[0].version": "package-version-semver"
     }
 
 
 def test_digest_must_be_sha256() -> None:
-    result = validate_nodeprofile(profile(pkg("t", digest="sha256:abc")))
+    result = validate_nodeprofile(profile_manifest(package_manifest("t", digest="sha256:abc")))
     assert list(errors(result)) == ["spec.packages[0].digest"]
 
 
@@ -159,13 +150,17 @@ def test_quantities() -> None:
     assert parse_quantity("1Gi") == 2**30
     assert parse_quantity("1e3") == 1000
     assert parse_quantity("lots") is None
-    result = validate_nodeprofile(profile(pkg("t", resources={"cpuRequest": "2", "cpuLimit": "1500m"})))
+    result = validate_nodeprofile(
+        profile_manifest(package_manifest("t", resources={"cpuRequest": "2", "cpuLimit": "1500m"}))
+    )
     assert errors(result) == {"spec.packages[0].resources.cpuRequest": "resources-request-exceeds-limit"}
 
 
 def test_a_work_key_without_its_check_key_is_only_a_warning() -> None:
     result = validate_nodeprofile(
-        profile(pkg("s", configMap={"apply.sh": "echo", "config.sh": "x", "config_check.sh": "y"}))
+        profile_manifest(
+            package_manifest("s", configMap={"apply.sh": "echo", "config.sh": "x", "config_check.sh": "y"})
+        )
     )
     assert result.ok
     assert [(w.path, w.rule) for w in result.warnings] == [
@@ -174,7 +169,7 @@ def test_a_work_key_without_its_check_key_is_only_a_warning() -> None:
 
 
 def test_referenced_policy_must_exist_when_the_lookup_is_given() -> None:
-    obj = profile(deploymentPolicyRef={"name": "careful"})
+    obj = profile_manifest(deploymentPolicyRef={"name": "careful"})
     assert validate_nodeprofile(obj).ok  # no lookup: not checked
     assert validate_nodeprofile(obj, policies={"careful"}).ok
     assert errors(validate_nodeprofile(obj, policies=set())) == {
@@ -190,9 +185,9 @@ def test_deleting_a_referenced_policy_is_refused() -> None:
 
 
 def test_every_error_is_reported_not_just_the_first() -> None:
-    obj = profile(
-        pkg("a", "1.2", image="tuning"),
-        pkg("b", dependsOn=[{"name": "c", "version": "1.0.0"}], interrupt={"type": "service"}),
+    obj = profile_manifest(
+        package_manifest("a", "1.2", image="tuning"),
+        package_manifest("b", dependsOn=[{"name": "c", "version": "1.0.0"}], interrupt={"type": "service"}),
         nodeSelector={},
         additionalTolerations=[{"operator": "Exists"}],
     )
@@ -207,7 +202,7 @@ def test_every_error_is_reported_not_just_the_first() -> None:
 
 
 def test_schema_errors_name_their_path() -> None:
-    obj = profile(pkg("a", stageTimeoutSeconds="10", extra=1))
+    obj = profile_manifest(package_manifest("a", stageTimeoutSeconds="10", extra=1))
     obj["spec"]["drain"] = {"onTimeout": "never"}
     assert errors(validate_nodeprofile(obj)) == {
         "spec.packages[0].stageTimeoutSeconds": "schema-int-type",
