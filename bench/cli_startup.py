@@ -36,7 +36,7 @@ from fleetwright.workflows.enginesettings import EngineSettings
 
 if not __package__:  # run as a file (python bench/cli_startup.py): the repository root holds bench/
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.harness import Stack, loadavg
+from bench.harness import Stack, loadavg, manifest
 
 HELP_TARGET = 0.3
 STATUS_TARGET = 0.8
@@ -93,13 +93,7 @@ def manifests() -> str:
     """A policy that waits for an approval first, and a profile on every node under it."""
     policy = examples.policy(PROFILE, steps=[{"name": "gate", "approval": {}}])
     profile = examples.profile(PROFILE, policy=PROFILE)
-    bodies = []
-    for model in (policy, profile):
-        body = model.model_dump(mode="json", by_alias=True, exclude_none=True)
-        body.pop("status", None)
-        body["metadata"] = {"name": PROFILE}
-        bodies.append(body)
-    return yaml.safe_dump_all(bodies)
+    return yaml.safe_dump_all([manifest(policy, PROFILE), manifest(profile, PROFILE)])
 
 
 def wait_for_progress(target: list[str], within: float = 180) -> None:

@@ -27,6 +27,7 @@ from types import TracebackType
 from typing import Any
 
 import yaml
+from pydantic import BaseModel
 
 from fleetwright.api.crdgen import CRDS, rendered_files
 from fleetwright.kube.client import ApiClient, from_kubeconfig
@@ -104,6 +105,14 @@ def node_lease_seconds(nodes: int) -> int:
 
 def node_monitor_grace(nodes: int) -> str:
     return f"--node-monitor-grace-period={node_lease_seconds(nodes) + 60}s"
+
+
+def manifest(model: BaseModel, name: str) -> dict[str, Any]:
+    """An API model as the body a user applies: its spec under ``name``, no status."""
+    body: dict[str, Any] = model.model_dump(mode="json", by_alias=True, exclude_none=True)
+    body.pop("status", None)
+    body["metadata"] = {"name": name}
+    return body
 
 
 def loadavg() -> str:

@@ -46,7 +46,7 @@ from fleetwright.workflows.ids import rollout_workflow_id
 
 if not __package__:  # run as a file (python bench/reaction.py): the repository root holds bench/
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.harness import Stack, loadavg, percentile
+from bench.harness import Stack, loadavg, manifest, percentile
 
 GROUP = "bench.fleetwright.io/group"
 NODES_PER_TRIAL = 4
@@ -75,13 +75,7 @@ def manifests(name: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """The trial's DeploymentPolicy and NodeProfile bodies."""
     profile = examples.profile(name, interrupt="reboot", selector={GROUP: name}, policy=name)
     policy = examples.policy(name, max_unavailable=1, steps=STEPS)
-    bodies = []
-    for model in (policy, profile):
-        body = model.model_dump(mode="json", by_alias=True, exclude_none=True)
-        body.pop("status", None)
-        body["metadata"] = {"name": name}
-        bodies.append(body)
-    return bodies[0], bodies[1]
+    return manifest(policy, name), manifest(profile, name)
 
 
 def cordoned(core: k8s.CoreV1Api, name: str) -> set[str]:

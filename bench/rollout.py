@@ -65,6 +65,7 @@ from bench.harness import (
     audit_table,
     calibrate,
     loadavg,
+    manifest,
     node_patches,
     peak_rss_mib,
     per_node_lines,
@@ -125,12 +126,8 @@ def _rusage_seconds(usage: resource.struct_rusage) -> float:
 
 
 def manifests(rollout: RolloutInput) -> str:
-    items = []
-    for model in (rollout.policy, rollout.profile):
-        body = model.model_dump(mode="json", by_alias=True, exclude_none=True)
-        body.pop("status", None)
-        body["metadata"] = {"name": body["metadata"]["name"]}  # the apiserver owns uid/generation
-        items.append(body)
+    # The apiserver owns uid and generation: the bodies carry the names only.
+    items = [manifest(model, model.metadata.name) for model in (rollout.policy, rollout.profile)]
     return json.dumps({"apiVersion": "v1", "kind": "List", "items": items})
 
 

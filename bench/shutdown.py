@@ -44,6 +44,10 @@ from fleetwright.worker.settings import WorkerSettings, process_environment
 from fleetwright.workflows.enginesettings import EngineSettings
 from fleetwright.workflows.search import REGISTRATION
 
+if not __package__:  # run as a file (python bench/shutdown.py): the repository root holds bench/
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.harness import manifest
+
 FLEETWRIGHT = Path(sys.executable).with_name("fleetwright")
 PROFILE, POLICY = "shutdown", "shutdown-policy"
 # (process name, command, FLEETWRIGHT_* overrides)
@@ -60,12 +64,7 @@ FATAL = ("Fatal Python error", "Segmentation fault")
 def manifests(version: str) -> str:
     profile = examples.profile(PROFILE, version=version, interrupt=None, policy=POLICY)
     policy = examples.policy(POLICY, max_unavailable=2)
-    bodies = []
-    for model in (policy, profile):
-        body: dict[str, Any] = model.model_dump(mode="json", by_alias=True, exclude_none=True)
-        body["metadata"] = {"name": body["metadata"]["name"]}
-        bodies.append(body)
-    return yaml.safe_dump_all(bodies)
+    return yaml.safe_dump_all([manifest(policy, POLICY), manifest(profile, PROFILE)])
 
 
 def rolled_out(cluster: LocalCluster, within: float) -> bool:
