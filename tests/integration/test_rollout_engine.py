@@ -40,6 +40,8 @@ from tests.support.engine import (
 from tests.support.providers import ClusterUnderTest
 
 # observe-and-decide lists NodeProfiles (priority across profiles), so the CRDs must exist.
+from tests.support.waiting import until_phase
+
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("crds")]
 
 GROUP_LABEL = "test.fleetwright.io/group"
@@ -80,19 +82,6 @@ async def start(
     )
 
 
-async def wait_phase(
-    handle: WorkflowHandle[RolloutWorkflow, Progress], *phases: str, within: float
-) -> Progress:
-    deadline = asyncio.get_running_loop().time() + within
-    last: Progress | None = None
-    while asyncio.get_running_loop().time() < deadline:
-        last = await handle.query(RolloutWorkflow.progress)
-        if last is not None and last.phase in phases:
-            return last
-        await asyncio.sleep(0.5)
-    raise AssertionError(f"rollout never reached {phases}; last progress: {last}")
-
-
 def jobs_of(cluster: ClusterUnderTest, profile: str) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = kubectl_json(
         cluster, "jobs", "-n", "fleetwright-system", "-l", f"fleetwright.io/profile={profile}"
@@ -114,7 +103,7 @@ async def test_thirty_nodes_canary_soak_exponential_never_exceed_the_cap(
         handle = await start(
             temporal_client, engine, profile, {"max_unavailable": 5, "steps": steps}, settings()
         )
-        done = await wait_phase(handle, "Complete", "Halted", within=420)
+        done = await until_phase(handle, "Complete", "Halted", within=420)
     assert done.phase == "Complete", done
     assert done.updated == 30
     assert sampler.samples > 20
@@ -141,7 +130,7 @@ async def test_a_failing_canary_halts_with_no_other_node_cordoned_and_shows_ever
     failing = settings(stage_pod_labels={"sim.fleetwright.io/outcome": "fail"})
     with Sampler(cordoned_by(cluster, profile.metadata.name)) as sampler:
         handle = await start(temporal_client, engine, profile, {"max_unavailable": 3}, failing)
-        halted = await wait_phase(handle, "Halted", within=120)
+        halted = await until_phase(handle, "Halted", within=120)
     assert halted.failed == 1
     (canary,) = halted.failed_nodes
     assert sampler.worst <= 1
@@ -231,7 +220,7 @@ async def test_a_pdb_that_allows_no_disruption_is_a_visible_wait_until_relaxed(
             raise AssertionError("the rollout did not show the held drain within 60 s")
         assert (await handle.query(RolloutWorkflow.progress)).updated == 0  # type: ignore[union-attr]
         cluster.kubectl("delete", "pdb", "trainer-pdb", "-n", namespace)
-        done = await wait_phase(handle, "Complete", "Halted", within=120)
+        done = await until_phase(handle, "Complete", "Halted", within=120)
     assert done.phase == "Complete"
     assert kubectl_json(cluster, "pods", "-n", namespace)["items"] == []
     await handle.terminate("test done")
@@ -256,7 +245,7 @@ async def test_upgrade_runs_upgrade_dependencies_in_order_and_a_foreign_cordon_s
     )
     steps = [{"name": "rest", "batches": {"strategy": "fixed", "initial": 3}}]
     handle = await start(temporal_client, engine, first, {"max_unavailable": 3, "steps": steps}, settings())
-    await wait_phase(handle, "Complete", "Halted", within=180)
+    await until_phase(handle, "Complete", "Halted", within=180)
     await handle.terminate("first version done")
     dependent_v2 = {**dependent, "dependsOn": [{"name": "tuning", "version": "1.1.0"}]}
     second = examples.profile(
@@ -267,7 +256,7 @@ async def test_upgrade_runs_upgrade_dependencies_in_order_and_a_foreign_cordon_s
         extra_packages=[dependent_v2],
     )
     handle = await start(temporal_client, engine, second, {"max_unavailable": 3, "steps": steps}, settings())
-    done = await wait_phase(handle, "Complete", "Halted", within=180)
+    done = await until_phase(handle, "Complete", "Halted", within=180)
     assert done.phase == "Complete", done
     jobs = jobs_of(cluster, profile_name)
     by_node: dict[str, list[tuple[str, str, str]]] = {}
@@ -328,7 +317,7 @@ async def test_a_config_change_with_a_reboot_mid_rollout_never_disrupts_two_node
             await asyncio.sleep(0.3)
         change = SpecChange(profile=version("vm.swappiness=1\n", 2), policy=examples.policy(**policy))
         await handle.signal(RolloutWorkflow.spec_changed, change)
-        done = await wait_phase(handle, "Complete", "Halted", within=300)
+        done = await until_phase(handle, "Complete", "Halted", within=300)
     assert done.phase == "Complete", done
     assert done.generation == 2
     assert sampler.worst == 1, f"{sampler.worst} nodes disrupted at once"
@@ -419,7 +408,7 @@ async def test_a_worker_killed_during_a_drain_loses_nothing_and_runs_no_stage_tw
             second = worker_process()
             try:
                 cluster.kubectl("delete", "pdb", "all-trainers", "-n", namespace)
-                done = await wait_phase(handle, "Complete", "Halted", within=300)
+                done = await until_phase(handle, "Complete", "Halted", within=300)
             finally:
                 second.terminate()
                 second.wait(timeout=30)
@@ -470,13 +459,13 @@ async def test_a_failing_upgrade_with_a_reboot_rolls_back_every_changed_node_to_
         handle = await temporal_client.start_workflow(
             RolloutWorkflow.run, rollout, id=rollout_workflow_id(profile_name), task_queue=engine
         )
-        first = await wait_phase(handle, "Complete", "Halted", within=240)
+        first = await until_phase(handle, "Complete", "Halted", within=240)
         assert first.phase == "Complete", first
         boots = {n: kubectl_json(cluster, "node", n)["status"]["nodeInfo"]["bootID"] for n in nodes}
         await handle.signal(RolloutWorkflow.spec_changed, SpecChange(profile=v2, policy=policy))
-        rolling = await wait_phase(handle, "RollingBack", "Halted", "RolledBack", within=240)
+        rolling = await until_phase(handle, "RollingBack", "Halted", "RolledBack", within=240)
         assert rolling.phase == "RollingBack", rolling
-        done = await wait_phase(handle, "RolledBack", "Halted", within=300)
+        done = await until_phase(handle, "RolledBack", "Halted", within=300)
     assert done.phase == "RolledBack", done
     assert done.rolled_back_generation == 2
     assert sampler.worst <= 2, f"{sampler.worst} nodes cordoned by us at once"

@@ -22,11 +22,11 @@ from fleetwright.planner.packages import digest
 from fleetwright.workflows.ids import rollout_workflow_id
 from fleetwright.workflows.payloads import RolloutInput, SpecChange
 from fleetwright.workflows.rollout import RolloutWorkflow
-from tests.integration.test_rollout_engine import GROUP_LABEL, group, jobs_of, settings, wait_phase
+from tests.integration.test_rollout_engine import GROUP_LABEL, group, jobs_of, settings
 from tests.support.engine import kubectl_json, unique
 from tests.support.nodeactivities import pod
 from tests.support.providers import ClusterUnderTest
-from tests.support.waiting import wait_for
+from tests.support.waiting import until_phase, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("crds")]
 
@@ -220,7 +220,7 @@ async def test_package_drain_and_scheduling_settings_take_effect_on_the_nodes(
         )
         assert pod_exists(cluster, namespace, "scratch")
         cluster.kubectl("delete", "pod", "scratch", "-n", namespace, "--wait=false")
-        installed = await wait_phase(handle, "Complete", "Halted", within=240)
+        installed = await until_phase(handle, "Complete", "Halted", within=240)
         assert installed.phase == "Complete", installed
         assert not pod_exists(cluster, namespace, "bare")  # deleted despite its PDB
         installs = jobs_of(cluster, profile_name)
@@ -231,7 +231,7 @@ async def test_package_drain_and_scheduling_settings_take_effect_on_the_nodes(
         await asyncio.to_thread(
             wait_for, lambda: carries_only_tuning(cluster, nodes, profile_name), 240.0, "gen 2"
         )
-        done = await wait_phase(handle, "Complete", "Halted", within=240)
+        done = await until_phase(handle, "Complete", "Halted", within=240)
         await handle.terminate("test done")
     assert done.phase == "Complete", done
     assert done.generation == 2

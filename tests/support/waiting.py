@@ -6,7 +6,7 @@ different path.
 that returns an awaitable and running a plain one on a thread (``blocking``, the default: kubectl
 and API reads must not stall an in-process worker or controller) or inline (``blocking=False``:
 cheap reads of in-memory state that the loop's own tasks change). ``until_progress`` waits for a
-rollout workflow's published progress to show something.
+rollout workflow's published progress to show something, ``until_phase`` for one of its phases.
 """
 
 from __future__ import annotations
@@ -89,3 +89,10 @@ async def until_progress(
 
     progress: Progress = await until(shown, within, f"the rollout to show {what}", interval=0.1)
     return progress
+
+
+async def until_phase(
+    handle: WorkflowHandle[RolloutWorkflow, Progress], *phases: str, within: float = 60.0
+) -> Progress:
+    """The first published progress in one of ``phases``."""
+    return await until_progress(handle, lambda state: state.phase in phases, " or ".join(phases), within)

@@ -19,7 +19,7 @@ from fleetwright.worker.temporal import build_worker
 from fleetwright.workflows.enginesettings import EngineSettings
 from fleetwright.workflows.payloads import Deletion, Progress, RolloutInput
 from fleetwright.workflows.rollout import DELETED, RolloutWorkflow
-from tests.support.waiting import until_progress
+from tests.support.waiting import until_phase
 from tests.workflow.fakefleet import FakeFleet
 
 pytestmark = pytest.mark.workflow
@@ -62,7 +62,7 @@ async def test_deletion_uninstalls_canary_first_under_the_cap_then_cleans_up_and
     rollout = RolloutInput(profile=profile, policy=examples.policy(max_unavailable=2), settings=SETTINGS)
     handle, queue = await start(client, rollout)
     async with build_worker(client, fleet.activities(), task_queue=queue):
-        await until_progress(handle, lambda state: state.phase == "Complete", "Complete")
+        await until_phase(handle, "Complete")
         assert installed(fleet, name) == set(fleet.nodes)
         before = len(fleet.started_stages)
         fleet.max_cordoned = 0
@@ -89,7 +89,7 @@ async def test_deletion_without_removable_packages_only_cleans_up(client: Client
     rollout = RolloutInput(profile=profile, policy=examples.policy(max_unavailable=2), settings=SETTINGS)
     handle, queue = await start(client, rollout)
     async with build_worker(client, fleet.activities(), task_queue=queue):
-        await until_progress(handle, lambda state: state.phase == "Complete", "Complete")
+        await until_phase(handle, "Complete")
         before = len(fleet.started_stages)
         # A deletion whose policy is gone keeps pacing by the rollout's own policy.
         await handle.signal(RolloutWorkflow.delete, Deletion(profile=profile, policy=None))
@@ -106,10 +106,10 @@ async def test_a_failed_uninstall_halts_the_deletion_and_never_cleans_up(client:
     rollout = RolloutInput(profile=profile, policy=examples.policy(max_unavailable=2), settings=SETTINGS)
     handle, queue = await start(client, rollout)
     async with build_worker(client, fleet.activities(), task_queue=queue):
-        await until_progress(handle, lambda state: state.phase == "Complete", "Complete")
+        await until_phase(handle, "Complete")
         fleet.failing_nodes = set(fleet.nodes)
         await handle.signal(RolloutWorkflow.delete, Deletion(profile=profile))
-        state = await until_progress(handle, lambda state: state.phase == "Halted", "Halted")
+        state = await until_phase(handle, "Halted")
         assert state.deleting
         assert len(state.failed_nodes) == 1  # the canary failed: nothing else was touched
         assert fleet.cleaned_up == []
@@ -130,7 +130,7 @@ async def test_a_runtime_required_profile_releases_the_taint_on_each_node_it_com
     handle, queue = await start(client, rollout)
     async with build_worker(client, fleet.activities(), task_queue=queue):
         # Complete means every node workflow reported, so each has lifted its cordon and taint.
-        await until_progress(handle, lambda state: state.phase == "Complete", "Complete")
+        await until_phase(handle, "Complete")
         await handle.terminate("test done")
     # Released after each completed node's last stage; never on the node that failed.
     assert sorted(fleet.untainted) == ["gpu-node-0000", "gpu-node-0001"]
