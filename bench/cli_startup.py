@@ -9,7 +9,8 @@ on a shared machine the wall time moves with it.
 ``status NAME`` runs against the benchmarks' stack (``bench/harness.py``: control plane, Temporal
 dev server, worker and controller) holding one rollout at an approval step over 8 simulated nodes,
 so the command reads the NodeProfile, its policy, the nodes, the stage Jobs and the workflow's
-published progress, and computes the ETA, as it does for a user. ``--help-only`` skips the stack.
+published progress, and computes the ETA, as it does for a user. ``--help-only`` skips the stack;
+``--baseline DIR`` also times another checkout's CLI (``git worktree add DIR main``) beside it.
 
     .venv/bin/python bench/cli_startup.py --runs 10
 """
@@ -46,8 +47,10 @@ NODES = 8
 SUBCOMMANDS = (("node", "reset"), ("package", "lint"), ("package", "test"), ("cluster", "up"))
 
 
-def run_once(argv: Sequence[str]) -> tuple[float, float]:
-    """(wall seconds, CPU seconds) of one run of ``fleetwright *argv``."""
+def run_once(argv: Sequence[str], tree: str = "") -> tuple[float, float]:
+    """(wall seconds, CPU seconds) of one run of ``fleetwright *argv`` (of the checkout ``tree``
+    when given, else the one this interpreter imports)."""
+    env = {**os.environ, "PYTHONPATH": tree} if tree else None
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     subprocess.run(
@@ -56,17 +59,27 @@ def run_once(argv: Sequence[str]) -> tuple[float, float]:
         stderr=subprocess.DEVNULL,
         check=True,
         timeout=300,
+        env=env,
     )
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def medians(argv: Sequence[str], runs: int) -> tuple[float, float]:
+def medians(argv: Sequence[str], runs: int, tree: str = "") -> tuple[float, float]:
     """(median wall, median CPU) over ``runs`` runs, after one uncounted run."""
-    run_once(argv)
-    measured = [run_once(argv) for _ in range(runs)]
+    run_once(argv, tree)
+    measured = [run_once(argv, tree) for _ in range(runs)]
     return statistics.median(w for w, _ in measured), statistics.median(c for _, c in measured)
+
+
+def figures(argv: Sequence[str], runs: int, baseline: str) -> tuple[float, float, str]:
+    """(median wall, median CPU, the baseline checkout's figures as text when one is given)."""
+    wall, cpu = medians(argv, runs)
+    if not baseline:
+        return wall, cpu, ""
+    base_wall, base_cpu = medians(argv, runs, baseline)
+    return wall, cpu, f" (baseline {base_wall:.2f} s wall, {base_cpu:.2f} CPU s)"
 
 
 def help_cases() -> list[list[str]]:
@@ -74,13 +87,13 @@ def help_cases() -> list[list[str]]:
     return [[*command, "--help"] for command in commands]
 
 
-def measure_help(runs: int) -> list[str]:
+def measure_help(runs: int, baseline: str) -> list[str]:
     lines = []
     worst = (0.0, 0.0, "")
     for argv in help_cases():
-        wall, cpu = medians(argv, runs)
+        wall, cpu, before = figures(argv, runs, baseline)
         label = " ".join(argv)
-        lines.append(f"  {label:28s} {wall:5.2f} s wall, {cpu:5.2f} CPU s")
+        lines.append(f"  {label:28s} {wall:5.2f} s wall, {cpu:5.2f} CPU s{before}")
         worst = max(worst, (wall, cpu, label))
     lines.append(
         f"--help, slowest command: {worst[2]}: median {worst[0]:.2f} s wall, {worst[1]:.2f} CPU s "
@@ -113,7 +126,7 @@ def wait_for_progress(target: list[str], within: float = 180) -> None:
     raise SystemExit(f"the rollout of {PROFILE} published no progress within {within:.0f}s")
 
 
-def measure_status(runs: int, workdir: str) -> list[str]:
+def measure_status(runs: int, workdir: str, baseline: str) -> list[str]:
     rundir = Path(workdir or tempfile.mkdtemp(prefix="fleetwright-bench-cli-"))
     with Stack(NODES, EngineSettings(), rundir) as stack:
         stack.cluster.kubectl("apply", "-f", "-", input=manifests())
@@ -126,10 +139,10 @@ def measure_status(runs: int, workdir: str) -> list[str]:
             stack.temporal.namespace,
         ]
         wait_for_progress(target)
-        wall, cpu = medians([*target, "status", PROFILE], runs)
+        wall, cpu, before = figures([*target, "status", PROFILE], runs, baseline)
     return [
         f"status {PROFILE} ({NODES} nodes, rollout at an approval step): median {wall:.2f} s wall, "
-        f"{cpu:.2f} CPU s (target < {STATUS_TARGET} s)"
+        f"{cpu:.2f} CPU s{before} (target < {STATUS_TARGET} s)"
     ]
 
 
@@ -140,17 +153,23 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=10, help="counted runs of each command")
     parser.add_argument("--help-only", action="store_true", help="skip status NAME (and its stack)")
     parser.add_argument("--workdir", default="", help="the stack's directory (default: a new temp dir)")
+    parser.add_argument(
+        "--baseline",
+        default="",
+        metavar="DIR",
+        help="also time the fleetwright of this checkout (e.g. a worktree of main), same interpreter",
+    )
     options = parser.parse_args()
     load_before = loadavg()
-    lines = measure_help(options.runs)
+    lines = measure_help(options.runs, options.baseline)
     if not options.help_only:
-        lines += measure_status(options.runs, options.workdir)
+        lines += measure_status(options.runs, options.workdir, options.baseline)
     print("\n".join(lines))
     print(f"load average: {load_before} before, {loadavg()} after ({os.cpu_count()} cores)")
-    print(
-        f"reproduce: .venv/bin/python bench/cli_startup.py --runs {options.runs}"
-        + (" --help-only" if options.help_only else "")
+    flags = (" --help-only" if options.help_only else "") + (
+        f" --baseline {options.baseline}" if options.baseline else ""
     )
+    print(f"reproduce: .venv/bin/python bench/cli_startup.py --runs {options.runs}{flags}")
 
 
 if __name__ == "__main__":

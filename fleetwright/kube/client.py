@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import contextvars
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
 from opentelemetry import trace
 
 from fleetwright.errors import PermanentError
@@ -90,6 +91,29 @@ def fetch_json(call: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str,
     ``ApiException``."""
     response = call(*args, _preload_content=False, **kwargs)
     data: dict[str, Any] = json.loads(response.data)
+    return data
+
+
+def get_json(
+    api: client.ApiClient, path: str, query: Sequence[tuple[str, str]] = (), *, timeout: float | None = None
+) -> dict[str, Any]:
+    """GET ``path`` (``/api/v1/nodes``, with ``query`` parameters) and return the apiserver's JSON
+    as plain dicts, through the client's connection, credentials and tracing but without the
+    generated API classes: importing one (``CoreV1Api`` builds hundreds of model classes) would
+    cost a short command such as ``fleetwright status`` most of its run. A non-2xx answer raises
+    ``ApiException``, as the generated methods do."""
+    request = api.param_serialize(
+        "GET",
+        path,
+        query_params=list(query),
+        header_params={"Accept": "application/json"},
+        auth_settings=["BearerToken"],
+    )
+    response = api.call_api(*request, _request_timeout=timeout)
+    body = response.read()  # type: ignore[no-untyped-call]
+    if not 200 <= response.status <= 299:
+        raise ApiException.from_response(http_resp=response, body=None, data=None)
+    data: dict[str, Any] = json.loads(body)
     return data
 
 

@@ -6,16 +6,21 @@ is bounded by a request timeout so it never hangs on a dead apiserver. It must n
 
 from __future__ import annotations
 
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 from kubernetes import client
 
 from fleetwright.api.common import VERSION
 from fleetwright.api.keys import GROUP
-from fleetwright.kube.client import fetch_json
+from fleetwright.kube.client import get_json
 from fleetwright.kube.errors import classified
 
 Kind = Literal["nodes", "jobs", "pods"]
+_PATHS: dict[Kind, str] = {
+    "nodes": "/api/v1/nodes",
+    "jobs": "/apis/batch/v1/namespaces/{namespace}/jobs",
+    "pods": "/api/v1/namespaces/{namespace}/pods",
+}
 
 
 def list_items(
@@ -28,16 +33,9 @@ def list_items(
 ) -> list[dict[str, Any]]:
     """Every object of ``kind`` (namespaced kinds in ``namespace``) matching ``label_selector``;
     ``timeout_seconds=None`` waits as long as the list takes (10,000 Nodes can take over 10 s)."""
-    options: dict[str, Any] = {"label_selector": label_selector}
-    if timeout_seconds is not None:
-        options["_request_timeout"] = timeout_seconds
+    query = [("labelSelector", label_selector)] if label_selector else []
     with classified(f"list {kind}"):
-        if kind == "nodes":
-            data = fetch_json(client.CoreV1Api(api).list_node, **options)
-        elif kind == "jobs":
-            data = fetch_json(client.BatchV1Api(api).list_namespaced_job, namespace, **options)
-        else:
-            data = fetch_json(client.CoreV1Api(api).list_namespaced_pod, namespace, **options)
+        data = get_json(api, _PATHS[kind].format(namespace=namespace), query, timeout=timeout_seconds)
     return list(data.get("items") or [])
 
 
@@ -46,7 +44,4 @@ def get_custom(
 ) -> dict[str, Any]:
     """One cluster-scoped fleetwright object; NotFoundError when it does not exist."""
     with classified(f"get {plural}.{GROUP}/{name}"):
-        obj = client.CustomObjectsApi(api).get_cluster_custom_object(
-            GROUP, VERSION, plural, name, _request_timeout=timeout_seconds
-        )
-    return cast(dict[str, Any], obj)
+        return get_json(api, f"/apis/{GROUP}/{VERSION}/{plural}/{name}", timeout=timeout_seconds)

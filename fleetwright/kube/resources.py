@@ -20,6 +20,7 @@ from fleetwright.api.deploymentpolicy import PLURAL as POLICY_PLURAL
 from fleetwright.api.keys import GROUP
 from fleetwright.api.nodeprofile import PLURAL as PROFILE_PLURAL
 from fleetwright.errors import NotFoundError
+from fleetwright.kube.client import get_json
 from fleetwright.kube.errors import classified
 
 # Page size for list calls: large fleets may hold many profiles; keep each response bounded.
@@ -28,15 +29,12 @@ _PAGE = 500
 
 def list_objects(api: client.ApiClient, plural: str) -> list[dict[str, Any]]:
     """Every cluster-scoped fleetwright object of ``plural``, following continue tokens."""
-    custom = client.CustomObjectsApi(api)
     items: list[dict[str, Any]] = []
     token: str | None = None
     while True:
-        kwargs: dict[str, Any] = {"limit": _PAGE}
-        if token:
-            kwargs["_continue"] = token
+        query = [("limit", str(_PAGE))] + ([("continue", token)] if token else [])
         with classified(f"list {plural}.{GROUP}"):
-            page = cast(dict[str, Any], custom.list_cluster_custom_object(GROUP, VERSION, plural, **kwargs))
+            page = get_json(api, f"/apis/{GROUP}/{VERSION}/{plural}", query)
         items.extend(page.get("items", []))
         token = (page.get("metadata") or {}).get("continue")
         if not token:
@@ -45,10 +43,8 @@ def list_objects(api: client.ApiClient, plural: str) -> list[dict[str, Any]]:
 
 def get_object(api: client.ApiClient, plural: str, name: str) -> dict[str, Any]:
     """One fleetwright object; raises NotFoundError when it does not exist."""
-    custom = client.CustomObjectsApi(api)
     with classified(f"get {plural}.{GROUP}/{name}"):
-        obj = cast(dict[str, Any], custom.get_cluster_custom_object(GROUP, VERSION, plural, name))
-    return obj
+        return get_json(api, f"/apis/{GROUP}/{VERSION}/{plural}/{name}")
 
 
 @dataclass
