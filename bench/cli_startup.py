@@ -60,6 +60,7 @@ def run_once(argv: Sequence[str], tree: str = "") -> tuple[float, float]:
         check=True,
         timeout=300,
         env=env,
+        cwd=tree or None,  # ``python -m`` puts the working directory first on the path
     )
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
