@@ -48,8 +48,9 @@ from fleetwright.localcluster import examples
 from fleetwright.localcluster.nodes import node_name, stage_pod_timing
 from fleetwright.localcluster.ticker import Ticker
 from fleetwright.worker.client import connect
-from fleetwright.workflows.payloads import EngineSettings, RolloutInput
-from fleetwright.workflows.rollout import rollout_workflow_id
+from fleetwright.workflows.enginesettings import EngineSettings
+from fleetwright.workflows.ids import rollout_workflow_id
+from fleetwright.workflows.payloads import RolloutInput
 
 if not __package__:  # run as a file (python bench/interruptions_live.py): the root holds bench/
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))

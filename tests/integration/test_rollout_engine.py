@@ -526,10 +526,10 @@ async def test_tolerated_failures_filling_the_budget_fire_the_failure_action(
         handle = await temporal_client.start_workflow(
             RolloutWorkflow.run, rollout, id=rollout_workflow_id(profile_name), task_queue=engine
         )
-        first = await wait_phase(handle, "Complete", "Halted", within=300)
+        first = await until_phase(handle, "Complete", "Halted", within=300)
         assert first.phase == "Complete", first
         await handle.signal(RolloutWorkflow.spec_changed, SpecChange(profile=v2, policy=policy))
-        done = await wait_phase(handle, phase, within=300)
+        done = await until_phase(handle, phase, within=300)
     assert done.generation == 2, done
     assert "no node can start: maxUnavailable 2 reached: " in done.message, done.message
     assert "only this rollout's failed nodes hold it (maxFailedNodes 2 tolerates them)" in done.message

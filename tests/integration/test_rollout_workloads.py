@@ -16,12 +16,13 @@ from fleetwright.localcluster import examples
 from fleetwright.localcluster.kubelet import SimulatedKubelet
 from fleetwright.localcluster.ticker import Ticker
 from fleetwright.planner.ordering import order_nodes
+from fleetwright.workflows.ids import rollout_workflow_id
 from fleetwright.workflows.payloads import RolloutInput
-from fleetwright.workflows.rollout import RolloutWorkflow, rollout_workflow_id
+from fleetwright.workflows.rollout import RolloutWorkflow
 from tests.support.engine import decisions, engine_worker, kubectl_json, label_nodes, unique
-from tests.support.waiting import wait_for
 from tests.support.providers import ClusterUnderTest
 from tests.support.stack import GROUP_LABEL, engine_settings
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("crds")]
 
