@@ -171,9 +171,13 @@ class Upgrade:
         self.apply()
         self.until("a gate, a soak and a reboot in flight", self.in_flight)
 
-    def apply_current_crds(self) -> None:
-        """What an operator runs first: Helm never changes CRDs."""
+    def move_to(self, current: Release, replacing: Release | None = None) -> None:
+        """Upgrade: stop ``replacing`` (none: both run, as during a rolling update), apply the
+        current CRDs first as an operator does (Helm never changes them), start ``current``."""
+        if replacing is not None:
+            replacing.stop()
         self.stack.cluster.kubectl("apply", "-f", str(REPO / "crds"))
+        current.start()
 
     def conclude(self) -> UpgradeOutcome:
         """Wait for every rollout to complete, read what went wrong, and remove them."""
@@ -268,9 +272,7 @@ def test_a_stop_and_start_upgrade_mid_rollout_completes_every_rollout(previous_r
     upgrade = Upgrade(previous_release.stack, previous_release.cli, "upg")
     current = Release(previous_release.stack, "current", None)
     upgrade.in_flight_on(old)
-    old.stop()
-    upgrade.apply_current_crds()
-    current.start()
+    upgrade.move_to(current, replacing=old)
     try:
         upgrade.approve()
         outcome = upgrade.conclude()
@@ -284,8 +286,7 @@ def test_both_releases_side_by_side_complete_every_rollout(previous_release: Pre
     upgrade = Upgrade(previous_release.stack, previous_release.cli, "side")
     current = Release(previous_release.stack, "current", None)
     upgrade.in_flight_on(old)
-    upgrade.apply_current_crds()
-    current.start()
+    upgrade.move_to(current)
     try:
         # Both take tasks, as during a rolling update, until the old pods are gone.
         upgrade.approve()
@@ -306,9 +307,7 @@ def test_a_downgrade_after_an_upgrade_completes_every_rollout(previous_release: 
     upgrade = Upgrade(previous_release.stack, previous_release.cli, "down")
     current = Release(previous_release.stack, "current", None)
     upgrade.in_flight_on(old)
-    old.stop()
-    upgrade.apply_current_crds()
-    current.start()
+    upgrade.move_to(current, replacing=old)
     try:
         upgrade.approve()
         upgrade.until("the gate's next batch", upgrade.past_the_gate)
