@@ -32,7 +32,7 @@ from pathlib import Path
 import yaml
 
 from fleetwright.cli.commands import COMMANDS
-from fleetwright.localcluster import examples
+from fleetwright.local import examples
 from fleetwright.workflows.enginesettings import EngineSettings
 
 if not __package__:  # run as a file (python bench/cli_startup.py): the repository root holds bench/

@@ -31,16 +31,16 @@ from pydantic import BaseModel
 
 from fleetwright.api.crdgen import CRDS, rendered_files
 from fleetwright.kube.client import ApiClient, from_kubeconfig
-from fleetwright.localcluster.cluster import (
+from fleetwright.local.controlplane import (
     ClusterOptions,
     LocalCluster,
     create_package_namespace,
     wait_established,
 )
-from fleetwright.localcluster.processes import Supervised
-from fleetwright.localcluster.temporal import Backend, TemporalServer, local_temporal
-from fleetwright.localstack.kubelet import KUBELET_AGENT, watched_kubelet
-from fleetwright.worker.settings import WorkerSettings, process_environment
+from fleetwright.local.kubelet import KUBELET_AGENT, watched_kubelet
+from fleetwright.local.processes import Supervised
+from fleetwright.local.temporalserver import Backend, TemporalServer, local_temporal
+from fleetwright.process.settings import WorkerSettings, process_environment
 from fleetwright.workflows.enginesettings import EngineSettings
 from fleetwright.workflows.search import REGISTRATION
 

@@ -5,7 +5,7 @@ Reproduce from the repository root with:  .venv/bin/python bench/interruptions.p
 (options: --nodes, --max-unavailable, --batch, --idle-percent, --max-job-nodes, --restart-minutes,
 --seed, --strategy, --json PATH)
 
-The fleet: ``localcluster.nodes`` GPU nodes (8 GPUs each, racks of 8, three zones), with gang jobs
+The fleet: ``local.nodes`` GPU nodes (8 GPUs each, racks of 8, three zones), with gang jobs
 placed the way a topology-aware scheduler places them: a job of a rack or less packed inside one
 rack, a larger one on whole consecutive racks; a mix of sizes (16, 8, 4 and 2 nodes and
 single-node jobs, with ``--max-job-nodes 64`` also 32 and 64, every pod using its node's 8 GPUs)
@@ -38,10 +38,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from fleetwright.localcluster import examples
-from fleetwright.localcluster.nodes import NODES_PER_RACK, fleet
+from fleetwright.local import examples
+from fleetwright.local.nodes import NODES_PER_RACK, fleet
 from fleetwright.planner import convert
-from fleetwright.planner.fleet import observe_fleet
+from fleetwright.planner.nodelist import observe_fleet
 from fleetwright.planner.observations import NodeObservation, NodeWorkload, Observations
 from fleetwright.planner.preview import Plan, preview
 

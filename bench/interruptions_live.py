@@ -44,10 +44,10 @@ from temporalio.client import Client
 from fleetwright.api.keys import cordon_key
 from fleetwright.kube import inventory
 from fleetwright.kube.client import ApiClient
-from fleetwright.localcluster import examples
-from fleetwright.localcluster.nodes import node_name, stage_pod_timing
-from fleetwright.localcluster.ticker import Ticker
-from fleetwright.worker.client import connect
+from fleetwright.local import examples
+from fleetwright.local.nodes import node_name, stage_pod_timing
+from fleetwright.local.ticker import Ticker
+from fleetwright.process.temporalclient import connect
 from fleetwright.workflows.enginesettings import EngineSettings
 from fleetwright.workflows.ids import rollout_workflow_id
 from fleetwright.workflows.payloads import RolloutInput

@@ -25,7 +25,7 @@ if not __package__:  # run as a file (python bench/node_writes.py): the reposito
 from fleetwright.kube import nodestatus
 from fleetwright.kube.client import from_kubeconfig
 from fleetwright.kube.nodestatus import MERGE_PATCH, STRATEGIC_MERGE_PATCH, Condition, NodeFacts
-from fleetwright.localcluster.cluster import ClusterOptions, LocalCluster
+from fleetwright.local.controlplane import ClusterOptions, LocalCluster
 
 NODE = "gpu-node-0000"
 KEY = "bench.fleetwright.io/round"

@@ -37,10 +37,10 @@ from fleetwright.api.common import VERSION
 from fleetwright.api.keys import GROUP as API_GROUP
 from fleetwright.api.keys import PAUSED_ANNOTATION, cordon_key
 from fleetwright.kube.client import ApiClient
-from fleetwright.localcluster import examples
-from fleetwright.localcluster.nodes import stage_pod_timing
-from fleetwright.worker.client import connect
-from fleetwright.worker.process import run_and_exit
+from fleetwright.local import examples
+from fleetwright.local.nodes import stage_pod_timing
+from fleetwright.process.shutdown import run_and_exit
+from fleetwright.process.temporalclient import connect
 from fleetwright.workflows.enginesettings import EngineSettings
 from fleetwright.workflows.ids import rollout_workflow_id
 

@@ -28,9 +28,9 @@ import time
 from typing import Any
 
 from fleetwright.images import spec as image_spec
-from fleetwright.localcluster.cluster import ClusterOptions, LocalCluster
-from fleetwright.localcluster.nodes import node_name, stage_pod_timing
-from fleetwright.localcluster.realnode import RealNodeOptions
+from fleetwright.local.controlplane import ClusterOptions, LocalCluster
+from fleetwright.local.nodes import node_name, stage_pod_timing
+from fleetwright.local.realnode import RealNodeOptions
 from fleetwright.stagejob.render import PACKAGE_NAMESPACE, StageJobSpec, config_map_name, render
 
 PROFILE, PACKAGE, VERSION = "bench-real", "shellscript", "1.0.0"

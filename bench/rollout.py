@@ -41,16 +41,16 @@ from typing import Any
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
-from fleetwright.localcluster import examples
-from fleetwright.localcluster.nodes import stage_pod_timing
-from fleetwright.localcluster.temporal import Backend
+from fleetwright.local import examples
+from fleetwright.local.nodes import stage_pod_timing
+from fleetwright.local.temporalserver import Backend
 from fleetwright.planner import convert
 from fleetwright.planner.durations import StageDurations
-from fleetwright.planner.fleet import observe_fleet
+from fleetwright.planner.nodelist import observe_fleet
 from fleetwright.planner.observations import Observations
 from fleetwright.planner.preview import preview
-from fleetwright.worker.client import connect
-from fleetwright.worker.process import run_and_exit
+from fleetwright.process.shutdown import run_and_exit
+from fleetwright.process.temporalclient import connect
 from fleetwright.workflows.enginesettings import EngineSettings
 from fleetwright.workflows.ids import rollout_workflow_id
 from fleetwright.workflows.payloads import RolloutInput

@@ -15,11 +15,12 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from fleetwright.controller import reconcile as controller
+from fleetwright.controller.reconcile import ControllerOptions, run_controller
 from fleetwright.kube.client import ApiClient, from_kubeconfig
-from fleetwright.worker import controller, main
-from fleetwright.worker.controller import ControllerOptions, run_controller
-from fleetwright.worker.process import run_and_exit, stop_on_signals
-from fleetwright.worker.settings import WorkerSettings
+from fleetwright.process.settings import WorkerSettings
+from fleetwright.process.shutdown import run_and_exit, stop_on_signals
+from fleetwright.worker import main
 
 
 def tagged(agent: str) -> Callable[..., ApiClient]:

@@ -29,18 +29,18 @@ import yaml
 
 from fleetwright import certs
 from fleetwright.api.crdgen import CRDS, rendered_files
-from fleetwright.localcluster import examples
-from fleetwright.localcluster.cluster import (
+from fleetwright.local import examples
+from fleetwright.local.controlplane import (
     LOOPBACK,
     ClusterOptions,
     LocalCluster,
     free_port,
     wait_established,
 )
-from fleetwright.localcluster.kubelet import SimulatedKubelet
-from fleetwright.localcluster.nodes import stage_pod_timing
-from fleetwright.localcluster.temporal import LocalTemporal
-from fleetwright.worker.settings import WorkerSettings, process_environment
+from fleetwright.local.kubelet import SimulatedKubelet
+from fleetwright.local.nodes import stage_pod_timing
+from fleetwright.local.temporalserver import LocalTemporal
+from fleetwright.process.settings import WorkerSettings, process_environment
 from fleetwright.workflows.enginesettings import EngineSettings
 from fleetwright.workflows.search import REGISTRATION
 

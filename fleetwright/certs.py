@@ -2,7 +2,7 @@
 addresses, and client certificates, as PEM bytes (``caBundle`` is the CA PEM, base64).
 
 Used by the admission webhook (tests on loopback, the Helm chart's certificate bootstrap) and by
-the local control plane's PKI (``localcluster.pki``). Pure apart from
+the local control plane's PKI (``local.pki``). Pure apart from
 ``write_bundle``; the caller passes ``now`` so certificates are reproducible in time. Must not talk
 to the Kubernetes API (storing the bundle in a Secret is the adapter's job).
 """

@@ -23,7 +23,7 @@ from pydantic.alias_generators import to_camel
 
 from fleetwright.api import crdgen
 from fleetwright.api.validation import AdmissionPolicy
-from fleetwright.worker.settings import WorkerSettings
+from fleetwright.process.settings import WorkerSettings
 
 CHART = Path(__file__).resolve().parent.parent / "helm" / "fleetwright"
 SCHEMA_FILE = "values.schema.json"

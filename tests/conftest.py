@@ -24,7 +24,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from fleetwright.binaries import wheel_binary
-from fleetwright.localcluster.temporal import Backend, LocalTemporal, TemporalServer, local_temporal
+from fleetwright.local.temporalserver import Backend, LocalTemporal, TemporalServer, local_temporal
 from fleetwright.workflows.search import REGISTRATION
 from tests.support import fieldcoverage
 from tests.support.providers import ClusterUnderTest, start_cluster

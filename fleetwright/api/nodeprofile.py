@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Field, WithJsonSchema
+from pydantic import BeforeValidator, Field, ValidationError, WithJsonSchema
 
 from fleetwright.api.common import (
     DNS_LABEL_PATTERN,
@@ -549,3 +549,18 @@ class NodeProfile(ApiModel):
     def from_k8s(cls, obj: dict[str, Any]) -> NodeProfile:
         """Parse an object as read from the API server."""
         return cls.model_validate(obj)
+
+
+def parse_profiles(objects: list[dict[str, Any]]) -> list[NodeProfile]:
+    """The NodeProfiles that parse (one that does not cannot hold a taint it never targeted), with
+    their status (``sequencing: all`` names what an earlier profile's rollout is stuck on), or
+    without it when only the status does not parse."""
+    parsed = []
+    for obj in objects:
+        for candidate in (obj, {k: v for k, v in obj.items() if k != "status"}):
+            try:
+                parsed.append(NodeProfile.model_validate(candidate))
+                break
+            except ValidationError:
+                continue
+    return parsed

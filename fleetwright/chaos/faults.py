@@ -17,9 +17,9 @@ from dataclasses import dataclass, replace
 
 from fleetwright.api.keys import claim_key, state_key
 from fleetwright.chaos.invariants import Outage, disrupted_by
-from fleetwright.chaos.plan import Fault, Injection
+from fleetwright.chaos.iteration import Fault, Injection
 from fleetwright.chaos.snapshot import NodeView
-from fleetwright.chaos.stack import ChaosStack
+from fleetwright.chaos.system import ChaosStack
 from fleetwright.workflows.ids import node_workflow_id
 
 PROCESS = {

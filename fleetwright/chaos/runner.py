@@ -19,13 +19,13 @@ from typing import Any
 
 from fleetwright.chaos.faults import Injected, Injector
 from fleetwright.chaos.invariants import FINAL_PHASES, Violation, check_run, left_behind
-from fleetwright.chaos.plan import Fault, IterationPlan, Outcome
+from fleetwright.chaos.iteration import Fault, IterationPlan, Outcome
 from fleetwright.chaos.snapshot import Snapshot
-from fleetwright.chaos.stack import GROUP_LABEL, ChaosStack
+from fleetwright.chaos.system import GROUP_LABEL, ChaosStack
 from fleetwright.chaos.watcher import Watcher
 from fleetwright.kube.client import from_kubeconfig
-from fleetwright.localcluster import examples
-from fleetwright.localcluster.nodes import OUTCOME_LABEL, stage_pod_timing
+from fleetwright.local import examples
+from fleetwright.local.nodes import OUTCOME_LABEL, stage_pod_timing
 from fleetwright.workflows.enginesettings import EngineSettings
 
 STAGE_POD_ANNOTATIONS = stage_pod_timing(0.5, ready_seconds=0.1)

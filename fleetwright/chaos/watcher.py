@@ -18,7 +18,7 @@ from fleetwright.chaos.snapshot import Snapshot, snapshot
 from fleetwright.errors import NotFoundError
 from fleetwright.kube import inventory
 from fleetwright.kube.client import ApiClient
-from fleetwright.localcluster.ticker import Ticker
+from fleetwright.local.ticker import Ticker
 
 STAGE_NAMESPACE = "fleetwright-system"
 

@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 
 from fleetwright.cli.session import Target
-from fleetwright.worker.defaults import TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE
+from fleetwright.process.defaults import TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE
 
 app = typer.Typer(
     name="fleetwright",

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 
-from fleetwright.chaos.plan import Fault, draw
+from fleetwright.chaos.iteration import Fault, draw
 from fleetwright.cli.app import app
 
 if TYPE_CHECKING:
@@ -77,7 +77,7 @@ def chaos(  # noqa: PLR0917 - typer maps each parameter to one option
 ) -> None:
     """Seeded chaos: real rollouts while processes are killed and nodes edited; checks every invariant."""
     from fleetwright.chaos.runner import run
-    from fleetwright.chaos.stack import ChaosStack
+    from fleetwright.chaos.system import ChaosStack
 
     logging.getLogger("fleetwright").setLevel(logging.ERROR)
     chosen = seed if seed is not None else secrets.randbelow(2**31)

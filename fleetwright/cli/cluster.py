@@ -1,8 +1,8 @@
-"""``fleetwright cluster up``: the whole local stack (``localstack``), kept running until Ctrl-C or
+"""``fleetwright cluster up``: the whole local stack (``local.stack``), kept running until Ctrl-C or
 SIGTERM, with what a new user needs printed once it is ready: how to reach it, which examples to
 apply and how to watch them, where the logs are, and how to stop it.
 
-Owns the command and its text; starting and stopping the pieces is ``localstack``'s.
+Owns the command and its text; starting and stopping the pieces is ``local.stack``'s.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ import typer
 from fleetwright.api.keys import status_label_key
 from fleetwright.cli.app import app
 from fleetwright.cli.text import console
-from fleetwright.worker.process import stop_on_signals
+from fleetwright.process.shutdown import stop_on_signals
 
 if TYPE_CHECKING:
-    from fleetwright.localstack.stack import LocalStack
+    from fleetwright.local.stack import LocalStack
 
 cluster_app = typer.Typer(
     help="The local stack: a real control plane with simulated GPU nodes, Temporal, and fleetwright's "
@@ -33,9 +33,10 @@ app.add_typer(cluster_app, name="cluster")
 
 def next_steps(stack: LocalStack, kept: bool) -> list[str]:
     """What to do with a running stack, one command per line (never wrapped, so it can be pasted)."""
-    from fleetwright.localstack.stack import EXAMPLES, example_profiles
+    from fleetwright.local.stack import example_profiles, examples_dir
 
     profile = next(iter(example_profiles()), "<profile>")
+    examples = _shown(examples_dir())
     logs = stack.logs()
     ours = ", ".join(path.name for name, path in logs.items() if path.parent == stack.log_dir)
     lines = [
@@ -45,7 +46,7 @@ def next_steps(stack: LocalStack, kept: bool) -> list[str]:
         "",
         "In another shell (from the repository):",
         f"  source {stack.env_path}  # KUBECONFIG, FLEETWRIGHT_TEMPORAL_ADDRESS, PATH (kubectl, fleetwright)",
-        f"  kubectl apply -f {_shown(EXAMPLES)}/  # a DeploymentPolicy, a NodeProfile, a training Deployment",
+        f"  kubectl apply -f {examples}/  # a DeploymentPolicy, a NodeProfile, a training Deployment",
         f"  fleetwright status {profile} --watch   # the rollout, live, until it ends",
         f"  kubectl get nodes -L {status_label_key(profile)}",
         "  kubectl get pods -n training -o wide   # placed by kube-scheduler, moved by the drains",
@@ -59,8 +60,8 @@ def next_steps(stack: LocalStack, kept: bool) -> list[str]:
 
 def _real_node_steps(stack: LocalStack) -> list[str]:
     """The real node, and the command that installs the chart on it instead of the host processes."""
-    from fleetwright.localcluster.nodeconfig import TEMPORAL_ADDRESS
-    from fleetwright.localcluster.realnode import chart_settings
+    from fleetwright.local.nodeconfig import TEMPORAL_ADDRESS
+    from fleetwright.local.realnode import chart_settings
 
     node = stack.cluster.real_node
     if node is None:
@@ -106,9 +107,9 @@ def up(
     ] = False,
 ) -> None:
     """Start the local stack, print how to use it, and keep it running until Ctrl-C or SIGTERM."""
-    from fleetwright.localcluster.cluster import ClusterOptions
-    from fleetwright.localcluster.realnode import RealNodeOptions
-    from fleetwright.localstack.stack import LocalStack, StackOptions
+    from fleetwright.local.controlplane import ClusterOptions
+    from fleetwright.local.realnode import RealNodeOptions
+    from fleetwright.local.stack import LocalStack, StackOptions
 
     node = RealNodeOptions() if real_node else None
     options = StackOptions(

@@ -1,6 +1,6 @@
 """``fleetwright demo``: the main job on the embedded default, end to end on one machine.
 
-Brings the local stack up (``localstack``: control plane with simulated GPU nodes and
+Brings the local stack up (``local.stack``: control plane with simulated GPU nodes and
 kube-scheduler, Temporal with its Web UI, CRDs, admission webhook, worker, controller, simulated
 reboots), applies the repository's examples (``examples/``: a canary-then-batches policy, the
 ``tuning`` package with a reboot, and a training Deployment with a PodDisruptionBudget), shows the
@@ -23,7 +23,7 @@ from fleetwright.cli.text import console, refreshing
 from fleetwright.stagejob.render import PACKAGE_NAMESPACE
 
 if TYPE_CHECKING:
-    from fleetwright.localstack.stack import LocalStack
+    from fleetwright.local.stack import LocalStack
 
 FINAL_PHASES = ("Complete", "Halted")
 
@@ -92,14 +92,14 @@ def _summary(stack: LocalStack, profile: str, status: dict[str, Any]) -> None:
 
 
 def _run(nodes: int, fail_canary: bool, keep_running: bool, within: float) -> int:
-    from fleetwright.localcluster.cluster import ClusterOptions
-    from fleetwright.localcluster.nodes import OUTCOME_LABEL
-    from fleetwright.localstack.stack import (
-        EXAMPLES,
+    from fleetwright.local.controlplane import ClusterOptions
+    from fleetwright.local.nodes import OUTCOME_LABEL
+    from fleetwright.local.stack import (
         LOCAL_ENGINE,
         LocalStack,
         StackOptions,
         example_profiles,
+        examples_dir,
     )
 
     engine = LOCAL_ENGINE
@@ -112,8 +112,8 @@ def _run(nodes: int, fail_canary: bool, keep_running: bool, within: float) -> in
         console.print(f"[green]Temporal[/] {stack.temporal.address}   Web UI: [bold]{stack.ui_url}[/]")
         status: dict[str, Any] = {}
         try:
-            stack.cluster.kubectl("apply", "-f", str(EXAMPLES))
-            console.print(f"applied {EXAMPLES}/: rolling out nodeprofile/{profile}")
+            stack.cluster.kubectl("apply", "-f", str(examples_dir()))
+            console.print(f"applied {examples_dir()}/: rolling out nodeprofile/{profile}")
             status = _watch(stack, profile, within)
             _summary(stack, profile, status)
             if keep_running:

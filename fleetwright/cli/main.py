@@ -7,11 +7,11 @@ import sys
 
 from fleetwright.cli.app import app
 from fleetwright.cli.commands import load
-from fleetwright.worker.process import run_and_exit
+from fleetwright.process.shutdown import run_and_exit
 
 
 def main() -> None:
-    """Every command ends through one exit (see ``fleetwright.worker.process``)."""
+    """Every command ends through one exit (see ``fleetwright.process.shutdown``)."""
     load(sys.argv[1:])
     run_and_exit(app)
 

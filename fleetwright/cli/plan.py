@@ -155,7 +155,7 @@ def with_pods(observed: Observations, pods: list[dict[str, Any]], policy: Deploy
 def observe(raw: dict[str, object], profile: NodeProfile, source: str) -> Observations:
     """The planner's observations of a NodeList for ``profile``; ``source`` names it in errors."""
     from fleetwright.planner import convert
-    from fleetwright.planner.fleet import node_items, observe_fleet
+    from fleetwright.planner.nodelist import node_items, observe_fleet
     from fleetwright.planner.observations import Observations
 
     try:

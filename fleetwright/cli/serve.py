@@ -14,7 +14,7 @@ import logging
 from typer.core import TyperCommand
 
 from fleetwright.cli.app import app
-from fleetwright.worker.process import stop_on_signals
+from fleetwright.process.shutdown import stop_on_signals
 
 log = logging.getLogger("fleetwright.serve")
 
@@ -25,7 +25,7 @@ class ProcessCommand(TyperCommand):
 
     @property
     def epilog(self) -> str:
-        from fleetwright.worker.settingsdoc import help_text
+        from fleetwright.process.settingsdoc import help_text
 
         return help_text()
 
@@ -37,8 +37,8 @@ class ProcessCommand(TyperCommand):
 @app.command("worker", cls=ProcessCommand)
 def worker() -> None:
     """Run the worker: the rollout and node workflows and the Kubernetes activities."""
+    from fleetwright.process.settings import WorkerSettings
     from fleetwright.worker.main import observability, run_worker
-    from fleetwright.worker.settings import WorkerSettings
 
     settings = WorkerSettings.load()
 
@@ -53,9 +53,9 @@ def worker() -> None:
 @app.command("controller", cls=ProcessCommand)
 def controller() -> None:
     """Run the controller: NodeProfile/DeploymentPolicy/Node watches -> rollout workflows, status."""
-    from fleetwright.worker.controller import run_controller
+    from fleetwright.controller.reconcile import run_controller
+    from fleetwright.process.settings import WorkerSettings
     from fleetwright.worker.main import observability
-    from fleetwright.worker.settings import WorkerSettings
 
     settings = WorkerSettings.load()
 
@@ -73,9 +73,9 @@ def webhook() -> None:
     """Run the validating admission webhook (HTTPS) for NodeProfiles and DeploymentPolicies."""
     from fleetwright.kube.client import from_kubeconfig
     from fleetwright.kube.resources import ApiResourceLookup
+    from fleetwright.process.settings import WorkerSettings
+    from fleetwright.webhook.admission import WebhookServer, load_admission_policy
     from fleetwright.worker.main import observability
-    from fleetwright.worker.settings import WorkerSettings
-    from fleetwright.worker.webhook import WebhookServer, load_admission_policy
 
     settings = WorkerSettings.load()
 

@@ -23,7 +23,7 @@ from rich.markup import escape
 
 from fleetwright.cli.text import human_console
 from fleetwright.errors import FleetwrightError, NotFoundError, RetryableError
-from fleetwright.worker.defaults import TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE
+from fleetwright.process.defaults import TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE
 
 if TYPE_CHECKING:
     from temporalio.client import Client
@@ -90,7 +90,7 @@ class Session:
 
     async def temporal(self) -> Client:
         if self._temporal is None:
-            from fleetwright.worker.client import connect
+            from fleetwright.process.temporalclient import connect
 
             try:
                 self._temporal = await connect(self.target.temporal_address, self.target.temporal_namespace)

@@ -20,10 +20,10 @@ from rich.tree import Tree
 
 from fleetwright.api.keys import condition_type, cordon_key, status_label_key
 from fleetwright.api.nodeprofile import NodeProfile
+from fleetwright.controller.profilestatus import rollout_phase
 from fleetwright.errors import InvalidSpecError
 from fleetwright.planner.nodestate import read_profile_state
 from fleetwright.planner.spec import RollbackOf
-from fleetwright.worker.profilestatus import rollout_phase
 from fleetwright.workflows.payloads import Progress
 
 # The node condition reasons a drain shows while it waits (activities/drain.py).

@@ -17,8 +17,9 @@ from fleetwright.images.catalog import PackageImage
 GENERATED = (
     "# Generated from fleetwright/images/spec.py by `python -m fleetwright.images dockerfiles`: edit that."
 )
-# The project's sources a wheel is built from (fleetwright/ links workflows/ etc. into the package).
-PROJECT_SOURCES = ("fleetwright", "workflows", "activities", "worker", "agent")
+# The project's sources a wheel is built from (workflows/, activities/, worker/ and agent/ at the
+# top level link into fleetwright/, where the packages are).
+PROJECT_SOURCES = ("fleetwright",)
 
 
 def _apt(debs: tuple[str, ...], *, clean: bool = True) -> str:
@@ -35,7 +36,7 @@ def _payload(image: spec.ProductImage) -> list[str]:
     if image.payload == "agent":
         return [
             f"COPY fleetwright/__init__.py {spec.PREFIX}/fleetwright/__init__.py",
-            f"COPY agent/*.py {spec.PREFIX}/fleetwright/agent/",
+            f"COPY fleetwright/agent/*.py {spec.PREFIX}/fleetwright/agent/",
             f"RUN python3 -m compileall -q {spec.PREFIX}",
         ]
     return [f"COPY --from=build {spec.PREFIX} {spec.PREFIX}"]

@@ -43,11 +43,13 @@ Log = Callable[[str], None]
 
 
 def repository() -> Path:
-    """The checkout this package runs from (an editable install); the builder reads its sources
-    and its catalog of packages."""
-    repo = Path(__file__).resolve().parents[2]
+    """The checkout this package runs from (an editable install): the builder reads its sources
+    and its catalog of packages, the local stack its example manifests. The one place that finds
+    it."""
+    package = Path(__file__).resolve().parent.parent
+    repo = package.parent
     if not (repo / "pyproject.toml").is_file() or not (repo / "packages").is_dir():
-        raise ImageBuildError(f"building the images needs the repository checkout; {repo} is not one")
+        raise ImageBuildError(f"this needs the repository checkout; {package} is not inside one")
     return repo
 
 
@@ -259,7 +261,7 @@ class Builder:
             sources = [self.repo / p for p in ("pyproject.toml", "README.md", "tools/constraints.txt")]
             sources.append(self.repo / "fleetwright")
         else:
-            sources = [self.repo / "fleetwright" / "__init__.py", *sorted((self.repo / "agent").glob("*.py"))]
+            sources = [self.repo / "fleetwright" / "__init__.py", *sorted((self.repo / "fleetwright" / "agent").glob("*.py"))]
         key = content_key(BUILDER, dataclasses.asdict(image), base_tar.name, tree_digest(sources, self.repo))
         cached = self._cached(image.name, key)
         if cached is not None:
@@ -276,7 +278,7 @@ class Builder:
                 )
             else:
                 self._agent_payload(prefix)
-                created_by = "COPY fleetwright/__init__.py agent/*.py /opt/fleetwright/fleetwright/"
+                created_by = "COPY fleetwright/__init__.py fleetwright/agent/*.py /opt/fleetwright/fleetwright/"
             # Layer files all get one timestamp, which would make mtime-checked .pyc files stale:
             # hash-based ones stay valid (the image is immutable, so they are never re-checked).
             compile_all = [sys.executable, "-m", "compileall", "-q", "-j0", "--invalidation-mode"]
@@ -322,7 +324,7 @@ class Builder:
         package = prefix / "fleetwright"
         (package / "agent").mkdir(parents=True)
         shutil.copy2(self.repo / "fleetwright" / "__init__.py", package / "__init__.py")
-        for source in sorted((self.repo / "agent").glob("*.py")):
+        for source in sorted((self.repo / "fleetwright" / "agent").glob("*.py")):
             shutil.copy2(source, package / "agent" / source.name)
 
     def package(self, package: catalog.PackageImage) -> Built:

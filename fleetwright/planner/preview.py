@@ -17,13 +17,13 @@ from datetime import datetime, timedelta
 from pydantic import Field
 
 from fleetwright.planner.base import Frozen
-from fleetwright.planner.fleetview import Prepared
 from fleetwright.planner.nodework import NodeWork
 from fleetwright.planner.observations import NodeObservation, Observations, RunStatus
 from fleetwright.planner.policy import DEFAULT_COMPARTMENT, GATES_SCOPE, ApprovalStep, FailurePolicy, Step
 from fleetwright.planner.rollout import begin, decide
+from fleetwright.planner.rolloutstate import BlockedNode, Decision, NodeStart, Phase
 from fleetwright.planner.spec import RolloutSpec
-from fleetwright.planner.state import BlockedNode, Decision, NodeStart, Phase
+from fleetwright.planner.targets import Prepared
 
 MAX_ROUNDS = 100_000
 LARGE_FLEET = 2000

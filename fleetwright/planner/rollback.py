@@ -34,9 +34,9 @@ from fleetwright.planner.nodework import BlockedPackage, NodeWork, plan_node
 from fleetwright.planner.observations import Observations
 from fleetwright.planner.packages import DesiredPackage, PackageGraph
 from fleetwright.planner.policy import BatchesStep, FailureAction, FailurePolicy, RolloutPolicy
+from fleetwright.planner.rolloutstate import RolloutState
 from fleetwright.planner.spec import RollbackOf, RolloutSpec
 from fleetwright.planner.stages import Stage
-from fleetwright.planner.state import RolloutState
 
 UNKNOWN_BEFORE = "RollbackUnknownBefore"
 PREVIEW_REASON = "preview: as if the failure rule fired once the rollout had changed every node it needs to"

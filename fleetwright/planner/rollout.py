@@ -27,7 +27,6 @@ from datetime import datetime, timedelta
 
 from fleetwright.planner.batches import BatchState, evaluate_batch, next_batch_size, record_nodes
 from fleetwright.planner.budget import BUDGET, BudgetTracker, Refusal
-from fleetwright.planner.fleetview import FleetView, Prepared
 from fleetwright.planner.nodework import NodeWork
 from fleetwright.planner.observations import Observations, RunStatus
 from fleetwright.planner.policy import (
@@ -43,8 +42,7 @@ from fleetwright.planner.policy import (
     Step,
 )
 from fleetwright.planner.rollback import fires, rollback_of, rollback_spec
-from fleetwright.planner.spec import RolloutSpec
-from fleetwright.planner.state import (
+from fleetwright.planner.rolloutstate import (
     MAX_BLOCKED_LISTED,
     BlockedNode,
     Counts,
@@ -57,6 +55,8 @@ from fleetwright.planner.state import (
     RolloutState,
     ScopeState,
 )
+from fleetwright.planner.spec import RolloutSpec
+from fleetwright.planner.targets import FleetView, Prepared
 from fleetwright.planner.windows import ensure_aware, longest_remaining, next_fit
 
 # At most this many nodes start per decision (see ``_Engine._capped``), and the next decision

@@ -13,10 +13,10 @@ from fleetwright.activities.node import all_activities
 from fleetwright.activities.rollout import rollout_activities
 from fleetwright.kube.client import from_kubeconfig
 from fleetwright.kube.jobwatch import JobWatches
-from fleetwright.localcluster.kubelet import SimulatedKubelet
-from fleetwright.localcluster.temporal import LocalTemporal
-from fleetwright.worker.settings import WorkerSettings
-from fleetwright.worker.temporal import build_worker
+from fleetwright.local.kubelet import SimulatedKubelet
+from fleetwright.local.temporalserver import LocalTemporal
+from fleetwright.process.settings import WorkerSettings
+from fleetwright.worker.temporalworker import build_worker
 from fleetwright.workflows.enginesettings import EngineSettings
 from fleetwright.workflows.ids import rollout_workflow_id
 from tests.support.chartrbac import RULE_IDS, RULES, Installed, RuleCase

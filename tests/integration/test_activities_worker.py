@@ -28,8 +28,8 @@ from fleetwright.activities.payloads import (
 )
 from fleetwright.api.nodeprofile import Package
 from fleetwright.kube import client as kube_client
-from fleetwright.localcluster.nodes import stage_pod_timing
-from fleetwright.localcluster.temporal import LocalTemporal
+from fleetwright.local.nodes import stage_pod_timing
+from fleetwright.local.temporalserver import LocalTemporal
 from fleetwright.planner.interrupts import REBOOT
 from fleetwright.planner.stages import Stage
 from tests.support.providers import ClusterUnderTest

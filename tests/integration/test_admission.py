@@ -19,9 +19,9 @@ from fleetwright import certs
 from fleetwright.api import crdgen
 from fleetwright.kube.client import from_kubeconfig
 from fleetwright.kube.resources import ApiResourceLookup
-from fleetwright.localcluster.cluster import wait_established
-from fleetwright.localstack.stack import wait_for_webhook
-from fleetwright.worker.webhook import WebhookServer, load_admission_policy, webhook_configuration
+from fleetwright.local.controlplane import wait_established
+from fleetwright.local.stack import wait_for_webhook
+from fleetwright.webhook.admission import WebhookServer, load_admission_policy, webhook_configuration
 from tests.support.providers import ClusterUnderTest
 
 pytestmark = pytest.mark.integration

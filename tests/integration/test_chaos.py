@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from fleetwright.chaos.plan import Fault, draw, rollback_plan
+from fleetwright.chaos.iteration import Fault, draw, rollback_plan
 from fleetwright.chaos.runner import IterationResult, run
-from fleetwright.chaos.stack import ChaosStack
+from fleetwright.chaos.system import ChaosStack
 from fleetwright.cli.chaos import describe
-from fleetwright.localcluster.cluster import LocalCluster
-from fleetwright.localcluster.temporal import LocalTemporal
+from fleetwright.local.controlplane import LocalCluster
+from fleetwright.local.temporalserver import LocalTemporal
 from fleetwright.planner.nodestate import read_profile_state
 from tests.support.providers import ClusterUnderTest
 

@@ -17,10 +17,10 @@ from kubernetes.client.exceptions import ApiException
 
 from fleetwright.api.keys import FINALIZER
 from fleetwright.kube import resources
-from fleetwright.localcluster.cluster import wait_established
-from fleetwright.localcluster.temporal import LocalTemporal
+from fleetwright.local.controlplane import wait_established
+from fleetwright.local.temporalserver import LocalTemporal
+from fleetwright.process.settings import WorkerSettings
 from fleetwright.worker.main import run_worker
-from fleetwright.worker.settings import WorkerSettings
 from tests.support.chartrbac import (
     PACKAGES,
     RULES,

@@ -15,9 +15,9 @@ from fleetwright.errors import ForbiddenError
 from fleetwright.kube import client as kube_client
 from fleetwright.kube import nodes as kube_nodes
 from fleetwright.kube.eviction import EvictionResult, evict
-from fleetwright.localcluster import nodes as fleet_nodes
-from fleetwright.localcluster.cluster import LocalCluster
-from fleetwright.localcluster.nodes import stage_pod_timing
+from fleetwright.local import nodes as fleet_nodes
+from fleetwright.local.controlplane import LocalCluster
+from fleetwright.local.nodes import stage_pod_timing
 from tests.support.providers import ClusterUnderTest
 from tests.support.waiting import wait_for
 

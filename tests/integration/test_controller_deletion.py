@@ -14,8 +14,8 @@ import pytest
 from temporalio.client import Client
 
 from fleetwright.api.keys import FINALIZER, condition_type, cordon_key, state_key, status_label_key
-from fleetwright.localcluster import examples
-from fleetwright.localcluster.kubelet import SimulatedKubelet
+from fleetwright.local import examples
+from fleetwright.local.kubelet import SimulatedKubelet
 from fleetwright.planner import convert
 from fleetwright.planner.nodestate import NodePackageState, PackageRecord, format_annotation
 from fleetwright.workflows.ids import rollout_workflow_id

@@ -11,8 +11,8 @@ import random
 import pytest
 
 from fleetwright.api.keys import RUNTIME_REQUIRED_TAINT
-from fleetwright.localcluster import examples
-from fleetwright.localcluster import nodes as fleet_nodes
+from fleetwright.local import examples
+from fleetwright.local import nodes as fleet_nodes
 from fleetwright.planner.nodestate import read_profile_state
 from tests.support.engine import Sampler, kubectl_json
 from tests.support.providers import ClusterUnderTest

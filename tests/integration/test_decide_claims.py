@@ -19,7 +19,7 @@ from fleetwright.api.keys import claim_key, status_label_key
 from fleetwright.api.nodeprofile import NodeProfile
 from fleetwright.kube import nodes as kube_nodes
 from fleetwright.kube.client import from_kubeconfig
-from fleetwright.localcluster import examples
+from fleetwright.local import examples
 from fleetwright.planner import convert
 from fleetwright.planner.rollout import begin
 from tests.support.engine import kubectl_json, label_nodes, unique

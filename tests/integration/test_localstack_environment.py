@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from fleetwright.localcluster.cluster import ClusterOptions, LocalCluster, free_port
-from fleetwright.localcluster.temporal import LocalTemporal
-from fleetwright.localstack.stack import LocalStack, StackOptions
+from fleetwright.local.controlplane import ClusterOptions, LocalCluster, free_port
+from fleetwright.local.stack import LocalStack, StackOptions
+from fleetwright.local.temporalserver import LocalTemporal
 from tests.support.engine import label_nodes, unique
 from tests.support.providers import ClusterUnderTest
 from tests.support.stack import GROUP_LABEL, Rollout, engine_settings

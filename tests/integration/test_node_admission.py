@@ -20,9 +20,9 @@ from fleetwright.api.keys import RUNTIME_REQUIRED_TAINT
 from fleetwright.kube.client import from_kubeconfig
 from fleetwright.kube.listwatch import ListWatch, WatchEvent, start_thread
 from fleetwright.kube.resources import ApiResourceLookup
-from fleetwright.localcluster import examples
-from fleetwright.localcluster import nodes as fleet_nodes
-from fleetwright.worker.webhook import MUTATE_PATH, WebhookServer, node_webhook_configuration
+from fleetwright.local import examples
+from fleetwright.local import nodes as fleet_nodes
+from fleetwright.webhook.admission import MUTATE_PATH, WebhookServer, node_webhook_configuration
 from tests.support.engine import unique
 from tests.support.providers import ClusterUnderTest
 from tests.support.stack import GROUP_LABEL

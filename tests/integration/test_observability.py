@@ -23,11 +23,11 @@ from fleetwright.activities.node import all_activities
 from fleetwright.activities.payloads import NAMES
 from fleetwright.activities.rollout import rollout_activities
 from fleetwright.kube.client import from_kubeconfig
-from fleetwright.localcluster.cluster import free_port
-from fleetwright.localcluster.temporal import LocalTemporal
-from fleetwright.worker.metrics import names_in
-from fleetwright.worker.settings import WorkerSettings
-from fleetwright.worker.temporal import build_worker
+from fleetwright.local.controlplane import free_port
+from fleetwright.local.temporalserver import LocalTemporal
+from fleetwright.process.metrics import names_in
+from fleetwright.process.settings import WorkerSettings
+from fleetwright.worker.temporalworker import build_worker
 from fleetwright.worker.tracing import ContextThreadPool, client_interceptors, tracer_provider
 from fleetwright.workflows.ids import node_workflow_id
 from tests.integration.test_serve import Processes, processes, settings_file

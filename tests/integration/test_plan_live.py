@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from fleetwright.cli.app import app
 from fleetwright.cli.commands import load_all
-from fleetwright.localcluster import examples
+from fleetwright.local import examples
 from tests.support.engine import label_nodes, unique
 from tests.support.providers import ClusterUnderTest
 

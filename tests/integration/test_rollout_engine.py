@@ -19,9 +19,9 @@ from temporalio.client import Client, WorkflowHandle
 from fleetwright.api.deploymentpolicy import FailurePolicy
 from fleetwright.api.keys import condition_type, status_label_key
 from fleetwright.api.nodeprofile import EnvVar, NodeProfile
-from fleetwright.localcluster import examples
-from fleetwright.localcluster.kubelet import SimulatedKubelet
-from fleetwright.localcluster.temporal import LocalTemporal
+from fleetwright.local import examples
+from fleetwright.local.kubelet import SimulatedKubelet
+from fleetwright.local.temporalserver import LocalTemporal
 from fleetwright.planner.nodestate import read_profile_state
 from fleetwright.workflows import search as sa
 from fleetwright.workflows.enginesettings import EngineSettings

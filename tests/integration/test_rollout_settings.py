@@ -15,8 +15,8 @@ from temporalio.client import Client
 from fleetwright.api.common import API_VERSION
 from fleetwright.api.keys import condition_type
 from fleetwright.api.nodeprofile import NodeProfile
-from fleetwright.localcluster import examples
-from fleetwright.localcluster.kubelet import SimulatedKubelet
+from fleetwright.local import examples
+from fleetwright.local.kubelet import SimulatedKubelet
 from fleetwright.planner.nodestate import read_profile_state
 from fleetwright.planner.packages import digest
 from fleetwright.workflows.ids import rollout_workflow_id

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
-from fleetwright.localcluster import examples
-from fleetwright.localcluster.kubelet import SimulatedKubelet
-from fleetwright.localcluster.ticker import Ticker
+from fleetwright.local import examples
+from fleetwright.local.kubelet import SimulatedKubelet
+from fleetwright.local.ticker import Ticker
 from fleetwright.planner.ordering import order_nodes
 from fleetwright.workflows.ids import rollout_workflow_id
 from fleetwright.workflows.payloads import RolloutInput

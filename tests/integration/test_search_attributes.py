@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from fleetwright.localcluster.kubelet import SimulatedKubelet
-from fleetwright.localcluster.processes import Supervised
-from fleetwright.localcluster.temporal import LocalTemporal
-from fleetwright.worker.settings import WorkerSettings
+from fleetwright.local.kubelet import SimulatedKubelet
+from fleetwright.local.processes import Supervised
+from fleetwright.local.temporalserver import LocalTemporal
+from fleetwright.process.settings import WorkerSettings
 from fleetwright.workflows.search import REGISTRATION
 from tests.support.engine import label_nodes, unique
 from tests.support.providers import ClusterUnderTest

@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 
 from fleetwright import certs
-from fleetwright.localcluster.cluster import free_port
-from fleetwright.localcluster.temporal import LocalTemporal
-from fleetwright.worker.client import CORE_LOGGER
-from fleetwright.worker.settings import WorkerSettings
+from fleetwright.local.controlplane import free_port
+from fleetwright.local.temporalserver import LocalTemporal
+from fleetwright.process.settings import WorkerSettings
+from fleetwright.process.temporalclient import CORE_LOGGER
 from tests.support.engine import unique
 from tests.support.providers import ClusterUnderTest
 from tests.support.stack import Rollout, engine_settings

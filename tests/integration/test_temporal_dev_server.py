@@ -13,7 +13,7 @@ from temporalio.worker import Worker
 
 # The sandbox re-imports this module to validate the workflow; the launcher is not workflow code.
 with workflow.unsafe.imports_passed_through():
-    from fleetwright.localcluster.temporal import LocalTemporal
+    from fleetwright.local.temporalserver import LocalTemporal
 
 pytestmark = pytest.mark.integration
 

@@ -16,15 +16,15 @@ from dataclasses import dataclass
 
 import pytest
 
-from fleetwright.chaos.plan import Fault, Injection, IterationPlan, Outcome
+from fleetwright.chaos.iteration import Fault, Injection, IterationPlan, Outcome
 from fleetwright.chaos.runner import IterationResult, run
-from fleetwright.chaos.stack import ChaosStack
+from fleetwright.chaos.system import ChaosStack
 from fleetwright.cli.chaos import describe
 from fleetwright.cli.history import runs
-from fleetwright.localcluster.cluster import LocalCluster
-from fleetwright.localcluster.temporal import TemporalServer
+from fleetwright.local.controlplane import LocalCluster
+from fleetwright.local.temporalserver import TemporalServer
 from fleetwright.planner.stages import Stage
-from fleetwright.worker.client import connect
+from fleetwright.process.temporalclient import connect
 from fleetwright.workflows import search as sa
 from fleetwright.workflows.node import NODE_WORKFLOW
 from fleetwright.workflows.rollout import ROLLOUT_WORKFLOW

@@ -25,7 +25,7 @@ import pytest
 import websocket
 from temporalio.client import Client
 
-from fleetwright.localcluster.temporal import LocalTemporal
+from fleetwright.local.temporalserver import LocalTemporal
 from fleetwright.workflows.ids import rollout_workflow_id
 from tests.support.stack import Rollout, RunningController
 from tests.support.waiting import until

@@ -21,17 +21,17 @@ import pytest
 from temporalio.client import Client
 
 from fleetwright.chaos.invariants import check_run
-from fleetwright.chaos.plan import IterationPlan, Outcome
+from fleetwright.chaos.iteration import IterationPlan, Outcome
 from fleetwright.chaos.runner import engine_settings, manifests
 from fleetwright.chaos.snapshot import Snapshot
-from fleetwright.chaos.stack import GROUP_LABEL, ChaosStack
+from fleetwright.chaos.system import GROUP_LABEL, ChaosStack
 from fleetwright.chaos.watcher import Watcher
 from fleetwright.kube.client import from_kubeconfig
-from fleetwright.localcluster.cluster import LocalCluster
-from fleetwright.localcluster.nodes import stage_pod_timing
-from fleetwright.localcluster.processes import Supervised, wait_until
-from fleetwright.localcluster.temporal import LocalTemporal
-from fleetwright.worker.settings import SETTINGS_ENV, WorkerSettings
+from fleetwright.local.controlplane import LocalCluster
+from fleetwright.local.nodes import stage_pod_timing
+from fleetwright.local.processes import Supervised, wait_until
+from fleetwright.local.temporalserver import LocalTemporal
+from fleetwright.process.settings import SETTINGS_ENV, WorkerSettings
 from tests.support.cli import Cli
 from tests.support.providers import ClusterUnderTest
 from tests.support.releases import REPO, checkout, history_problems, previous, release_path

@@ -13,7 +13,7 @@ from typer.testing import CliRunner, Result
 
 from fleetwright.cli import commands
 from fleetwright.cli.app import app
-from fleetwright.localcluster.temporal import LocalTemporal
+from fleetwright.local.temporalserver import LocalTemporal
 from tests.support.providers import ClusterUnderTest
 
 

@@ -20,9 +20,9 @@ from fleetwright.activities.payloads import NAMES, DecideReport
 from fleetwright.activities.rollout import rollout_activities
 from fleetwright.api.keys import cordon_key
 from fleetwright.kube.client import from_kubeconfig
-from fleetwright.localcluster.nodes import stage_pod_timing
-from fleetwright.localcluster.ticker import Ticker
-from fleetwright.worker.temporal import build_worker
+from fleetwright.local.nodes import stage_pod_timing
+from fleetwright.local.ticker import Ticker
+from fleetwright.worker.temporalworker import build_worker
 from tests.support.providers import ClusterUnderTest
 
 FAST_PODS = stage_pod_timing(0.3, ready_seconds=0.1)

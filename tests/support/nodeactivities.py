@@ -10,7 +10,7 @@ from typing import Any
 from fleetwright.activities.payloads import StageRequest
 from fleetwright.api.keys import condition_type
 from fleetwright.api.nodeprofile import Package
-from fleetwright.localcluster.nodes import stage_pod_timing
+from fleetwright.local.nodes import stage_pod_timing
 from fleetwright.planner.stages import Stage
 from tests.support.providers import ClusterUnderTest
 

@@ -17,14 +17,14 @@ from typing import Protocol
 
 import yaml
 
-from fleetwright.localcluster.cluster import (
+from fleetwright.local.controlplane import (
     ClusterOptions,
     KwokFleet,
     LocalCluster,
     create_package_namespace,
     run_kubectl,
 )
-from fleetwright.localcluster.processes import wait_until
+from fleetwright.local.processes import wait_until
 from fleetwright.workflows.enginesettings import EngineSettings
 
 PROVIDER_ENV = "FLEETWRIGHT_CLUSTER_PROVIDER"

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from fleetwright.localcluster import examples
-from fleetwright.localcluster.cluster import LocalCluster
-from fleetwright.localcluster.realnode import RealNode
+from fleetwright.local import examples
+from fleetwright.local.controlplane import LocalCluster
+from fleetwright.local.realnode import RealNode
 from tests.support.engine import kubectl_json, label_nodes
 from tests.support.stack import GROUP_LABEL
 

@@ -16,12 +16,12 @@ from kubernetes import client as k8s
 
 from fleetwright.api.crdgen import CRDS
 from fleetwright.api.keys import cordon_key
+from fleetwright.controller.reconcile import ControllerOptions, run_controller
 from fleetwright.kube.client import from_kubeconfig
-from fleetwright.localcluster import examples
-from fleetwright.localcluster.cluster import wait_established
+from fleetwright.local import examples
+from fleetwright.local.controlplane import wait_established
 from fleetwright.planner.nodestate import read_profile_state
-from fleetwright.worker.controller import ControllerOptions, run_controller
-from fleetwright.worker.settings import WorkerSettings
+from fleetwright.process.settings import WorkerSettings
 from fleetwright.workflows.enginesettings import EngineSettings
 from tests.support.engine import FAST_PODS, kubectl_json
 from tests.support.providers import ClusterUnderTest

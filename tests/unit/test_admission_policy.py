@@ -11,7 +11,7 @@ import pytest
 from pydantic import ValidationError
 
 from fleetwright.api.validation import AdmissionPolicy, Result, validate_nodeprofile
-from fleetwright.worker.webhook import ADMISSION_ENV, AdmissionPolicyError, load_admission_policy, review
+from fleetwright.webhook.admission import ADMISSION_ENV, AdmissionPolicyError, load_admission_policy, review
 from tests.support.manifests import profile_manifest
 
 pytestmark = pytest.mark.unit

@@ -26,6 +26,6 @@ def test_every_agent_module_is_reached_from_the_entry_point() -> None:
 
 def test_the_image_copies_the_agent_modules_and_deletes_nothing() -> None:
     dockerfile = (AGENT / "Dockerfile").read_text(encoding="utf-8")
-    assert "COPY agent/*.py /opt/fleetwright/fleetwright/agent/" in dockerfile
+    assert "COPY fleetwright/agent/*.py /opt/fleetwright/fleetwright/agent/" in dockerfile
     assert not any("rm " in line and "/opt/fleetwright" in line for line in dockerfile.splitlines())
     assert {p.suffix for p in AGENT.iterdir() if p.name not in ("Dockerfile", "__pycache__")} == {".py"}

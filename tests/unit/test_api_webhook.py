@@ -17,7 +17,7 @@ from cryptography import x509
 
 from fleetwright import certs
 from fleetwright.api.keys import WEBHOOK_NAME
-from fleetwright.worker.webhook import WebhookServer, review, webhook_configuration
+from fleetwright.webhook.admission import WebhookServer, review, webhook_configuration
 from tests.support.manifests import package_manifest, profile_manifest
 
 pytestmark = pytest.mark.unit

@@ -11,7 +11,7 @@ import pytest
 
 from fleetwright.api.keys import claim_key, cordon_key, state_key
 from fleetwright.chaos.faults import choose_node
-from fleetwright.chaos.plan import Fault, Outcome, draw, rollback_plan
+from fleetwright.chaos.iteration import Fault, Outcome, draw, rollback_plan
 from fleetwright.chaos.runner import engine_settings, manifests
 from fleetwright.chaos.snapshot import NodeView
 

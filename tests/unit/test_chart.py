@@ -17,8 +17,8 @@ from cryptography import x509
 from fleetwright import chart
 from fleetwright.api import keys
 from fleetwright.binaries import control_plane_binary
-from fleetwright.worker.settings import WorkerSettings
-from fleetwright.worker.webhook import (
+from fleetwright.process.settings import WorkerSettings
+from fleetwright.webhook.admission import (
     ADMISSION_ENV,
     load_admission_policy,
     node_webhook_configuration,

@@ -48,9 +48,13 @@ def test_the_invoked_command_is_found_past_the_root_options(argv: list[str], com
     assert invoked(argv) == command
 
 
-HEAVY = ("fleetwright.chaos", "fleetwright.localstack", "fleetwright.localcluster", "fleetwright.packagetest")
+HEAVY = ("fleetwright.chaos", "fleetwright.local", "fleetwright.packagetest")
 # What only the processes need: the worker's workflows and tracing, the controller, the webhook.
-WORKER_ONLY = ("fleetwright.worker.temporal", "fleetwright.worker.controller", "fleetwright.worker.webhook")
+WORKER_ONLY = (
+    "fleetwright.worker.temporalworker",
+    "fleetwright.controller.reconcile",
+    "fleetwright.webhook.admission",
+)
 
 
 def imported(code: str, prefixes: tuple[str, ...]) -> list[str]:
@@ -76,9 +80,9 @@ WHEN_RUN = (
     "kubernetes",
     "fleetwright.workflows.payloads",
     "fleetwright.kube",
-    "fleetwright.localstack",
-    "fleetwright.localcluster",
-    "fleetwright.chaos.stack",
+    "fleetwright.local",
+    "fleetwright.local",
+    "fleetwright.chaos.system",
     "fleetwright.chaos.runner",
 )
 

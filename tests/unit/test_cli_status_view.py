@@ -23,7 +23,7 @@ from fleetwright.cli.logs import choose
 from fleetwright.cli.session import Output, check_output, emit
 from fleetwright.cli.statusview import profile_lines, render, rollout_view
 from fleetwright.kube.stagelogs import StageJob
-from fleetwright.localcluster import examples
+from fleetwright.local import examples
 from fleetwright.planner.nodestate import (
     Before,
     NodePackageState,

@@ -12,11 +12,11 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
 from fleetwright.api.keys import PAUSED_ANNOTATION
+from fleetwright.controller import reconcile as controller_module
+from fleetwright.controller.reconcile import Controller, ControllerOptions
 from fleetwright.kube.client import ApiClient
-from fleetwright.localcluster import examples
-from fleetwright.worker import controller as controller_module
-from fleetwright.worker.controller import Controller, ControllerOptions
-from fleetwright.worker.settings import WorkerSettings
+from fleetwright.local import examples
+from fleetwright.process.settings import WorkerSettings
 from fleetwright.workflows.payloads import Progress, RolloutInput
 from fleetwright.workflows.rollout import ABORTED
 

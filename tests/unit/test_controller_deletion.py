@@ -12,11 +12,11 @@ import pytest
 from fleetwright.activities.cleanup import Leftovers, leftovers
 from fleetwright.api.keys import condition_type, cordon_key, state_key, status_label_key
 from fleetwright.api.nodeprofile import NodeProfile
-from fleetwright.localcluster import examples
+from fleetwright.controller.profilestatus import Inputs, derive, transitions
+from fleetwright.local import examples
 from fleetwright.planner import convert
 from fleetwright.planner.nodestate import PackageRecord
 from fleetwright.planner.nodework import plan_node
-from fleetwright.worker.profilestatus import Inputs, derive, transitions
 from fleetwright.workflows.payloads import Progress
 
 pytestmark = pytest.mark.unit

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from fleetwright.worker.controller import Controller
+from fleetwright.controller.reconcile import Controller
 from fleetwright.workflows.payloads import RolloutInput
 from tests.unit.test_controller_abort import NAME, FakeTemporal, controller, profile_obj, temporal
 

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from fleetwright.api.nodeprofile import NodeProfileStatus
-from fleetwright.worker.profilestatus import Inputs, derive, rollout_phase, transitions
+from fleetwright.controller.profilestatus import Inputs, derive, rollout_phase, transitions
 from fleetwright.workflows.payloads import Progress
 
 pytestmark = pytest.mark.unit

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from fleetwright.activities.rollout import patch_nodes, raced_claims
 from fleetwright.api.keys import claim_key
 from fleetwright.errors import NotFoundError, PermanentError
-from fleetwright.localcluster import examples
-from fleetwright.localcluster import nodes as fleet_nodes
+from fleetwright.local import examples
+from fleetwright.local import nodes as fleet_nodes
 
 pytestmark = pytest.mark.unit
 

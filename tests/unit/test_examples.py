@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from fleetwright.cli.validate import load_documents, validate_documents
-from fleetwright.localstack.stack import EXAMPLES, example_profiles
+from fleetwright.local.stack import example_profiles, examples_dir
 
 pytestmark = pytest.mark.unit
 
@@ -15,8 +15,8 @@ FLEETWRIGHT_KINDS = {"NodeProfile", "DeploymentPolicy"}
 
 
 def test_every_example_is_valid_with_no_warning() -> None:
-    files = sorted(EXAMPLES.glob("*.yaml"))
-    assert files, f"no examples in {EXAMPLES}"
+    files = sorted(examples_dir().glob("*.yaml"))
+    assert files, f"no examples in {examples_dir()}"
     docs = []
     for path in files:
         found, errors = load_documents(path.name, path.read_text())

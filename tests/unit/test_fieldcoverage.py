@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from fleetwright.localcluster import examples
+from fleetwright.local import examples
 from tests.support.fieldcoverage import Recorder, observed, requirements, spec_schema
 
 pytestmark = pytest.mark.unit

@@ -11,7 +11,7 @@ import pytest
 
 from fleetwright.activities.rollout import held_waits
 from fleetwright.api.keys import NodeReason, condition_type
-from fleetwright.worker.profilestatus import Inputs, derive
+from fleetwright.controller.profilestatus import Inputs, derive
 from fleetwright.workflows.payloads import Progress
 
 pytestmark = pytest.mark.unit

@@ -11,8 +11,8 @@ import pytest
 from fleetwright.activities.payloads import DecideRequest
 from fleetwright.activities.rollout import observe, plan_turn
 from fleetwright.kube.workloads import gpus_of, node_workloads, waited_pods, workload_of
-from fleetwright.localcluster import examples
-from fleetwright.localcluster import nodes as fleet_nodes
+from fleetwright.local import examples
+from fleetwright.local import nodes as fleet_nodes
 from fleetwright.planner import convert
 from fleetwright.planner.observations import NodeWorkload
 from fleetwright.planner.rollout import begin

@@ -10,11 +10,11 @@ import pytest
 from cryptography import x509
 
 from fleetwright.binaries import MissingBinaryError, control_plane_binary
-from fleetwright.localcluster import nodes
-from fleetwright.localcluster.cluster import kwok_configuration
-from fleetwright.localcluster.pki import LocalCA
-from fleetwright.localcluster.postgres import LocalPostgres
-from fleetwright.localcluster.temporal import STORES, Backend, local_temporal, server_config
+from fleetwright.local import nodes
+from fleetwright.local.controlplane import kwok_configuration
+from fleetwright.local.pki import LocalCA
+from fleetwright.local.postgres import LocalPostgres
+from fleetwright.local.temporalserver import STORES, Backend, local_temporal, server_config
 from tests.support import providers
 
 pytestmark = pytest.mark.unit

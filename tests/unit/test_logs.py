@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from fleetwright.worker import logs
+from fleetwright.process import logs
 
 pytestmark = pytest.mark.unit
 

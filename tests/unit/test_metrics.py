@@ -25,8 +25,9 @@ from fleetwright.activities.payloads import (
     UncordonRequest,
 )
 from fleetwright.planner.stages import Stage
+from fleetwright.process import metrics
 from fleetwright.stagejob.outcome import StageOutcome, StageReport
-from fleetwright.worker import interceptor, metrics
+from fleetwright.worker import interceptor
 from fleetwright.workflows.payloads import Progress
 from tests.support.stagerequests import stage_request
 

@@ -13,8 +13,13 @@ from typing import Any
 import pytest
 
 from fleetwright.api.keys import RUNTIME_REQUIRED_TAINT, state_key
-from fleetwright.localcluster import examples
-from fleetwright.worker.webhook import MUTATE_PATH, mutate, node_webhook_configuration, webhook_configurations
+from fleetwright.local import examples
+from fleetwright.webhook.admission import (
+    MUTATE_PATH,
+    mutate,
+    node_webhook_configuration,
+    webhook_configurations,
+)
 from tests.unit.test_api_webhook import BrokenLookup, FakeLookup
 
 pytestmark = pytest.mark.unit

@@ -9,12 +9,12 @@ import pytest
 
 from fleetwright.activities.payloads import DecideRequest, NodeResult
 from fleetwright.activities.rollout import observe
-from fleetwright.localcluster import examples
-from fleetwright.localcluster import nodes as fleet_nodes
+from fleetwright.local import examples
+from fleetwright.local import nodes as fleet_nodes
 from fleetwright.planner import convert
 from fleetwright.planner.observations import RunStatus
 from fleetwright.planner.rollout import begin
-from fleetwright.planner.state import NodeRun
+from fleetwright.planner.rolloutstate import NodeRun
 
 pytestmark = pytest.mark.unit
 

@@ -10,10 +10,10 @@ from datetime import UTC, datetime
 import pytest
 from pydantic_core import to_json
 
-from fleetwright.localcluster import examples
+from fleetwright.local import examples
 from fleetwright.planner import convert
 from fleetwright.planner.rollout import begin
-from fleetwright.planner.state import RolloutState
+from fleetwright.planner.rolloutstate import RolloutState
 from fleetwright.workflows.payloads import RolloutInput
 
 pytestmark = pytest.mark.unit

@@ -11,8 +11,8 @@ from fleetwright.api.keys import cordon_key
 from fleetwright.api.nodeprofile import NodeProfile
 from fleetwright.planner import convert
 from fleetwright.planner.batches import StrategyKind
-from fleetwright.planner.fleet import observe_fleet, observe_node
 from fleetwright.planner.interrupts import InterruptKind
+from fleetwright.planner.nodelist import observe_fleet, observe_node
 from fleetwright.planner.nodestate import NodePackageState, PackageRecord, PendingChange, format_annotation
 from fleetwright.planner.packages import digest
 from fleetwright.planner.policy import ApprovalStep, BatchesStep, CanaryStep, SoakStep

@@ -9,8 +9,8 @@ import pytest
 from fleetwright.planner.interrupts import NO_INTERRUPT
 from fleetwright.planner.packages import DesiredPackage
 from fleetwright.planner.policy import Budget, Compartment, FailureAction, FailurePolicy
+from fleetwright.planner.rolloutstate import Decision, Phase
 from fleetwright.planner.selectors import Selector
-from fleetwright.planner.state import Decision, Phase
 from tests.unit.test_planner_rollout import Fleet, batches, policy, started
 
 pytestmark = pytest.mark.unit

@@ -26,9 +26,9 @@ from fleetwright.planner.policy import (
     Step,
 )
 from fleetwright.planner.rollout import begin, decide
+from fleetwright.planner.rolloutstate import Decision, Phase
 from fleetwright.planner.selectors import Selector
 from fleetwright.planner.spec import RolloutSpec
-from fleetwright.planner.state import Decision, Phase
 from tests.unit.test_planner_properties import PACKAGES, T0, node
 
 pytestmark = pytest.mark.unit

@@ -14,8 +14,8 @@ from fleetwright.planner.observations import NodeObservation, Observations, RunS
 from fleetwright.planner.packages import DesiredPackage
 from fleetwright.planner.policy import BatchesStep, Budget, RolloutPolicy
 from fleetwright.planner.rollout import begin, decide
+from fleetwright.planner.rolloutstate import Phase
 from fleetwright.planner.spec import RolloutSpec
-from fleetwright.planner.state import Phase
 
 pytestmark = pytest.mark.unit
 

@@ -11,8 +11,8 @@ import pytest
 from fleetwright.activities.payloads import DecideRequest
 from fleetwright.activities.rollout import plan_turn
 from fleetwright.api.nodeprofile import NodeProfile
-from fleetwright.localcluster import examples
-from fleetwright.localcluster import nodes as fleet_nodes
+from fleetwright.local import examples
+from fleetwright.local import nodes as fleet_nodes
 from fleetwright.planner import convert
 from fleetwright.planner.nodestate import NodePackageState, PackageRecord, format_annotation
 from fleetwright.planner.priority import earlier_profiles, waiting_on

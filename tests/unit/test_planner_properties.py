@@ -29,9 +29,9 @@ from fleetwright.planner.policy import (
     Step,
 )
 from fleetwright.planner.rollout import begin, decide
+from fleetwright.planner.rolloutstate import Decision, Phase, RolloutState
 from fleetwright.planner.selectors import Selector
 from fleetwright.planner.spec import RolloutSpec
-from fleetwright.planner.state import Decision, Phase, RolloutState
 from fleetwright.planner.windows import Window, fits
 
 pytestmark = pytest.mark.unit

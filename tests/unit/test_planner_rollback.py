@@ -26,9 +26,9 @@ from fleetwright.planner.policy import (
 from fleetwright.planner.preview import preview
 from fleetwright.planner.rollback import UNKNOWN_BEFORE, plan_node_rollback, recorded_previous, rollback_spec
 from fleetwright.planner.rollout import begin, decide, retarget
+from fleetwright.planner.rolloutstate import Decision, Phase, RolloutState
 from fleetwright.planner.spec import RollbackOf, RolloutSpec
 from fleetwright.planner.stages import Stage
-from fleetwright.planner.state import Decision, Phase, RolloutState
 
 pytestmark = pytest.mark.unit
 

@@ -27,9 +27,9 @@ from fleetwright.planner.policy import (
     Step,
 )
 from fleetwright.planner.rollout import begin, decide, retarget
+from fleetwright.planner.rolloutstate import Decision, Phase, RolloutState
 from fleetwright.planner.selectors import Selector
 from fleetwright.planner.spec import RolloutSpec
-from fleetwright.planner.state import Decision, Phase, RolloutState
 from fleetwright.planner.windows import Window
 
 pytestmark = pytest.mark.unit

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from fleetwright.api.nodeprofile import NodeProfile
-from fleetwright.localcluster import examples
+from fleetwright.local import examples
 from fleetwright.planner import convert
 from fleetwright.planner.nodestate import NodePackageState, PackageRecord, PendingChange, format_annotation
 from fleetwright.planner.runtime import holding_taint, taint_on_join

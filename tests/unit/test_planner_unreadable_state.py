@@ -14,15 +14,15 @@ from fleetwright.activities.payloads import DecideReport, DecideRequest
 from fleetwright.activities.rollout import plan_turn
 from fleetwright.api.keys import state_key
 from fleetwright.api.nodeprofile import NodeProfile
-from fleetwright.localcluster import examples
-from fleetwright.localcluster import nodes as fleet_nodes
+from fleetwright.local import examples
+from fleetwright.local import nodes as fleet_nodes
 from fleetwright.planner import convert
-from fleetwright.planner.fleet import observe_node
+from fleetwright.planner.nodelist import observe_node
 from fleetwright.planner.nodestate import NodePackageState, PackageRecord, format_annotation
 from fleetwright.planner.priority import earlier_profiles, waiting_on
 from fleetwright.planner.rollout import begin
+from fleetwright.planner.rolloutstate import Phase
 from fleetwright.planner.runtime import complete_on
-from fleetwright.planner.state import Phase
 
 pytestmark = pytest.mark.unit
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from fleetwright.localcluster import nodeconfig
+from fleetwright.local import nodeconfig
 
 pytestmark = pytest.mark.unit
 

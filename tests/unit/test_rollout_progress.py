@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from fleetwright.localcluster import examples
+from fleetwright.local import examples
 from fleetwright.planner import convert
 from fleetwright.planner.nodework import plan_node
 from fleetwright.planner.rollout import begin
-from fleetwright.planner.state import (
+from fleetwright.planner.rolloutstate import (
     BlockedNode,
     Counts,
     Decision,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from temporalio.api.enums.v1 import IndexedValueType
 
-from fleetwright.worker.searchattrs import missing, type_name
+from fleetwright.process.searchattrs import missing, type_name
 from fleetwright.workflows.search import REGISTRATION
 
 pytestmark = pytest.mark.unit

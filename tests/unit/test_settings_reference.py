@@ -8,15 +8,15 @@ from typer.testing import CliRunner
 
 from fleetwright.cli import serve  # noqa: F401 - registers the process commands on the app
 from fleetwright.cli.app import app
-from fleetwright.worker import settingsdoc
-from fleetwright.worker.settings import WorkerSettings
+from fleetwright.process import settingsdoc
+from fleetwright.process.settings import WorkerSettings
 from fleetwright.workflows.enginesettings import EngineSettings
 
 pytestmark = pytest.mark.unit
 
 
 def test_the_reference_table_does_not_drift() -> None:
-    assert settingsdoc.drift() == "", "run python -m fleetwright.worker.settingsdoc"
+    assert settingsdoc.drift() == "", "run python -m fleetwright.process.settingsdoc"
 
 
 def test_every_setting_is_described() -> None:

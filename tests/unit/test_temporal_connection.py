@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from fleetwright.worker.client import _tls, connect_with
-from fleetwright.worker.settings import WorkerSettings
+from fleetwright.process.settings import WorkerSettings
+from fleetwright.process.temporalclient import _tls, connect_with
 
 pytestmark = pytest.mark.unit
 

@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fleetwright.api.validation import Result, validate_object
-from fleetwright.worker.webhook import review
+from fleetwright.webhook.admission import review
 
 pytestmark = pytest.mark.unit
 

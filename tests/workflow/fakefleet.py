@@ -40,7 +40,7 @@ from fleetwright.activities.rollout import cleared_failure, plan_turn
 from fleetwright.activities.stages import resume_index, run_stages
 from fleetwright.activities.starts import NodeStarter
 from fleetwright.api.keys import NodeReason, claim_key, cordon_key, state_key
-from fleetwright.localcluster import nodes as fleet_nodes
+from fleetwright.local import nodes as fleet_nodes
 from fleetwright.planner.nodestate import format_annotation
 from fleetwright.stagejob.outcome import StageOutcome, StageReport
 

@@ -26,11 +26,11 @@ from temporalio.testing import WorkflowEnvironment
 
 from fleetwright.api.nodeprofile import NodeProfile
 from fleetwright.binaries import wheel_binary
-from fleetwright.localcluster import examples
+from fleetwright.local import examples
 from fleetwright.planner.nodestate import NodePackageState, PackageRecord, format_annotation
 from fleetwright.planner.packages import config_digests
-from fleetwright.worker.process import run_and_exit
-from fleetwright.worker.temporal import build_worker
+from fleetwright.process.shutdown import run_and_exit
+from fleetwright.worker.temporalworker import build_worker
 from fleetwright.workflows.enginesettings import EngineSettings
 from fleetwright.workflows.ids import node_workflow_id
 from fleetwright.workflows.payloads import Deletion, Progress, RolloutInput, SpecChange

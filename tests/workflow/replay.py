@@ -15,8 +15,8 @@ from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
-from fleetwright.worker.process import run_and_exit
-from fleetwright.worker.temporal import WORKFLOWS
+from fleetwright.process.shutdown import run_and_exit
+from fleetwright.worker.temporalworker import WORKFLOWS
 from tests.support.releases import REPO
 
 EXPLAIN = ".venv/bin/python -m tests.workflow.replay"

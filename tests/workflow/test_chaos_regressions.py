@@ -20,8 +20,8 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
 from fleetwright.activities.payloads import NAMES
-from fleetwright.localcluster import examples
-from fleetwright.worker.temporal import build_worker
+from fleetwright.local import examples
+from fleetwright.worker.temporalworker import build_worker
 from fleetwright.workflows.enginesettings import EngineSettings
 from fleetwright.workflows.payloads import RolloutInput
 from fleetwright.workflows.rollout import RolloutWorkflow

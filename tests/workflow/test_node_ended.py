@@ -19,9 +19,9 @@ from temporalio.worker import Worker
 from fleetwright.activities.payloads import EndedNodesRequest, NodeResult, StartNodesRequest, WorkflowStart
 from fleetwright.activities.starts import NodeStarter
 from fleetwright.api.keys import NodeReason, claim_key
-from fleetwright.localcluster import examples
+from fleetwright.local import examples
 from fleetwright.planner.observations import RunStatus
-from fleetwright.worker.temporal import build_worker
+from fleetwright.worker.temporalworker import build_worker
 from fleetwright.workflows.enginesettings import EngineSettings
 from fleetwright.workflows.ids import node_workflow_id
 from fleetwright.workflows.node import NODE_WORKFLOW

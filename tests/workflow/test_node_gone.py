@@ -15,9 +15,9 @@ from temporalio.client import Client
 from fleetwright.activities.errors import to_application_error
 from fleetwright.activities.payloads import NAMES, NodeStatusRequest, RecordStateRequest
 from fleetwright.errors import NodeGoneError
-from fleetwright.localcluster import examples
+from fleetwright.local import examples
 from fleetwright.planner.observations import RunStatus
-from fleetwright.worker.temporal import build_worker
+from fleetwright.worker.temporalworker import build_worker
 from fleetwright.workflows.enginesettings import EngineSettings
 from fleetwright.workflows.ids import node_workflow_id
 from fleetwright.workflows.payloads import NodeResult, Progress, RolloutInput

@@ -15,8 +15,8 @@ from temporalio.testing import WorkflowEnvironment
 
 from fleetwright.activities.payloads import StageRequest
 from fleetwright.api.deploymentpolicy import DeploymentPolicy
-from fleetwright.localcluster import examples
-from fleetwright.worker.temporal import build_worker
+from fleetwright.local import examples
+from fleetwright.worker.temporalworker import build_worker
 from fleetwright.workflows.payloads import Progress, RolloutInput, SpecChange
 from fleetwright.workflows.rollout import RolloutWorkflow
 from tests.support.waiting import until_progress

@@ -14,9 +14,9 @@ from temporalio.testing import WorkflowEnvironment
 
 from fleetwright.api.common import API_VERSION
 from fleetwright.api.deploymentpolicy import DeploymentPolicy
-from fleetwright.localcluster import examples
-from fleetwright.localcluster.nodes import node_name
-from fleetwright.worker.temporal import build_worker
+from fleetwright.local import examples
+from fleetwright.local.nodes import node_name
+from fleetwright.worker.temporalworker import build_worker
 from fleetwright.workflows.payloads import RolloutInput
 from fleetwright.workflows.rollout import RolloutWorkflow
 from tests.support.waiting import until, until_progress
@@ -30,7 +30,7 @@ H100 = "NVIDIA-H100-80GB-HBM3"
 A100 = "NVIDIA-A100-SXM4-80GB"
 RETIRED = "example.com/retired"
 CANARY = node_name(5)
-# Nodes 0-7 are one rack of H100s, 8-11 the next rack's A100s (localcluster.nodes); one A100 is
+# Nodes 0-7 are one rack of H100s, 8-11 the next rack's A100s (local.nodes); one A100 is
 # labelled retired, so the a100 compartment's DoesNotExist leaves it to the policy's own steps.
 H100_NODES = {node_name(i) for i in range(8)}
 A100_NODES = {node_name(i) for i in range(8, 11)}

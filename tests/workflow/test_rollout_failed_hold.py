@@ -8,10 +8,10 @@ from temporalio.client import Client
 
 from fleetwright.activities.payloads import StageRequest
 from fleetwright.api.deploymentpolicy import DeploymentPolicy, FailurePolicy
-from fleetwright.localcluster import examples
+from fleetwright.local import examples
 from fleetwright.planner.nodestate import PackageRecord, read_profile_state
 from fleetwright.planner.packages import config_digests
-from fleetwright.worker.temporal import build_worker
+from fleetwright.worker.temporalworker import build_worker
 from fleetwright.workflows.payloads import Progress, RolloutInput
 from tests.workflow.fakefleet import FakeFleet
 from tests.workflow.test_rollout_rollback import fleet_at_1_0_0

@@ -10,10 +10,10 @@ from temporalio.client import Client
 
 from fleetwright.activities.payloads import StageRequest
 from fleetwright.api.deploymentpolicy import DeploymentPolicy
-from fleetwright.localcluster import examples
+from fleetwright.local import examples
 from fleetwright.planner.nodestate import PackageRecord, format_annotation, read_profile_state
 from fleetwright.planner.packages import config_digests
-from fleetwright.worker.temporal import build_worker
+from fleetwright.worker.temporalworker import build_worker
 from fleetwright.workflows.payloads import RolloutInput, SpecChange
 from fleetwright.workflows.rollout import RolloutWorkflow
 from tests.support.waiting import until_progress

@@ -11,8 +11,8 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from fleetwright.api.deploymentpolicy import DeploymentPolicy
-from fleetwright.localcluster import examples
-from fleetwright.worker.temporal import build_worker
+from fleetwright.local import examples
+from fleetwright.worker.temporalworker import build_worker
 from fleetwright.workflows.payloads import RolloutInput
 from tests.support.waiting import until, until_progress
 from tests.workflow.fakefleet import FakeFleet

@@ -16,9 +16,9 @@ from temporalio.testing import WorkflowEnvironment
 
 from fleetwright.activities.payloads import NAMES, DecideReport, DecideRequest, DrainReport, DrainRequest
 from fleetwright.api.keys import condition_type, cordon_key, state_key
-from fleetwright.localcluster import examples
+from fleetwright.local import examples
 from fleetwright.planner.nodestate import read_profile_state
-from fleetwright.worker.temporal import build_worker
+from fleetwright.worker.temporalworker import build_worker
 from fleetwright.workflows.enginesettings import EngineSettings
 from fleetwright.workflows.ids import node_workflow_id
 from fleetwright.workflows.payloads import Progress, RolloutInput, SpecChange

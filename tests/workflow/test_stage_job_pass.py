@@ -13,9 +13,9 @@ import pytest
 from temporalio.client import Client
 
 from fleetwright.activities.payloads import StageRequest
-from fleetwright.localcluster import examples
+from fleetwright.local import examples
 from fleetwright.stagejob.outcome import StageReport
-from fleetwright.worker.temporal import build_worker
+from fleetwright.worker.temporalworker import build_worker
 from fleetwright.workflows.enginesettings import EngineSettings
 from fleetwright.workflows.ids import node_workflow_id
 from fleetwright.workflows.payloads import NodeResult, RolloutInput

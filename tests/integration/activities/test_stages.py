@@ -31,9 +31,9 @@ from fleetwright.api.keys import BOOT_ID_BEFORE_ANNOTATION, state_key
 from fleetwright.kube import client as kube_client
 from fleetwright.kube import jobs as kube_jobs
 from fleetwright.kube.jobwatch import JobWatches
-from fleetwright.localcluster import nodes as fleet_nodes
-from fleetwright.localcluster.kubelet import SimulatedKubelet
-from fleetwright.localcluster.nodes import stage_pod_timing
+from fleetwright.local import nodes as fleet_nodes
+from fleetwright.local.kubelet import SimulatedKubelet
+from fleetwright.local.nodes import stage_pod_timing
 from fleetwright.planner.interrupts import REBOOT
 from fleetwright.planner.nodestate import NodePackageState, PackageRecord, parse_annotation
 from fleetwright.planner.observations import RunStatus

@@ -20,7 +20,7 @@ from fleetwright.activities.payloads import (
     UncordonRequest,
 )
 from fleetwright.api.keys import state_key, status_label_key
-from fleetwright.localcluster import nodes as fleet_nodes
+from fleetwright.local import nodes as fleet_nodes
 from fleetwright.planner.interrupts import REBOOT
 from fleetwright.planner.nodestate import NodePackageState, PackageRecord, parse_annotation
 from fleetwright.planner.stages import Stage

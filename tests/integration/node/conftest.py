@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from fleetwright.localcluster import realnode
-from fleetwright.localcluster.cluster import ClusterOptions, LocalCluster, create_package_namespace
-from fleetwright.localcluster.nodeconfig import TEMPORAL_ADDRESS
-from fleetwright.localcluster.realnode import RealNode, RealNodeOptions, linked_to_temporal
-from fleetwright.localcluster.temporal import LocalTemporal
+from fleetwright.local import realnode
+from fleetwright.local.controlplane import ClusterOptions, LocalCluster, create_package_namespace
+from fleetwright.local.nodeconfig import TEMPORAL_ADDRESS
+from fleetwright.local.realnode import RealNode, RealNodeOptions, linked_to_temporal
+from fleetwright.local.temporalserver import LocalTemporal
 from fleetwright.packagetest.hostroot import HostRoot
 from fleetwright.workflows.enginesettings import EngineSettings
 from tests.support.stack import engine_settings

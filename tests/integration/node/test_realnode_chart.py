@@ -16,9 +16,9 @@ import pytest
 import yaml
 
 from fleetwright.images import spec as image_spec
-from fleetwright.localcluster import realnode
-from fleetwright.localcluster.cluster import LocalCluster
-from fleetwright.localcluster.realnode import RealNode
+from fleetwright.local import realnode
+from fleetwright.local.controlplane import LocalCluster
+from fleetwright.local.realnode import RealNode
 from fleetwright.packagetest.hostroot import HostRoot
 from tests.support.chartrbac import (
     CHART,

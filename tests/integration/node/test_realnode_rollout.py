@@ -18,10 +18,10 @@ import asyncio
 import pytest
 
 from fleetwright.api.keys import condition_type, cordon_key, status_label_key
-from fleetwright.localcluster import realnode
-from fleetwright.localcluster.cluster import LocalCluster
-from fleetwright.localcluster.realnode import RealNode
-from fleetwright.localcluster.temporal import LocalTemporal
+from fleetwright.local import realnode
+from fleetwright.local.controlplane import LocalCluster
+from fleetwright.local.realnode import RealNode
+from fleetwright.local.temporalserver import LocalTemporal
 from fleetwright.packagetest.hostroot import HostRoot
 from fleetwright.planner.nodestate import read_profile_state
 from tests.support.cli import Cli

@@ -18,10 +18,10 @@ from temporalio.client import Client
 from fleetwright.chaos.snapshot import job_view
 from fleetwright.images import spec as image_spec
 from fleetwright.images.offline import Built
-from fleetwright.localcluster import realnode
-from fleetwright.localcluster.cluster import LocalCluster
-from fleetwright.localcluster.realnode import RealNode
-from fleetwright.localcluster.temporal import LocalTemporal
+from fleetwright.local import realnode
+from fleetwright.local.controlplane import LocalCluster
+from fleetwright.local.realnode import RealNode
+from fleetwright.local.temporalserver import LocalTemporal
 from fleetwright.packagetest.hostroot import HostRoot
 from tests.support.chartrbac import CHART, PACKAGES, helm
 from tests.support.engine import kubectl_json, unique

@@ -1,0 +1,556 @@
+"""The local control plane: real etcd, kube-apiserver and kube-controller-manager (and, when asked,
+kube-scheduler), and kwok simulating N GPU nodes, all on loopback.
+
+``LocalCluster`` owns a work directory (PKI, etcd data, logs, kubeconfigs) and the child
+processes. Components can be killed and restarted one by one, which the chaos suite uses.
+Node objects are created with kubectl so this module stays out of the Kubernetes client.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import socket
+import ssl
+import subprocess
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from fleetwright.binaries import cache_dir, control_plane_binary, wheel_binary
+from fleetwright.images import offline
+from fleetwright.images.offline import Built
+from fleetwright.local import nodes as fleet_nodes
+from fleetwright.local.launcher import Launcher
+from fleetwright.local.pki import CertPair, LocalCA, write_service_account_keys
+from fleetwright.local.processes import Supervised, run_tool, wait_until
+from fleetwright.local.realnode import RealNode, RealNodeOptions
+
+LOOPBACK = "127.0.0.1"
+# Simulated stage pods (fleetwright's package namespace) all serve this log.
+STAGE_NAMESPACE = "fleetwright-system"
+STAGE_LOG_FILE = "kwok-stage.log"
+STAGE_LOG = ("simulated stage container (kwok): no process ran", "stage finished")
+SERVICE_CIDR = "10.96.0.0/16"
+# kwok renews node leases with this many nodes per worker (at least its default 4 workers).
+NODES_PER_LEASE_WORKER = 32
+KWOK_DEFAULT_WORKERS = 4
+# Controllers the product relies on (Jobs, PDB status, owner GC, namespaces and service accounts
+# for pods, node lifecycle) plus what Deployments/ReplicaSets/DaemonSets need for test workloads.
+CONTROLLERS = (
+    "job-controller",
+    "disruption-controller",
+    "garbage-collector-controller",
+    "namespace-controller",
+    "serviceaccount-controller",
+    "serviceaccount-token-controller",
+    "deployment-controller",
+    "replicaset-controller",
+    "daemonset-controller",
+    "statefulset-controller",
+    "node-lifecycle-controller",
+    "taint-eviction-controller",
+    "ttl-controller",
+    "ttl-after-finished-controller",
+    "pod-garbage-collector-controller",
+    "root-ca-certificate-publisher-controller",
+)
+
+
+def free_port(below: int | None = None) -> int:
+    """A loopback port nobody listens on now; with ``below``, one under it (the kernel's own
+    picks are ephemeral ports, 32768 and up), drawn at random from 20000 up."""
+    if below is None:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind((LOOPBACK, 0))
+            return int(sock.getsockname()[1])
+    draw = random.SystemRandom()
+    for _ in range(200):
+        port = draw.randrange(20000, below)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind((LOOPBACK, port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free loopback port below {below}")
+
+
+@dataclass(frozen=True)
+class ClusterOptions:
+    nodes: int = 0
+    workdir: Path | None = None
+    # Extra kube-apiserver flags, e.g. feature gates, as "--flag=value" strings.
+    apiserver_args: tuple[str, ...] = ()
+    # Extra kube-controller-manager flags, e.g. a longer --node-monitor-grace-period for a fleet
+    # of thousands of simulated nodes on a loaded machine.
+    controller_manager_args: tuple[str, ...] = ()
+    # How long a simulated node's lease lasts (kwok renews it at a quarter of that, like a kubelet).
+    # Thousands of simulated nodes renewing every 10 s cost the apiserver more than the rollout
+    # does; a longer lease (with a longer node-monitor grace period) keeps a benchmark about
+    # fleetwright.
+    node_lease_seconds: int = 40
+    startup_timeout: float = 120.0
+    scheduler: bool = False
+    """Also run kube-scheduler, so that pods without a node name (a Deployment's) are placed on the
+    simulated nodes. Stage Jobs name their node and need none."""
+    real_node: RealNodeOptions | None = None
+    """Also run one real node (kubelet, containerd, runc) beside the kwok fleet, and the
+    kube-scheduler so that Deployments land on it (see ``realnode``)."""
+    images: tuple[Built, ...] | None = None
+    """The image archives the real node imports; None: build (or find cached) this checkout's."""
+
+
+def _kubeconfig(server: str, ca: Path, client: CertPair, user: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {"name": "fleetwright-local", "cluster": {"server": server, "certificate-authority": str(ca)}}
+        ],
+        "users": [
+            {"name": user, "user": {"client-certificate": str(client.cert), "client-key": str(client.key)}}
+        ],
+        "contexts": [
+            {"name": "fleetwright-local", "context": {"cluster": "fleetwright-local", "user": user}}
+        ],
+        "current-context": "fleetwright-local",
+    }
+
+
+@dataclass
+class LocalCluster(Launcher):
+    """A running (or startable) local control plane. Use as a context manager."""
+
+    options: ClusterOptions = field(default_factory=ClusterOptions)
+    workdir: Path = field(init=False)
+    kubeconfig: Path = field(init=False)
+    server: str = field(init=False)
+    ca_cert: Path = field(init=False)
+    components: dict[str, Supervised] = field(init=False, default_factory=dict)
+    real_node: RealNode | None = field(init=False, default=None)
+
+    def __post_init__(self) -> None:
+        self.workdir = self._work_directory(self.options.workdir, "fleetwright-cluster-")
+        self.kubeconfig = self.workdir / "kubeconfig"
+        self.ca_cert = self.workdir / "pki" / "ca.crt"
+        self._apiserver_port = free_port()
+        self.server = f"https://{LOOPBACK}:{self._apiserver_port}"
+
+    # ----- lifecycle -------------------------------------------------------------------
+    def _start(self) -> None:
+        self._write_pki_and_configs()
+        if self.options.real_node is not None:
+            images = self.options.images
+            if images is None:
+                builder = offline.Builder(offline.repository(), cache_dir(), control_plane_binary)
+                images = tuple(builder.all())
+            self.real_node = RealNode(
+                self.options.real_node, self.workdir, self._ca, self._apiserver_port, self.kubectl, images
+            )
+        self._define_components()
+        self.start_component("etcd")
+        if self.real_node is not None:
+            self.real_node.start_namespaces()
+        for name in ("kube-apiserver", "kube-controller-manager", "kwok"):
+            self.start_component(name)
+        if self.options.scheduler or self.real_node is not None:
+            self.start_component("kube-scheduler")
+        if self.real_node is not None:
+            self.real_node.start_runtime()
+        self.add_nodes(self.options.nodes)
+
+    def _stop(self) -> None:
+        if self.real_node is not None:
+            self.real_node.stop()
+        # Reverse dependency order so nothing logs connection errors into a dying etcd.
+        for name in ("kube-scheduler", "kwok", "kube-controller-manager", "kube-apiserver", "etcd"):
+            component = self.components.get(name)
+            if component is not None:
+                component.stop()
+
+    def start_component(self, name: str) -> None:
+        component = self.components[name]
+        component.start()
+        self._wait_ready(name)
+
+    def kill_component(self, name: str) -> None:
+        self.components[name].kill()
+
+    def restart_component(self, name: str) -> None:
+        self.components[name].kill()
+        self.start_component(name)
+
+    @property
+    def pids(self) -> dict[str, int]:
+        return {n: c.pid for n, c in self.components.items() if c.running and c.pid is not None}
+
+    # ----- configuration ---------------------------------------------------------------
+    def _write_pki_and_configs(self) -> None:
+        pki = self.workdir / "pki"
+        ca = self._ca = LocalCA(pki)
+        self._serving = ca.issue(
+            "apiserver",
+            common_name="kube-apiserver",
+            dns_names=("localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"),
+            ip_addresses=(LOOPBACK, "10.96.0.1"),
+            server=True,
+        )
+        self._apiserver_kubelet_client = ca.issue(
+            "apiserver-kubelet-client",
+            common_name="kube-apiserver-kubelet-client",
+            organization="system:masters",
+        )
+        admin = ca.issue("admin", common_name="fleetwright-admin", organization="system:masters")
+        kcm = ca.issue("controller-manager", common_name="system:kube-controller-manager")
+        kwok = ca.issue("kwok", common_name="kwok-controller", organization="system:masters")
+        self._sa = write_service_account_keys(pki)
+        self.kubeconfig.write_text(yaml.safe_dump(_kubeconfig(self.server, ca.cert_path, admin, "admin")))
+        self._kcm_kubeconfig = self.workdir / "kcm.kubeconfig"
+        self._kcm_kubeconfig.write_text(
+            yaml.safe_dump(_kubeconfig(self.server, ca.cert_path, kcm, "system:kube-controller-manager"))
+        )
+        self._kwok_kubeconfig = self.workdir / "kwok.kubeconfig"
+        self._kwok_kubeconfig.write_text(yaml.safe_dump(_kubeconfig(self.server, ca.cert_path, kwok, "kwok")))
+        scheduler = ca.issue("scheduler", common_name="system:kube-scheduler")
+        self._scheduler_kubeconfig = self.workdir / "scheduler.kubeconfig"
+        self._scheduler_kubeconfig.write_text(
+            yaml.safe_dump(_kubeconfig(self.server, ca.cert_path, scheduler, "system:kube-scheduler"))
+        )
+        self._admin = admin
+
+    def _define_components(self) -> None:
+        etcd_port, etcd_peer = free_port(), free_port()
+        self._etcd_url = f"http://{LOOPBACK}:{etcd_port}"
+        self._scheduler_port = free_port()
+        argvs = {
+            "etcd": self._etcd_argv(etcd_peer),
+            "kube-apiserver": self._apiserver_argv(),
+            "kube-controller-manager": self._controller_manager_argv(),
+            "kube-scheduler": self._scheduler_argv(),
+        }
+        for name, argv in argvs.items():
+            self.components[name] = Supervised(name, argv, self.workdir / "logs" / f"{name}.log")
+        self.fleet = KwokFleet(
+            self._kwok_kubeconfig,
+            self.workdir,
+            self.kubectl,
+            nodes=self.options.nodes,
+            lease_seconds=self.options.node_lease_seconds,
+        )
+        self.components["kwok"] = self.fleet.process
+
+    def _etcd_argv(self, peer_port: int) -> list[str]:
+        return [
+            str(control_plane_binary("etcd")),
+            "--name=fleetwright",
+            f"--data-dir={self.workdir / 'etcd'}",
+            f"--listen-client-urls={self._etcd_url}",
+            f"--advertise-client-urls={self._etcd_url}",
+            f"--listen-peer-urls=http://{LOOPBACK}:{peer_port}",
+            f"--initial-advertise-peer-urls=http://{LOOPBACK}:{peer_port}",
+            f"--initial-cluster=fleetwright=http://{LOOPBACK}:{peer_port}",
+            "--listen-metrics-urls=",
+            # A disposable test store: durability comes from etcd's WAL, fsync is skipped for speed.
+            "--unsafe-no-fsync",
+            "--quota-backend-bytes=4294967296",
+            "--log-level=warn",
+        ]
+
+    def _apiserver_argv(self) -> list[str]:
+        return [
+            str(control_plane_binary("kube-apiserver")),
+            f"--etcd-servers={self._etcd_url}",
+            f"--bind-address={LOOPBACK}",
+            f"--advertise-address={LOOPBACK}",
+            f"--secure-port={self._apiserver_port}",
+            f"--tls-cert-file={self._serving.cert}",
+            f"--tls-private-key-file={self._serving.key}",
+            f"--client-ca-file={self.ca_cert}",
+            f"--kubelet-client-certificate={self._apiserver_kubelet_client.cert}",
+            f"--kubelet-client-key={self._apiserver_kubelet_client.key}",
+            # The Node authorizer scopes a real node's kubelet to its own pods and secrets.
+            f"--authorization-mode={'RBAC' if self.real_node is None else 'Node,RBAC'}",
+            "--anonymous-auth=false",
+            f"--service-account-key-file={self._sa.cert}",
+            f"--service-account-signing-key-file={self._sa.key}",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            # Package stage pods are privileged and use the host's namespaces by design.
+            "--allow-privileged=true",
+            "--endpoint-reconciler-type=none",
+            "--profiling=false",
+            "--v=1",
+            *(self.real_node.apiserver_args() if self.real_node is not None else ()),
+            *self.options.apiserver_args,
+        ]
+
+    def _controller_manager_argv(self) -> list[str]:
+        return [
+            str(control_plane_binary("kube-controller-manager")),
+            f"--kubeconfig={self._kcm_kubeconfig}",
+            f"--authentication-kubeconfig={self._kcm_kubeconfig}",
+            f"--authorization-kubeconfig={self._kcm_kubeconfig}",
+            f"--controllers={','.join(self._controllers())}",
+            "--use-service-account-credentials=true",
+            f"--service-account-private-key-file={self._sa.key}",
+            f"--root-ca-file={self.ca_cert}",
+            "--leader-elect=false",
+            f"--bind-address={LOOPBACK}",
+            f"--secure-port={free_port()}",
+            "--concurrent-job-syncs=20",
+            "--kube-api-qps=200",
+            "--kube-api-burst=400",
+            "--v=1",
+            *self.options.controller_manager_args,
+        ]
+
+    def _scheduler_argv(self) -> list[str]:
+        return [
+            str(control_plane_binary("kube-scheduler")),
+            f"--kubeconfig={self._scheduler_kubeconfig}",
+            f"--authentication-kubeconfig={self._scheduler_kubeconfig}",
+            f"--authorization-kubeconfig={self._scheduler_kubeconfig}",
+            "--leader-elect=false",
+            f"--bind-address={LOOPBACK}",
+            f"--secure-port={self._scheduler_port}",
+            "--v=1",
+        ]
+
+    def _controllers(self) -> tuple[str, ...]:
+        # A real node's pods back Services (the chart's webhook): the apiserver reaches them by
+        # their EndpointSlices.
+        return CONTROLLERS if self.real_node is None else (*CONTROLLERS, "endpointslice-controller")
+
+    # ----- readiness -------------------------------------------------------------------
+    def _ssl_context(self) -> ssl.SSLContext:
+        context = ssl.create_default_context(cafile=str(self.ca_cert))
+        context.load_cert_chain(str(self._admin.cert), str(self._admin.key))
+        return context
+
+    def get(self, path: str, timeout: float = 5.0) -> tuple[int, bytes]:
+        """A raw authenticated GET against the apiserver (status code, body)."""
+        request = urllib.request.Request(self.server + path)
+        try:
+            with urllib.request.urlopen(request, context=self._ssl_context(), timeout=timeout) as response:
+                return int(response.status), bytes(response.read())
+        except urllib.error.HTTPError as error:
+            return int(error.code), bytes(error.read())
+
+    def _wait_ready(self, name: str) -> None:
+        component = self.components[name]
+        timeout = self.options.startup_timeout
+        if name == "etcd":
+            check = lambda: _http_ok(f"{self._etcd_url}/health")  # noqa: E731
+        elif name == "kube-apiserver":
+            check = lambda: _http_ok(f"{self.server}/readyz", self._ssl_context())  # noqa: E731
+        elif name == "kube-scheduler":
+            # Its self-signed serving certificate: only liveness is checked here.
+            unverified = ssl._create_unverified_context()  # noqa: S323
+            check = lambda: _http_ok(f"https://{LOOPBACK}:{self._scheduler_port}/healthz", unverified)  # noqa: E731
+        elif name == "kube-controller-manager":
+            # Ready once the service-account controller has populated the default namespace.
+            check = lambda: self.get("/api/v1/namespaces/default/serviceaccounts/default")[0] == 200  # noqa: E731
+        else:
+            check = self.fleet.healthy
+        wait_until(check, timeout=timeout, what=f"{name} to become ready", alive=component.check_alive)
+
+    # ----- nodes and kubectl -----------------------------------------------------------
+    def kubectl(
+        self, *args: str, input: str | None = None, check: bool = True, timeout: float = 120.0
+    ) -> subprocess.CompletedProcess[str]:
+        """Run the venv's kubectl against this cluster as the admin user."""
+        return run_kubectl(self.kubeconfig, *args, input=input, check=check, timeout=timeout)
+
+    def add_nodes(self, count: int, *, wait: bool = True) -> list[str]:
+        """Create ``count`` more simulated nodes and (by default) wait until kwok made them Ready."""
+        return self.fleet.add_nodes(count, wait=wait)
+
+
+def run_kubectl(
+    kubeconfig: Path, *args: str, input: str | None = None, check: bool = True, timeout: float = 120.0
+) -> subprocess.CompletedProcess[str]:
+    """Run the venv's kubectl with ``kubeconfig``; with ``check``, fail with kubectl's stderr."""
+    argv = [str(wheel_binary("kubectl")), f"--kubeconfig={kubeconfig}", *args]
+    return run_tool(argv, what=f"kubectl {' '.join(args)}", input=input, check=check, timeout=timeout)
+
+
+KubectlRunner = Callable[..., subprocess.CompletedProcess[str]]
+ESTABLISHED = 'jsonpath={.status.conditions[?(@.type=="Established")].status}'
+
+
+def create_package_namespace(kubectl: KubectlRunner, name: str) -> None:
+    """What the chart does on a real cluster: the package stage Jobs' namespace, privileged for Pod
+    Security (they change the host). The worker holds no right to create namespaces."""
+    labels = {f"pod-security.kubernetes.io/{mode}": "privileged" for mode in ("enforce", "audit", "warn")}
+    manifest = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
+    kubectl("apply", "-f", "-", input=json.dumps(manifest))
+
+
+def wait_established(kubectl: KubectlRunner, crds: Iterable[str], *, timeout: float = 60.0) -> None:
+    """Wait until every named CustomResourceDefinition is Established. ``kubectl wait`` does not
+    wait on a CRD the apiserver has not given conditions yet: it fails at once ("<nil> is of the
+    type <nil>"), which a loaded machine made CI hit."""
+    for name in crds:
+
+        def established(name: str = name) -> bool:
+            return kubectl("get", "crd", name, "-o", ESTABLISHED, check=False).stdout == "True"
+
+        wait_until(established, timeout=timeout, what=f"crd/{name} to be Established")
+
+
+def kwok_configuration(nodes: int) -> dict[str, Any] | None:
+    """kwok's worker pools sized for the fleet it starts with, or None where its defaults do. One
+    kwok process stands in for every node's kubelet; with its defaults (4 lease workers) on 2
+    loaded cores, 1,000 leases are not renewed within the grace period and the node lifecycle
+    controller marks hundreds of nodes NotReady mid-rollout, which fleetwright then rightly
+    refuses to touch. Real nodes each renew their own."""
+    leases = max(KWOK_DEFAULT_WORKERS, math.ceil(nodes / NODES_PER_LEASE_WORKER))
+    if leases == KWOK_DEFAULT_WORKERS:
+        return None
+    stages = max(KWOK_DEFAULT_WORKERS, leases // 2)
+    return {
+        "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
+        "kind": "KwokConfiguration",
+        # kwok v0.8.0 does not default a KwokConfiguration read from a file (only the one it makes
+        # when there is none), so every option its flags do not set is spelled out with kwok's
+        # default: without enableDebuggingHandlers the kubelet endpoint answers pods/log with 405.
+        "options": {
+            "enableDebuggingHandlers": True,
+            "enableProfilingHandler": True,
+            "enableContentionProfiling": False,
+            "podsOnNodeSyncParallelism": 1,
+            "enablePodsOnNodeSyncListPager": True,
+            "enablePodsOnNodeSyncStreamWatch": False,
+            "nodeLeaseParallelism": leases,
+            "nodePlayStageParallelism": stages,
+            "podPlayStageParallelism": stages,
+        },
+    }
+
+
+class KwokFleet:
+    """kwok simulating fleetwright's GPU nodes against any apiserver, plus node creation.
+
+    Shared by the local control plane and the K3s test provider, so both run the same stages.
+    """
+
+    def __init__(
+        self,
+        kubeconfig: Path,
+        workdir: Path,
+        kubectl: KubectlRunner,
+        *,
+        nodes: int = 0,
+        lease_seconds: int = 40,
+    ) -> None:
+        self._kubectl = kubectl
+        self.port = free_port()
+        stages = workdir / "kwok-stages.yaml"
+        stages.write_text(
+            resources.files("fleetwright.local").joinpath("stages.yaml").read_text()
+            + _stage_logs(workdir / STAGE_LOG_FILE)
+            + _sized(kwok_configuration(nodes))
+        )
+        # kwok's server is each node's kubelet endpoint (daemonEndpoints port = its port): the
+        # apiserver proxies pods/log there over HTTPS. Its own throwaway CA: the apiserver does not
+        # verify kubelet serving certificates here (no --kubelet-certificate-authority).
+        kwok_ca = LocalCA(workdir / "kwok-pki", common_name="fleetwright-kwok-ca")
+        serving = kwok_ca.issue("kwok-serving", common_name="kwok", ip_addresses=(LOOPBACK,), server=True)
+        self._ca_file = kwok_ca.cert_path
+        self.process = Supervised(
+            "kwok",
+            [
+                str(control_plane_binary("kwok")),
+                f"--kubeconfig={kubeconfig}",
+                f"--config={stages}",
+                "--manage-all-nodes=false",
+                f"--manage-nodes-with-annotation-selector={fleet_nodes.KWOK_ANNOTATION}=fake",
+                "--cidr=10.244.0.1/16",
+                f"--node-ip={LOOPBACK}",
+                f"--server-address={LOOPBACK}:{self.port}",
+                f"--node-port={self.port}",
+                f"--tls-cert-file={serving.cert}",
+                f"--tls-private-key-file={serving.key}",
+                f"--node-lease-duration-seconds={lease_seconds}",
+            ],
+            workdir / "logs" / "kwok.log",
+        )
+
+    def healthy(self) -> bool:
+        context = ssl.create_default_context(cafile=str(self._ca_file))
+        return _http_ok(f"https://{LOOPBACK}:{self.port}/healthz", context)
+
+    def _nodes(self) -> list[dict[str, Any]]:
+        result = self._kubectl("get", "nodes", "-o", "json", check=False, timeout=600)
+        return list(json.loads(result.stdout)["items"]) if result.returncode == 0 else []
+
+    def add_nodes(self, count: int, *, wait: bool = True) -> list[str]:
+        if count <= 0:
+            return []
+        start = sum(
+            1 for n in self._nodes() if fleet_nodes.KWOK_ANNOTATION in n["metadata"].get("annotations", {})
+        )
+        manifests = fleet_nodes.fleet(count, start=start)
+        for chunk_start in range(0, len(manifests), 500):
+            chunk = manifests[chunk_start : chunk_start + 500]
+            # kubectl's default 120 s is not enough for 500 Nodes on an apiserver that is already
+            # serving thousands of them on a loaded machine (a 10,000-node fleet).
+            self._kubectl(
+                "create",
+                "-f",
+                "-",
+                input=json.dumps({"apiVersion": "v1", "kind": "List", "items": chunk}),
+                timeout=600,
+            )
+        names = [m["metadata"]["name"] for m in manifests]
+        if wait:
+            wait_until(
+                lambda: self._ready_names() >= set(names),
+                timeout=max(60.0, count * 0.2),
+                what=f"{count} kwok nodes to become Ready",
+                alive=self.process.check_alive,
+            )
+        return names
+
+    def _ready_names(self) -> set[str]:
+        return {
+            node["metadata"]["name"]
+            for node in self._nodes()
+            for c in node.get("status", {}).get("conditions") or []
+            if c["type"] == "Ready" and c["status"] == "True"
+        }
+
+
+def _sized(configuration: dict[str, Any] | None) -> str:
+    return "" if configuration is None else "\n---\n" + yaml.safe_dump(configuration)
+
+
+def _stage_logs(path: Path) -> str:
+    """A kwok ClusterLogs rule: every container of a stage pod serves ``path`` as its log (CRI log
+    format), so ``kubectl logs`` and ``fleetwright logs`` read a log through the apiserver."""
+    path.write_text(
+        "".join(f"2026-01-01T00:00:0{i}.000000000Z stdout F {line}\n" for i, line in enumerate(STAGE_LOG))
+    )
+    rule = {
+        "apiVersion": "kwok.x-k8s.io/v1alpha1",
+        "kind": "ClusterLogs",
+        "metadata": {"name": "fleetwright-stage-logs"},
+        "spec": {"selector": {"matchNamespaces": [STAGE_NAMESPACE]}, "logs": [{"logsFile": str(path)}]},
+    }
+    return "\n---\n" + yaml.safe_dump(rule)
+
+
+def _http_ok(url: str, context: ssl.SSLContext | None = None) -> bool:
+    try:
+        with urllib.request.urlopen(url, context=context, timeout=2) as response:
+            return int(response.status) == 200
+    except (urllib.error.URLError, OSError):
+        return False

@@ -1,0 +1,173 @@
+"""The network between the real test node and the host's loopback, as a userspace relay.
+
+The control plane and Temporal listen on the host's loopback only, and the real node lives in a
+network namespace of its own, so this process links the two without a route, a veth, a bridge or
+an iptables rule on the host:
+
+- listeners *inside* the node's namespace (``--listen NODE_IP:PORT=HOST_PORT``): the node and its
+  pods reach the apiserver at the ``kubernetes`` Service address and Temporal at the node's own
+  address, relayed to ``127.0.0.1:HOST_PORT`` on the host;
+- an HTTP CONNECT proxy on a Unix socket (``--egress PATH``), the apiserver's egress selector for
+  cluster traffic: webhooks (pod addresses), ``pods/log`` (the kubelet), and kwok's loopback
+  kubelet endpoint. A destination in ``--node-net`` is dialled from inside the node's namespace,
+  anything else from the host's.
+
+A socket belongs to the network namespace it was created in, so this process enters the node's
+namespace only for the instant of ``socket()`` and runs everything else on the host.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import ctypes
+import ipaddress
+import os
+import socket
+import sys
+from collections.abc import Iterator
+
+CLONE_NEWNET = 0x40000000
+_libc = ctypes.CDLL("libc.so.6", use_errno=True)
+
+
+def _setns(fd: int) -> None:
+    if _libc.setns(fd, CLONE_NEWNET) != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, os.strerror(errno))
+
+
+@contextlib.contextmanager
+def entered(netns: str) -> Iterator[None]:
+    """Run the block in the network namespace at ``netns`` (this thread only), then come back."""
+    home = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+    target = os.open(netns, os.O_RDONLY)
+    try:
+        _setns(target)
+        try:
+            yield
+        finally:
+            _setns(home)
+    finally:
+        os.close(target)
+        os.close(home)
+
+
+def node_socket(netns: str) -> socket.socket:
+    with entered(netns):
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setblocking(False)
+    return sock
+
+
+async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    try:
+        while data := await reader.read(65536):
+            writer.write(data)
+            await writer.drain()
+    except (ConnectionError, OSError):
+        pass
+    finally:
+        with contextlib.suppress(Exception):
+            writer.close()
+
+
+async def _relay(
+    client: tuple[asyncio.StreamReader, asyncio.StreamWriter],
+    upstream: tuple[asyncio.StreamReader, asyncio.StreamWriter],
+) -> None:
+    await asyncio.gather(_pipe(client[0], upstream[1]), _pipe(upstream[0], client[1]))
+
+
+class Link:
+    def __init__(self, netns: str, node_nets: list[ipaddress.IPv4Network | ipaddress.IPv6Network]) -> None:
+        self.netns = netns
+        self.node_nets = node_nets
+
+    def in_node(self, host: str) -> bool:
+        try:
+            address = ipaddress.ip_address(host)
+        except ValueError:
+            return False
+        return any(address in net for net in self.node_nets)
+
+    async def dial(self, host: str, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        if not self.in_node(host):
+            return await asyncio.open_connection(host, port)
+        sock = node_socket(self.netns)
+        try:
+            await asyncio.get_running_loop().sock_connect(sock, (host, port))
+        except BaseException:
+            sock.close()
+            raise
+        return await asyncio.open_connection(sock=sock)
+
+    async def listen(self, address: str, port: int, host_port: int) -> asyncio.Server:
+        sock = node_socket(self.netns)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((address, port))
+
+        async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            try:
+                upstream = await asyncio.open_connection("127.0.0.1", host_port)
+            except OSError:
+                writer.close()
+                return
+            await _relay((reader, writer), upstream)
+
+        return await asyncio.start_server(serve, sock=sock, backlog=128)
+
+    async def egress(self, path: str) -> asyncio.Server:
+        async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            try:
+                head = await reader.readuntil(b"\r\n\r\n")
+                method, target, _ = head.split(b"\r\n", 1)[0].decode("latin-1").split(" ", 2)
+                host, _, port = target.rpartition(":")
+                if method != "CONNECT" or not port.isdigit():
+                    raise ValueError(f"not a CONNECT request: {method} {target}")
+                upstream = await self.dial(host.strip("[]"), int(port))
+            except (OSError, ValueError, asyncio.IncompleteReadError) as error:
+                with contextlib.suppress(Exception):
+                    writer.write(f"HTTP/1.1 503 Service Unavailable\r\n\r\n{error}".encode())
+                    writer.close()
+                return
+            writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            await writer.drain()
+            await _relay((reader, writer), upstream)
+
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        return await asyncio.start_unix_server(serve, path=path)
+
+
+def _listen_spec(text: str) -> tuple[str, int, int]:
+    """``ADDRESS:PORT=HOST_PORT``."""
+    inside, _, host_port = text.partition("=")
+    address, _, port = inside.rpartition(":")
+    return address, int(port), int(host_port)
+
+
+async def serve(args: argparse.Namespace) -> None:
+    link = Link(args.netns, [ipaddress.ip_network(n) for n in args.node_net])
+    servers = [await link.listen(*_listen_spec(spec)) for spec in args.listen]
+    if args.egress:
+        servers.append(await link.egress(args.egress))
+    print("ready", flush=True)
+    await asyncio.gather(*(server.serve_forever() for server in servers))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m fleetwright.local.nodelink")
+    parser.add_argument("--netns", required=True, help="the node's network namespace (/proc/PID/ns/net)")
+    parser.add_argument("--node-net", action="append", default=[], help="addresses dialled inside the node")
+    parser.add_argument("--listen", action="append", default=[], help="NODE_ADDRESS:PORT=HOST_PORT")
+    parser.add_argument("--egress", help="Unix socket of the apiserver's CONNECT egress proxy")
+    args = parser.parse_args(argv)
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(serve(args))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,513 @@
+"""A real node beside the kwok fleet: a real kubelet with containerd and runc, in namespaces of its own.
+
+It owns the node's life on the test machine: its scratch directory (``nodeconfig.NodeLayout``), the
+namespaces it runs in (a *holder*: PID 1 of new PID, mount, network and UTS namespaces, which sets
+them up and then reaps orphans as the pause process), containerd with the CRI plugin, the CNI
+bridge, the image import (``ctr images import`` of the offline-built archives), the kubelet, the
+relay to the host's loopback (``nodelink``), reboots, and tearing it all down.
+
+What it may touch on the machine, and why that is safe (docs/real-node.md says more):
+
+- kernel parameters: none. The kubelet's writes land in scratch files bind-mounted over exactly
+  those /proc/sys files inside the node's mount namespace; the scratch host root stage pods
+  mount has fake ``sysctl``, ``reboot`` and ``systemctl``;
+- files: only its scratch directory, plus one cgroup directory per v1 hierarchy
+  (``/sys/fs/cgroup/<controller>/fleetwright-node-<id>``, the pods' cgroup root), removed on stop;
+- network: nothing in the host's namespace; the node's addresses exist only in its own;
+- processes: only ones it started; stopping the holder ends every process of the node.
+
+A *reboot* (``reboot()``, or the stage Job's agent calling the scratch root's ``reboot``) is what
+the machine would do: a new boot id (``packagetest.boot``), every process of the node gone, the
+runtime's state directory wiped, and containerd and the kubelet started again on the same disk.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import yaml
+
+from fleetwright.binaries import MissingBinaryError, cache_dir, control_plane_binary
+from fleetwright.images import spec as image_spec
+from fleetwright.images.offline import Built
+from fleetwright.local import nodeconfig
+from fleetwright.local.nodeconfig import NodeLayout
+from fleetwright.local.pki import LocalCA
+from fleetwright.local.processes import Supervised, run_tool, wait_until
+from fleetwright.local.ticker import Ticker
+from fleetwright.packagetest import boot, hostroot
+from fleetwright.packagetest.hostroot import FAKE_STATE, HostRoot
+
+CGROUP_FS = Path("/sys/fs/cgroup")
+CGROUP_PREFIX = "fleetwright-node-"
+REBOOT_REQUESTS = f"{FAKE_STATE}/reboot-requested"
+KubectlRunner = Callable[..., subprocess.CompletedProcess[str]]
+
+
+class RealNodeUnavailableError(RuntimeError):
+    """This machine cannot run the real node; the message says what is missing."""
+
+
+@dataclass(frozen=True)
+class RealNodeOptions:
+    name: str = "fleetwright-real-0"
+    labels: tuple[tuple[str, str], ...] = ()
+    forwards: tuple[tuple[int, int], ...] = ()
+    """(port on the node's address, port on the host's loopback): how the node's pods reach
+    servers on the host, e.g. Temporal. The apiserver is always reachable at the kubernetes
+    Service address."""
+    ready_timeout: float = 240.0
+
+
+def requirements() -> list[str]:
+    """What this machine lacks to run a real node (empty when it can)."""
+    missing = []
+    for tool in ("unshare", "nsenter", "ip", "mount"):
+        if shutil.which(tool) is None:
+            missing.append(f"the {tool} command")
+    if not os.access(nodeconfig.RUNC, os.X_OK):
+        missing.append(f"runc at {nodeconfig.RUNC} (Debian package runc)")
+    if os.geteuid() != 0:
+        missing.append("root (the node creates namespaces, mounts and cgroups)")
+    if not (CGROUP_FS / "memory").is_dir() and not (CGROUP_FS / "cgroup.controllers").exists():
+        missing.append("a cgroup hierarchy at /sys/fs/cgroup")
+    for name in ("kubelet", "containerd", "containerd-shim-runc-v2", "ctr", "pause"):
+        try:
+            control_plane_binary(name)
+        except MissingBinaryError as error:
+            missing.append(str(error))
+    return missing
+
+
+def kernel_parameters() -> dict[str, str]:
+    """The machine's values of the kernel parameters a kubelet sets (read from the host)."""
+    return {key: Path("/proc/sys", key).read_text().strip() for key in nodeconfig.KUBELET_SYSCTLS}
+
+
+def host_defaults_present() -> list[str]:
+    """Default paths of the kubelet, containerd and CNI that exist on the host (should be none)."""
+    return [path for path in nodeconfig.HOST_DEFAULTS if os.path.lexists(path)]
+
+
+def _cgroup_hierarchies(*types: str) -> list[Path]:
+    """Every mounted cgroup hierarchy of these filesystem types (``cgroup`` is v1: one per
+    controller plus name=systemd; ``cgroup2`` is the unified one, beside them in hybrid mode)."""
+    out = []
+    for line in Path("/proc/self/mounts").read_text().splitlines():
+        fields = line.split()
+        if len(fields) > 2 and fields[2] in types:
+            out.append(Path(fields[1]))
+    return out
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except (FileNotFoundError, ProcessLookupError):
+        return []
+
+
+def _same_pid_namespace(pid: int, namespace: str) -> bool:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/pid") == namespace
+    except OSError:
+        return False
+
+
+@dataclass
+class RealNode:
+    """One real node for the control plane at ``apiserver_port``; LocalCluster drives it."""
+
+    options: RealNodeOptions
+    workdir: Path
+    ca: LocalCA
+    apiserver_port: int
+    kubectl: KubectlRunner
+    images: Sequence[Built] = ()
+    layout: NodeLayout = field(init=False)
+    host_root: HostRoot = field(init=False)
+    components: dict[str, Supervised] = field(init=False, default_factory=dict)
+    boots: int = field(init=False, default=0)
+    _holder: int | None = field(init=False, default=None)
+    _cgroup_root: str = field(init=False)
+    _lock: threading.RLock = field(init=False, default_factory=threading.RLock)
+    _reboot_watch: Ticker | None = field(init=False, default=None)
+    _reboots_seen: int = field(init=False, default=0)
+    import_seconds: dict[str, float] = field(init=False, default_factory=dict)
+    """Seconds each image's ``ctr images import`` took (the first boot imports them all)."""
+
+    def __post_init__(self) -> None:
+        missing = requirements()
+        if missing:
+            raise RealNodeUnavailableError("this machine cannot run the real node: " + "; ".join(missing))
+        scratch = self.workdir / "real-node"
+        guarded = [Path("/", d) for d in nodeconfig.GUARDED_DIRS]
+        if any(scratch.resolve().is_relative_to(g) for g in guarded):
+            raise RealNodeUnavailableError(f"the node's scratch directory {scratch} is under a guarded dir")
+        self.layout = NodeLayout(
+            scratch=scratch,
+            shim_sockets=Path(tempfile.mkdtemp(prefix="fwn-", dir="/tmp")),
+            bin_dir=cache_dir() / "bin",
+            cni_bin_dir=(cache_dir() / "bin" / "cni").resolve(),
+        )
+        # The launcher's pid in the name: a later node removes what a killed launcher left.
+        self._cgroup_root = f"/{CGROUP_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self._write_files()
+
+    # ----- files --------------------------------------------------------------------------
+    def _write_files(self) -> None:
+        layout = self.layout
+        for directory in ("containerd", "registry", "runc", "cni/net.d", "cni/ipam", "pod-logs", "sysctl"):
+            layout.path(*directory.split("/")).mkdir(parents=True, exist_ok=True)
+        for directory in nodeconfig.GUARDED_DIRS:
+            layout.guarded(directory).mkdir(parents=True, exist_ok=True)
+        # The kubelet's kernel parameters start from the machine's values, in scratch files.
+        for key, value in kernel_parameters().items():
+            layout.sysctl_file(key).write_text(value + "\n")
+        self.host_root = hostroot.build(str(layout.host_root))
+        layout.path("containerd.toml").write_text(nodeconfig.containerd_config(layout, image_spec.PAUSE_REF))
+        layout.path("cni", "net.d", "10-fleetwright.conflist").write_text(
+            json.dumps(nodeconfig.cni_network(layout), indent=1)
+        )
+        pki = layout.kubelet_dir / "pki"
+        name = self.options.name
+        client = self.ca.issue(f"node-{name}", common_name=f"system:node:{name}", organization="system:nodes")
+        serving = self.ca.issue(
+            f"node-{name}-serving", common_name=name, ip_addresses=(nodeconfig.NODE_IP,), server=True
+        )
+        pki.mkdir(parents=True, exist_ok=True)
+        server = f"https://{nodeconfig.KUBERNETES_SERVICE_IP}:{nodeconfig.KUBERNETES_SERVICE_PORT}"
+        layout.path("kubelet.kubeconfig").write_text(
+            yaml.safe_dump(
+                nodeconfig.kubeconfig(
+                    server, self.ca.cert_path, client.cert, client.key, f"system:node:{name}"
+                )
+            )
+        )
+        config = nodeconfig.kubelet_config(
+            layout, ca=self.ca.cert_path, serving=(serving.cert, serving.key), cgroup_root=self._cgroup_root
+        )
+        layout.path("kubelet.yaml").write_text(yaml.safe_dump(config))
+        pause = control_plane_binary("pause")
+        layout.path("setup.sh").write_text(nodeconfig.namespace_setup(layout, name, pause))
+
+    # ----- the apiserver's side -----------------------------------------------------------
+    def apiserver_args(self) -> list[str]:
+        """Flags the apiserver needs for this node: cluster traffic (webhooks, pods/log) through
+        the node link, webhook calls to endpoints rather than Service IPs (no kube-proxy), and
+        NodeRestriction for the kubelet's writes (the cluster adds the Node authorizer)."""
+        egress = self.workdir / "egress-selector.yaml"
+        egress.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "apiserver.k8s.io/v1beta1",
+                    "kind": "EgressSelectorConfiguration",
+                    "egressSelections": [
+                        {
+                            "name": "cluster",
+                            "connection": {
+                                "proxyProtocol": "HTTPConnect",
+                                "transport": {"uds": {"udsName": str(self.layout.egress_socket)}},
+                            },
+                        }
+                    ],
+                }
+            )
+        )
+        return [
+            f"--egress-selector-config-file={egress}",
+            "--enable-aggregator-routing=true",
+            # The node's name resolves nowhere on the host: reach kubelets by address.
+            "--kubelet-preferred-address-types=InternalIP,Hostname,InternalDNS,ExternalDNS,ExternalIP",
+            "--enable-admission-plugins=NodeRestriction",
+        ]
+
+    # ----- lifecycle ----------------------------------------------------------------------
+    def start_namespaces(self) -> None:
+        """The node's namespaces and the link to the host; before the apiserver, which sends its
+        cluster traffic (kwok's included) through the link."""
+        with self._lock:
+            self._start_holder()
+            self._start_link()
+
+    def _start_holder(self) -> None:
+        """The process that holds the node's namespaces (``setup.sh`` inside them)."""
+        self.layout.ready_marker.unlink(missing_ok=True)
+        holder = Supervised(
+            "real-node",
+            [
+                "unshare",
+                "--pid",
+                "--fork",
+                "--kill-child",
+                "--mount-proc",
+                "--mount",
+                "--net",
+                "--uts",
+                "--propagation",
+                "slave",
+                "--",
+                "/bin/sh",
+                str(self.layout.path("setup.sh")),
+            ],
+            self.layout.path("logs", "namespaces.log"),
+        )
+        self.components["real-node"] = holder
+        holder.start()
+        wait_until(
+            self.layout.ready_marker.exists,
+            timeout=30,
+            what="the real node's namespaces",
+            alive=holder.check_alive,
+        )
+        assert holder.pid is not None
+        self._holder = _children(holder.pid)[0]
+
+    def _start_link(self) -> None:
+        link = [
+            sys.executable,
+            "-m",
+            "fleetwright.local.nodelink",
+            f"--netns=/proc/{self._holder}/ns/net",
+            f"--node-net={nodeconfig.NODE_IP}/32",
+            f"--node-net={nodeconfig.POD_CIDR}",
+            f"--egress={self.layout.egress_socket}",
+            f"--listen={nodeconfig.KUBERNETES_SERVICE_IP}:{nodeconfig.KUBERNETES_SERVICE_PORT}="
+            f"{self.apiserver_port}",
+            *(f"--listen={nodeconfig.NODE_IP}:{port}={host}" for port, host in self.options.forwards),
+        ]
+        process = Supervised("node-link", link, self.layout.path("logs", "node-link.log"))
+        self.components["node-link"] = process
+        process.start()
+        wait_until(
+            lambda: "ready" in process.log_tail(5),
+            timeout=30,
+            what="the real node's link",
+            alive=process.check_alive,
+        )
+
+    def _in_node(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> Supervised:
+        assert self._holder is not None
+        enter = ["nsenter", f"--target={self._holder}", "--mount", "--net", "--uts", "--pid", "--"]
+        process = Supervised(name, [*enter, *argv], self.layout.path("logs", f"{name}.log"), env=env)
+        self.components[name] = process
+        process.start()
+        return process
+
+    def start_runtime(self) -> None:
+        """containerd (with the images), the node's cgroup root, the kubelet; wait until Ready."""
+        with self._lock:
+            path = f"{self.layout.bin_dir}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+            self._start_containerd(path)
+            if self.boots == 0:
+                self._import_images()
+            self._make_cgroup_root()
+            self._start_kubelet(path)
+            self._reboots_seen = len(self.reboot_requests())
+
+    def _start_containerd(self, path: str) -> None:
+        containerd = self._in_node(
+            "containerd",
+            [
+                str(control_plane_binary("containerd")),
+                f"--config={self.layout.path('containerd.toml')}",
+                "--log-level=warn",
+            ],
+            env={"PATH": path, "HOME": str(self.layout.scratch)},
+        )
+        wait_until(
+            lambda: self._ctr("version", check=False).returncode == 0,
+            timeout=60,
+            what="containerd",
+            alive=containerd.check_alive,
+            interval=0.5,
+        )
+
+    def _start_kubelet(self, path: str) -> None:
+        """The kubelet, counted as a boot; returns once the node is Ready."""
+        labels = ",".join(f"{k}={v}" for k, v in self.options.labels)
+        kubelet = self._in_node(
+            "kubelet",
+            [
+                str(control_plane_binary("kubelet")),
+                f"--config={self.layout.path('kubelet.yaml')}",
+                f"--kubeconfig={self.layout.path('kubelet.kubeconfig')}",
+                f"--root-dir={self.layout.kubelet_dir}",
+                f"--cert-dir={self.layout.kubelet_dir / 'pki'}",
+                f"--hostname-override={self.options.name}",
+                f"--node-ip={nodeconfig.NODE_IP}",
+                *([f"--node-labels={labels}"] if labels else []),
+                "--v=1",
+            ],
+            env={"PATH": path},
+        )
+        self.boots += 1
+        wait_until(
+            self.ready,
+            timeout=self.options.ready_timeout,
+            what=f"node {self.options.name} to become Ready",
+            alive=kubelet.check_alive,
+            interval=1.0,
+        )
+
+    def _ctr(self, *args: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+        argv = [str(control_plane_binary("ctr")), f"--address={self.layout.containerd_socket}", *args]
+        return run_tool(argv, what=f"ctr {' '.join(args)}", check=check, timeout=timeout)
+
+    def _import_images(self) -> None:
+        for image in self.images:
+            started = time.monotonic()
+            self.import_image(image)
+            self.import_seconds[image.ref] = time.monotonic() - started
+
+    def import_image(self, image: Built) -> None:
+        """The archive under its tag, and under ``repository@digest`` too: a pod that pins the
+        image by digest (the chart's ``image.digest``) finds it as a registry pull would leave it,
+        also beside another build of the same tag (a previous release's)."""
+        self._ctr("-n", "k8s.io", "images", "import", f"--base-name={image.repository}", str(image.archive))
+        self._ctr("-n", "k8s.io", "images", "tag", "--force", image.ref, image.pinned())
+
+    def _make_cgroup_root(self) -> None:
+        _remove_stale_cgroups()
+        for hierarchy in _cgroup_hierarchies("cgroup"):
+            directory = hierarchy / self._cgroup_root.lstrip("/")
+            directory.mkdir(exist_ok=True)
+            if (hierarchy / "cpuset.cpus").exists():
+                for name in ("cpuset.cpus", "cpuset.mems"):
+                    (directory / name).write_text((hierarchy / name).read_text())
+
+    def _remove_cgroup_root(self) -> None:
+        _remove_cgroup_tree(self._cgroup_root)
+
+    def ready(self) -> bool:
+        done = self.kubectl("get", "node", self.options.name, "-o", "json", check=False)
+        if done.returncode != 0:
+            return False
+        conditions = json.loads(done.stdout).get("status", {}).get("conditions") or []
+        return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+    def _shut_down(self, grace: float) -> None:
+        """What a machine does on the way down: SIGTERM to every process of the node, a grace
+        period, then the end of its PID namespace (the kernel kills whatever is left)."""
+        holder = self.components.get("real-node")
+        if self._holder is not None and holder is not None and holder.running:
+            namespace = os.readlink(f"/proc/{self._holder}/ns/pid")
+            members = [
+                int(p)
+                for p in os.listdir("/proc")
+                if p.isdigit() and int(p) != self._holder and _same_pid_namespace(int(p), namespace)
+            ]
+            for pid in members:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGTERM)
+            deadline = time.monotonic() + grace
+            while time.monotonic() < deadline and any(_same_pid_namespace(p, namespace) for p in members):
+                time.sleep(0.1)
+        for name in ("kubelet", "containerd", "real-node", "node-link"):
+            process = self.components.pop(name, None)
+            if process is not None:
+                process.stop(timeout=5)
+        self._holder = None
+
+    def stop(self) -> None:
+        with self._lock:
+            if self._reboot_watch is not None:
+                self._reboot_watch.__exit__(None, None, None)
+                self._reboot_watch = None
+            self._shut_down(grace=5)
+            self._remove_cgroup_root()
+            shutil.rmtree(self.layout.shim_sockets, ignore_errors=True)
+
+    # ----- reboots ------------------------------------------------------------------------
+    def reboot_requests(self) -> list[str]:
+        path = self.host_root.host(REBOOT_REQUESTS)
+        return Path(path).read_text().splitlines() if os.path.exists(path) else []
+
+    def reboot(self) -> str:
+        """Reboot the node: shut down, a new boot id, boot again. Returns the new boot id."""
+        with self._lock:
+            self._shut_down(grace=5)
+            shutil.rmtree(self.layout.path("containerd", "state"), ignore_errors=True)
+            new_boot = boot.simulate_reboot(self.host_root)
+            self.start_namespaces()
+            self.start_runtime()
+            return new_boot
+
+    def watch_reboots(self, interval: float = 0.5) -> None:
+        """Reboot whenever the scratch root's ``reboot`` was called (the part the machine's
+        kernel plays for a stage Job's reboot interrupt)."""
+        self._reboots_seen = len(self.reboot_requests())
+
+        def tick() -> None:
+            if len(self.reboot_requests()) > self._reboots_seen:
+                self.reboot()
+
+        self._reboot_watch = Ticker(tick, interval, name="real-node-reboots").__enter__()
+
+    def boot_id(self) -> str:
+        return self.host_root.boot_id()
+
+    @property
+    def cgroup_root(self) -> str:
+        """The pods' cgroup root (``/fleetwright-node-<id>`` in every hierarchy)."""
+        return self._cgroup_root
+
+
+def _remove_cgroup_tree(cgroup_root: str) -> None:
+    """rmdir, deepest first, in every hierarchy (runc also mirrors the pods' cgroups into the
+    unified one of a hybrid host); the kernel refuses a cgroup that still has a process."""
+    for hierarchy in _cgroup_hierarchies("cgroup", "cgroup2"):
+        top = hierarchy / cgroup_root.lstrip("/")
+        if top.exists():
+            for dirpath, _, _ in sorted(os.walk(top), key=lambda w: -w[0].count("/")):
+                with contextlib.suppress(OSError):
+                    os.rmdir(dirpath)
+
+
+def _remove_stale_cgroups() -> None:
+    """Cgroup roots of nodes whose launcher is gone (killed before it could clean up)."""
+    for hierarchy in _cgroup_hierarchies("cgroup", "cgroup2"):
+        for top in hierarchy.glob(f"{CGROUP_PREFIX}*"):
+            owner = top.name.removeprefix(CGROUP_PREFIX).split("-")[0]
+            if owner.isdigit() and not Path(f"/proc/{owner}").exists():
+                _remove_cgroup_tree("/" + top.name)
+
+
+def linked_to_temporal(options: RealNodeOptions, host_port: int) -> RealNodeOptions:
+    """``options`` whose pods reach the Temporal server on the host's loopback ``host_port`` at
+    ``nodeconfig.TEMPORAL_ADDRESS``."""
+    return replace(options, forwards=(*options.forwards, (nodeconfig.TEMPORAL_PORT, host_port)))
+
+
+def chart_settings(node: RealNode, temporal_address: str | None) -> list[str]:
+    """``helm install`` flags that run the chart's processes on this node (the scheduler would
+    otherwise also place them on kwok nodes, which only pretend to run them), reaching Temporal at
+    ``temporal_address`` and pointing stage Jobs at the node's scratch host root."""
+    flags = ["--set", f"settings.engine.host_root={node.host_root.path}"]
+    if temporal_address is not None:
+        flags += ["--set", f"settings.temporal_address={temporal_address}"]
+    for component in ("worker", "controller", "webhook"):
+        flags += ["--set", f"{component}.nodeSelector.kubernetes\\.io/hostname={node.options.name}"]
+    return flags
+
+
+def cgroups_left(cgroup_root: str) -> list[str]:
+    """Directories of ``cgroup_root`` still present in any hierarchy (none once a node stopped)."""
+    return [
+        str(hierarchy / cgroup_root.lstrip("/"))
+        for hierarchy in _cgroup_hierarchies("cgroup", "cgroup2")
+        if (hierarchy / cgroup_root.lstrip("/")).exists()
+    ]

@@ -1,0 +1,116 @@
+"""Runs the fleetwright worker: the rollout and node workflows and every Kubernetes activity,
+until told to stop; and the process-level observability every fleetwright process sets up
+(logs, the Prometheus endpoint, traces) before it connects to Temporal."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from fleetwright.activities.node import DEFAULT_THREADS, all_activities
+from fleetwright.activities.rollout import rollout_activities
+from fleetwright.kube.client import from_kubeconfig
+from fleetwright.kube.jobwatch import JobWatches
+from fleetwright.process import logs, metrics
+from fleetwright.process.searchattrs import SearchAttributeCheck
+from fleetwright.process.settings import WorkerSettings
+from fleetwright.process.temporalclient import connect_with
+from fleetwright.worker import tracing
+from fleetwright.worker.temporalworker import build_worker
+
+log = logging.getLogger("fleetwright.worker")
+
+
+@contextlib.contextmanager
+def observability(settings: WorkerSettings, process: str) -> Iterator[None]:
+    """Logs, metrics and traces of one fleetwright process, for as long as it runs."""
+    logs.configure(settings.log_format, settings.log_level)
+    log.info(
+        "%s starting (temporal %s, task queue %s)", process, settings.temporal_address, settings.task_queue
+    )
+    metrics.serve(settings.metrics_port, settings.metrics_host, process)
+    provider = tracing.configure(settings, process)
+    try:
+        yield
+    finally:
+        if provider is not None:
+            provider.shutdown()  # flushes the spans still batched
+
+
+def cache_bytecode() -> None:
+    """Keep compiled bytecode even where the environment says not to write it.
+
+    The workflow sandbox imports each workflow's module afresh for every workflow run it creates.
+    With ``PYTHONDONTWRITEBYTECODE`` set (common in images and CI) there is no ``.pyc`` to load, so
+    every node workflow would compile ``workflows/node.py`` and its imports from source. The
+    bytecode goes to a private cache directory, not next to the sources, so a read-only install or
+    a clean tree stays as it is."""
+    if sys.dont_write_bytecode:
+        sys.dont_write_bytecode = False
+        sys.pycache_prefix = sys.pycache_prefix or str(
+            Path(tempfile.gettempdir()) / f"fleetwright-pycache-{os.getuid()}"
+        )
+
+
+# What a worker of each ``worker_role`` polls for, as its start-up line says it.
+ROLES = {"all": "workflows and activities", "workflows": "workflows", "activities": "activities"}
+
+
+async def run_worker(settings: WorkerSettings, stop: asyncio.Event) -> None:
+    """The worker until ``stop``: the workflows, the activities, or both, as
+    ``settings.worker_role`` says."""
+    cache_bytecode()
+    client = await connect_with(settings)
+    with contextlib.ExitStack() as resources:
+        activities: list[Callable[..., Any]] = []
+        if settings.worker_role != "workflows":
+            registered = SearchAttributeCheck(client, settings.temporal_namespace)
+            await registered.check()
+            rechecks = asyncio.create_task(registered.run(stop))
+            resources.callback(rechecks.cancel)
+            activities = _activities(settings, resources, registered)
+        worker = build_worker(
+            client,
+            activities,
+            task_queue=settings.task_queue,
+            max_concurrent_activities=settings.max_concurrent_activities,
+            workflows=settings.worker_role != "activities",
+        )
+        # The watches stop after the worker: activities still finishing keep theirs.
+        async with worker:
+            log.info(
+                "worker polling %s on %s for %s",
+                settings.task_queue,
+                settings.temporal_address,
+                ROLES[settings.worker_role],
+            )
+            await stop.wait()
+    log.info("worker stopped")
+
+
+def _activities(
+    settings: WorkerSettings, resources: contextlib.ExitStack, unregistered: Callable[[], tuple[str, ...]]
+) -> list[Callable[..., Any]]:
+    """Every activity, on one Kubernetes client, one thread pool and one stage Job watch;
+    ``unregistered`` says which search attributes the namespace lacks."""
+    api = from_kubeconfig(settings.kubeconfig)
+    # Kubernetes calls run on threads that keep the activity's trace and log context.
+    # One thread per activity slot: an activity makes one blocking call at a time, so no call ever
+    # queues for a thread. With fewer threads than slots, a wide rollout's drain and stage waits
+    # starve each other past the 30 s heartbeat timeout and the stages are retried over and over.
+    threads = tracing.ContextThreadPool(
+        max(DEFAULT_THREADS, settings.max_concurrent_activities), thread_name_prefix="fleetwright-kube"
+    )
+    # One watch of the stage Jobs serves every stage wait of this worker.
+    job_watches = resources.enter_context(JobWatches(api))
+    return [
+        *all_activities(api, executor=threads, job_watches=job_watches),
+        *rollout_activities(api, tracing.client_interceptors(), unregistered=unregistered),
+    ]

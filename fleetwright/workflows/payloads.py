@@ -1,0 +1,123 @@
+"""Workflow inputs, control messages and the progress they publish (pydantic, Temporal payloads).
+
+The rollout workflow carries ``RolloutInput`` across continue-as-new: the CRs it serves, the
+planner's state, the human controls received so far and node results not yet folded in.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import Field
+
+from fleetwright.activities.payloads import Controls, DecideReport, DecideRequest, NodeResult
+from fleetwright.api.common import LabelSelector, Toleration
+from fleetwright.api.deploymentpolicy import DeploymentPolicy
+from fleetwright.api.nodeprofile import DrainSpec, NodeProfile, Package
+from fleetwright.planner.base import Frozen
+from fleetwright.planner.nodestate import PackageRecord
+from fleetwright.planner.nodework import NodeWork
+from fleetwright.planner.packages import DesiredPackage
+from fleetwright.planner.rolloutstate import RolloutState
+from fleetwright.planner.spec import RollbackOf
+from fleetwright.workflows.enginesettings import EngineSettings
+
+
+class RolloutInput(Frozen):
+    profile: NodeProfile
+    policy: DeploymentPolicy
+    previous: NodeProfile | None = None
+    """The profile as it was before its packages last changed: what a rollback returns to."""
+    settings: EngineSettings = EngineSettings()
+    state: RolloutState | None = None
+    controls: Controls = Controls()
+    results: tuple[NodeResult, ...] = ()
+    """Node results received but not yet folded into the state by ``decide``."""
+
+
+class SpecChange(Frozen):
+    """A new generation of the NodeProfile or a changed DeploymentPolicy."""
+
+    profile: NodeProfile
+    policy: DeploymentPolicy
+
+
+class Deletion(Frozen):
+    """The NodeProfile is being deleted (its last generation). Without a policy (it was deleted
+    first) the removal keeps pacing by the policy the rollout already has."""
+
+    profile: NodeProfile
+    policy: DeploymentPolicy | None = None
+
+
+class NodeInput(Frozen):
+    profile: str
+    profile_uid: str
+    generation: int
+    target: str
+    since: datetime | None = None
+    """When the rollout of ``target`` began: with it, names the rollout in each package record's
+    ``before`` (what a rollback returns to). None: nothing is recorded."""
+    node: str
+    parent_workflow_id: str
+    work: NodeWork
+    records: dict[str, PackageRecord] = Field(default_factory=dict)
+    desired: tuple[DesiredPackage, ...] = ()
+    packages: tuple[Package, ...] = ()
+    drain: DrainSpec = DrainSpec()
+    protected_pods: LabelSelector | None = None
+    tolerations: tuple[Toleration, ...] = ()
+    node_order: int = 0
+    attempt: int = 0
+    """How many times a human retried this node: a retry runs new stage Jobs."""
+    runtime_required: bool = False
+    """The profile is runtime-required: once complete here, release the node's runtime taint."""
+    settings: EngineSettings = EngineSettings()
+    unregistered_search_attributes: tuple[str, ...] = ()
+    """Search attributes the namespace lacks when the node started: not upserted."""
+
+
+class Progress(Frozen):
+    """What the rollout publishes for humans and the controller: memo, details, query."""
+
+    profile: str
+    phase: str
+    message: str
+    step: str = ""
+    targeted: int = 0
+    updated: int = 0
+    """Targeted nodes that carry every package of the current target."""
+    running: int = 0
+    failed: int = 0
+    blocked: int = 0
+    """Nodes that cannot move until something outside the rollout changes (a PDB, a node
+    someone cordoned holding the budget, a NotReady node...)."""
+    waiting: int = 0
+    """Nodes that start by themselves later: the rollout's own work holds the budget, or a window
+    opens. Not a problem: a healthy rollout with ``maxUnavailable: 1`` has all but one waiting."""
+    max_unavailable: int = 0
+    running_nodes: tuple[str, ...] = ()
+    failed_nodes: tuple[str, ...] = ()
+    failed_reasons: dict[str, str] = Field(default_factory=dict)
+    """node -> what failed on it (the stage and package) for the first failed nodes."""
+    blocked_nodes: tuple[str, ...] = ()
+    blocked_reasons: dict[str, str] = Field(default_factory=dict)
+    """node -> reason for the first blocked nodes (drain blocked by PDB X for pod Y, ...)."""
+    waiting_reasons: dict[str, str] = Field(default_factory=dict)
+    """node -> what it waits for, for the first waiting nodes."""
+    paused: bool = False
+    generation: int = 0
+    target: str = ""
+    deleting: bool = False
+    """The profile is being deleted: this rollout uninstalls, then cleans the nodes up."""
+    rolled_back_generation: int | None = None
+    """Set while the rollout rolls back and after it: the NodeProfile generation whose rollout
+    the failure rule rolled back (it waits for a spec with other packages)."""
+    rolled_back: RollbackOf | None = None
+    """With ``rolled_back_generation``: the rollout rolled back (a node still to return records it
+    in a package's ``before``)."""
+    unregistered_search_attributes: tuple[str, ...] = ()
+    """fleetwright's search attributes the Temporal namespace lacks (not published)."""
+
+
+__all__ = ["Controls", "DecideReport", "DecideRequest", "NodeResult"]

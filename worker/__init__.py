@@ -1,1 +1,0 @@
-"""The fleetwright process (installed as ``fleetwright.worker``): Temporal worker and controller."""
