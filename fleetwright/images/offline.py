@@ -261,7 +261,8 @@ class Builder:
             sources = [self.repo / p for p in ("pyproject.toml", "README.md", "tools/constraints.txt")]
             sources.append(self.repo / "fleetwright")
         else:
-            sources = [self.repo / "fleetwright" / "__init__.py", *sorted((self.repo / "fleetwright" / "agent").glob("*.py"))]
+            package = self.repo / "fleetwright"
+            sources = [package / "__init__.py", *sorted((package / "agent").glob("*.py"))]
         key = content_key(BUILDER, dataclasses.asdict(image), base_tar.name, tree_digest(sources, self.repo))
         cached = self._cached(image.name, key)
         if cached is not None:
@@ -278,7 +279,9 @@ class Builder:
                 )
             else:
                 self._agent_payload(prefix)
-                created_by = "COPY fleetwright/__init__.py fleetwright/agent/*.py /opt/fleetwright/fleetwright/"
+                created_by = (
+                    "COPY fleetwright/__init__.py fleetwright/agent/*.py /opt/fleetwright/fleetwright/"
+                )
             # Layer files all get one timestamp, which would make mtime-checked .pyc files stale:
             # hash-based ones stay valid (the image is immutable, so they are never re-checked).
             compile_all = [sys.executable, "-m", "compileall", "-q", "-j0", "--invalidation-mode"]
