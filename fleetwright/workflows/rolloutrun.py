@@ -21,6 +21,8 @@ with workflow.unsafe.imports_passed_through():
 
 
 class RolloutRun:
+    """The memory of one run of the rollout workflow; ``carry`` is what the next run starts from."""
+
     def __init__(self, rollout: RolloutInput) -> None:
         # From the input before any handler runs: a run continued as new gets the signals sent
         # during the hand-over (node reports, a pause) in its first activation, ahead of ``run``.

@@ -27,6 +27,8 @@ CAPPED_RETRY = timedelta(seconds=1)
 
 
 class Engine:
+    """One ``decide`` call's working state; made afresh for every call, never stored."""
+
     def __init__(
         self,
         state: RolloutState,
