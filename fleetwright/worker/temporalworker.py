@@ -24,7 +24,8 @@ WORKFLOWS: tuple[type, ...] = (RolloutWorkflow, NodeWorkflow)
 # workflows' own payload models, retry policies and search attribute keys. They hold no mutable
 # module state, and the pure core takes ``now`` as data (import-linter keeps its I/O out).
 # Re-importing them is the largest part of starting a workflow in the worker's profile; only the
-# workflow modules themselves (``workflows.node``, ``workflows.rollout``) are imported afresh.
+# workflow modules themselves (``workflows.node``, ``workflows.rollout`` and the rollout's parts,
+# ``workflows.turn`` and its siblings) are imported afresh, so the sandbox checks their code.
 PASSTHROUGH_MODULES = (
     "pydantic",
     "pydantic_core",

@@ -1,7 +1,9 @@
 """The Temporal Web UI as the rollout console: headless Chromium (driven over the DevTools
 protocol, networking features off, loopback only) opens the dev server's page for a running
 rollout workflow and finds its summary and details (profile, packages, policy) and its current
-details (phase, step, the table of node counts) as rendered. The screenshot is kept under
+details (phase, step, the table of node counts) as rendered, then the page of one of its node
+workflows and finds its summary (node, packages, stages) and details (profile, policy, the
+rollout that started it). The screenshots are kept under
 test-artifacts/ (a test never writes into the checkout: docs/observability.md says how the docs'
 picture is refreshed from it)."""
 
@@ -26,7 +28,7 @@ import websocket
 from temporalio.client import Client
 
 from fleetwright.local.temporalserver import LocalTemporal
-from fleetwright.workflows.ids import rollout_workflow_id
+from fleetwright.workflows.ids import node_workflow_id, rollout_workflow_id
 from tests.support.stack import Rollout, RunningController
 from tests.support.waiting import until
 
@@ -207,7 +209,7 @@ def workflow_url(server: LocalTemporal, workflow_id: str, run_id: str) -> str:
     return f"{server.ui_url}/namespaces/{server.namespace}/workflows/{quoted}/{run_id}/history"
 
 
-async def test_the_ui_shows_a_running_rollouts_profile_phase_and_node_count(
+async def test_the_ui_shows_a_rollouts_progress_and_what_each_workflow_was_started_with(
     temporal_server: LocalTemporal,
     temporal_client: Client,
     controller: RunningController,
@@ -249,6 +251,37 @@ async def test_the_ui_shows_a_running_rollouts_profile_phase_and_node_count(
     shot = ARTIFACTS / "temporal-ui-rollout.png"
     browser.screenshot(shot)
     assert shot.stat().st_size > 10_000
+    await _node_page(temporal_server, temporal_client, browser, rollout, handle.id)
+
+
+async def _node_page(
+    server: LocalTemporal, client: Client, browser: Browser, rollout: Rollout, rollout_id: str
+) -> None:
+    """A node workflow's page: its summary names the node, its packages and its stages; its
+    details add the profile, the policy and the rollout that started it."""
+    node = rollout.nodes[0]
+    handle = client.get_workflow_handle(node_workflow_id(rollout.name, node))
+    description = await handle.describe()
+    browser.call("Page.navigate", url=workflow_url(server, handle.id, description.run_id))
+    await until(lambda: handle.id in browser.text(), 60, "the node's page", interval=0.5)
+    await until(lambda: browser.click("User Metadata"), 30, "the User Metadata tab", interval=0.5)
+    summary, details = await until(
+        lambda: node_metadata(browser, node),
+        60,
+        "the node workflow's summary and details",
+        interval=0.5,
+        details=browser.frame_texts,
+    )
+    assert re.fullmatch(rf"{re.escape(node)}: tuning@\S+ \([\w-]+(, [\w-]+)*\)", summary), summary
+    started_with = (
+        rf"NodeProfile {rollout.name} \(generation 1\) Packages tuning@\S+ Stages [\w-]+(, [\w-]+)* "
+        rf"Policy {rollout.name} Rollout {re.escape(rollout_id)}"
+    )
+    assert re.search(started_with, details), details
+    await until(lambda: browser.evaluate(FRAMES_LAID_OUT), 30, "the frames laid out", interval=0.5)
+    shot = ARTIFACTS / "temporal-ui-node.png"
+    browser.screenshot(shot)
+    assert shot.stat().st_size > 10_000
 
 
 FRAMES_LAID_OUT = (
@@ -266,4 +299,15 @@ def metadata(browser: Browser, profile: str) -> tuple[str, str, str] | None:
     current = [t for t in texts if t.startswith(f"{profile} — Complete") and "maxUnavailable" in t]
     if summary and details and current:
         return summary[0], details[0], current[0]
+    return None
+
+
+def node_metadata(browser: Browser, node: str) -> tuple[str, str] | None:
+    """The rendered summary and details of the node's workflow, once both show (whitespace
+    collapsed), else None."""
+    texts = [words(t) for t in browser.frame_texts()]
+    summary = [t for t in texts if t.startswith(f"{node}: ")]
+    details = [t for t in texts if t.startswith(f"Node {node} NodeProfile")]
+    if summary and details:
+        return summary[0], details[0]
     return None

@@ -1,0 +1,68 @@
+"""Folding outcomes in: the runs that finished since the last call move to the state's updated or
+failed nodes and count in their scopes' batches; runs whose node left the fleet are dropped."""
+
+from __future__ import annotations
+
+from fleetwright.planner.batches import record_nodes
+from fleetwright.planner.observations import RunStatus
+from fleetwright.planner.rolloutstate import FailedNode, NodeRun, RolloutState, ScopeState
+from fleetwright.planner.targets import FleetView
+
+
+def absorb(state: RolloutState, view: FleetView) -> RolloutState:
+    """Move finished runs to updated/failed and count them in their scopes."""
+    still: list[NodeRun] = []
+    newly: set[str] = set()
+    failed = list(state.failed)
+    scopes = {s.name: s for s in (state.gates, *state.compartments)}
+    for run in state.running:
+        obs = view.nodes.get(run.node)
+        if obs is None or obs.run is RunStatus.GONE:
+            # The node left the fleet (deleted, or no longer targeted): nothing to wait for, and no
+            # failure to count against the budgets. A node re-registered under the name is new work.
+            continue
+        work = view.work[run.node]
+        if obs.run is RunStatus.FAILED or work.failed is not None:
+            failed.append(
+                FailedNode(node=run.node, scope=run.scope, message=obs.message or work.failed or "")
+            )
+            ok = False
+        elif obs.run is RunStatus.SUCCEEDED or (obs.run is None and not work.needs_work):
+            # A node is done when its workflow says so. Its recorded state needing no work is not
+            # enough while the workflow runs: it still uncordons and releases the runtime taint
+            # after recording the last stage. Only a node whose status nobody reports (a caller
+            # without node workflows) is judged by its record alone.
+            newly.add(run.node)
+            ok = True
+        else:
+            still.append(run)
+            continue
+        _count_finished(scopes, view.compartment_of[run.node], run, ok)
+    earlier = tuple(
+        n
+        for n in state.running_for_earlier_target
+        if n in view.nodes and view.nodes[n].run is RunStatus.RUNNING
+    )
+    return state.model_copy(
+        update={
+            "running": tuple(still),
+            "updated": tuple(sorted(newly.union(state.updated))) if newly else state.updated,
+            "failed": tuple(sorted(failed, key=lambda f: f.node)),
+            "running_for_earlier_target": earlier,
+            "gates": scopes[state.gates.name],
+            "compartments": tuple(scopes[s.name] for s in state.compartments),
+        }
+    )
+
+
+def _count_finished(scopes: dict[str, ScopeState], compartment: str, run: NodeRun, ok: bool) -> None:
+    scope = scopes.get(compartment)
+    if scope is None:
+        return
+    update: dict[str, object] = {
+        "batch": record_nodes(scope.batch, succeeded=int(ok), failed=int(not ok)),
+    }
+    if run.scope == compartment and run.node in scope.current:
+        key = "current_succeeded" if ok else "current_failed"
+        update[key] = getattr(scope, key) + 1
+    scopes[compartment] = scope.model_copy(update=update)

@@ -1,0 +1,46 @@
+"""The soak step: wait a duration after the scope's earlier steps, and while it lasts halt as soon
+as an updated node fails the step's health gate (watched on every fresh observation)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import timedelta
+
+from fleetwright.planner.policy import GATES_SCOPE, HealthGate, SoakStep
+from fleetwright.planner.rollout.engine import Engine
+from fleetwright.planner.rolloutstate import ScopeState
+from fleetwright.planner.targets import FleetView
+
+
+def soak(engine: Engine, scope: ScopeState, step: SoakStep) -> bool:
+    """Done once the soak's duration has passed since the scope entered it, its nodes healthy."""
+    if step.health_gate is not None:
+        watched = {
+            n for n in engine.updated if scope.name in (GATES_SCOPE, engine.view.compartment_of.get(n))
+        }
+        problem = _health_problem(step.health_gate, watched, engine.view)
+        engine.watch_fleet = True  # a node may turn unhealthy at any time during the soak
+        if problem is not None:
+            engine.halt_now(f"soak {step.name}: {problem}", scope.name)
+            return False
+    entered = scope.entered_at or engine.now
+    end = entered + timedelta(seconds=step.duration_seconds)
+    if engine.now < end:
+        engine.waits.append(end)
+        engine.notes.append(f"{scope.name}: soak {step.name} until {end.isoformat()}")
+        return False
+    return True
+
+
+def _health_problem(gate: HealthGate, nodes: Iterable[str], view: FleetView) -> str | None:
+    for node in sorted(nodes):
+        obs = view.nodes.get(node)
+        if obs is None:
+            continue
+        if gate.node_ready and not obs.ready:
+            return f"updated node {node} is not Ready"
+        for condition, wanted in sorted(gate.conditions.items()):
+            actual = obs.conditions.get(condition, "Unknown")
+            if actual != wanted:
+                return f"updated node {node} has {condition}={actual}, wanted {wanted}"
+    return None

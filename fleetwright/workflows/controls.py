@@ -1,0 +1,85 @@
+"""What the humans' signals and updates do to a rollout run (``RolloutRun.controls`` and its
+pending requests): pause, resume, abort, approve a step, retry or skip a failed node, and the
+validators that refuse an update the rollout cannot honour. Each asks for a decision now."""
+
+from __future__ import annotations
+
+from temporalio import workflow
+
+from fleetwright.workflows.rolloutrun import RolloutRun
+
+with workflow.unsafe.imports_passed_through():
+    from fleetwright.workflows.payloads import Deletion, SpecChange
+
+
+def set_flag(run: RolloutRun, **flags: bool) -> None:
+    """Pause, resume or abort (``paused``/``aborted`` in the controls)."""
+    run.controls = run.controls.model_copy(update=flags)
+    run.decide_now = True
+
+
+def change_spec(run: RolloutRun, change: SpecChange) -> None:
+    run.new_spec = (change.profile, change.policy)
+    run.decide_now = True
+
+
+def delete(run: RolloutRun, deletion: Deletion) -> None:
+    """Switch to removing the profile: its spec at deletion, the policy it had (or is changing to)."""
+    pending = run.new_spec[1] if run.new_spec else None
+    run.new_spec = (deletion.profile, deletion.policy or pending)
+    run.controls = run.controls.model_copy(update={"deleting": True, "aborted": False})
+    run.decide_now = True
+
+
+def approve(run: RolloutRun, step: str) -> str:
+    run.controls = run.controls.model_copy(
+        update={"approvals": tuple(sorted({*run.controls.approvals, step}))}
+    )
+    run.decide_now = True
+    return f"approved {step}"
+
+
+def check_approve(run: RolloutRun, step: str) -> None:
+    known = _approval_ids(run)
+    if step not in known:
+        raise ValueError(f"unknown approval step {step!r}; this policy has: {', '.join(known) or 'none'}")
+    if step in run.controls.approvals:
+        raise ValueError(f"{step} is already approved")
+
+
+def retry_node(run: RolloutRun, node: str) -> str:
+    run.retry.append(node)
+    attempts = dict(run.controls.attempts)
+    attempts[node] = attempts.get(node, 0) + 1
+    run.controls = run.controls.model_copy(update={"attempts": attempts})
+    run.decide_now = True
+    return f"retrying {node}"
+
+
+def check_retry(run: RolloutRun, node: str) -> None:
+    failed = {f.node for f in run.state.failed} if run.state else set()
+    if node not in failed:
+        raise ValueError(
+            f"{node} has not failed in this rollout (failed: {', '.join(sorted(failed)) or 'none'})"
+        )
+
+
+def skip_node(run: RolloutRun, node: str) -> str:
+    run.controls = run.controls.model_copy(update={"skipped": tuple(sorted({*run.controls.skipped, node}))})
+    run.retry.append(node)  # a skipped failed node no longer holds the rollout
+    run.decide_now = True
+    return f"skipping {node}"
+
+
+def check_skip(run: RolloutRun, node: str) -> None:
+    if node in run.controls.skipped:
+        raise ValueError(f"{node} is already skipped")
+    running = {r.node for r in run.state.running} if run.state else set()
+    if node in running:
+        raise ValueError(f"{node} is being updated right now; abort or wait for it to finish")
+
+
+def _approval_ids(run: RolloutRun) -> list[str]:
+    if run.state is None:
+        return []
+    return run.state.spec.policy.approval_ids(s.name for s in run.state.compartments)
