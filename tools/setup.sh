@@ -17,16 +17,27 @@ debs+=(postgresql-15)
 # runc, mmdebstrap, gcc and libc6-dev: the real test node's container runtime, the offline image
 # builder's Debian root filesystems, and the pause binary (static C) built from kubernetes' source.
 debs+=(runc mmdebstrap gcc libc6-dev)
+# prometheus (2.42 on Debian 12): the local stack's and the integration tier's Prometheus, which
+# the metric checks of health-gated rollouts query. Without its recommends (node exporter, SNMP
+# and IPMI tools): only the server runs, started by the stack on loopback, never as a service.
+lean_debs=(prometheus)
 missing=()
-for pkg in "${debs[@]}"; do
-  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+lean_missing=()
+for pkg in "${debs[@]}" "${lean_debs[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" && continue
+  if [[ " ${lean_debs[*]} " == *" $pkg "* ]]; then lean_missing+=("$pkg"); else missing+=("$pkg"); fi
 done
-if ((${#missing[@]})); then
+if ((${#missing[@]} + ${#lean_missing[@]})); then
   if [[ $(id -u) -eq 0 ]]; then
     apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+    if ((${#missing[@]})); then
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+    fi
+    if ((${#lean_missing[@]})); then
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${lean_missing[@]}" >/dev/null
+    fi
   else
-    echo "please install Debian packages: ${missing[*]} (needs root)" >&2
+    echo "please install Debian packages: ${missing[*]} ${lean_missing[*]} (needs root)" >&2
     exit 1
   fi
 fi

@@ -42,10 +42,11 @@ def next_steps(stack: LocalStack, kept: bool) -> list[str]:
     lines = [
         f"  Kubernetes API   {stack.cluster.server}",
         f"  Temporal         {stack.temporal.address}   Web UI: {stack.ui_url}",
+        *_metrics_lines(stack),
         f"  Work directory   {stack.workdir}" + ("" if kept else " (removed on stop; --workdir keeps one)"),
         "",
         "In another shell (from the repository):",
-        f"  source {stack.env_path}  # KUBECONFIG, FLEETWRIGHT_TEMPORAL_ADDRESS, PATH (kubectl, fleetwright)",
+        f"  source {stack.env_path}  # KUBECONFIG, FLEETWRIGHT_TEMPORAL_ADDRESS, PROMETHEUS_URL, PATH",
         f"  kubectl apply -f {examples}/  # a DeploymentPolicy, a NodeProfile, a training Deployment",
         f"  fleetwright status {profile} --watch   # the rollout, live, until it ends",
         f"  kubectl get nodes -L {status_label_key(profile)}",
@@ -56,6 +57,22 @@ def next_steps(stack: LocalStack, kept: bool) -> list[str]:
         f"Stop: Ctrl-C here, or kill -TERM {os.getpid()}: every process of the stack stops.",
     ]
     return lines + _real_node_steps(stack)
+
+
+def _metrics_lines(stack: LocalStack) -> list[str]:
+    """Where the Prometheus is, and how to make a simulated GPU go bad."""
+    from fleetwright.local.gpuexporter import XID_ERRORS
+
+    metrics = stack.gpu_metrics
+    if metrics is None:
+        return []
+    exporter = metrics.exporter
+    return [
+        f"  Prometheus       {metrics.url}   {metrics.prometheus.version()}, scraping the GPU exporter "
+        f"{exporter.url} every {metrics.prometheus.scrape_interval_seconds}s",
+        f"  A bad GPU        curl -X PUT -d 79 {exporter.url}/nodes/{next(iter(exporter.nodes), '<node>')}"
+        f"/gpus/0/{XID_ERRORS}",
+    ]
 
 
 def _real_node_steps(stack: LocalStack) -> list[str]:
@@ -119,7 +136,7 @@ def up(
     with LocalStack(options) as stack:
         console.print(
             f"[green]ready[/] in {stack.startup_seconds:.0f}s: control plane, kube-scheduler, Temporal, "
-            "CRDs, admission webhook, worker, controller, simulated reboots"
+            "CRDs, admission webhook, worker, controller, simulated reboots, GPU metrics"
         )
         for line in next_steps(stack, kept=workdir is not None):
             console.print(line, markup=False, highlight=False)

@@ -46,6 +46,11 @@ def node_name(index: int) -> str:
     return f"gpu-node-{index:04d}"
 
 
+def gpu_product(index: int) -> str:
+    """The GPU product of node ``index`` (``nvidia.com/gpu.product``): one per rack."""
+    return GPU_PRODUCTS[index // NODES_PER_RACK % len(GPU_PRODUCTS)]
+
+
 def boot_id(name: str, generation: int = 0) -> str:
     """A stable, unique boot id per node and boot generation (deterministic for repeatable tests)."""
     return str(uuid.uuid5(uuid.NAMESPACE_DNS, f"{name}.boot{generation}.fleetwright.local"))
@@ -65,7 +70,7 @@ def node_manifest(index: int, *, extra_labels: dict[str, str] | None = None) -> 
         "topology.kubernetes.io/zone": ZONES[rack % len(ZONES)],
         RACK_LABEL: f"rack-{rack:03d}",
         "nvidia.com/gpu.present": "true",
-        "nvidia.com/gpu.product": GPU_PRODUCTS[rack % len(GPU_PRODUCTS)],
+        "nvidia.com/gpu.product": gpu_product(index),
         "nvidia.com/gpu.count": "8",
     }
     labels.update(extra_labels or {})

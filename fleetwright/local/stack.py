@@ -5,7 +5,9 @@ the Temporal dev server with fleetwright's search attributes registered, the CRD
 webhook (``fleetwright webhook``, serving with a certificate of its own CA and registered with that
 CA), the worker and the controller (``fleetwright worker`` and ``fleetwright controller``, the
 processes the Helm chart deploys, reading one settings file), and the simulated kubelet that turns
-a reboot stage into a new boot id; with ``ClusterOptions.real_node``, also one real node (a real
+a reboot stage into a new boot id, and the GPU exporter (dcgm-exporter-shaped series of every
+simulated node's GPUs) with a Prometheus scraping it for metric checks; with
+``ClusterOptions.real_node``, also one real node (a real
 kubelet, containerd and runc) whose stage pods mount its scratch host root. ``cluster up`` keeps it
 running, the demo rolls an example out on it, the chaos suite kills and restarts its pieces.
 
@@ -41,9 +43,10 @@ from fleetwright.local.controlplane import (
     free_port,
     wait_established,
 )
+from fleetwright.local.gpumetrics import GpuMetrics
 from fleetwright.local.kubelet import watched_kubelet
 from fleetwright.local.launcher import Launcher
-from fleetwright.local.nodes import stage_pod_timing
+from fleetwright.local.nodes import gpu_product, node_name, stage_pod_timing
 from fleetwright.local.processes import Supervised, wait_until
 from fleetwright.local.realnode import linked_to_temporal
 from fleetwright.local.temporalserver import LocalTemporal, TemporalServer
@@ -90,6 +93,9 @@ class StackOptions:
     """The Temporal Web UI."""
     webhook: bool = True
     """Run and register the admission webhook."""
+    gpu_metrics: bool = True
+    """Run the GPU exporter (healthy series for every simulated node's GPUs) and a Prometheus
+    scraping it every second, for metric checks to query."""
 
 
 @dataclass
@@ -103,6 +109,7 @@ class LocalStack(Launcher):
     cluster: LocalCluster = field(init=False)
     temporal: TemporalServer = field(init=False)
     processes: dict[str, Supervised] = field(init=False, default_factory=dict)
+    gpu_metrics: GpuMetrics | None = field(init=False, default=None)
     _exit: contextlib.ExitStack = field(init=False, default_factory=contextlib.ExitStack)
 
     def __post_init__(self) -> None:
@@ -122,6 +129,8 @@ class LocalStack(Launcher):
             self.cluster = LocalCluster(
                 replace(self.options.cluster, workdir=self.workdir, real_node=real_node)
             )
+        if self.options.gpu_metrics:
+            self.gpu_metrics = GpuMetrics(workdir=self.workdir / "gpu-metrics", wait_first_scrape=False)
         self.settings_path = self.workdir / "settings.json"
         self.env_path = self.workdir / "env"
         self.webhook_port = free_port()
@@ -154,6 +163,9 @@ class LocalStack(Launcher):
 
     # ----- lifecycle -------------------------------------------------------------------------
     def _start(self) -> None:
+        # First: Prometheus's first scrape comes about 5 s after it starts, while the rest starts.
+        if self.gpu_metrics is not None:
+            self._start_gpu_metrics(self.gpu_metrics)
         if self.attached is None:
             self.cluster.start()
             self._exit.callback(self.cluster.stop)
@@ -173,9 +185,19 @@ class LocalStack(Launcher):
         for role in ("worker", "controller"):
             self.processes[role].start()
             self._exit.callback(self.processes[role].stop)
+        if self.gpu_metrics is not None:
+            self.gpu_metrics.wait_scraping()
 
     def _stop(self) -> None:
         self._exit.close()
+
+    def _start_gpu_metrics(self, metrics: GpuMetrics) -> None:
+        """The exporter serves every simulated node's eight GPUs, healthy, with its product."""
+        self._exit.callback(metrics.stop)
+        if self.attached is None:
+            for index in range(self.options.cluster.nodes):
+                metrics.exporter.add_node(node_name(index), model=gpu_product(index).replace("-", " "))
+        metrics.start()
 
     def configure(self, engine: EngineSettings) -> None:
         """Engine settings for the next rollouts: the controller hands them to new workflows, so it
@@ -187,7 +209,7 @@ class LocalStack(Launcher):
 
     def check_alive(self) -> None:
         """Fail naming the piece (and its log tail) that exited on its own."""
-        for process in [*self.processes.values(), self.temporal.process, *self.cluster.components.values()]:
+        for process in self.supervised():
             if process.process is not None:
                 process.check_alive()
 
@@ -226,6 +248,11 @@ class LocalStack(Launcher):
             f"export FLEETWRIGHT_TEMPORAL_NAMESPACE={self.temporal.namespace}",
             f'export PATH={shlex.quote(str(tools))}:"$PATH"',
         ]
+        if self.gpu_metrics is not None:
+            lines += [
+                f"export PROMETHEUS_URL={self.gpu_metrics.url}",
+                f"export GPU_EXPORTER_URL={self.gpu_metrics.exporter.url}",
+            ]
         self.env_path.write_text("\n".join(lines) + "\n")
 
     def _start_webhook(self) -> None:
@@ -243,8 +270,14 @@ class LocalStack(Launcher):
     # ----- where things are ------------------------------------------------------------------
     def logs(self) -> dict[str, Path]:
         """Every process's log file, by name."""
+        return {piece.name: piece.log_path for piece in self.supervised()}
+
+    def supervised(self) -> list[Supervised]:
+        """Every child process of the stack."""
         pieces = [*self.cluster.components.values(), self.temporal.process, *self.processes.values()]
-        return {piece.name: piece.log_path for piece in pieces}
+        if self.gpu_metrics is not None:
+            pieces.append(self.gpu_metrics.prometheus.process)
+        return pieces
 
 
 def examples_dir() -> Path:
