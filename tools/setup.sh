@@ -20,7 +20,8 @@ debs+=(runc mmdebstrap gcc libc6-dev)
 # prometheus (2.42 on Debian 12): the local stack's and the integration tier's Prometheus, which
 # the metric checks of health-gated rollouts query. Without its recommends (node exporter, SNMP
 # and IPMI tools): only the server runs, started by the stack on loopback, never as a service.
-lean_debs=(prometheus)
+# curl: what `cluster up` prints to make a simulated GPU go bad.
+lean_debs=(prometheus curl)
 missing=()
 lean_missing=()
 for pkg in "${debs[@]}" "${lean_debs[@]}"; do

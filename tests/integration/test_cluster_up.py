@@ -1,7 +1,8 @@
 """``fleetwright cluster up`` as a new user meets it: started from the repository, it prints how to
 use it; a fresh shell that does only what it printed (source the environment file, apply the
-examples, watch) gets a completed rollout, the training pods scheduled onto the simulated nodes
-and the webhook answering; SIGTERM stops every process of the stack."""
+examples, watch) gets a completed rollout, the training pods scheduled onto the simulated nodes,
+the webhook answering, and a GPU made bad with the printed command answered by the stack's
+Prometheus; SIGTERM stops every process of the stack."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import json
 import os
 import queue
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -17,6 +19,9 @@ import time
 from pathlib import Path
 
 import pytest
+
+from fleetwright.local.gpuexporter import XID_ERRORS
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -123,6 +128,26 @@ def test_cluster_up_gives_a_working_stack_its_instructions_reach(tmp_path: Path)
         # The rollout and its three node workflows, found by their search attributes.
         assert found.returncode == 0, found.stderr
         assert "Total: 4" in found.stdout, found.stdout
+
+        # A GPU made bad with the printed command is answered by the stack's Prometheus.
+        bad_gpu = printed(output, r"^\s+A bad GPU\s+(curl .+)$")
+        node = printed(bad_gpu, r"/nodes/([^/]+)/")
+        made = shell(f"source {env_file} && {bad_gpu}")
+        assert made.returncode == 0, made.stderr
+        query = f'{XID_ERRORS}{{Hostname="{node}"}} != 0'
+
+        def answered() -> list[dict[str, object]] | None:
+            argument = shlex.quote(f"query={query}")
+            asked = shell(
+                f'source {env_file} && curl -sf "$PROMETHEUS_URL/api/v1/query" --data-urlencode {argument}'
+            )
+            assert asked.returncode == 0, asked.stderr
+            result: list[dict[str, object]] = json.loads(asked.stdout)["data"]["result"]
+            return result or None
+
+        (sample,) = wait_for(answered, what=f"{query} from the stack's Prometheus")
+        assert sample["value"][1] == "79"
+        assert sample["metric"]["gpu"] == "0"
 
         invalid = shell(
             f"source {env_file} && kubectl apply --dry-run=server -f - <<'EOF'\n"
