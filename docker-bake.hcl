@@ -5,7 +5,7 @@ group "default" {
   targets = ["fleetwright", "agent"]
 }
 group "packages" {
-  targets = ["package-bind-mount", "package-eks-gpu-setup", "package-gke-cos-tuning", "package-gpu_driver_setup", "package-gpu_node_tuning", "package-kdump", "package-kmod-mitigation", "package-shellscript", "package-tuning"]
+  targets = ["package-bind-mount", "package-eks-gpu-setup", "package-gke-cos-tuning", "package-gpu_driver_setup", "package-gpu-health", "package-gpu_node_tuning", "package-kdump", "package-kmod-mitigation", "package-shellscript", "package-tuning"]
 }
 target "fleetwright" {
   dockerfile = "worker/Dockerfile"
@@ -30,6 +30,10 @@ target "package-gke-cos-tuning" {
 target "package-gpu_driver_setup" {
   context = "packages/gpu-driver-setup"
   tags = ["ghcr.io/fleetwright/packages/gpu_driver_setup:1.0.0"]
+}
+target "package-gpu-health" {
+  context = "packages/gpu-health"
+  tags = ["ghcr.io/fleetwright/packages/gpu-health:1.0.0"]
 }
 target "package-gpu_node_tuning" {
   context = "packages/gpu-node-tuning"

@@ -143,6 +143,7 @@ LIFECYCLES = {
             REBOOT,
             flavours=("debian", "debian-real", "al2023"),
         ),
+        Lifecycle("gpu-health", {}, {"dcgm_diag_level": "2\n"}, flavours=("debian", "debian-real", "al2023")),
         Lifecycle(
             "gpu-driver-setup",
             {"driver_version": "550\n"},

@@ -32,6 +32,7 @@ def test_catalog_is_complete() -> None:
         "eks-gpu-setup",
         "gpu-node-tuning",
         "gpu-driver-setup",
+        "gpu-health",
     }
     assert set(PACKAGES) == expected
     assert any(m.__name__ == "fleetwright.cli.package" for m in load_all())
