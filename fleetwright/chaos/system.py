@@ -39,8 +39,15 @@ class ChaosStack:
     _next_node: int = 0
 
     def __post_init__(self) -> None:
+        # No GPU metrics: no chaos run has a metric check, and Prometheus's first scrape would
+        # add about 5 s to an attached stack's start.
         options = StackOptions(
-            cluster=ClusterOptions(), workdir=self.workdir, engine=EngineSettings(), ui=False, webhook=False
+            cluster=ClusterOptions(),
+            workdir=self.workdir,
+            engine=EngineSettings(),
+            ui=False,
+            webhook=False,
+            gpu_metrics=False,
         )
         self.stack = LocalStack(options, attached=self.attached)
         if self.attached is not None:
