@@ -11,15 +11,14 @@ import time
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 
 from fleetwright.chaos.iteration import Fault, draw
 from fleetwright.cli.app import app
 
 if TYPE_CHECKING:
-    from fleetwright.chaos.runner import IterationResult, Totals
+    from rich.console import Console
 
-console = Console(soft_wrap=True)
+    from fleetwright.chaos.runner import IterationResult, Totals
 
 
 def describe(result: IterationResult) -> str:
@@ -38,13 +37,13 @@ def describe(result: IterationResult) -> str:
     )
 
 
-def print_result(result: IterationResult) -> None:
+def print_result(console: Console, result: IterationResult) -> None:
     console.print(describe(result), markup=False)
     for violation in result.violations:
         console.print(f"    VIOLATION {violation}", markup=False, style="red")
 
 
-def print_totals(seed: int, totals: Totals) -> None:
+def print_totals(console: Console, seed: int, totals: Totals) -> None:
     kinds = ", ".join(f"{kind} {count}" for kind, count in sorted(totals.faults.items())) or "none"
     console.print(
         f"seed {seed}: {totals.iterations} iterations in {totals.seconds:.0f}s; "
@@ -78,7 +77,9 @@ def chaos(  # noqa: PLR0917 - typer maps each parameter to one option
     """Seeded chaos: real rollouts while processes are killed and nodes edited; checks every invariant."""
     from fleetwright.chaos.runner import run
     from fleetwright.chaos.system import ChaosStack
+    from fleetwright.cli.text import human_console
 
+    console = human_console()
     logging.getLogger("fleetwright").setLevel(logging.ERROR)
     chosen = seed if seed is not None else secrets.randbelow(2**31)
     console.print(f"chaos seed {chosen} (rerun with --seed {chosen})")
@@ -92,6 +93,8 @@ def chaos(  # noqa: PLR0917 - typer maps each parameter to one option
         console.print(
             f"stack up in {time.monotonic() - started:.0f}s (logs in {stack.workdir})", highlight=False
         )
-        totals = run(stack, plans, report=print_result, stop_after_seconds=stop_after)
-    print_totals(chosen, totals)
+        totals = run(
+            stack, plans, report=lambda result: print_result(console, result), stop_after_seconds=stop_after
+        )
+    print_totals(console, chosen, totals)
     raise typer.Exit(1 if totals.violations else 0)

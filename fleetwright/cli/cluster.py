@@ -17,16 +17,18 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from fleetwright.api.keys import status_label_key
-from fleetwright.cli.app import app
-from fleetwright.cli.text import console
+from fleetwright.cli.app import CommandGroup, app
 from fleetwright.process.shutdown import stop_on_signals
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from fleetwright.local.stack import LocalStack
 
 cluster_app = typer.Typer(
+    cls=CommandGroup,
     help="The local stack: a real control plane with simulated GPU nodes, Temporal, and fleetwright's "
-    "webhook, worker and controller."
+    "webhook, worker and controller.",
 )
 app.add_typer(cluster_app, name="cluster")
 
@@ -124,10 +126,12 @@ def up(
     ] = False,
 ) -> None:
     """Start the local stack, print how to use it, and keep it running until Ctrl-C or SIGTERM."""
+    from fleetwright.cli.text import human_console
     from fleetwright.local.controlplane import ClusterOptions
     from fleetwright.local.realnode import RealNodeOptions
     from fleetwright.local.stack import LocalStack, StackOptions
 
+    console = human_console()
     node = RealNodeOptions() if real_node else None
     options = StackOptions(
         cluster=ClusterOptions(nodes=nodes, scheduler=True, real_node=node), workdir=workdir
@@ -140,14 +144,14 @@ def up(
         )
         for line in next_steps(stack, kept=workdir is not None):
             console.print(line, markup=False, highlight=False)
-        failed = asyncio.run(_run_until_stopped(stack))
+        failed = asyncio.run(_run_until_stopped(console, stack))
         console.print("stopping...")
     console.print("stopped: no process left behind")
     if failed:
         raise typer.Exit(1)
 
 
-async def _run_until_stopped(stack: LocalStack) -> bool:
+async def _run_until_stopped(console: Console, stack: LocalStack) -> bool:
     """Until Ctrl-C or SIGTERM (the processes' one signal path); True when a piece of the stack
     exited on its own (it is named)."""
     stop = stop_on_signals()

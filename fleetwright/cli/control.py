@@ -18,7 +18,6 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from pydantic import BaseModel
 
 from fleetwright.api.keys import PAUSED_ANNOTATION
 from fleetwright.cli.app import app
@@ -29,6 +28,7 @@ if TYPE_CHECKING:
     from temporalio.client import WorkflowHandle
     from temporalio.workflow import UpdateMethodMultiParam
 
+    from fleetwright.cli.reports import Acted
     from fleetwright.workflows.payloads import Progress
     from fleetwright.workflows.rollout import RolloutWorkflow
 
@@ -36,16 +36,6 @@ ProfileArg = Annotated[str, typer.Argument(help="The NodeProfile.")]
 TimeoutOpt = Annotated[
     float, typer.Option("--timeout", min=1.0, help="Seconds to wait for the rollout workflow to answer.")
 ]
-
-
-class Acted(BaseModel):
-    """What a control command did (its ``-o json|yaml`` output)."""
-
-    profile: str
-    action: str
-    via: str
-    """``annotation fleetwright.io/paused`` or ``update <name>`` / ``signal <name>``."""
-    result: str
 
 
 def _print(acted: Acted, output: str) -> None:
@@ -56,6 +46,7 @@ def _print(acted: Acted, output: str) -> None:
 async def _set_paused(session: Session, profile: str, paused: bool) -> Acted:
     from fleetwright.api.nodeprofile import PLURAL as PROFILE_PLURAL
     from fleetwright.cli import reading
+    from fleetwright.cli.reports import Acted
     from fleetwright.kube.annotations import annotate
 
     obj = await reading.profile_object(session, profile)
@@ -139,6 +130,8 @@ def _method(update: Update) -> UpdateMethodMultiParam[[RolloutWorkflow, str], st
 async def _update(session: Session, profile: str, update: Update, arg: str, *, seconds: float) -> Acted:
     from temporalio.service import RPCError, RPCStatusCode
 
+    from fleetwright.cli.reports import Acted
+
     handle = await _running_rollout(session, profile)
     name = update.name.lower()  # the update's name: the method's
     try:
@@ -197,6 +190,7 @@ def skip_node_command(
 
 
 async def _abort(session: Session, profile: str) -> Acted:
+    from fleetwright.cli.reports import Acted
     from fleetwright.workflows.rollout import RolloutWorkflow
 
     handle = await _running_rollout(session, profile)

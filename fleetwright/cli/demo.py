@@ -15,14 +15,15 @@ import time
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.table import Table
 
 from fleetwright.api.keys import SEARCHABLE, status_label_key
 from fleetwright.cli.app import app
-from fleetwright.cli.text import console, refreshing
 from fleetwright.stagejob.render import PACKAGE_NAMESPACE
 
 if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
     from fleetwright.local.stack import LocalStack
 
 FINAL_PHASES = ("Complete", "Halted")
@@ -37,6 +38,8 @@ def _status(stack: LocalStack, profile: str) -> dict[str, Any]:
 
 
 def _table(profile: str, status: dict[str, Any], elapsed: float) -> Table:
+    from rich.table import Table
+
     table = Table(title=f"nodeprofile/{profile}  ({elapsed:.0f}s)", title_justify="left")
     for column in ("phase", "step", "complete", "in progress", "failed", "blocked"):
         table.add_column(column, no_wrap=True)
@@ -53,7 +56,9 @@ def _table(profile: str, status: dict[str, Any], elapsed: float) -> Table:
     return table
 
 
-def _watch(stack: LocalStack, profile: str, within: float) -> dict[str, Any]:
+def _watch(console: Console, stack: LocalStack, profile: str, within: float) -> dict[str, Any]:
+    from fleetwright.cli.text import refreshing
+
     started = time.monotonic()
     status: dict[str, Any] = {}
     with refreshing(console) as show:
@@ -67,7 +72,7 @@ def _watch(stack: LocalStack, profile: str, within: float) -> dict[str, Any]:
     return status
 
 
-def _summary(stack: LocalStack, profile: str, status: dict[str, Any]) -> None:
+def _summary(console: Console, stack: LocalStack, profile: str, status: dict[str, Any]) -> None:
     phase = status.get("phase", "unknown")
     colour = "green" if phase == "Complete" else "red"
     console.print(f"rollout [{colour}]{phase}[/]: {status.get('progress', '')} nodes complete")
@@ -92,6 +97,7 @@ def _summary(stack: LocalStack, profile: str, status: dict[str, Any]) -> None:
 
 
 def _run(nodes: int, fail_canary: bool, keep_running: bool, within: float) -> int:
+    from fleetwright.cli.text import human_console
     from fleetwright.local.controlplane import ClusterOptions
     from fleetwright.local.nodes import OUTCOME_LABEL
     from fleetwright.local.stack import (
@@ -107,6 +113,7 @@ def _run(nodes: int, fail_canary: bool, keep_running: bool, within: float) -> in
         engine = engine.model_copy(update={"stage_pod_labels": {OUTCOME_LABEL: "fail"}})
     options = StackOptions(cluster=ClusterOptions(nodes=nodes, scheduler=True), engine=engine)
     profile = example_profiles()[0]
+    console = human_console()
     with LocalStack(options) as stack:
         console.print(f"[green]local stack[/] with {nodes} GPU nodes up in {stack.startup_seconds:.1f}s")
         console.print(f"[green]Temporal[/] {stack.temporal.address}   Web UI: [bold]{stack.ui_url}[/]")
@@ -114,8 +121,8 @@ def _run(nodes: int, fail_canary: bool, keep_running: bool, within: float) -> in
         try:
             stack.cluster.kubectl("apply", "-f", str(examples_dir()))
             console.print(f"applied {examples_dir()}/: rolling out nodeprofile/{profile}")
-            status = _watch(stack, profile, within)
-            _summary(stack, profile, status)
+            status = _watch(console, stack, profile, within)
+            _summary(console, stack, profile, status)
             if keep_running:
                 console.print("still running: Ctrl-C stops everything")
                 _wait_for_interrupt(stack)

@@ -15,9 +15,6 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from pydantic import BaseModel, Field
-from rich.console import Console
-from rich.table import Table
 
 from fleetwright.api.keys import STATE_PREFIX, condition_type
 from fleetwright.cli.app import app
@@ -26,50 +23,13 @@ from fleetwright.errors import InvalidSpecError
 from fleetwright.stagejob.render import PACKAGE_NAMESPACE
 
 if TYPE_CHECKING:
+    from rich.console import Console
     from temporalio.client import Client, WorkflowExecution
 
+    from fleetwright.cli.reports import NodeHistory, Recorded, Run
     from fleetwright.planner.nodestate import PackageRecord
 
 MAX_RUNS = 100
-
-
-class Run(BaseModel):
-    """One node workflow: one profile's update of this node toward one target."""
-
-    workflow_id: str
-    run_id: str
-    profile: str
-    status: str
-    phase: str = ""
-    packages: list[str] = Field(default_factory=list)
-    started: datetime | None = None
-    closed: datetime | None = None
-    result: str = ""
-
-
-class StageRun(BaseModel):
-    profile: str
-    package: str
-    stage: str
-    job: str
-    started: datetime | None = None
-    finished: datetime | None = None
-    result: str
-
-
-class Recorded(BaseModel):
-    """What a profile recorded on the node, and the node condition it shows."""
-
-    profile: str
-    packages: dict[str, str] = Field(default_factory=dict)
-    condition: str = ""
-
-
-class NodeHistory(BaseModel):
-    node: str
-    recorded: list[Recorded] = Field(default_factory=list)
-    runs: list[Run] = Field(default_factory=list)
-    stages: list[StageRun] = Field(default_factory=list)
 
 
 def describe_record(record: PackageRecord) -> str:
@@ -84,6 +44,7 @@ def describe_record(record: PackageRecord) -> str:
 
 
 def recorded(node: Mapping[str, Any]) -> list[Recorded]:
+    from fleetwright.cli.reports import Recorded
     from fleetwright.planner.nodestate import parse_annotation
 
     annotations: Mapping[str, str] = node["metadata"].get("annotations") or {}
@@ -117,6 +78,7 @@ async def _result(client: Client, execution: WorkflowExecution) -> str:
 
 
 async def runs(client: Client, node: str) -> list[Run]:
+    from fleetwright.cli.reports import Run
     from fleetwright.workflows import search as sa
 
     out = []
@@ -141,6 +103,7 @@ async def runs(client: Client, node: str) -> list[Run]:
 
 async def read_history(session: Session, node: str, namespace: str) -> NodeHistory:
     from fleetwright.cli import reading
+    from fleetwright.cli.reports import NodeHistory, StageRun
     from fleetwright.kube.stagelogs import stage_jobs
 
     obj = await reading.node_object(session, node)
@@ -167,6 +130,8 @@ def _when(moment: datetime | None) -> str:
 
 
 def render(history: NodeHistory, console: Console) -> None:
+    from rich.table import Table
+
     console.print(f"[bold]Node {history.node}[/]", highlight=False)
     table = Table(title="Recorded on the node", title_justify="left")
     for column in ("profile", "packages", "condition"):

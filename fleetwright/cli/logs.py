@@ -13,9 +13,6 @@ import asyncio
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from pydantic import BaseModel
-from rich.console import Console
-from rich.markup import escape
 
 from fleetwright.cli.app import app
 from fleetwright.cli.session import (
@@ -31,19 +28,10 @@ from fleetwright.errors import FleetwrightError
 from fleetwright.stagejob.render import PACKAGE_NAMESPACE
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
+    from fleetwright.cli.reports import ContainerLog
     from fleetwright.kube.stagelogs import StageJob
-
-
-class ContainerLog(BaseModel):
-    job: str
-    package: str
-    stage: str
-    result: str
-    pod: str
-    container: str
-    log: str
-    never_started: str | None = None
-    """Why the container never ran (it has no log), e.g. PodInitializing after a failed step."""
 
 
 def choose(jobs: list[StageJob], every: bool) -> list[StageJob]:
@@ -87,6 +75,8 @@ async def read_logs(
 def _entry(
     job: StageJob, pod: str, container: str, log: str, never_started: str | None = None
 ) -> ContainerLog:
+    from fleetwright.cli.reports import ContainerLog
+
     return ContainerLog(
         job=job.name,
         package=job.package,
@@ -100,6 +90,8 @@ def _entry(
 
 
 def render(logs: list[ContainerLog], console: Console) -> None:
+    from rich.markup import escape
+
     for entry in logs:
         console.print(
             f"[bold]==> {escape(entry.stage)} {escape(entry.package)} ({escape(entry.result)}) "

@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from pydantic import BaseModel, Field
 
 from fleetwright.api.keys import NodeReason, condition_type, state_key, status_label_key
-from fleetwright.cli.app import app
+from fleetwright.cli.app import CommandGroup, app
 from fleetwright.cli.session import (
     CliError,
     NamespaceOpt,
@@ -33,23 +32,18 @@ from fleetwright.cli.session import (
 from fleetwright.stagejob.render import PACKAGE_NAMESPACE
 from fleetwright.workflows.ids import node_workflow_id, rollout_workflow_id
 
-node_app = typer.Typer(help="Act on one node's fleetwright records.", no_args_is_help=True)
+if TYPE_CHECKING:
+    from fleetwright.cli.reports import NodeReset
+
+node_app = typer.Typer(cls=CommandGroup, help="Act on one node's fleetwright records.", no_args_is_help=True)
 app.add_typer(node_app, name="node")
-
-
-class NodeReset(BaseModel):
-    node: str
-    profile: str
-    cleared: list[str] = Field(default_factory=list)
-    """The annotation and label keys removed and the stage Jobs deleted (``job/<name>``)."""
-    rollout_nudged: bool = False
-    result: str
 
 
 async def reset(session: Session, node: str, profile: str, *, force: bool, namespace: str) -> NodeReset:
     from temporalio.service import RPCError
 
     from fleetwright.cli import reading
+    from fleetwright.cli.reports import NodeReset
     from fleetwright.workflows.rollout import RolloutWorkflow
 
     obj = await reading.node_object(session, node)

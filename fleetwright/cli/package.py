@@ -24,13 +24,15 @@ import typer
 
 from fleetwright.agent import config, interrupts
 from fleetwright.binaries import cache_dir
-from fleetwright.cli.app import app
+from fleetwright.cli.app import CommandGroup, app
 from fleetwright.images import catalog, roots
 from fleetwright.images.offline import ImageBuildError
 from fleetwright.packagetest import HostRootError, hostroot, runner
 from fleetwright.packagetest.flavours import FLAVOURS, Flavour
 
-package_app = typer.Typer(help="Lint and test NodeWright-compatible packages.", no_args_is_help=True)
+package_app = typer.Typer(
+    cls=CommandGroup, help="Lint and test NodeWright-compatible packages.", no_args_is_help=True
+)
 app.add_typer(package_app, name="package")
 
 # The CR spelling (what users write in a NodeProfile) mapped to the agent's interrupt type.

@@ -15,14 +15,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from fleetwright.cli.app import app
 from fleetwright.cli.session import OutputOpt
 from fleetwright.errors import FleetwrightError, InvalidSpecError
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from fleetwright.api.deploymentpolicy import DeploymentPolicy
     from fleetwright.api.nodeprofile import NodeProfile
     from fleetwright.planner.observations import Observations
@@ -257,6 +257,8 @@ def render(plan: Plan, console: Console, max_nodes: int) -> None:
 
 
 def _batch_table(plan: Plan, console: Console) -> None:
+    from rich.table import Table
+
     table = Table(title="Batches", title_justify="left")
     columns = ["start", "end", "scope", "compartment", "batch", "nodes", "first nodes"]
     if plan.workloads:
@@ -283,6 +285,8 @@ def _batch_table(plan: Plan, console: Console) -> None:
 
 
 def _node_table(plan: Plan, console: Console, max_nodes: int) -> None:
+    from rich.table import Table
+
     table = Table(title="Nodes (in start order)", title_justify="left")
     for column in ("node", "compartment", "batch", "start", "takes", "drain", "interrupt", "stages"):
         table.add_column(column, no_wrap=column != "stages")
@@ -305,6 +309,8 @@ def _node_table(plan: Plan, console: Console, max_nodes: int) -> None:
 def _blocked_table(plan: Plan, console: Console) -> None:
     if not plan.blocked:
         return
+    from rich.table import Table
+
     table = Table(title="Blocked nodes", title_justify="left")
     table.add_column("node", no_wrap=True)
     table.add_column("reason")
@@ -362,6 +368,7 @@ def plan_command(
 ) -> None:
     """Preview a rollout: batches, stages per node, drains and reboots, blocked nodes, ETA."""
     import yaml
+    from rich.console import Console
 
     from fleetwright.planner import convert
     from fleetwright.planner.preview import preview

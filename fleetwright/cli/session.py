@@ -3,11 +3,12 @@
 Owns the ``Target`` the global options build, the lazily made Kubernetes and Temporal clients,
 ``-o table|json|yaml`` output, and turning every failure into one line on stderr that names what was
 unreachable and its address (never a traceback). It must not decide anything about a rollout.
+Every command's ``--help`` imports it, so rich, pydantic and asyncio are imported only when a
+command prints or runs.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
@@ -17,15 +18,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
-from pydantic import BaseModel
-from rich.console import Console
-from rich.markup import escape
 
-from fleetwright.cli.text import human_console
 from fleetwright.errors import FleetwrightError, NotFoundError, RetryableError
 from fleetwright.process.defaults import TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+    from rich.console import Console
     from temporalio.client import Client
     from temporalio.service import RPCError
 
@@ -140,12 +139,17 @@ class Session:
 
     def run(self, work: Callable[[], Coroutine[Any, Any, T]]) -> T:
         """Run an async step of a command under ``failures``."""
+        import asyncio
+
         with self.failures():
             return asyncio.run(work())
         raise AssertionError("unreachable")  # failures() exits
 
 
 def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
+    from rich.console import Console
+    from rich.markup import escape
+
     Console(stderr=True, soft_wrap=True).print(f"[red]error:[/] {escape(message)}", highlight=False)
     raise typer.Exit(code)
 
@@ -178,6 +182,8 @@ def emit(
 ) -> None:
     """Print ``data`` as JSON or YAML, or call ``table`` to render it for a human."""
     if output is Output.TABLE:
+        from fleetwright.cli.text import human_console
+
         table(human_console())
         return
     plain = _plain(data)
@@ -190,6 +196,8 @@ def emit(
 
 
 def _plain(data: Any) -> Any:
+    from pydantic import BaseModel
+
     if isinstance(data, BaseModel):
         return data.model_dump(mode="json")
     if isinstance(data, list):

@@ -10,20 +10,20 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
-from rich.console import Console, RenderableType
-from rich.live import Live
+if TYPE_CHECKING:
+    from rich.console import Console, RenderableType
 
 # Wide enough for any table or tree the commands print; only used where nothing has a width.
 UNBOUNDED = 4096
 
 
 def human_console() -> Console:
+    from rich.console import Console
+
     terminal = Console().is_terminal
     return Console(soft_wrap=True, width=None if terminal else UNBOUNDED)
-
-
-console = human_console()
 
 
 @contextlib.contextmanager
@@ -32,6 +32,8 @@ def refreshing(on: Console) -> Iterator[Callable[[RenderableType], None]]:
     is printed once when the block ends (rich's live display would leave it without a newline,
     running into whatever is printed next)."""
     if on.is_terminal:
+        from rich.live import Live
+
         with Live(console=on, auto_refresh=False) as live:
             yield lambda view: live.update(view, refresh=True)
         return

@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
 from fleetwright.cli.app import app
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from fleetwright.api.validation import Issue, Result
 
 
@@ -96,6 +96,8 @@ def _policy_ref(obj: Any) -> str | None:
 
 
 def _print_issue(console: Console, doc: Document, issue: Issue) -> None:
+    from rich.markup import escape
+
     color = "red" if issue.severity == "error" else "yellow"
     console.print(f"{escape(doc.label)}: [{color}]{issue.severity}[/] {escape(str(issue))}", highlight=False)
 
@@ -105,6 +107,9 @@ def validate(
     files: Annotated[list[str], typer.Argument(help="YAML files (multi-document allowed); - reads stdin.")],
 ) -> None:
     """Check NodeProfile and DeploymentPolicy manifests offline, with the admission webhook's rules."""
+    from rich.console import Console
+    from rich.markup import escape
+
     console = Console(soft_wrap=True)
     docs: list[Document] = []
     failures: list[str] = []

@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+from typer.testing import CliRunner
 
 from fleetwright.cli.app import app
 from fleetwright.cli.commands import COMMANDS, invoked, load_all
@@ -90,3 +91,44 @@ WHEN_RUN = (
 def test_the_entry_point_and_every_command_module_import_no_client() -> None:
     code = "import fleetwright.cli.main\nfrom fleetwright.cli.commands import load_all\nload_all()"
     assert imported(code, WHEN_RUN + WORKER_ONLY) == []
+
+
+# What only printing needs, never listing or parsing the commands: rich (its tables and trees, and
+# what typer's rich help pulls in: markdown, syntax highlighting).
+RICH = ("rich", "typer.rich_utils", "markdown_it", "pygments")
+
+
+def help_of(argv: list[str]) -> str:
+    """``fleetwright *argv --help`` as the entry point runs it, its help sent to stderr."""
+    return (
+        "import sys\n"
+        f"sys.argv = ['fleetwright', *{argv!r}, '--help']\n"
+        "from fleetwright.cli.app import app\n"
+        "from fleetwright.cli.commands import load\n"
+        "load(sys.argv[1:])\n"
+        "sys.stdout = sys.stderr\n"
+        "try:\n"
+        "    app()\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "sys.stdout = sys.__stdout__\n"
+    )
+
+
+def test_the_root_help_lists_every_command_without_rich_or_pydantic() -> None:
+    """The answers' models live apart (``fleetwright.cli.reports``); a command's own help imports
+    pydantic anyway, through typer parsing the root options."""
+    assert imported(help_of([]), (*RICH, "pydantic", *WHEN_RUN, *WORKER_ONLY)) == []
+
+
+@pytest.mark.parametrize("command", [["status"], ["node", "reset"], ["history"]])
+def test_a_command_help_imports_neither_rich_nor_a_client(command: list[str]) -> None:
+    assert imported(help_of(command), (*RICH, *WHEN_RUN, *WORKER_ONLY)) == []
+
+
+def test_the_plain_help_lists_each_command_with_its_whole_first_sentence() -> None:
+    load_all()
+    commands = " ".join(CliRunner().invoke(app, ["--help"]).output.partition("Commands:")[2].split())
+    assert "abort Abort the rollout: nothing new starts" in commands
+    assert "asks first unless --yes." in commands  # not cut at the terminal's width
+    assert "..." not in commands
