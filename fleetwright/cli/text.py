@@ -1,9 +1,10 @@
 """The console the commands print human text on, and how a view refreshes on it.
 
-Lines are never wrapped (``soft_wrap``): a hint is a command to paste. Where the output is not a
-terminal (a pipe, a log file, CI) there is no width to fit, so tables and trees take the width of
-their content (a PodDisruptionBudget's long message stays on its node's line) instead of being
-squeezed into 80 columns; and a live view prints only its last state, ending its line.
+Lines are never wrapped (``soft_wrap``): a hint is a command to paste. Names and messages are
+printed as written (no ``:emoji:`` codes, whose table rich would also import). Where the output is
+not a terminal (a pipe, a log file, CI) there is no width to fit, so tables and trees take the
+width of their content (a PodDisruptionBudget's long message stays on its node's line) instead of
+being squeezed into 80 columns; and a live view prints only its last state, ending its line.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ def human_console() -> Console:
     from rich.console import Console
 
     terminal = Console().is_terminal
-    return Console(soft_wrap=True, width=None if terminal else UNBOUNDED)
+    return Console(soft_wrap=True, width=None if terminal else UNBOUNDED, emoji=False)
 
 
 @contextlib.contextmanager
