@@ -168,7 +168,8 @@ def main() -> None:
         "--baseline",
         default="",
         metavar="DIR",
-        help="also time the fleetwright of this checkout (e.g. a worktree of main), same interpreter",
+        help="also time the fleetwright of this checkout (e.g. a worktree of main; its bytecode is "
+        "compiled too), same interpreter",
     )
     options = parser.parse_args()
     compile_bytecode()
