@@ -2,7 +2,7 @@
 # `docker buildx bake` builds the fleetwright and agent images; `docker buildx bake packages`
 # builds the catalog's package images. Run from the repository root.
 group "default" {
-  targets = ["fleetwright", "agent"]
+  targets = ["fleetwright", "agent", "temporal"]
 }
 group "packages" {
   targets = ["package-bind-mount", "package-eks-gpu-setup", "package-gke-cos-tuning", "package-gpu_driver_setup", "package-gpu-health", "package-gpu_node_tuning", "package-kdump", "package-kmod-mitigation", "package-shellscript", "package-tuning"]
@@ -14,6 +14,10 @@ target "fleetwright" {
 target "agent" {
   dockerfile = "agent/Dockerfile"
   tags = ["ghcr.io/fleetwright/agent:0.1.0"]
+}
+target "temporal" {
+  dockerfile = "deploy/temporal/Dockerfile"
+  tags = ["ghcr.io/fleetwright/temporal:0.1.0"]
 }
 target "package-bind-mount" {
   context = "packages/bind-mount"

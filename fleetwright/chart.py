@@ -1,7 +1,9 @@
 """The Helm chart's values as a pydantic model, and the generator of the chart's derived files.
 
 ``helm/fleetwright/values.schema.json`` is generated from ``ChartValues`` (which embeds the
-process's ``WorkerSettings`` whole, so a new setting reaches the chart without a copy), and the
+process's ``WorkerSettings`` whole, so a new setting reaches the chart without a copy; the embedded
+Temporal's search attributes and dynamic configuration default to those of the local servers,
+``workflows.search.REGISTRATION`` and ``local.temporalserver``), and the
 chart's ``crds/`` come from the same generator as ``crds/`` (``fleetwright.api.crdgen``). Run
 ``python -m fleetwright.chart`` after changing either model; ``--check`` fails on drift.
 
@@ -16,14 +18,17 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from fleetwright.api import crdgen
 from fleetwright.api.validation import AdmissionPolicy
+from fleetwright.images import spec as image_spec
+from fleetwright.local.temporalserver import DEV_DYNAMIC_CONFIG, DEV_SQLITE_PRAGMAS
 from fleetwright.process.settings import WorkerSettings
+from fleetwright.workflows.search import REGISTRATION
 
 CHART = Path(__file__).resolve().parent.parent / "helm" / "fleetwright"
 SCHEMA_FILE = "values.schema.json"
@@ -44,10 +49,9 @@ class Image(Values):
     pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
 
 
-class Component(Values):
-    """One Deployment (worker, controller or webhook)."""
+class Workload(Values):
+    """Where and how big the pods of one workload are."""
 
-    replicas: int = Field(default=2, ge=0, description="Pods; two or more survive a node drain.")
     resources: dict[str, dict[str, str]] = Field(
         default_factory=lambda: {
             "requests": {"cpu": "100m", "memory": "256Mi"},
@@ -58,7 +62,14 @@ class Component(Values):
     node_selector: dict[str, str] = Field(default_factory=dict)
     tolerations: list[dict[str, Any]] = Field(default_factory=list)
     affinity: dict[str, Any] = Field(default_factory=dict)
+    priority_class_name: str = Field(default="", description="PriorityClass of the pods; empty: none.")
     pod_annotations: dict[str, str] = Field(default_factory=dict)
+
+
+class Component(Workload):
+    """One Deployment (worker, controller or webhook)."""
+
+    replicas: int = Field(default=2, ge=0, description="Pods; two or more survive a node drain.")
 
 
 class WorkflowWorker(Component):
@@ -117,12 +128,77 @@ class TemporalApiKey(SecretRef):
     key: str = Field(default="api-key", description="Key in the Secret holding the API key.")
 
 
+SearchAttributeType = Literal["Keyword", "KeywordList", "Int", "Double", "Bool", "Datetime", "Text"]
+
+
+class TemporalImage(Image):
+    repository: str = Field(default=image_spec.TEMPORAL.repository, description="Image repository.")
+
+
+class TemporalPersistence(Values):
+    """The embedded Temporal's SQLite database: one file on a ReadWriteOnce volume."""
+
+    storage_class_name: str = Field(
+        default="", description="StorageClass of the database's claim; empty: the cluster's default."
+    )
+    size: str = Field(
+        default="10Gi", pattern=r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti)$", description="Size of the claim."
+    )
+    existing_claim: str = Field(
+        default="",
+        description="A PersistentVolumeClaim to use instead of the chart's (not created, never deleted).",
+    )
+    keep_on_uninstall: bool = Field(
+        default=True,
+        description="helm uninstall keeps the chart's claim (helm.sh/resource-policy: keep), so a "
+        "reinstall under the same name finds its rollouts' histories.",
+    )
+
+
+class TemporalUi(Values):
+    enabled: bool = Field(default=True, description="Serve the Temporal Web UI from the same process.")
+    port: int = Field(default=8233, ge=1, le=65535)
+
+
+class EmbeddedTemporal(Workload):
+    """The chart's own Temporal: ``temporal server start-dev`` (one process, SQLite on a volume), one
+    replica. It runs when ``settings.temporal_address`` is empty; an address turns it off."""
+
+    image: TemporalImage = Field(default_factory=TemporalImage)
+    persistence: TemporalPersistence = Field(default_factory=TemporalPersistence)
+    ui: TemporalUi = Field(default_factory=TemporalUi)
+    search_attributes: dict[str, SearchAttributeType] = Field(
+        default_factory=lambda: {
+            name: cast(SearchAttributeType, kind) for name, kind in REGISTRATION.items()
+        },
+        description="Registered in settings.temporal_namespace at every start: fleetwright's own.",
+    )
+    dynamic_config: dict[str, Any] = Field(
+        default_factory=lambda: dict(DEV_DYNAMIC_CONFIG),
+        description="--dynamic-config-value KEY=JSON for each entry (docs/install.md says why these).",
+    )
+    sqlite_pragmas: dict[str, str] = Field(
+        default_factory=lambda: dict(DEV_SQLITE_PRAGMAS),
+        description="--sqlite-pragma NAME=VALUE for each entry: WAL, synced at checkpoints.",
+    )
+
+
 class Temporal(Values):
-    """How to authenticate to Temporal; the address and namespace are settings.temporal_address and
-    settings.temporal_namespace. Secrets are mounted as files, never put in the settings ConfigMap."""
+    """How to reach Temporal. The address and namespace are settings.temporal_address and
+    settings.temporal_namespace; with no address the chart runs its own (``embedded``). Secrets are
+    mounted as files, never put in the settings ConfigMap."""
 
     tls: TemporalTls = Field(default_factory=TemporalTls)
     api_key: TemporalApiKey = Field(default_factory=TemporalApiKey)
+    embedded: EmbeddedTemporal = Field(
+        default_factory=lambda: EmbeddedTemporal(
+            resources={"requests": {"cpu": "200m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}}
+        )
+    )
+
+
+class HelmTest(Workload):
+    """The ``helm test`` pods: the webhook denies an invalid NodeProfile, Temporal answers."""
 
 
 class PackageNamespace(Values):
@@ -150,6 +226,11 @@ class ChartValues(Values):
     pod_disruption_budget: Disruption = Field(default_factory=Disruption)
     package_namespace: PackageNamespace = Field(default_factory=PackageNamespace)
     temporal: Temporal = Field(default_factory=Temporal)
+    helm_test: HelmTest = Field(
+        default_factory=lambda: HelmTest(
+            resources={"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}}
+        )
+    )
     admission: AdmissionPolicy = Field(
         default_factory=AdmissionPolicy, description="The webhook's image rules (snake_case keys)."
     )

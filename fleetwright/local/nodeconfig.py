@@ -21,6 +21,11 @@ NODE_IP = "10.213.0.2"
 POD_CIDR = "10.88.0.0/24"
 KUBERNETES_SERVICE_IP = "10.96.0.1"
 KUBERNETES_SERVICE_PORT = 443
+# The apiserver's Service range: a local route inside the node, so that the node link can listen on
+# any ClusterIP (``services``); the node's DNS responder for Service names is at its own address.
+SERVICE_CIDR = "10.96.0.0/16"
+DNS_PORT = 53
+CLUSTER_DOMAIN = "cluster.local"
 # Where the node's pods reach a Temporal server running on the host (relayed to its loopback port).
 TEMPORAL_PORT = 7233
 TEMPORAL_ADDRESS = f"{NODE_IP}:{TEMPORAL_PORT}"
@@ -236,6 +241,9 @@ def kubelet_config(
         "makeIPTablesUtilChains": False,
         "failSwapOn": False,
         "resolvConf": RESOLV_CONF,
+        # Pods resolve Service names through the node link's responder (``services``).
+        "clusterDNS": [NODE_IP],
+        "clusterDomain": CLUSTER_DOMAIN,
         "podLogsDir": str(layout.path("pod-logs")),
         "volumePluginDir": str(layout.path("volume-plugins")),
         "registerNode": True,
@@ -278,6 +286,7 @@ def namespace_setup(layout: NodeLayout, hostname: str, pause: Path) -> str:
         "ip link set lo up",
         f"ip addr add {NODE_IP}/32 dev lo",
         f"ip addr add {KUBERNETES_SERVICE_IP}/32 dev lo",
+        f"ip route add local {SERVICE_CIDR} dev lo",
         f"hostname {hostname}",
         f"touch {layout.ready_marker}",
         f"exec {pause}",

@@ -10,7 +10,10 @@ an iptables rule on the host:
 - an HTTP CONNECT proxy on a Unix socket (``--egress PATH``), the apiserver's egress selector for
   cluster traffic: webhooks (pod addresses), ``pods/log`` (the kubelet), and kwok's loopback
   kubelet endpoint. A destination in ``--node-net`` is dialled from inside the node's namespace,
-  anything else from the host's.
+  anything else from the host's;
+- Service networking for the node's pods (``--services``, ``--dns``): a listener on every Service's
+  ClusterIP relayed to its ready endpoints, and a DNS responder for Service names
+  (``services`` says what and why).
 
 A socket belongs to the network namespace it was created in, so this process enters the node's
 namespace only for the instant of ``socket()`` and runs everything else on the host.
@@ -23,10 +26,17 @@ import asyncio
 import contextlib
 import ctypes
 import ipaddress
+import itertools
+import json
 import os
 import socket
+import ssl
 import sys
-from collections.abc import Iterator
+import urllib.request
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from fleetwright.local import services
 
 CLONE_NEWNET = 0x40000000
 _libc = ctypes.CDLL("libc.so.6", use_errno=True)
@@ -54,9 +64,9 @@ def entered(netns: str) -> Iterator[None]:
         os.close(home)
 
 
-def node_socket(netns: str) -> socket.socket:
+def node_socket(netns: str, kind: socket.SocketKind = socket.SOCK_STREAM) -> socket.socket:
     with entered(netns):
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock = socket.socket(socket.AF_INET, kind)
     sock.setblocking(False)
     return sock
 
@@ -141,6 +151,87 @@ class Link:
         return await asyncio.start_unix_server(serve, path=path)
 
 
+class ServiceProxy:
+    """ClusterIP listeners and the DNS responder, from the apiserver's Services, polled each second."""
+
+    def __init__(
+        self, link: Link, fetch: Callable[[], services.Table], reserved: set[tuple[str, int]]
+    ) -> None:
+        self.link = link
+        self.fetch = fetch
+        self.reserved = reserved
+        """Addresses the node link already listens on (the kubernetes Service's): never a Service's."""
+        self.table = services.Table()
+        self.listeners: dict[tuple[str, int], asyncio.Server] = {}
+        self._turn = itertools.count()
+
+    async def run(self, interval: float = 1.0) -> None:
+        while True:
+            # The link starts before the apiserver: until it answers, the table stays as it was.
+            with contextlib.suppress(OSError, ValueError):
+                self.table = await asyncio.to_thread(self.fetch)
+            await self._reconcile()
+            await asyncio.sleep(interval)
+
+    async def _reconcile(self) -> None:
+        wanted = set(self.table.backends) - self.reserved
+        for key in set(self.listeners) - wanted:
+            self.listeners.pop(key).close()
+        for key in wanted - set(self.listeners):
+            with contextlib.suppress(OSError):
+                self.listeners[key] = await self._listen(key)
+
+    async def _listen(self, key: tuple[str, int]) -> asyncio.Server:
+        sock = node_socket(self.link.netns)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(key)
+
+        async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            ready = self.table.backends.get(key, ())
+            try:
+                if not ready:
+                    raise ConnectionRefusedError(f"no ready endpoint behind {key[0]}:{key[1]}")
+                upstream = await self.link.dial(*ready[next(self._turn) % len(ready)])
+            except OSError:
+                writer.close()
+                return
+            await _relay((reader, writer), upstream)
+
+        return await asyncio.start_server(serve, sock=sock, backlog=128)
+
+    async def dns(self, address: str, port: int) -> asyncio.DatagramTransport:
+        sock = node_socket(self.link.netns, socket.SOCK_DGRAM)
+        sock.bind((address, port))
+        proxy = self
+
+        class Responder(asyncio.DatagramProtocol):
+            def connection_made(self, transport: asyncio.BaseTransport) -> None:
+                self.transport = transport
+
+            def datagram_received(self, data: bytes, addr: tuple[str | Any, int]) -> None:
+                reply = services.answer(data, proxy.table.names)
+                if reply:
+                    self.transport.sendto(reply, addr)  # type: ignore[attr-defined]
+
+        transport, _ = await asyncio.get_running_loop().create_datagram_endpoint(Responder, sock=sock)
+        return transport
+
+
+def api_fetcher(server: str, ca: str, cert: str, key: str) -> Callable[[], services.Table]:
+    """Reads the Services and EndpointSlices from the apiserver at ``server`` (client certificate)."""
+    context = ssl.create_default_context(cafile=ca)
+    context.load_cert_chain(cert, key)
+
+    def items(path: str) -> list[dict[str, Any]]:
+        with urllib.request.urlopen(server + path, context=context, timeout=5) as response:
+            return list(json.load(response)["items"])
+
+    def fetch() -> services.Table:
+        return services.table(items("/api/v1/services"), items("/apis/discovery.k8s.io/v1/endpointslices"))
+
+    return fetch
+
+
 def _listen_spec(text: str) -> tuple[str, int, int]:
     """``ADDRESS:PORT=HOST_PORT``."""
     inside, _, host_port = text.partition("=")
@@ -150,11 +241,20 @@ def _listen_spec(text: str) -> tuple[str, int, int]:
 
 async def serve(args: argparse.Namespace) -> None:
     link = Link(args.netns, [ipaddress.ip_network(n) for n in args.node_net])
-    servers = [await link.listen(*_listen_spec(spec)) for spec in args.listen]
+    listens = [_listen_spec(spec) for spec in args.listen]
+    servers = [await link.listen(*spec) for spec in listens]
     if args.egress:
         servers.append(await link.egress(args.egress))
+    tasks: list[Any] = [server.serve_forever() for server in servers]
+    if args.services:
+        fetch = api_fetcher(args.services, args.ca, args.client_cert, args.client_key)
+        proxy = ServiceProxy(link, fetch, {(address, port) for address, port, _ in listens})
+        if args.dns:
+            address, _, port = args.dns.rpartition(":")
+            await proxy.dns(address, int(port))
+        tasks.append(proxy.run())
     print("ready", flush=True)
-    await asyncio.gather(*(server.serve_forever() for server in servers))
+    await asyncio.gather(*tasks)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -163,6 +263,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--node-net", action="append", default=[], help="addresses dialled inside the node")
     parser.add_argument("--listen", action="append", default=[], help="NODE_ADDRESS:PORT=HOST_PORT")
     parser.add_argument("--egress", help="Unix socket of the apiserver's CONNECT egress proxy")
+    parser.add_argument("--services", help="apiserver URL: serve its ClusterIP Services inside the node")
+    parser.add_argument("--dns", help="NODE_ADDRESS:PORT of the DNS responder for Service names")
+    parser.add_argument("--ca", help="the apiserver's CA (with --services)")
+    parser.add_argument("--client-cert", help="client certificate for the apiserver (with --services)")
+    parser.add_argument("--client-key", help="its key")
     args = parser.parse_args(argv)
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(serve(args))

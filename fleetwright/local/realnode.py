@@ -45,7 +45,7 @@ from fleetwright.images import spec as image_spec
 from fleetwright.images.offline import Built
 from fleetwright.local import nodeconfig
 from fleetwright.local.nodeconfig import NodeLayout
-from fleetwright.local.pki import LocalCA
+from fleetwright.local.pki import CertPair, LocalCA
 from fleetwright.local.processes import Supervised, run_tool, wait_until
 from fleetwright.local.ticker import Ticker
 from fleetwright.packagetest import boot, hostroot
@@ -143,6 +143,7 @@ class RealNode:
     boots: int = field(init=False, default=0)
     _holder: int | None = field(init=False, default=None)
     _cgroup_root: str = field(init=False)
+    _link_client: CertPair = field(init=False)
     _lock: threading.RLock = field(init=False, default_factory=threading.RLock)
     _reboot_watch: Ticker | None = field(init=False, default=None)
     _reboots_seen: int = field(init=False, default=0)
@@ -187,6 +188,10 @@ class RealNode:
         client = self.ca.issue(f"node-{name}", common_name=f"system:node:{name}", organization="system:nodes")
         serving = self.ca.issue(
             f"node-{name}-serving", common_name=name, ip_addresses=(nodeconfig.NODE_IP,), server=True
+        )
+        # The node link reads Services and EndpointSlices cluster-wide, as kube-proxy would.
+        self._link_client = self.ca.issue(
+            "node-link", common_name="fleetwright-node-link", organization="system:masters"
         )
         pki.mkdir(parents=True, exist_ok=True)
         server = f"https://{nodeconfig.KUBERNETES_SERVICE_IP}:{nodeconfig.KUBERNETES_SERVICE_PORT}"
@@ -288,6 +293,11 @@ class RealNode:
             f"--listen={nodeconfig.KUBERNETES_SERVICE_IP}:{nodeconfig.KUBERNETES_SERVICE_PORT}="
             f"{self.apiserver_port}",
             *(f"--listen={nodeconfig.NODE_IP}:{port}={host}" for port, host in self.options.forwards),
+            f"--services=https://127.0.0.1:{self.apiserver_port}",
+            f"--ca={self.ca.cert_path}",
+            f"--client-cert={self._link_client.cert}",
+            f"--client-key={self._link_client.key}",
+            f"--dns={nodeconfig.NODE_IP}:{nodeconfig.DNS_PORT}",
         ]
         process = Supervised("node-link", link, self.layout.path("logs", "node-link.log"))
         self.components["node-link"] = process

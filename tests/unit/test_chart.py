@@ -117,8 +117,11 @@ def test_helm_template_renders(name: str, tmp_path: Path) -> None:
     values = VALUE_SETS[name]
     chart.ChartValues.model_validate(values)  # every value set is also valid for the model
     docs = render(values, tmp_path)
+    embedded = not (values.get("settings") or {}).get("temporal_address")
     deployments = by_kind(docs, "Deployment")
-    assert set(deployments) == {f"fw-fleetwright-{c}" for c in ("worker", "controller", "webhook")}
+    processes = {f"fw-fleetwright-{c}" for c in ("worker", "controller", "webhook")}
+    assert set(deployments) == processes | ({"fw-fleetwright-temporal"} if embedded else set())
+    deployments = {name: d for name, d in deployments.items() if name in processes}
     assert set(by_kind(docs, "PodDisruptionBudget")) == set(deployments)
     for component, deployment in deployments.items():
         want = ((values.get(component.rsplit("-", 1)[1]) or {}).get("replicas")) or 2
@@ -273,8 +276,8 @@ def test_a_workflow_worker_takes_the_workflows_and_the_worker_keeps_the_activiti
         found = {}
         for name, deployment in deployments.items():
             (container,) = deployment["spec"]["template"]["spec"]["containers"]
-            env = {e["name"]: e["value"] for e in container["env"]}
-            found[name] = (container["command"], env.get("FLEETWRIGHT_WORKER_ROLE"))
+            env = {e["name"]: e["value"] for e in container.get("env", [])}
+            found[name] = (container.get("command"), env.get("FLEETWRIGHT_WORKER_ROLE"))
         return found
 
     # Off (the default): one worker Deployment runs both, on the settings' own role ("all").

@@ -28,12 +28,58 @@ app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 
 {{- define "fleetwright.image" -}}
-{{- $image := .Values.image -}}
+{{- include "fleetwright.imageRef" (dict "image" .Values.image "root" .) -}}
+{{- end -}}
+
+{{/* An image value (repository, tag, digest) as a reference: (dict "image" ... "root" $) */}}
+{{- define "fleetwright.imageRef" -}}
+{{- $image := .image -}}
 {{- if $image.digest -}}
 {{- printf "%s@%s" $image.repository $image.digest -}}
 {{- else -}}
-{{- printf "%s:%s" $image.repository (default .Chart.AppVersion $image.tag) -}}
+{{- printf "%s:%s" $image.repository (default .root.Chart.AppVersion $image.tag) -}}
 {{- end -}}
+{{- end -}}
+
+{{/* The chart's own Temporal runs when no address is given ("true"), else renders nothing. */}}
+{{- define "fleetwright.temporalEmbedded" -}}
+{{- if not .Values.settings.temporal_address -}}true{{- end -}}
+{{- end -}}
+
+{{- define "fleetwright.temporalService" -}}
+{{- printf "%s-temporal" (include "fleetwright.fullname" .) -}}
+{{- end -}}
+
+{{- define "fleetwright.temporalNamespace" -}}
+{{- .Values.settings.temporal_namespace | default "default" -}}
+{{- end -}}
+
+{{/* The address every process and the helm test use: the embedded server's Service, or yours. */}}
+{{- define "fleetwright.temporalAddress" -}}
+{{- if include "fleetwright.temporalEmbedded" . -}}
+{{- printf "%s.%s.svc:7233" (include "fleetwright.temporalService" .) .Release.Namespace -}}
+{{- else -}}
+{{- .Values.settings.temporal_address -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Scheduling values every pod takes: (dict "values" <a workload's values>) */}}
+{{- define "fleetwright.placement" -}}
+{{- with .values.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- with .values.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .values.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .values.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
 {{- end -}}
 
 {{- define "fleetwright.webhookService" -}}
