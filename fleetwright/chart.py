@@ -160,6 +160,15 @@ class TemporalUi(Values):
     port: int = Field(default=8233, ge=1, le=65535)
 
 
+class TemporalNetworkPolicy(Values):
+    enabled: bool = Field(
+        default=True,
+        description="A NetworkPolicy that lets only the release's pods reach the embedded Temporal (it "
+        "has no TLS or authorization of its own); enforced where the cluster's network plugin "
+        "enforces NetworkPolicies.",
+    )
+
+
 class EmbeddedTemporal(Workload):
     """The chart's own Temporal: ``temporal server start-dev`` (one process, SQLite on a volume), one
     replica. It runs when ``settings.temporal_address`` is empty; an address turns it off."""
@@ -167,6 +176,7 @@ class EmbeddedTemporal(Workload):
     image: TemporalImage = Field(default_factory=TemporalImage)
     persistence: TemporalPersistence = Field(default_factory=TemporalPersistence)
     ui: TemporalUi = Field(default_factory=TemporalUi)
+    network_policy: TemporalNetworkPolicy = Field(default_factory=TemporalNetworkPolicy)
     search_attributes: dict[str, SearchAttributeType] = Field(
         default_factory=lambda: {
             name: cast(SearchAttributeType, kind) for name, kind in REGISTRATION.items()

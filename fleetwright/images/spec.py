@@ -134,7 +134,9 @@ TEMPORAL = ProductImage(
     # static and needs nothing of it but a user, /tmp and the CA bundle.
     user="65532:65532",
     entrypoint=("temporal",),
-    env=(("PATH", PATH),),
+    # The static binary's os/user lookup (the server's telemetry resource) needs cgo or these, and
+    # its user has no /etc/passwd entry.
+    env=(("PATH", PATH), ("USER", "temporal"), ("HOME", "/tmp")),  # noqa: S108 - the pod's emptyDir
 )
 PRODUCT_IMAGES = (FLEETWRIGHT, AGENT, TEMPORAL)
 

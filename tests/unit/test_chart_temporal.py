@@ -69,6 +69,24 @@ def test_with_no_address_the_chart_runs_its_own_temporal_and_points_every_proces
     assert pod["automountServiceAccountToken"] is False
     service = by_kind(docs, "Service")["fw-fleetwright-temporal"]
     assert {p["name"]: p["port"] for p in service["spec"]["ports"]} == {"grpc": 7233, "ui": 8233}
+    # No TLS or authorization of its own: only the release's pods may reach it.
+    policy = by_kind(docs, "NetworkPolicy")["fw-fleetwright-temporal"]["spec"]
+    assert policy["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "temporal"
+    (rule,) = policy["ingress"]
+    assert rule["from"] == [
+        {
+            "podSelector": {
+                "matchLabels": {"app.kubernetes.io/name": "fleetwright", "app.kubernetes.io/instance": "fw"}
+            }
+        }
+    ]
+    assert rule["ports"] == [{"port": "grpc"}, {"port": "ui"}]
+    # Every pod of the release carries those labels: the processes and the helm test pods.
+    pods = [d["spec"]["template"]["metadata"]["labels"] for d in by_kind(docs, "Deployment").values()]
+    pods += [d["metadata"]["labels"] for d in by_kind(docs, "Pod").values()]
+    for labels in pods:
+        assert labels["app.kubernetes.io/instance"] == "fw"
+        assert labels["app.kubernetes.io/name"] == "fleetwright"
     # The processes that talk to Temporal wait for its namespace; the webhook does not need it.
     for name, process in by_kind(docs, "Deployment").items():
         inits = process["spec"]["template"]["spec"].get("initContainers") or []
@@ -84,6 +102,7 @@ def test_an_address_turns_the_embedded_temporal_off(tmp_path: Path) -> None:
     assert settings_of(docs)["temporal_address"] == "temporal.example:7233"
     assert "fw-fleetwright-temporal" not in by_kind(docs, "Deployment")
     assert by_kind(docs, "PersistentVolumeClaim") == {}
+    assert by_kind(docs, "NetworkPolicy") == {}
     assert "fw-fleetwright-temporal" not in by_kind(docs, "Service")
     for process in by_kind(docs, "Deployment").values():
         assert "initContainers" not in process["spec"]["template"]["spec"]
