@@ -327,10 +327,17 @@ class LocalCluster(Launcher):
     def _controllers(self) -> tuple[str, ...]:
         # A real node's pods back Services (the chart's webhook and embedded Temporal): the
         # apiserver and the node link reach them by their EndpointSlices. Its pods may claim
-        # volumes: the binder binds a claim to a matching PersistentVolume (no provisioner here).
+        # volumes: the binder binds a claim to a matching PersistentVolume (no provisioner here),
+        # and the protection controllers lift the finalizers the apiserver puts on both once no
+        # pod uses them.
         if self.real_node is None:
             return CONTROLLERS
-        return (*CONTROLLERS, "endpointslice-controller", "persistentvolume-binder-controller")
+        volumes = (
+            "persistentvolume-binder-controller",
+            "persistentvolumeclaim-protection-controller",
+            "persistentvolume-protection-controller",
+        )
+        return (*CONTROLLERS, "endpointslice-controller", *volumes)
 
     # ----- readiness -------------------------------------------------------------------
     def _ssl_context(self) -> ssl.SSLContext:

@@ -20,6 +20,7 @@ from fleetwright.local import realnode
 from fleetwright.local.controlplane import LocalCluster
 from fleetwright.local.realnode import RealNode
 from fleetwright.packagetest.hostroot import HostRoot
+from tests.support.chartinstall import built, chart_values, install_args
 from tests.support.chartrbac import (
     CHART,
     PACKAGES,
@@ -35,27 +36,6 @@ pytestmark = [pytest.mark.node, pytest.mark.timeout(1200)]
 
 COMPONENTS = ("worker", "controller", "webhook")
 TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
-
-
-def install_args(release: str, namespace: str, digest: str, queue: str, settings: list[str]) -> list[str]:
-    """The install command docs/real-node.md shows: the image this checkout built, pinned by digest, and
-    the local real node's settings (``realnode.chart_settings``)."""
-    return [
-        "install",
-        release,
-        str(CHART),
-        "-n",
-        namespace,
-        "--create-namespace",
-        "--set",
-        f"image.digest={digest}",
-        "--set",
-        f"settings.task_queue={queue}",
-        *settings,
-        "--wait",
-        "--timeout",
-        "10m",
-    ]
 
 
 @dataclass
@@ -84,10 +64,11 @@ def installed(
     home = tmp_path_factory.mktemp("helm")
     # The chart creates the package namespace; the rollout tests' in-process worker may have.
     cluster.kubectl("delete", "namespace", PACKAGES, "--ignore-not-found", "--timeout=120s", timeout=180)
-    (image,) = [i for i in real_node.images if i.ref == image_spec.FLEETWRIGHT.ref]
     settings = realnode.chart_settings(real_node, temporal_on_node)
-    args = install_args(name, namespace, image.digest, unique("chart"), settings)
-    helm(cluster, home, *args)
+    digest = built(real_node, image_spec.FLEETWRIGHT).digest
+    helm(
+        cluster, home, *install_args(name, CHART, namespace, chart_values(digest, unique("chart"), settings))
+    )
     manifest = helm(cluster, home, "get", "manifest", name, "-n", namespace).stdout
     docs = [d for d in yaml.safe_load_all(manifest) if d]
     try:
@@ -100,7 +81,7 @@ def installed(
 def test_the_chart_runs_on_the_real_node_admits_through_its_webhook_and_completes_a_rollout(
     cluster: LocalCluster, real_node: RealNode, host_root: HostRoot, installed: InCluster
 ) -> None:
-    (image,) = [i for i in real_node.images if i.ref == image_spec.FLEETWRIGHT.ref]
+    image = built(real_node, image_spec.FLEETWRIGHT)
     pods = kubectl_json(cluster, "pods", "-n", installed.namespace)["items"]
     assert sorted(p["metadata"]["labels"]["app.kubernetes.io/component"] for p in pods) == sorted(
         [c for c in COMPONENTS for _ in range(2)]

@@ -23,6 +23,7 @@ from fleetwright.local.controlplane import LocalCluster
 from fleetwright.local.realnode import RealNode
 from fleetwright.local.temporalserver import LocalTemporal
 from fleetwright.packagetest.hostroot import HostRoot
+from tests.support.chartinstall import built, chart_values, install_args
 from tests.support.chartrbac import CHART, PACKAGES, helm
 from tests.support.engine import kubectl_json, unique
 from tests.support.realnode import apply_rollout, delete_rollout, group, real_stage_pods, wait_complete
@@ -45,13 +46,8 @@ class PreviousRelease:
     settings: list[str]
 
 
-def chart_args(digest: str, queue: str, settings: list[str]) -> list[str]:
-    return ["--set", f"image.digest={digest}", "--set", f"settings.task_queue={queue}", *settings]
-
-
 def this_image(real_node: RealNode) -> Built:
-    (image,) = [i for i in real_node.images if i.ref == image_spec.FLEETWRIGHT.ref]
-    return image
+    return built(real_node, image_spec.FLEETWRIGHT)
 
 
 @pytest.fixture(scope="module")
@@ -75,19 +71,11 @@ def installed_previous(
     )
     # The chart creates the package namespace; the earlier tests' rollouts may have.
     cluster.kubectl("delete", "namespace", PACKAGES, "--ignore-not-found", "--timeout=120s", timeout=180)
+    values = chart_values(image.digest, installed.queue, installed.settings)
     helm(
         cluster,
         home,
-        "install",
-        installed.release,
-        str(tree / "helm" / "fleetwright"),
-        "-n",
-        installed.namespace,
-        "--create-namespace",
-        *chart_args(image.digest, installed.queue, installed.settings),
-        "--wait",
-        "--timeout",
-        "10m",
+        *install_args(installed.release, tree / "helm" / "fleetwright", installed.namespace, values),
     )
     try:
         yield installed
@@ -151,7 +139,9 @@ def test_helm_upgrade_mid_rollout_completes_it_under_the_new_release(
             str(CHART),
             "-n",
             installed_previous.namespace,
-            *chart_args(this_image(real_node).digest, installed_previous.queue, installed_previous.settings),
+            *chart_values(
+                this_image(real_node).digest, installed_previous.queue, installed_previous.settings
+            ),
             "--wait",
             "--timeout",
             "10m",

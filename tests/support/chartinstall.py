@@ -1,0 +1,86 @@
+"""The ``helm install`` the node tier runs, written once: the README's install (the chart from this
+checkout, the images pinned by the digests the offline builder printed) plus what the local real
+node needs (``realnode.chart_settings``: its scratch host root, its nodeSelector), so the chart,
+upgrade and embedded-Temporal tests and the README cannot drift apart."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from fleetwright.images import spec as image_spec
+from fleetwright.images.offline import Built
+from fleetwright.local.controlplane import LocalCluster
+from fleetwright.local.realnode import RealNode
+
+# The embedded Temporal's database claim binds to a static PersistentVolume of this class (the
+# local cluster has no provisioner); a real cluster names its own class, or none for its default.
+LOCAL_STORAGE_CLASS = "fleetwright-local"
+USER = 65532  # the temporal image's user (spec.TEMPORAL): it owns the database directory
+
+
+def built(real_node: RealNode, image: image_spec.ProductImage) -> Built:
+    """The archive of ``image`` this checkout built, as the real node imported it."""
+    (found,) = [i for i in real_node.images if i.ref == image.ref]
+    return found
+
+
+def chart_values(digest: str, queue: str, settings: list[str]) -> list[str]:
+    """The fleetwright image by digest, a task queue of the test's own, and ``settings``."""
+    return ["--set", f"image.digest={digest}", "--set", f"settings.task_queue={queue}", *settings]
+
+
+def embedded_temporal_values(real_node: RealNode, size: str) -> list[str]:
+    """The embedded Temporal's image by digest, its claim on the local class, and its pod and the
+    ``helm test`` pods on the real node (the scheduler would place them on kwok nodes too)."""
+    node = real_node.options.name
+    return [
+        "--set",
+        f"temporal.embedded.image.digest={built(real_node, image_spec.TEMPORAL).digest}",
+        "--set",
+        f"temporal.embedded.persistence.storageClassName={LOCAL_STORAGE_CLASS}",
+        "--set",
+        f"temporal.embedded.persistence.size={size}",
+        "--set",
+        f"temporal.embedded.nodeSelector.kubernetes\\.io/hostname={node}",
+        "--set",
+        f"helmTest.nodeSelector.kubernetes\\.io/hostname={node}",
+    ]
+
+
+def install_args(release: str, chart: Path, namespace: str, values: list[str]) -> list[str]:
+    """``helm install`` of ``chart`` into a new ``namespace``, returning once every pod is Ready."""
+    return [
+        "install",
+        release,
+        str(chart),
+        "-n",
+        namespace,
+        "--create-namespace",
+        *values,
+        "--wait",
+        "--timeout",
+        "10m",
+    ]
+
+
+def local_volume(cluster: LocalCluster, real_node: RealNode, name: str, size: str) -> None:
+    """A static hostPath PersistentVolume of ``LOCAL_STORAGE_CLASS`` on the real node's scratch
+    disk, owned by the temporal image's user, for the embedded Temporal's claim."""
+    path = real_node.layout.path("volumes", name)
+    path.mkdir(parents=True)
+    os.chown(path, USER, USER)
+    volume = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": name},
+        "spec": {
+            "capacity": {"storage": size},
+            "accessModes": ["ReadWriteOnce"],
+            "persistentVolumeReclaimPolicy": "Retain",
+            "storageClassName": LOCAL_STORAGE_CLASS,
+            "hostPath": {"path": str(path), "type": "Directory"},
+        },
+    }
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(volume))
