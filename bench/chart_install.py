@@ -7,7 +7,7 @@ Temporal's claim to a static hostPath volume (no provisioner here), then runs th
 tier runs (``tests/support/chartinstall.py``: the README's, plus the local node's nodeSelector and
 scratch host root) and times it: from ``helm install`` to its return (``--wait``: every Deployment
 Ready), each pod from creation to Ready (Kubernetes' whole seconds), and ``helm test``. The image
-pulls are not in it (the node has the images), so on a cluster add the pull of about 170 MB
+pulls are not in it (the node has the images), so on a cluster add the pull of about 159 MB
 compressed (fleetwright and temporal; their base layer once). Run as root:
 
     .venv/bin/python bench/chart_install.py
