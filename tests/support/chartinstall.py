@@ -13,6 +13,8 @@ from fleetwright.images import spec as image_spec
 from fleetwright.images.offline import Built
 from fleetwright.local.controlplane import LocalCluster
 from fleetwright.local.realnode import RealNode
+from tests.support.chartrbac import PACKAGES, helm
+from tests.support.engine import kubectl_json
 
 # The embedded Temporal's database claim binds to a static PersistentVolume of this class (the
 # local cluster has no provisioner); a real cluster names its own class, or none for its default.
@@ -84,3 +86,19 @@ def local_volume(cluster: LocalCluster, real_node: RealNode, name: str, size: st
         },
     }
     cluster.kubectl("apply", "-f", "-", input=json.dumps(volume))
+
+
+def uninstall_keeping_the_package_namespace(
+    cluster: LocalCluster, home: Path, release: str, namespace: str
+) -> None:
+    """``helm uninstall --wait``; then no cluster-scoped object of the release is left, and the
+    package namespace is, kept by the chart on purpose (its stage Jobs' logs)."""
+    helm(cluster, home, "uninstall", release, "-n", namespace, "--wait")
+    kinds = (
+        "clusterrole,clusterrolebinding,validatingwebhookconfiguration,mutatingwebhookconfiguration,"
+        "validatingadmissionpolicy,validatingadmissionpolicybinding"
+    )
+    left = cluster.kubectl("get", kinds, "-l", f"app.kubernetes.io/instance={release}", "-o", "name").stdout
+    assert left.strip() == "", left
+    kept = kubectl_json(cluster, "namespace", PACKAGES)["metadata"]["annotations"]
+    assert kept["helm.sh/resource-policy"] == "keep"

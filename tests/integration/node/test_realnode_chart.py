@@ -20,7 +20,12 @@ from fleetwright.local import realnode
 from fleetwright.local.controlplane import LocalCluster
 from fleetwright.local.realnode import RealNode
 from fleetwright.packagetest.hostroot import HostRoot
-from tests.support.chartinstall import built, chart_values, install_args
+from tests.support.chartinstall import (
+    built,
+    chart_values,
+    install_args,
+    uninstall_keeping_the_package_namespace,
+)
 from tests.support.chartrbac import (
     CHART,
     PACKAGES,
@@ -142,20 +147,9 @@ def test_helm_uninstall_leaves_nothing(
     """Nothing of the release is left but what the chart keeps on purpose: the CRDs (Helm never
     deletes them) and the package namespace with its stage Jobs, kept for their logs until the
     operator deletes it."""
-    helm(cluster, installed.workdir, "uninstall", installed.release, "-n", installed.namespace, "--wait")
-    selector = f"app.kubernetes.io/instance={installed.release}"
-    cluster_scoped = cluster.kubectl(
-        "get",
-        "clusterrole,clusterrolebinding,validatingwebhookconfiguration,mutatingwebhookconfiguration,"
-        "validatingadmissionpolicy,validatingadmissionpolicybinding",
-        "-l",
-        selector,
-        "-o",
-        "name",
-    ).stdout
-    assert cluster_scoped.strip() == ""
-    kept = kubectl_json(cluster, "namespace", PACKAGES)["metadata"]["annotations"]
-    assert kept["helm.sh/resource-policy"] == "keep"
+    uninstall_keeping_the_package_namespace(
+        cluster, installed.workdir, installed.release, installed.namespace
+    )
     cluster.kubectl("delete", "namespace", PACKAGES, "--wait=false")
     # The pods stop gracefully (SIGTERM, exit 0) after helm returns; the real kubelet confirms.
     deadline = time.monotonic() + 180

