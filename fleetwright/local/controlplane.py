@@ -61,6 +61,11 @@ CONTROLLERS = (
     "ttl-after-finished-controller",
     "pod-garbage-collector-controller",
     "root-ca-certificate-publisher-controller",
+    # The apiserver puts protection finalizers on every claim and volume (the chart's embedded
+    # Temporal has a claim): these lift them once no pod uses them, or a deleted claim and its
+    # namespace stay Terminating.
+    "persistentvolumeclaim-protection-controller",
+    "persistentvolume-protection-controller",
 )
 
 
@@ -327,17 +332,10 @@ class LocalCluster(Launcher):
     def _controllers(self) -> tuple[str, ...]:
         # A real node's pods back Services (the chart's webhook and embedded Temporal): the
         # apiserver and the node link reach them by their EndpointSlices. Its pods may claim
-        # volumes: the binder binds a claim to a matching PersistentVolume (no provisioner here),
-        # and the protection controllers lift the finalizers the apiserver puts on both once no
-        # pod uses them.
+        # volumes: the binder binds a claim to a matching PersistentVolume (no provisioner here).
         if self.real_node is None:
             return CONTROLLERS
-        volumes = (
-            "persistentvolume-binder-controller",
-            "persistentvolumeclaim-protection-controller",
-            "persistentvolume-protection-controller",
-        )
-        return (*CONTROLLERS, "endpointslice-controller", *volumes)
+        return (*CONTROLLERS, "endpointslice-controller", "persistentvolume-binder-controller")
 
     # ----- readiness -------------------------------------------------------------------
     def _ssl_context(self) -> ssl.SSLContext:

@@ -94,8 +94,10 @@ def test_the_rendered_manifests_apply(installed: Installed, cluster: ClusterUnde
         "labels"
     ]
     assert labels["pod-security.kubernetes.io/enforce"] == "privileged"
-    # The restricted profile (enforced on the release namespace) admits the operator's own pods.
-    for component in ("worker", "controller", "webhook"):
+    # The restricted profile (enforced on the release namespace) admits the operator's own pods,
+    # the embedded Temporal's (the default, with no Temporal address) among them.
+    assert f"Deployment/{full}-temporal" in names
+    for component in ("worker", "controller", "webhook", "temporal"):
         template = installed.role("Deployment", f"{full}-{component}")["spec"]["template"]
         pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"probe-{component}", "namespace": ns}}
         done = installed.apply({**pod, "spec": template["spec"]}, "--dry-run=server")
