@@ -86,3 +86,55 @@ def test_install_upgrade_keeps_the_webhook_ca_and_uninstall_cleans_up(
         if installed:
             helm(cluster, tmp_path, "uninstall", release, "-n", namespace)
         cluster.kubectl("delete", "namespace", namespace, "--wait=false", "--ignore-not-found", check=False)
+
+
+def test_an_upgrade_never_moves_running_rollouts_to_the_charts_own_temporal(
+    cluster: ClusterUnderTest, tmp_path: Path
+) -> None:
+    """A release on your Temporal (as every 0.1.0 release is) upgraded without an address is
+    refused, naming the value, before anything changes; with the address kept it upgrades."""
+    release, namespace = unique("fwt"), unique("fwt-system")
+    yours = ["--set", "settings.temporal_address=temporal.example:7233"]
+    helm(
+        cluster,
+        tmp_path,
+        "install",
+        release,
+        str(CHART),
+        "-n",
+        namespace,
+        "--create-namespace",
+        *SHARED,
+        *yours,
+    )
+    try:
+        refused = helm(
+            cluster,
+            tmp_path,
+            "upgrade",
+            release,
+            str(CHART),
+            "-n",
+            namespace,
+            "--reuse-values",
+            "--set",
+            "settings.temporal_address=",
+            refused=True,
+        )
+        assert "settings.temporal_address" in refused.stderr
+        assert "temporal-frontend.temporal.svc:7233" in refused.stderr
+        embedded = cluster.kubectl(
+            "get",
+            "deploy",
+            f"{release}-fleetwright-temporal",
+            "-n",
+            namespace,
+            "--ignore-not-found",
+            "-o",
+            "name",
+        )
+        assert embedded.stdout.strip() == "", "a refused upgrade created the chart's Temporal"
+        helm(cluster, tmp_path, "upgrade", release, str(CHART), "-n", namespace, "--reuse-values")
+    finally:
+        helm(cluster, tmp_path, "uninstall", release, "-n", namespace)
+        cluster.kubectl("delete", "namespace", namespace, "--wait=false", "--ignore-not-found", check=False)

@@ -83,10 +83,10 @@ class Installed:
 
 
 def helm(
-    cluster: ClusterUnderTest, home: Path, *args: str, timeout: float = 600
+    cluster: ClusterUnderTest, home: Path, *args: str, timeout: float = 600, refused: bool = False
 ) -> subprocess.CompletedProcess[str]:
     """Helm against the cluster, its cache, configuration and data under ``home`` (never the
-    user's); fails the test with Helm's output."""
+    user's); fails the test with Helm's output when it fails (or, ``refused``, when it does not)."""
     env = {**os.environ, **{f"HELM_{k}_HOME": str(home / k.lower()) for k in ("CACHE", "CONFIG", "DATA")}}
     done = subprocess.run(
         [str(control_plane_binary("helm")), "--kubeconfig", str(cluster.kubeconfig), *args],
@@ -96,7 +96,7 @@ def helm(
         timeout=timeout,
         check=False,
     )
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert (done.returncode != 0) == refused, done.stdout + done.stderr
     return done
 
 
