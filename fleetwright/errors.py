@@ -63,3 +63,17 @@ class NodeGoneError(NotFoundError):
     writes that only show or undo our work on it are done already."""
 
     reason = "NodeGone"
+
+
+class PrometheusUnavailableError(RetryableError):
+    """Prometheus could not be reached, timed out or answered 5xx: a health check's measurement is
+    an Error (counted toward its consecutiveErrorLimit), never a pass."""
+
+    reason = "PrometheusUnavailable"
+
+
+class QueryRejectedError(PermanentError):
+    """Prometheus refused a health check's query (bad PromQL, a range result, unauthorised) or sent
+    an answer that is not a query result."""
+
+    reason = "QueryRejected"

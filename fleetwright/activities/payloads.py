@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import Field
 
 from fleetwright.api.common import LabelSelector
+from fleetwright.api.health import MetricCheck
 from fleetwright.api.nodeprofile import DrainSpec, NodeProfile
 from fleetwright.planner.base import Frozen
 from fleetwright.planner.nodestate import NodePackageState, PackageRecord
@@ -296,6 +297,26 @@ class EndedNodes(Frozen):
     not found): nothing showed their end on the node."""
 
 
+class PrometheusAccess(Frozen):
+    """Where the health checks' Prometheus is and how to authenticate (the worker's settings)."""
+
+    url: str = ""
+    bearer_token_file: str = ""
+    basic_auth_user: str = ""
+    basic_auth_password_file: str = ""
+    ca_file: str = ""
+    timeout_seconds: float = Field(default=10.0, gt=0)
+
+
+class MeasureRequest(NodeTarget):
+    """One measurement of one check of a node gate."""
+
+    check: MetricCheck
+    placeholders: dict[str, str] = Field(default_factory=dict)
+    """The query's placeholders' values (node, nodes, profile)."""
+    show_before: StatusNote | None = None
+
+
 class NAMES:
     """Registered activity names (explicit strings, stable across refactors)."""
 
@@ -311,3 +332,4 @@ class NAMES:
     ENDED_NODES = "fleetwright.rollout.ended-nodes"
     CLEAN_UP = "fleetwright.node.clean-up"
     RELEASE_RUNTIME_TAINT = "fleetwright.node.release-runtime-taint"
+    MEASURE = "fleetwright.health.measure"

@@ -27,6 +27,7 @@ from fleetwright.api.common import (
 )
 from fleetwright.api.compat import added_fields
 from fleetwright.api.conditions import Condition
+from fleetwright.api.health import MAX_CHECKS, MetricCheck, NodeGate
 
 KIND = "DeploymentPolicy"
 PLURAL = "deploymentpolicies"
@@ -492,7 +493,18 @@ class DeploymentPolicySpec(ApiModel):
         description="Wait, bounded, for the workloads on a node to finish before it starts. Absent: a "
         "node starts when its turn comes and its drain evicts what runs.",
     )
-    _since_0_1_0 = added_fields("workload_label", "workload_wait")
+    health_checks: list[MetricCheck] = Field(
+        default_factory=list,
+        description="Metric checks (Prometheus queries judged by conditions) the gates refer to by name.",
+        max_length=MAX_CHECKS,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
+    node_gate: NodeGate | None = Field(
+        default=None,
+        description="Checks every node must pass after its last stage, before its cordon is lifted. "
+        "Absent: a node goes back into service when its stages pass.",
+    )
+    _since_0_1_0 = added_fields("workload_label", "workload_wait", "health_checks", "node_gate")
 
     local_rules = (
         LocalRule(
@@ -509,6 +521,13 @@ class DeploymentPolicySpec(ApiModel):
     def effective_steps(self) -> list[Step]:
         """The steps to run: the declared ones, or the conservative default."""
         return list(self.steps) if self.steps else [s.model_copy(deep=True) for s in DEFAULT_STEPS]
+
+    def node_gate_checks(self) -> tuple[MetricCheck, ...]:
+        """The node gate's checks, in its order (names without a check are admission's error)."""
+        if self.node_gate is None:
+            return ()
+        by_name = {c.name: c for c in self.health_checks}
+        return tuple(by_name[n] for n in self.node_gate.checks if n in by_name)
 
 
 class DeploymentPolicyStatus(ApiModel):

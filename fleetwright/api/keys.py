@@ -138,6 +138,15 @@ class NodeReason:
     PROTECTED_PODS_GONE = "ProtectedPodsGone"
     IMAGE_PULL_WAITING = "ImagePullWaiting"
     IMAGE_PULLED = "ImagePulled"
+    HEALTH_GATE = "HealthGate"
+    """The node passed its stages and is held, cordoned, while its node gate's checks measure."""
+    GATE_PASSED = "HealthGatePassed"
+    """A gated node's Complete: its stages and its node gate passed (or a human approved it)."""
+    GATE_FAILED = "HealthGateFailed"
+    """A node gate check was Failed or Error; the message names the check and its value."""
+    GATE_INCONCLUSIVE = "HealthGateInconclusive"
+    """A node gate check was Inconclusive: the node waits, cordoned, for fleetwright approve
+    (``gate/<node>``) or abort."""
 
 
 class ProfileReason:

@@ -517,6 +517,7 @@ def check_policy_spec(spec: DeploymentPolicySpec, result: Result) -> None:
         budget = comp.max_unavailable if comp.max_unavailable is not None else spec.max_unavailable
         _check_steps_against_budget(comp.steps, budget, f"spec.compartments[{i}].steps", result)
     _check_failures_against_budget(spec, result)
+    _check_health(spec, result)
     has_batches = any(s.batches is not None for s in spec.effective_steps())
     if spec.failure.failure_threshold is not None and not has_batches:
         result.warn(
@@ -524,6 +525,23 @@ def check_policy_spec(spec: DeploymentPolicySpec, result: Result) -> None:
             "has no effect without a batches step",
             "failure-threshold-unused",
         )
+
+
+def _check_health(spec: DeploymentPolicySpec, result: Result) -> None:
+    """Check names are unique, and every gate names a defined check."""
+    _check_unique(
+        [c.name for c in spec.health_checks], "spec.healthChecks", "name", "health-check-duplicate", result
+    )
+    if spec.node_gate is None:
+        return
+    known = {c.name for c in spec.health_checks}
+    for i, name in enumerate(spec.node_gate.checks):
+        if name not in known:
+            result.error(
+                f"spec.nodeGate.checks[{i}]",
+                f"unknown check {name!r} (spec.healthChecks has: {', '.join(sorted(known)) or 'none'})",
+                "node-gate-unknown-check",
+            )
 
 
 def _check_steps_against_budget(steps: list[Step], budget: int | str, path: str, result: Result) -> None:

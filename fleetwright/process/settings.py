@@ -16,6 +16,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from fleetwright.activities.payloads import PrometheusAccess
 from fleetwright.process.defaults import TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE
 from fleetwright.workflows.enginesettings import EngineSettings
 
@@ -107,6 +108,44 @@ class WorkerSettings(BaseModel):
         default=Path("/etc/fleetwright/webhook/tls.key"),
         description="PEM private key of the admission webhook.",
     )
+
+    prometheus_url: str = Field(
+        default="",
+        description="Base URL of the Prometheus the health checks query (its /api/v1/query), e.g. "
+        "http://prometheus.monitoring.svc:9090. Empty: every measurement is an Error "
+        "(PrometheusNotConfigured), so a node gate fails rather than passes.",
+    )
+    prometheus_bearer_token_file: str = Field(
+        default="",
+        description="File holding a bearer token for Prometheus (a mounted Secret's key), read at each "
+        "query; never logged.",
+    )
+    prometheus_basic_auth_user: str = Field(
+        default="",
+        description="User name for Prometheus basic auth (with prometheus_basic_auth_password_file).",
+    )
+    prometheus_basic_auth_password_file: str = Field(
+        default="",
+        description="File holding the basic-auth password (a mounted Secret's key), read at each query; "
+        "never logged.",
+    )
+    prometheus_ca_file: str = Field(
+        default="", description="PEM CA bundle that verifies Prometheus' certificate. Empty: the system's."
+    )
+    prometheus_timeout_seconds: float = Field(
+        default=10.0, gt=0, le=300, description="Timeout of one Prometheus query."
+    )
+
+    def prometheus_access(self) -> PrometheusAccess:
+        """Where the health checks' Prometheus is and how to authenticate."""
+        return PrometheusAccess(
+            url=self.prometheus_url,
+            bearer_token_file=self.prometheus_bearer_token_file,
+            basic_auth_user=self.prometheus_basic_auth_user,
+            basic_auth_password_file=self.prometheus_basic_auth_password_file,
+            ca_file=self.prometheus_ca_file,
+            timeout_seconds=self.prometheus_timeout_seconds,
+        )
 
     @classmethod
     def load(cls, path: Path | None = None) -> WorkerSettings:

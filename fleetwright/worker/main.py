@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from fleetwright.activities.health import health_activities
 from fleetwright.activities.node import DEFAULT_THREADS, all_activities
 from fleetwright.activities.rollout import rollout_activities
 from fleetwright.kube.client import from_kubeconfig
@@ -113,4 +114,5 @@ def _activities(
     return [
         *all_activities(api, executor=threads, job_watches=job_watches),
         *rollout_activities(api, tracing.client_interceptors(), unregistered=unregistered),
+        *health_activities(api, settings.prometheus_access(), executor=threads),
     ]

@@ -24,8 +24,10 @@ instead of re-running it.
 
 from __future__ import annotations
 
+import asyncio
+import re
 from collections.abc import Awaitable, Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TypeVar
 
 from temporalio import workflow
@@ -33,12 +35,14 @@ from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
+    from fleetwright.activities.health import HealthActivities
     from fleetwright.activities.node import NodeActivities
     from fleetwright.activities.payloads import (
         NODE_FINISHED_SIGNAL,
         CordonReport,
         CordonRequest,
         DrainRequest,
+        MeasureRequest,
         NodePhase,
         NodeReport,
         NodeStatusRequest,
@@ -51,7 +55,10 @@ with workflow.unsafe.imports_passed_through():
         StatusNote,
         UncordonRequest,
     )
+    from fleetwright.api.health import MetricCheck
     from fleetwright.api.keys import NodeReason
+    from fleetwright.planner import analysis
+    from fleetwright.planner.analysis import CheckState, Measurement
     from fleetwright.planner.interrupts import InterruptKind
     from fleetwright.planner.ledger import PackageLedger
     from fleetwright.planner.nodestate import NodePackageState
@@ -73,6 +80,11 @@ class NodeFailedError(Exception):
     """A stage (or a bounded wait before it) failed on this node; the message says which and why."""
 
 
+class GateFailedError(NodeFailedError):
+    """The node gate failed (a check Failed or Error) or was aborted while Inconclusive: the node
+    stays cordoned, even on an abort, since its health is not known to be good."""
+
+
 class NodeDeletedError(Exception):
     """The Node was deleted: nothing is left to update, show or undo on it."""
 
@@ -83,6 +95,10 @@ class NodeWorkflow:
         self._abort = False
         self._stage = "starting"
         self._cordon: CordonReport | None = None
+        self._gate: dict[str, CheckState] = {}
+        self._gate_since: datetime | None = None
+        self._gate_held = False
+        self._gate_approved = False
 
     @workflow.signal(name="abort")
     def abort(self) -> None:
@@ -93,6 +109,24 @@ class NodeWorkflow:
     @workflow.query(name="stage")
     def stage(self) -> str:
         return self._stage
+
+    @workflow.update(name="approve_gate")
+    def approve_gate(self) -> str:
+        """A human passes the node's Inconclusive gate (``fleetwright approve P gate/<node>``)."""
+        self._gate_approved = True
+        return f"approved the health gate of {self._input.node}"
+
+    @approve_gate.validator
+    def _validate_approve_gate(self) -> None:
+        if not self._gate_held:
+            raise ValueError(
+                f"{self._input.node} is not waiting at an Inconclusive health gate ({self._stage})"
+            )
+
+    @workflow.query(name="gate")
+    def gate(self) -> list[CheckState]:
+        """The node gate's checks as they stand."""
+        return list(self._gate.values())
 
     @workflow.run
     async def run(self, node_input: NodeInput) -> NodeResult:
@@ -125,8 +159,11 @@ class NodeWorkflow:
                 await self._prepare_disruption(first)
                 first = None
             await self._run_steps(first)
+            if self._input.gate:
+                # Only inputs of a policy with a node gate reach this: no 0.1.0 history does.
+                await self._run_gate()
         except NodeFailedError as failure:
-            return await self._finish_failed(str(failure))
+            return await self._finish_failed(str(failure), held=isinstance(failure, GateFailedError))
         await self._finish(ours=self._ours())
         return self._result(RunStatus.SUCCEEDED, "complete")
 
@@ -136,18 +173,19 @@ class NodeWorkflow:
 
     def _last_activity_shows_complete(self) -> bool:
         """Complete rides on the last activity (the uncordon, else the last stage), unless the
-        runtime taint's release still follows it."""
-        return not self._input.runtime_required
+        runtime taint's release, or a node gate, still follows it."""
+        return not self._input.runtime_required and not self._input.gate
 
     def _updating(self) -> StatusNote:
         return StatusNote(phase=NodePhase.IN_PROGRESS, reason=NodeReason.UPDATING, message=self._summary())
 
     def _completed(self) -> StatusNote:
         """The Complete status, with the node's report: whichever activity shows it sends it."""
+        gated = bool(self._input.gate)
         return StatusNote(
             phase=NodePhase.COMPLETE,
-            reason=NodeReason.COMPLETE,
-            message=self._summary(),
+            reason=NodeReason.GATE_PASSED if gated else NodeReason.COMPLETE,
+            message=self._summary() + (f"; {self._gate_summary()}" if gated else ""),
             report=self._report_of(RunStatus.SUCCEEDED, "complete"),
         )
 
@@ -330,7 +368,11 @@ class NodeWorkflow:
         else:
             await self._status(self._completed())
 
-    async def _finish_failed(self, message: str) -> NodeResult:
+    async def _finish_failed(self, message: str, *, held: bool = False) -> NodeResult:
+        if held:
+            # A failed or aborted health gate: the node stays cordoned and Failed, naming the check.
+            await self._status(self._last(NodePhase.FAILED, NodeReason.GATE_FAILED, message))
+            return self._result(RunStatus.FAILED, message)
         if self._abort:
             # An abort stops between stages and hands the node back to its workloads.
             if self._ours():
@@ -346,6 +388,110 @@ class NodeWorkflow:
         """A status the node's workflow ends with, carrying its report (a failure)."""
         report = self._report_of(RunStatus.FAILED, message)
         return StatusNote(phase=phase, reason=reason, message=message, report=report)
+
+    # ----- the node gate --------------------------------------------------------------------
+    async def _run_gate(self) -> None:
+        """Every check of the node gate, together, each measurement one activity and a timer
+        between two; then pass, fail (GateFailedError) or wait for a human (Inconclusive)."""
+        checks = self._input.gate
+        self._stage = "health-gate"
+        self._gate_since = workflow.now()
+        self._gate = {c.name: analysis.judge(c, ()) for c in checks}
+        await asyncio.gather(*(self._run_check(c) for c in checks))
+        if self._abort:
+            raise GateFailedError(f"aborted during the health gate; {self._gate_summary()}")
+        outcome = analysis.gate_outcome(self._gate.values())
+        if outcome in (analysis.Phase.FAILED, analysis.Phase.ERROR):
+            raise GateFailedError(f"health gate {outcome.value.lower()}: {self._gate_summary(outcome)}")
+        if outcome is analysis.Phase.INCONCLUSIVE:
+            await self._hold_inconclusive()
+
+    async def _run_check(self, check: MetricCheck) -> None:
+        measurements: list[Measurement] = []
+        delay = check.initial_delay_seconds
+        for index in range(check.count):
+            wait = delay if index == 0 else check.interval_seconds
+            if wait and not await self._gate_sleep(wait, f"{check.name}: next measurement"):
+                return
+            if self._gate_stopped():
+                return
+            measurements.append(await self._measure(check, index))
+            self._gate[check.name] = analysis.judge(check, measurements)
+            if self._gate[check.name].outcome is not analysis.Phase.RUNNING:
+                return
+
+    def _gate_stopped(self) -> bool:
+        """An abort, or a check's outcome that ends the gate (Failed, Error, Inconclusive)."""
+        ends = (analysis.Phase.FAILED, analysis.Phase.ERROR, analysis.Phase.INCONCLUSIVE)
+        return self._abort or any(s.outcome in ends for s in self._gate.values())
+
+    async def _gate_sleep(self, seconds: int, summary: str) -> bool:
+        """A durable timer, cut short when the gate stops; whether it ran out."""
+        try:
+            await workflow.wait_condition(
+                self._gate_stopped, timeout=timedelta(seconds=seconds), timeout_summary=summary
+            )
+        except TimeoutError:
+            return True
+        return False
+
+    async def _measure(self, check: MetricCheck, index: int) -> Measurement:
+        node = self._input.node
+        batch = self._input.batch or (node,)
+        request = MeasureRequest(
+            profile=self._input.profile,
+            node=node,
+            check=check,
+            placeholders={
+                "node": node,
+                "nodes": "|".join(re.escape(n) for n in batch),
+                "profile": self._input.profile,
+            },
+            show_before=StatusNote(
+                phase=NodePhase.IN_PROGRESS, reason=NodeReason.HEALTH_GATE, message=self._gate_summary()
+            ),
+        )
+        try:
+            return await workflow.execute_activity_method(
+                HealthActivities.measure,
+                request,
+                start_to_close_timeout=retry.API_CALL_TIMEOUT,
+                retry_policy=retry.API_CALL,
+                summary=f"measure {node}: {check.name} {index + 1}/{check.count}",
+            )
+        except ActivityError as error:
+            raise _failure(error) from error
+
+    async def _hold_inconclusive(self) -> None:
+        """Wait, cordoned and named, for ``fleetwright approve P gate/<node>`` or an abort."""
+        node, profile = self._input.node, self._input.profile
+        self._stage = "health-gate-inconclusive"
+        message = (
+            f"health gate inconclusive: {self._gate_summary(analysis.Phase.INCONCLUSIVE)}; waiting for "
+            f"`fleetwright approve {profile} gate/{node}` (or abort)"
+        )
+        await self._status(
+            StatusNote(phase=NodePhase.BLOCKED, reason=NodeReason.GATE_INCONCLUSIVE, message=message)
+        )
+        self._gate_held = True
+        workflow.set_current_details(message)
+        await workflow.wait_condition(
+            lambda: self._gate_approved or self._abort, timeout_summary=f"approve gate/{node}"
+        )
+        self._gate_held = False
+        workflow.set_current_details("")
+        if not self._gate_approved:
+            raise GateFailedError(f"aborted while the health gate was inconclusive: {self._gate_summary()}")
+        self._stage = "health-gate-approved"
+
+    def _gate_summary(self, only: analysis.Phase | None = None) -> str:
+        """The gate's checks (only those with outcome ``only``, when given) and how long it ran."""
+        states = [s for s in self._gate.values() if only is None or s.outcome is only]
+        ran = ""
+        if self._gate_since is not None:
+            ran = f" for {int((workflow.now() - self._gate_since).total_seconds())}s"
+        approved = ", approved by a human" if self._gate_approved else ""
+        return f"health gate{ran}{approved}: " + "; ".join(s.describe() for s in states)
 
     # ----- activity plumbing ----------------------------------------------------------------
     async def _call(self, activity: Activity[A, R], arg: A) -> R:

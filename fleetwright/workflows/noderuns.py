@@ -39,7 +39,7 @@ async def start_nodes(run: RolloutRun, starts: tuple[NodeStart, ...], report: De
         workflow=NODE_WORKFLOW,
         task_queue=workflow.info().task_queue,
         decided_at=workflow.now(),
-        starts=tuple(_node_start(run, _node_input(run, start, report)) for start in starts),
+        starts=tuple(_node_start(run, _node_input(run, start, report, starts)) for start in starts),
     )
     await workflow.execute_activity_method(
         NodeStarter.start_nodes,
@@ -61,10 +61,16 @@ def _node_start(run: RolloutRun, node: NodeInput) -> WorkflowStart:
     )
 
 
-def _node_input(run: RolloutRun, start: NodeStart, report: DecideReport) -> NodeInput:
+def _node_input(
+    run: RolloutRun, start: NodeStart, report: DecideReport, batch: tuple[NodeStart, ...] = ()
+) -> NodeInput:
     assert run.state is not None
     spec = run.state.spec
     meta = run.profile.metadata
+    # Only a policy with a node gate fills these (a payload field no 0.1.0 input carries). A
+    # rollback returns to a known state: like the canary and soak steps, the gate does not run.
+    gated = start.work.returns_to is None
+    gate = run.policy.spec.node_gate_checks() if gated else ()
     return NodeInput(
         profile=spec.profile,
         profile_uid=meta.uid or "",
@@ -86,6 +92,8 @@ def _node_input(run: RolloutRun, start: NodeStart, report: DecideReport) -> Node
         runtime_required=run.profile.spec.runtime_required,
         settings=run.settings,
         unregistered_search_attributes=run.unregistered,
+        gate=gate,
+        batch=tuple(s.node for s in batch) if gate else (),
     )
 
 

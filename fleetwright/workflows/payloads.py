@@ -12,7 +12,9 @@ from pydantic import Field
 
 from fleetwright.activities.payloads import Controls, DecideReport, DecideRequest, NodeResult
 from fleetwright.api.common import LabelSelector, Toleration
+from fleetwright.api.compat import added_fields
 from fleetwright.api.deploymentpolicy import DeploymentPolicy
+from fleetwright.api.health import MetricCheck
 from fleetwright.api.nodeprofile import DrainSpec, NodeProfile, Package
 from fleetwright.planner.base import Frozen
 from fleetwright.planner.nodestate import PackageRecord
@@ -75,6 +77,11 @@ class NodeInput(Frozen):
     settings: EngineSettings = EngineSettings()
     unregistered_search_attributes: tuple[str, ...] = ()
     """Search attributes the namespace lacks when the node started: not upserted."""
+    gate: tuple[MetricCheck, ...] = ()
+    """The node gate's checks: measured after the last stage, before the cordon is lifted."""
+    batch: tuple[str, ...] = ()
+    """With ``gate``: the nodes the decision started with this one (the ``{{nodes}}`` placeholder)."""
+    _since_0_1_0 = added_fields("gate", "batch")
 
 
 class Progress(Frozen):

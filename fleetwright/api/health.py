@@ -1,0 +1,160 @@
+"""Health gates of a DeploymentPolicy: metric checks (a PromQL query judged by conditions over its
+result, measured ``count`` times) and the node gate that runs them on each node after its last
+stage, before its cordon is lifted.
+
+The counting rules are Argo Rollouts' AnalysisTemplate's (failureLimit, inconclusiveLimit,
+consecutiveErrorLimit, count, interval, initialDelay); the planner's ``analysis`` applies them. The
+query's placeholders and the conditions are checked here, so admission rejects what cannot run.
+Must not do I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+
+from pydantic import AfterValidator, Field
+
+from fleetwright.api.common import DNS_LABEL_PATTERN, MAX_SHORT_STRING, ApiModel, LocalRule
+from fleetwright.api.healthcondition import MAX_CONDITION, check_condition
+
+MAX_CHECKS = 16
+MAX_QUERY = 4096
+PLACEHOLDERS = ("node", "nodes", "profile")
+"""``{{node}}``: the node the gate holds; ``{{nodes}}``: the nodes updated so far (a regular
+expression alternation, for ``=~``); ``{{profile}}``: the NodeProfile's name."""
+_PLACEHOLDER = re.compile(r"\{\{\s*([^{}]*?)\s*\}\}")
+_PAIRS = {")": "(", "]": "[", "}": "{"}
+
+
+def render_query(query: str, values: dict[str, str]) -> str:
+    """``query`` with every ``{{name}}`` replaced by ``values[name]``."""
+    return _PLACEHOLDER.sub(lambda m: values[m.group(1)], query)
+
+
+def check_query(query: str) -> str:
+    """A pydantic validator: what can be checked of PromQL without a server (known placeholders,
+    balanced brackets and quotes), naming the first problem."""
+    for match in _PLACEHOLDER.finditer(query):
+        if match.group(1) not in PLACEHOLDERS:
+            known = ", ".join("{{" + p + "}}" for p in PLACEHOLDERS)
+            raise ValueError(f"unknown placeholder {match.group(0)!r} in query (known: {known})")
+    _check_brackets(_PLACEHOLDER.sub("x", query))
+    return query
+
+
+def _check_brackets(query: str) -> None:
+    stack: list[str] = []
+    quote: str | None = None
+    escaped = False
+    for i, char in enumerate(query):
+        if quote is not None:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == quote:
+                quote = None
+            continue
+        if char in "\"'`":
+            quote = char
+        elif char in "([{":
+            stack.append(char)
+        elif char in _PAIRS and (not stack or stack.pop() != _PAIRS[char]):
+            raise ValueError(f"query does not parse: unbalanced {char!r} at column {i + 1}")
+    if quote is not None:
+        raise ValueError(f"query does not parse: unterminated string starting with {quote}")
+    if stack:
+        raise ValueError(f"query does not parse: unclosed {stack[-1]!r}")
+
+
+Condition = Annotated[str, AfterValidator(check_condition)]
+
+
+class MetricCheck(ApiModel):
+    """A Prometheus query measured ``count`` times, ``intervalSeconds`` apart after
+    ``initialDelaySeconds``; each measurement is Successful, Failed, Inconclusive (no data, or
+    neither condition holds) or Error (the query or the condition could not be evaluated)."""
+
+    name: str = Field(
+        description="The check's name (unique in the policy); gates refer to it.",
+        max_length=MAX_SHORT_STRING,
+        pattern=DNS_LABEL_PATTERN,
+    )
+    query: Annotated[str, AfterValidator(check_query)] = Field(
+        description="A PromQL instant query. Placeholders: {{node}} (the node the gate holds), {{nodes}} "
+        "(the nodes updated so far, as a regex alternation for =~) and {{profile}} (the NodeProfile).",
+        min_length=1,
+        max_length=MAX_QUERY,
+    )
+    success_condition: Condition | None = Field(
+        default=None,
+        description="An expression over `result` (the list of the query's sample values, or the value of "
+        "a scalar query), e.g. `result[0] == 0` or `all(r < 5 for r in result)`. True: the measurement "
+        "is Successful. With failureCondition too, neither holding is Inconclusive; alone, false is "
+        "Failed.",
+        min_length=1,
+        max_length=MAX_CONDITION,
+    )
+    failure_condition: Condition | None = Field(
+        default=None,
+        description="An expression over `result`; true: the measurement is Failed (it wins over "
+        "successCondition). Alone, false is Successful.",
+        min_length=1,
+        max_length=MAX_CONDITION,
+    )
+    interval_seconds: int = Field(default=30, description="Time between two measurements.", ge=1, le=86400)
+    count: int = Field(default=1, description="How many measurements the check takes.", ge=1, le=1000)
+    initial_delay_seconds: int = Field(
+        default=0, description="Wait before the first measurement.", ge=0, le=86400
+    )
+    failure_limit: int = Field(
+        default=0,
+        description="Failed measurements tolerated: one more fails the check at once.",
+        ge=0,
+        le=1000,
+    )
+    inconclusive_limit: int = Field(
+        default=0,
+        description="Inconclusive measurements tolerated: one more makes the check Inconclusive at once "
+        "(the rollout waits, named, for fleetwright approve or abort).",
+        ge=0,
+        le=1000,
+    )
+    consecutive_error_limit: int = Field(
+        default=4,
+        description="Measurements in a row that may be Error (Prometheus unreachable, an erroring query, a "
+        "condition that cannot be evaluated on the result); one more ends the check in Error, which "
+        "fails like Failed.",
+        ge=0,
+        le=1000,
+    )
+
+    local_rules = (
+        LocalRule(
+            name="metric-check-condition",
+            cel="has(self.successCondition) || has(self.failureCondition)",
+            message="at least one of successCondition or failureCondition must be set",
+            reason="FieldValueRequired",
+            check=lambda m: m.success_condition is not None or m.failure_condition is not None,
+        ),
+    )
+
+    def span_seconds(self) -> int:
+        """The time the check takes when every measurement passes (queries not counted)."""
+        return self.initial_delay_seconds + self.interval_seconds * (self.count - 1)
+
+
+CheckName = Annotated[str, Field(max_length=MAX_SHORT_STRING, pattern=DNS_LABEL_PATTERN)]
+
+
+class NodeGate(ApiModel):
+    """Checks each node must pass after its last stage before fleetwright lifts its cordon; until
+    then it stays cordoned and counts against maxUnavailable. A Failed or Error check fails the node
+    (the failure policy applies as for a failed stage); an Inconclusive one waits for a human."""
+
+    checks: list[CheckName] = Field(
+        description="Names of spec.healthChecks, run together on the node.",
+        min_length=1,
+        max_length=MAX_CHECKS,
+    )

@@ -1,0 +1,192 @@
+"""Health-check analysis, pure: a query's answer -> a typed measurement, and a check's
+measurements -> its outcome, by Argo Rollouts' counting rules.
+
+A measurement is Successful, Failed, Inconclusive (no data, or neither condition holds) or Error
+(the query or the condition could not be evaluated). A check ends as soon as its outcome is known:
+Failed once its failed measurements exceed ``failureLimit``, Error once more than
+``consecutiveErrorLimit`` measurements in a row were Error, Inconclusive once its inconclusive ones
+exceed ``inconclusiveLimit``; else Successful after ``count`` measurements. Its node gate (several
+checks) fails when one fails, waits for a human when one is Inconclusive and passes when all
+passed. Owns those rules and the parsing of Prometheus' instant-query answer; no I/O.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+from collections.abc import Iterable, Sequence
+from enum import StrEnum
+from functools import cache
+from typing import Any
+
+from fleetwright.api.health import MetricCheck
+from fleetwright.api.healthcondition import ConditionError, compile_condition, evaluate
+from fleetwright.errors import QueryRejectedError
+from fleetwright.planner.base import Frozen
+
+Result = float | list[float]
+
+
+class Phase(StrEnum):
+    SUCCESSFUL = "Successful"
+    FAILED = "Failed"
+    INCONCLUSIVE = "Inconclusive"
+    ERROR = "Error"
+    RUNNING = "Running"
+    """Only for a check's outcome: more measurements to take."""
+
+
+class Measurement(Frozen):
+    """One measurement of one check, as recorded in the workflow history."""
+
+    check: str
+    phase: Phase
+    value: Result | None = None
+    """The query's result (None: no answer)."""
+    message: str = ""
+
+
+class CheckState(Frozen):
+    """Where one check stands after its measurements so far."""
+
+    check: str
+    outcome: Phase
+    measured: int = 0
+    count: int = 1
+    failed: int = 0
+    inconclusive: int = 0
+    errors_in_a_row: int = 0
+    last: Measurement | None = None
+
+    def describe(self) -> str:
+        last = self.last
+        value = "" if last is None else f", last {last.phase.value} {_show(last.value)}"
+        detail = f": {last.message}" if last is not None and last.message else ""
+        return f"{self.check} {self.outcome.value} ({self.measured}/{self.count}{value}){detail}"
+
+
+@cache
+def _compiled(condition: str) -> ast.Expression:
+    return compile_condition(condition)
+
+
+def classify(check: MetricCheck, result: Result | None) -> Measurement:
+    """The measurement of ``check`` whose query answered ``result`` (None or [] is no data)."""
+    if result is None or result == []:
+        return Measurement(check=check.name, phase=Phase.INCONCLUSIVE, value=result, message="no data")
+    try:
+        phase, message = _judged(check, result)
+    except ConditionError as error:
+        return Measurement(check=check.name, phase=Phase.ERROR, value=result, message=f"condition {error}")
+    return Measurement(check=check.name, phase=phase, value=result, message=message)
+
+
+def _judged(check: MetricCheck, result: Result) -> tuple[Phase, str]:
+    """Argo Rollouts' rule: failure wins; with both conditions, neither is Inconclusive; one
+    condition alone decides both ways."""
+    success, failure = check.success_condition, check.failure_condition
+    if failure is not None and evaluate(_compiled(failure), result):
+        return Phase.FAILED, f"{failure} holds"
+    if success is None or evaluate(_compiled(success), result):
+        return Phase.SUCCESSFUL, ""
+    if failure is None:
+        return Phase.FAILED, f"{success} does not hold"
+    return Phase.INCONCLUSIVE, "neither condition holds"
+
+
+def error(check: MetricCheck, message: str) -> Measurement:
+    """A measurement whose query could not be answered."""
+    return Measurement(check=check.name, phase=Phase.ERROR, message=message)
+
+
+def judge(check: MetricCheck, measurements: Sequence[Measurement]) -> CheckState:
+    """The check's state after ``measurements`` (in the order they were taken)."""
+    state = CheckState(check=check.name, outcome=Phase.RUNNING, count=check.count)
+    failed = inconclusive = in_a_row = 0
+    for measured, measurement in enumerate(measurements, start=1):
+        failed += measurement.phase is Phase.FAILED
+        inconclusive += measurement.phase is Phase.INCONCLUSIVE
+        in_a_row = in_a_row + 1 if measurement.phase is Phase.ERROR else 0
+        outcome = _outcome(check, measured, failed, inconclusive, in_a_row)
+        state = CheckState(
+            check=check.name,
+            outcome=outcome,
+            measured=measured,
+            count=check.count,
+            failed=failed,
+            inconclusive=inconclusive,
+            errors_in_a_row=in_a_row,
+            last=measurement,
+        )
+        if outcome is not Phase.RUNNING:
+            break
+    return state
+
+
+def _outcome(check: MetricCheck, measured: int, failed: int, inconclusive: int, in_a_row: int) -> Phase:
+    if failed > check.failure_limit:
+        return Phase.FAILED
+    if in_a_row > check.consecutive_error_limit:
+        return Phase.ERROR
+    if inconclusive > check.inconclusive_limit:
+        return Phase.INCONCLUSIVE
+    if measured >= check.count:
+        # Errors within the limit are not failures, but a check never passes on a last measurement
+        # that showed nothing (stricter than Argo Rollouts, which counts only the limits).
+        return Phase.ERROR if in_a_row else Phase.SUCCESSFUL
+    return Phase.RUNNING
+
+
+def gate_outcome(states: Iterable[CheckState]) -> Phase:
+    """A gate's outcome: Failed or Error as soon as a check is, else Inconclusive as soon as one
+    is, else Successful once every check passed."""
+    outcomes = [s.outcome for s in states]
+    for phase in (Phase.FAILED, Phase.ERROR, Phase.INCONCLUSIVE, Phase.RUNNING):
+        if phase in outcomes:
+            return phase
+    return Phase.SUCCESSFUL
+
+
+def parse_answer(body: Any) -> Result:
+    """The sample values of Prometheus' instant-query answer (``/api/v1/query``), ordered by their
+    series' labels; QueryRejectedError for an error answer or a range (matrix) result."""
+    if not isinstance(body, dict) or body.get("status") != "success":
+        what = body.get("error", "no error text") if isinstance(body, dict) else "not a JSON object"
+        raise QueryRejectedError(f"Prometheus refused the query: {what}")
+    data = body.get("data") or {}
+    kind: Any = data.get("resultType")
+    result: Any = data.get("result")
+    try:
+        if kind == "scalar":
+            return _number(result[1])
+        if kind == "vector":
+            ordered = sorted(result, key=lambda s: sorted(s.get("metric", {}).items()))
+            return [_number(sample["value"][1]) for sample in ordered]
+    except (TypeError, KeyError, IndexError, ValueError) as exc:
+        raise QueryRejectedError(f"Prometheus sent a malformed {kind} result: {exc}") from None
+    raise QueryRejectedError(f"the query gives a {kind} result; a check needs an instant vector or scalar")
+
+
+def _number(text: Any) -> float:
+    return float(text)
+
+
+def _show(value: Result | None) -> str:
+    if value is None:
+        return "no answer"
+    if isinstance(value, list):
+        shown = ", ".join(_short(v) for v in value[:4])
+        more = f", … {len(value)} values" if len(value) > 4 else ""
+        return f"[{shown}{more}]"
+    return _short(value)
+
+
+def _short(value: float) -> str:
+    if math.isnan(value):
+        return "NaN"
+    return f"{value:g}"
+
+
+def show_value(value: Result | None) -> str:
+    """A measurement's value as status shows it."""
+    return _show(value)

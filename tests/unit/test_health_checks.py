@@ -1,0 +1,241 @@
+"""Metric checks, pure: the condition language (what compiles, what is refused, how it evaluates),
+the query's placeholders, a query answer judged into a typed measurement, the counting rules
+(failureLimit, inconclusiveLimit, consecutiveErrorLimit, count) and admission naming the field."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from fleetwright.api.health import MetricCheck, render_query
+from fleetwright.api.healthcondition import ConditionError, compile_condition, evaluate
+from fleetwright.api.validation import validate_deploymentpolicy
+from fleetwright.errors import QueryRejectedError
+from fleetwright.planner.analysis import (
+    CheckState,
+    Measurement,
+    Phase,
+    classify,
+    error,
+    gate_outcome,
+    judge,
+    parse_answer,
+)
+
+pytestmark = pytest.mark.unit
+
+
+def holds(condition: str, result: float | list[float]) -> bool:
+    return evaluate(compile_condition(condition), result)
+
+
+@pytest.mark.parametrize(
+    ("condition", "result", "expected"),
+    [
+        ("result[0] == 0", [0.0], True),
+        ("result[0] == 0", [2.0], False),
+        ("result < 1", 0.5, True),
+        ("all(r < 5 for r in result)", [1.0, 4.0], True),
+        ("all(r < 5 for r in result)", [1.0, 7.0], False),
+        ("any(r > 0 for r in result if r != 3)", [3.0, 0.0], False),
+        ("len(result) == 2 and max(result) - min(result) <= 1", [1.0, 2.0], True),
+        ("not result[-1] > 2 or sum(result) % 2 == 0", [4.0, 3.0], False),
+        ("-result[0] < 0", [1.0], True),
+    ],
+)
+def test_conditions_evaluate_on_the_result(condition: str, result: Any, expected: bool) -> None:
+    assert holds(condition, result) is expected
+
+
+@pytest.mark.parametrize(
+    ("condition", "named"),
+    [
+        ("__import__('os').system('x')", "only the functions"),
+        ("result.__class__", "Attribute is not allowed"),
+        ("open('/etc/passwd')", "only the functions"),
+        ("x < 1", "unknown name 'x'"),
+        ("result[0] = 1", "does not parse"),
+        ("result[len(result)]", "whole number"),
+        ("[r for r in result]", "ListComp is not allowed"),
+        ("lambda: 1", "Lambda is not allowed"),
+        ("'a' < 'b'", "not a number"),
+        ("result ** 99", "Pow"),
+        ("result[0] is 0", "Is"),
+        ("max(result, key=abs)", "only the functions"),
+    ],
+)
+def test_conditions_outside_the_language_are_refused(condition: str, named: str) -> None:
+    with pytest.raises(ConditionError, match=named):
+        compile_condition(condition)
+
+
+def test_a_condition_that_cannot_be_evaluated_on_a_result_says_why() -> None:
+    with pytest.raises(ConditionError, match="list with a number"):
+        holds("result < 1", [0.0])
+    with pytest.raises(ConditionError, match="index out of range"):
+        holds("result[1] == 0", [0.0])
+    with pytest.raises(ConditionError, match="not true or false"):
+        holds("result[0] + 1", [0.0])
+
+
+def test_placeholders_are_rendered_and_unknown_ones_refused() -> None:
+    query = 'changes(DCGM_FI_DEV_XID_ERRORS{Hostname="{{node}}", profile=~"{{ profile }}"}[5m])'
+    assert render_query(query, {"node": "n1", "profile": "p"}) == (
+        'changes(DCGM_FI_DEV_XID_ERRORS{Hostname="n1", profile=~"p"}[5m])'
+    )
+    with pytest.raises(ValueError, match=r"unknown placeholder '\{\{host\}\}'"):
+        check(query="up{instance='{{host}}'}", success_condition="result[0] == 1")
+    with pytest.raises(ValueError, match="unclosed '\\('"):
+        check(query="sum(rate(x[5m])", success_condition="result[0] == 1")
+    with pytest.raises(ValueError, match="at least one of successCondition or failureCondition"):
+        check(query="up")
+
+
+def check(**fields: Any) -> MetricCheck:
+    return MetricCheck.model_validate({"name": "xid", "query": "up", **fields})
+
+
+BOTH = {"success_condition": "result[0] == 0", "failure_condition": "result[0] > 0"}
+
+
+@pytest.mark.parametrize(
+    ("fields", "result", "phase"),
+    [
+        (BOTH, [0.0], Phase.SUCCESSFUL),
+        (BOTH, [3.0], Phase.FAILED),
+        (BOTH, [-1.0], Phase.INCONCLUSIVE),
+        (BOTH, [], Phase.INCONCLUSIVE),
+        ({"success_condition": "result[0] == 0"}, [1.0], Phase.FAILED),
+        ({"failure_condition": "result[0] > 0"}, [0.0], Phase.SUCCESSFUL),
+        ({"success_condition": "result[0] == 0"}, None, Phase.INCONCLUSIVE),
+        ({"success_condition": "result[2] == 0"}, [0.0], Phase.ERROR),
+    ],
+)
+def test_a_result_is_judged_into_a_typed_measurement(fields: dict[str, str], result: Any, phase: Phase) -> None:
+    assert classify(check(**fields), result).phase is phase
+
+
+def test_failure_wins_over_success_and_no_data_is_named() -> None:
+    both = check(success_condition="result[0] >= 0", failure_condition="result[0] > 0")
+    failed = classify(both, [2.0])
+    assert (failed.phase, failed.message) == (Phase.FAILED, "result[0] > 0 holds")
+    assert classify(both, []).message == "no data"
+
+
+def outcomes(c: MetricCheck, phases: str) -> CheckState:
+    by_letter = {"s": Phase.SUCCESSFUL, "f": Phase.FAILED, "i": Phase.INCONCLUSIVE, "e": Phase.ERROR}
+    return judge(c, [Measurement(check=c.name, phase=by_letter[p]) for p in phases])
+
+
+@pytest.mark.parametrize(
+    ("limits", "phases", "outcome", "measured"),
+    [
+        ({"count": 3}, "sss", Phase.SUCCESSFUL, 3),
+        ({"count": 3}, "ss", Phase.RUNNING, 2),
+        ({"count": 3}, "sfs", Phase.FAILED, 2),
+        ({"count": 3, "failure_limit": 1}, "sfs", Phase.SUCCESSFUL, 3),
+        ({"count": 5, "failure_limit": 1}, "sffss", Phase.FAILED, 3),
+        ({"count": 3}, "si", Phase.INCONCLUSIVE, 2),
+        ({"count": 3, "inconclusive_limit": 1}, "sis", Phase.SUCCESSFUL, 3),
+        ({"count": 9, "consecutive_error_limit": 2}, "eesees", Phase.RUNNING, 6),
+        ({"count": 6, "consecutive_error_limit": 2}, "eeseesss", Phase.SUCCESSFUL, 6),
+        ({"count": 9, "consecutive_error_limit": 2}, "eeseee", Phase.ERROR, 6),
+        ({"count": 9, "consecutive_error_limit": 2}, "seee", Phase.ERROR, 4),
+        # A check never passes on a last measurement that showed nothing.
+        ({"count": 2, "consecutive_error_limit": 4}, "se", Phase.ERROR, 2),
+    ],
+)
+def test_the_counting_rules(limits: dict[str, int], phases: str, outcome: Phase, measured: int) -> None:
+    state = outcomes(check(success_condition="result[0] == 0", **limits), phases)
+    assert (state.outcome, state.measured) == (outcome, measured)
+
+
+def test_measurements_after_the_outcome_are_not_counted() -> None:
+    state = outcomes(check(success_condition="result[0] == 0", count=5), "fsss")
+    assert (state.outcome, state.measured, state.failed) == (Phase.FAILED, 1, 1)
+
+
+def test_a_gate_fails_before_it_waits_and_passes_only_when_every_check_passed() -> None:
+    c = check(success_condition="result[0] == 0", count=2)
+    passed, running = outcomes(c, "ss"), outcomes(c, "s")
+    assert gate_outcome([passed, passed]) is Phase.SUCCESSFUL
+    assert gate_outcome([passed, running]) is Phase.RUNNING
+    assert gate_outcome([outcomes(c, "i"), outcomes(c, "f")]) is Phase.FAILED
+    assert gate_outcome([outcomes(c, "i"), running]) is Phase.INCONCLUSIVE
+
+
+def test_the_state_describes_the_check_and_its_last_value() -> None:
+    c = check(success_condition="result[0] == 0", count=3)
+    state = judge(c, [classify(c, [0.0]), classify(c, [2.0])])
+    assert state.describe() == "xid Failed (2/3, last Failed [2]): result[0] == 0 does not hold"
+    assert "PrometheusUnavailable" in judge(c, [error(c, "PrometheusUnavailable: down")]).describe()
+
+
+def test_prometheus_answers_are_parsed_in_label_order() -> None:
+    vector = {
+        "status": "success",
+        "data": {
+            "resultType": "vector",
+            "result": [
+                {"metric": {"gpu": "1"}, "value": [1, "3"]},
+                {"metric": {"gpu": "0"}, "value": [1, "NaN"]},
+            ],
+        },
+    }
+    parsed = parse_answer(vector)
+    assert isinstance(parsed, list) and parsed[1] == 3.0 and parsed[0] != parsed[0]
+    assert parse_answer({"status": "success", "data": {"resultType": "scalar", "result": [1, "2"]}}) == 2.0
+    with pytest.raises(QueryRejectedError, match="parse error"):
+        parse_answer({"status": "error", "errorType": "bad_data", "error": "parse error at char 3"})
+    with pytest.raises(QueryRejectedError, match="matrix result"):
+        parse_answer({"status": "success", "data": {"resultType": "matrix", "result": []}})
+
+
+def policy(spec: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "fleetwright.io/v1alpha1",
+        "kind": "DeploymentPolicy",
+        "metadata": {"name": "p"},
+        "spec": spec,
+    }
+
+
+def test_admission_names_the_field_of_a_bad_check() -> None:
+    bad = policy(
+        {
+            "healthChecks": [
+                {"name": "xid", "query": "sum(x", "successCondition": "result[0] == 0"},
+                {"name": "remap", "query": "up", "successCondition": "import os"},
+            ],
+        }
+    )
+    found = {issue.path: issue.message for issue in validate_deploymentpolicy(bad).errors}
+    assert "unclosed" in found["spec.healthChecks[0].query"]
+    assert "does not parse" in found["spec.healthChecks[1].successCondition"]
+
+
+def test_admission_names_a_duplicate_and_an_unknown_check() -> None:
+    bad = policy(
+        {
+            "healthChecks": [
+                {"name": "remap", "query": "up", "successCondition": "result[0] == 0"},
+                {"name": "xid", "query": "up", "successCondition": "result[0] == 0"},
+                {"name": "remap", "query": "up", "failureCondition": "result[0] > 0"},
+            ],
+            "nodeGate": {"checks": ["xid", "pcie"]},
+        }
+    )
+    found = {issue.path: issue.message for issue in validate_deploymentpolicy(bad).errors}
+    assert "duplicate value 'remap'" in found["spec.healthChecks[2].name"]
+    assert "unknown check 'pcie'" in found["spec.nodeGate.checks[1]"]
+
+
+def test_a_good_gate_is_admitted() -> None:
+    good = policy(
+        {
+            "healthChecks": [{"name": "xid", "query": "up", "successCondition": "result[0] == 0", "count": 3}],
+            "nodeGate": {"checks": ["xid"]},
+        }
+    )
+    assert validate_deploymentpolicy(good).ok
