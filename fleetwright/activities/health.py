@@ -16,7 +16,7 @@ import json
 from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlencode
 
 import urllib3
@@ -99,7 +99,11 @@ def _secret(path: str) -> str:
         ) from None
 
 
-def measure(prometheus: Prometheus, request: MeasureRequest) -> Measurement:
+class Querier(Protocol):
+    def query(self, promql: str) -> Any: ...
+
+
+def measure(prometheus: Querier, request: MeasureRequest) -> Measurement:
     """One measurement of ``request.check``: an answer judged, or an Error naming why there is none."""
     promql = render_query(request.check.query, dict(request.placeholders))
     try:

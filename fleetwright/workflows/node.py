@@ -173,8 +173,12 @@ class NodeWorkflow:
 
     def _last_activity_shows_complete(self) -> bool:
         """Complete rides on the last activity (the uncordon, else the last stage), unless the
-        runtime taint's release, or a node gate, still follows it."""
-        return not self._input.runtime_required and not self._input.gate
+        runtime taint's release still follows it."""
+        return not self._input.runtime_required
+
+    def _last_stage_shows_complete(self) -> bool:
+        """Complete rides on the last stage when nothing follows it: no uncordon, no node gate."""
+        return self._last_activity_shows_complete() and not self._ours() and not self._input.gate
 
     def _updating(self) -> StatusNote:
         return StatusNote(phase=NodePhase.IN_PROGRESS, reason=NodeReason.UPDATING, message=self._summary())
@@ -243,11 +247,7 @@ class NodeWorkflow:
             if index:
                 await self._keep_cordoned()
             final = index == len(groups) - 1
-            last = (
-                self._completed()
-                if final and self._last_activity_shows_complete() and not self._ours()
-                else None
-            )
+            last = self._completed() if final and self._last_stage_shows_complete() else None
             await self._run_group(group, first, last)
             first = None
 
@@ -363,7 +363,7 @@ class NodeWorkflow:
             # Workloads may land once every runtime-required profile is complete here.
             self._stage = "release-runtime-taint"
             await self._call(NodeActivities.release_runtime_taint, self._target)
-        if shown_by_last and (ours or self._input.work.steps):
+        if shown_by_last and (ours or (self._input.work.steps and not self._input.gate)):
             self._phase(NodePhase.COMPLETE.value)
         else:
             await self._status(self._completed())

@@ -112,7 +112,9 @@ BOTH = {"success_condition": "result[0] == 0", "failure_condition": "result[0] >
         ({"success_condition": "result[2] == 0"}, [0.0], Phase.ERROR),
     ],
 )
-def test_a_result_is_judged_into_a_typed_measurement(fields: dict[str, str], result: Any, phase: Phase) -> None:
+def test_a_result_is_judged_into_a_typed_measurement(
+    fields: dict[str, str], result: Any, phase: Phase
+) -> None:
     assert classify(check(**fields), result).phase is phase
 
 
@@ -184,7 +186,9 @@ def test_prometheus_answers_are_parsed_in_label_order() -> None:
         },
     }
     parsed = parse_answer(vector)
-    assert isinstance(parsed, list) and parsed[1] == 3.0 and parsed[0] != parsed[0]
+    assert isinstance(parsed, list)
+    assert parsed[1] == 3.0
+    assert parsed[0] != parsed[0]
     assert parse_answer({"status": "success", "data": {"resultType": "scalar", "result": [1, "2"]}}) == 2.0
     with pytest.raises(QueryRejectedError, match="parse error"):
         parse_answer({"status": "error", "errorType": "bad_data", "error": "parse error at char 3"})
@@ -234,7 +238,9 @@ def test_admission_names_a_duplicate_and_an_unknown_check() -> None:
 def test_a_good_gate_is_admitted() -> None:
     good = policy(
         {
-            "healthChecks": [{"name": "xid", "query": "up", "successCondition": "result[0] == 0", "count": 3}],
+            "healthChecks": [
+                {"name": "xid", "query": "up", "successCondition": "result[0] == 0", "count": 3}
+            ],
             "nodeGate": {"checks": ["xid"]},
         }
     )

@@ -12,6 +12,7 @@ from typing import Any
 
 from temporalio import activity
 
+from fleetwright.activities.health import measure as measure_once
 from fleetwright.activities.nodeprogress import ends_claim
 from fleetwright.activities.payloads import (
     NAMES,
@@ -23,6 +24,7 @@ from fleetwright.activities.payloads import (
     DecideRequest,
     DrainReport,
     DrainRequest,
+    MeasureRequest,
     NodePhase,
     NodeStatusRequest,
     NodeTarget,
@@ -41,6 +43,7 @@ from fleetwright.activities.stages import resume_index, run_stages
 from fleetwright.activities.starts import NodeStarter
 from fleetwright.api.keys import NodeReason, claim_key, cordon_key, state_key
 from fleetwright.local import nodes as fleet_nodes
+from fleetwright.planner.analysis import Measurement
 from fleetwright.planner.nodestate import format_annotation
 from fleetwright.stagejob.outcome import StageOutcome, StageReport
 
@@ -60,6 +63,7 @@ class FakeFleet:
     uncordoned: list[str] = field(default_factory=list)
     statuses: dict[str, str] = field(default_factory=dict)
     reasons: dict[str, str] = field(default_factory=dict)
+    messages: dict[str, str] = field(default_factory=dict)
     shown: list[tuple[str, str, str]] = field(default_factory=list)
     """(profile, node, reason) of every status shown, in order: profiles sharing a node overwrite
     each other's last reason."""
@@ -75,6 +79,13 @@ class FakeFleet:
     cordoned_at_stages: list[tuple[str, str, bool]] = field(default_factory=list)
     """(node, stage, whether the node was unschedulable when the stage began), in order."""
     recorded_by: list[tuple[str, str]] = field(default_factory=list)
+    metric: Callable[[str, str], Any] | None = None
+    """(node, rendered PromQL) -> Prometheus' JSON answer for a health check's query (raise a
+    taxonomy error for an unreachable or refusing Prometheus); None: every check answers 0."""
+    measured: list[tuple[str, str, bool]] = field(default_factory=list)
+    """(node, check, whether the node was cordoned) of every measurement taken, in order."""
+    hold_measurements: asyncio.Event | None = None
+    """When set, a measurement waits for this event before it answers."""
     """(node, the activity type that wrote a package state record), in order."""
 
     def __post_init__(self) -> None:
@@ -188,6 +199,7 @@ class FakeFleet:
         if note is not None:
             self.statuses[target.node] = note.phase.value
             self.reasons[target.node] = note.reason
+            self.messages[target.node] = note.message
             self.shown.append((target.profile, target.node, note.reason))
             if ends_claim(note.phase, note.reason):
                 self.annotations(target.node).pop(claim_key(target.profile), None)
@@ -205,6 +217,15 @@ class FakeFleet:
             phase=request.phase, reason=request.reason, message=request.message, report=request.report
         )
         await self._show(NodeTarget(profile=request.profile, node=request.node), note)
+
+    @activity.defn(name=NAMES.MEASURE)
+    async def measure(self, request: MeasureRequest) -> Measurement:
+        await self._show(request, request.show_before)
+        if self.hold_measurements is not None:
+            await self.hold_measurements.wait()
+        cordoned = bool(self.nodes[request.node]["spec"].get("unschedulable"))
+        self.measured.append((request.node, request.check.name, cordoned))
+        return measure_once(_FakePrometheus(self, request.node), request)
 
     @activity.defn(name=NAMES.CLEAN_UP)
     async def clean_up(self, request: CleanupRequest) -> CleanupReport:
@@ -237,7 +258,28 @@ class FakeFleet:
             self.set_node_status,
             self.clean_up,
             self.release_runtime_taint,
+            self.measure,
             # The real ones: they start and look up node workflows on the test server.
             NodeStarter().start_nodes,
             NodeStarter().ended_nodes,
         ]
+
+
+ZERO = {"status": "success", "data": {"resultType": "vector", "result": [{"metric": {}, "value": [0, "0"]}]}}
+
+
+@dataclass
+class _FakePrometheus:
+    """The fleet's answer to one node's queries, in place of an HTTP server."""
+
+    fleet: FakeFleet
+    node: str
+
+    def query(self, promql: str) -> Any:
+        return ZERO if self.fleet.metric is None else self.fleet.metric(self.node, promql)
+
+
+def answer(*values: float) -> dict[str, Any]:
+    """Prometheus' instant-vector answer with one series per value (none: no data)."""
+    result = [{"metric": {"gpu": str(i)}, "value": [0, str(v)]} for i, v in enumerate(values)]
+    return {"status": "success", "data": {"resultType": "vector", "result": result}}

@@ -1,0 +1,206 @@
+"""The node gate on the workflow tier: after its last stage a node stays cordoned while its checks
+measure (one activity per measurement, recorded once), passes and goes back into service, fails
+naming the check and its value (the failure policy applies), waits named while Inconclusive until
+approved, counts an unreachable Prometheus as Error, and resumes after a worker restart without
+re-counting a measurement. Prometheus is faked behind the activity; the real one is the
+integration tier's."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
+
+from fleetwright.activities.payloads import NAMES
+from fleetwright.api.deploymentpolicy import DeploymentPolicy
+from fleetwright.api.keys import NodeReason
+from fleetwright.errors import PrometheusUnavailableError
+from fleetwright.localcluster import examples
+from fleetwright.worker.temporal import build_worker
+from fleetwright.workflows.ids import node_workflow_id
+from fleetwright.workflows.node import NodeWorkflow
+from fleetwright.workflows.payloads import RolloutInput
+from tests.support.waiting import until
+from tests.workflow.fakefleet import FakeFleet, answer
+from tests.workflow.test_rollout_workflow import SETTINGS, in_phase, node_activities, start, unique
+
+pytestmark = pytest.mark.workflow
+
+XID = {
+    "name": "xid",
+    "query": 'changes(DCGM_FI_DEV_XID_ERRORS{Hostname="{{node}}"}[5m])',
+    "successCondition": "all(r == 0 for r in result)",
+    "failureCondition": "any(r > 0 for r in result)",
+    "count": 2,
+    "intervalSeconds": 1,
+}
+
+
+def gated(
+    check: dict[str, Any] | None = None, *, action: str = "halt", max_unavailable: int = 2
+) -> DeploymentPolicy:
+    deployment = examples.policy(max_unavailable=max_unavailable)
+    spec = deployment.spec.model_dump(by_alias=True)
+    spec["healthChecks"] = [check or XID]
+    spec["nodeGate"] = {"checks": [(check or XID)["name"]]}
+    spec["failure"] = {"maxFailedNodes": 0, "action": action}
+    return deployment.model_copy(update={"spec": type(deployment.spec).model_validate(spec)})
+
+
+def rollout(name: str, policy: DeploymentPolicy) -> RolloutInput:
+    return RolloutInput(
+        profile=examples.profile(name=name, interrupt="reboot"), policy=policy, settings=SETTINGS
+    )
+
+
+async def test_a_healthy_node_is_measured_cordoned_then_goes_back_into_service(client: Client) -> None:
+    fleet = FakeFleet(size=3)
+    name = unique()
+    handle, queue = await start(client, fleet, rollout(name, gated()))
+    async with build_worker(client, fleet.activities(), task_queue=queue):
+        done = await in_phase(handle, "Complete")
+        await handle.terminate("test done")
+    assert done.updated == 3
+    # Every measurement ran with the node cordoned, count of them per node.
+    assert sorted(fleet.measured) == sorted((n, "xid", True) for n in fleet.nodes for _ in range(2))
+    assert not fleet.cordoned()
+    assert set(fleet.reasons.values()) == {NodeReason.GATE_PASSED}
+    activities = await node_activities(client, name, "gpu-node-0000")
+    assert activities == [
+        NAMES.CORDON,
+        NAMES.DRAIN,
+        NAMES.RUN_STAGES,
+        NAMES.MEASURE,
+        NAMES.MEASURE,
+        NAMES.UNCORDON,
+    ]
+    # The query's placeholder was the node's own name.
+    assert all(
+        shown[2] in (NodeReason.HEALTH_GATE, NodeReason.UPDATING, NodeReason.GATE_PASSED)
+        for shown in fleet.shown
+    )
+
+
+async def test_an_xid_during_the_gate_fails_the_node_naming_check_and_value(client: Client) -> None:
+    fleet = FakeFleet(size=4)
+    bad = "gpu-node-0001"
+    seen: dict[str, int] = {}
+
+    def metric(node: str, promql: str) -> Any:
+        assert f'Hostname="{node}"' in promql
+        seen[node] = seen.get(node, 0) + 1
+        return answer(0, 3) if node == bad and seen[node] == 2 else answer(0, 0)
+
+    fleet.metric = metric
+    name = unique()
+    handle, queue = await start(client, fleet, rollout(name, gated(max_unavailable=1)))
+    async with build_worker(client, fleet.activities(), task_queue=queue):
+        halted = await in_phase(handle, "Halted")
+        await handle.terminate("test done")
+    message = halted.failed_reasons[bad]
+    assert "health gate failed" in message, message
+    assert "xid Failed (2/2, last Failed [0, 3])" in message, message
+    assert "any(r > 0 for r in result) holds" in message
+    assert fleet.reasons[bad] == NodeReason.GATE_FAILED
+    assert bad in fleet.cordoned()  # a node that failed its gate stays out of service
+
+
+async def test_a_gate_failure_with_rollback_rolls_the_batch_back(client: Client) -> None:
+    fleet = FakeFleet(size=4)
+    fleet.metric = lambda node, promql: answer(5) if node == "gpu-node-0002" else answer(0)
+    name = unique()
+    policy = gated({**XID, "count": 1}, action="rollback", max_unavailable=2)
+    handle, queue = await start(client, fleet, rollout(name, policy))
+    async with build_worker(client, fleet.activities(), task_queue=queue):
+        done = await in_phase(handle, "RolledBack")
+        await handle.terminate("test done")
+    assert done.rolled_back_generation is not None
+    returned = {r.node for r in fleet.stage_requests if r.stage.value == "uninstall"}
+    measured = {node for node, _, _ in fleet.measured}
+    assert "gpu-node-0002" in measured
+    assert returned == measured, (returned, measured)  # the nodes it changed, and only those
+    assert not fleet.cordoned()
+
+
+async def test_no_data_waits_named_until_a_human_approves(client: Client) -> None:
+    fleet = FakeFleet(size=2)
+    fleet.metric = lambda node, promql: answer() if node == "gpu-node-0000" else answer(0)
+    name = unique()
+    handle, queue = await start(client, fleet, rollout(name, gated({**XID, "count": 1}, max_unavailable=1)))
+    async with build_worker(client, fleet.activities(), task_queue=queue):
+        node = client.get_workflow_handle(node_workflow_id(name, "gpu-node-0000"))
+        await until(
+            lambda: fleet.reasons.get("gpu-node-0000") == NodeReason.GATE_INCONCLUSIVE,
+            30.0,
+            "the inconclusive gate",
+            blocking=False,
+        )
+        measured = len(fleet.measured)
+        await asyncio.sleep(1.5)
+        assert fleet.statuses["gpu-node-0000"] == "Blocked"
+        assert "gpu-node-0000" in fleet.cordoned()
+        assert len(fleet.measured) == measured  # it holds the budget: nothing else starts
+        assert await node.query(NodeWorkflow.stage) == "health-gate-inconclusive"
+        assert "approve" in fleet.messages["gpu-node-0000"]
+        assert "gate/gpu-node-0000" in fleet.messages["gpu-node-0000"]
+        answer_text = await node.execute_update(NodeWorkflow.approve_gate)
+        assert "approved" in answer_text
+        done = await in_phase(handle, "Complete")
+        await handle.terminate("test done")
+    assert done.updated == 2
+    assert fleet.reasons["gpu-node-0000"] == NodeReason.GATE_PASSED
+    assert not fleet.cordoned()
+
+
+async def test_an_unreachable_prometheus_counts_toward_the_error_limit_and_fails(client: Client) -> None:
+    fleet = FakeFleet(size=1)
+
+    def metric(node: str, promql: str) -> Any:
+        raise PrometheusUnavailableError("Prometheus at http://127.0.0.1:1 unreachable: MaxRetryError")
+
+    fleet.metric = metric
+    name = unique()
+    check = {**XID, "count": 5, "consecutiveErrorLimit": 2}
+    handle, queue = await start(client, fleet, rollout(name, gated(check, max_unavailable=1)))
+    async with build_worker(client, fleet.activities(), task_queue=queue):
+        halted = await in_phase(handle, "Halted")
+        await handle.terminate("test done")
+    assert len(fleet.measured) == 3  # the limit is 2 errors in a row: the third ends the check
+    message = halted.failed_reasons["gpu-node-0000"]
+    assert "health gate error" in message, message
+    assert "PrometheusUnavailable" in message, message
+
+
+async def test_a_worker_killed_mid_gate_resumes_without_recounting(client: Client) -> None:
+    fleet = FakeFleet(size=1)
+    fleet.hold_measurements = asyncio.Event()
+    name = unique()
+    check = {**XID, "count": 3}
+    handle, queue = await start(client, fleet, rollout(name, gated(check, max_unavailable=1)))
+    async with build_worker(client, fleet.activities(), task_queue=queue):
+        await until(
+            lambda: fleet.reasons.get("gpu-node-0000") == NodeReason.HEALTH_GATE,
+            30.0,
+            "the gate",
+            blocking=False,
+        )
+        fleet.hold_measurements.set()
+        await until(lambda: len(fleet.measured) >= 2, 30.0, "two measurements", blocking=False)
+        fleet.hold_measurements.clear()
+    # The worker is gone while the third measurement is held; a new one finishes the gate.
+    fleet.hold_measurements.set()
+    async with build_worker(client, fleet.activities(), task_queue=queue):
+        done = await in_phase(handle, "Complete")
+        await handle.terminate("test done")
+    assert done.updated == 1
+    history = await client.get_workflow_handle(node_workflow_id(name, "gpu-node-0000")).fetch_history()
+    completed = [
+        e
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+        and e.activity_task_scheduled_event_attributes.activity_type.name == NAMES.MEASURE
+    ]
+    assert len(completed) == 3  # each measurement recorded once, none counted twice
