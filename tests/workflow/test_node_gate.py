@@ -18,8 +18,8 @@ from fleetwright.activities.payloads import NAMES
 from fleetwright.api.deploymentpolicy import DeploymentPolicy
 from fleetwright.api.keys import NodeReason
 from fleetwright.errors import PrometheusUnavailableError
-from fleetwright.localcluster import examples
-from fleetwright.worker.temporal import build_worker
+from fleetwright.local import examples
+from fleetwright.worker.temporalworker import build_worker
 from fleetwright.workflows.ids import node_workflow_id
 from fleetwright.workflows.node import NodeWorkflow
 from fleetwright.workflows.payloads import RolloutInput
