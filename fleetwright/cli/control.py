@@ -22,7 +22,7 @@ import typer
 from fleetwright.api.keys import PAUSED_ANNOTATION
 from fleetwright.cli.app import app
 from fleetwright.cli.session import CliError, OutputOpt, Session, check_output, emit
-from fleetwright.workflows.ids import rollout_workflow_id
+from fleetwright.workflows.ids import node_workflow_id, rollout_workflow_id
 
 if TYPE_CHECKING:
     from temporalio.client import WorkflowHandle
@@ -150,14 +150,58 @@ def _send(ctx: typer.Context, update: Update, *, profile: str, arg: str, output:
     """The body of every update command."""
     session = Session.of(ctx)
     check_output(output)
+    if update is Update.APPROVE and arg.startswith(GATE_PREFIX):
+        node = arg.removeprefix(GATE_PREFIX)
+        _print(session.run(lambda: _approve_gate(session, profile, node, seconds=timeout)), output)
+        return
     _print(session.run(lambda: _update(session, profile, update, arg, seconds=timeout)), output)
+
+
+GATE_PREFIX = "gate/"
+"""``approve P gate/<node>``: pass the node's Inconclusive health gate (its node workflow's update)."""
+
+
+async def _approve_gate(session: Session, profile: str, node: str, *, seconds: float) -> Acted:
+    """The node workflow's ``approve_gate`` update; refused unless the node waits at an
+    Inconclusive gate."""
+    from temporalio.service import RPCError, RPCStatusCode
+
+    from fleetwright.cli import reading
+    from fleetwright.workflows.node import NodeWorkflow
+
+    client = await session.temporal()
+    workflow_id = node_workflow_id(profile, node)
+    description = await reading.describe(client, workflow_id)
+    if description is None or (description.status is not None and description.status.name != "RUNNING"):
+        raise CliError(
+            f"{node} has no running node workflow for {profile} ({workflow_id}): no gate to approve"
+        )
+    handle = client.get_workflow_handle(workflow_id)
+    try:
+        answer = await handle.execute_update(
+            NodeWorkflow.approve_gate, rpc_timeout=timedelta(seconds=seconds)
+        )
+    except RPCError as error:
+        if error.status == RPCStatusCode.DEADLINE_EXCEEDED:
+            raise CliError(
+                f"the node workflow {workflow_id} did not answer within {seconds:g}s "
+                "(is a fleetwright worker running?)"
+            ) from error
+        raise
+    return Acted(profile=profile, action="approve", via="update approve_gate", result=answer)
 
 
 @app.command(Update.APPROVE.value)
 def approve_command(
     ctx: typer.Context,
     profile: ProfileArg,
-    step: Annotated[str, typer.Argument(help="The approval step, `<scope>/<step>` (e.g. rollout/gate).")],
+    step: Annotated[
+        str,
+        typer.Argument(
+            help="The approval step, `<scope>/<step>` (e.g. rollout/gate), or `gate/<node>` for a node "
+            "waiting at an Inconclusive health gate."
+        ),
+    ],
     output: OutputOpt = "table",
     timeout: TimeoutOpt = 30.0,
 ) -> None:

@@ -18,7 +18,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.tree import Tree
 
-from fleetwright.api.keys import condition_type, cordon_key, status_label_key
+from fleetwright.api.keys import NodeReason, condition_type, cordon_key, status_label_key
 from fleetwright.api.nodeprofile import NodeProfile
 from fleetwright.controller.profilestatus import rollout_phase
 from fleetwright.errors import InvalidSpecError
@@ -28,6 +28,7 @@ from fleetwright.workflows.payloads import Progress
 
 # The node condition reasons a drain shows while it waits (activities/drain.py).
 DRAIN_WAITS = frozenset({"DrainBlocked", "DrainTimeout"})
+GATE_WAITS = frozenset({NodeReason.HEALTH_GATE, NodeReason.GATE_INCONCLUSIVE})
 # The NodeProfile's status.phase words (``rollout_phase``): the CLI says what the CR says.
 TERMINAL_PHASES = frozenset({"Complete", "Degraded", "Halted", "Aborted", "RolledBack"})
 STATE_STYLE = {
@@ -149,7 +150,9 @@ def node_line(
         return line.model_copy(update={"state": "Failed", **({"message": failure} if failure else {})})
     if progress is not None and name in progress.running_nodes:
         waiting = reason in DRAIN_WAITS or label == "Blocked"
-        stage = running_stage or ("drain" if reason in DRAIN_WAITS else "")
+        stage = running_stage or (
+            "drain" if reason in DRAIN_WAITS else "health gate" if reason in GATE_WAITS else ""
+        )
         return line.model_copy(update={"state": "Blocked" if waiting else "Updating", "stage": stage})
     if progress is not None and name in progress.blocked_nodes:
         why = progress.blocked_reasons.get(name, "blocked")

@@ -94,6 +94,21 @@ STAGE_JOB_FAILURES = Counter(
     ["profile", "package", "stage", "outcome"],
     registry=REGISTRY,
 )
+HEALTH_MEASUREMENTS = Counter(
+    "fleetwright_health_measurements_total",
+    "Health-check measurements taken by node gates, by check and phase (Successful, Failed, "
+    "Inconclusive, Error).",
+    ["profile", "check", "phase"],
+    registry=REGISTRY,
+)
+HEALTH_GATES = Counter(
+    "fleetwright_health_gates_total",
+    "Node gates that ended, by outcome: passed, failed (a check Failed or Error, or an abort), "
+    "inconclusive (waiting for a human).",
+    ["profile", "outcome"],
+    registry=REGISTRY,
+)
+GATE_OUTCOMES = ("passed", "failed", "inconclusive")
 DRAIN_DURATION = Histogram(
     "fleetwright_drain_duration_seconds",
     "Duration of one node drain (one activity attempt), by outcome.",

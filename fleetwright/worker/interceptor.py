@@ -24,10 +24,13 @@ from fleetwright.activities.payloads import (
     NAMES,
     DrainReport,
     NodePhase,
+    NodeStatusRequest,
     StagesReport,
     StagesRequest,
     StatusNote,
 )
+from fleetwright.api.keys import NodeReason
+from fleetwright.planner.analysis import Measurement
 from fleetwright.process import logs, metrics
 from fleetwright.stagejob.outcome import StageReport
 
@@ -94,11 +97,34 @@ def record_result(
         ran = request.stages[result.resumed : result.resumed + len(result.reports)]
         for stage, report in zip(ran, result.reports, strict=True):
             record_stage(request_fields([stage]), report)
+    elif isinstance(result, Measurement):
+        metrics.HEALTH_MEASUREMENTS.labels(profile, result.check, result.phase.value).inc()
     elif name == NAMES.DRAIN:
         metrics.DRAIN_DURATION.labels(profile, outcome).observe(seconds)
         drain_ended(profile, fields.get("node", ""))
         if isinstance(result, DrainReport):
             metrics.DRAIN_BLOCKED_SECONDS.labels(profile).inc(result.blocked_seconds)
+
+
+GATE_REASONS = {
+    NodeReason.GATE_PASSED: "passed",
+    NodeReason.GATE_FAILED: "failed",
+    NodeReason.GATE_INCONCLUSIVE: "inconclusive",
+}
+
+
+def record_gate(profile: str, request: object, outcome: str) -> None:
+    """A node gate's end, from the status a finished activity showed (its reason)."""
+    if outcome != "succeeded":
+        return
+    notes = [getattr(request, "show_before", None), getattr(request, "show_after", None)]
+    if isinstance(request, NodeStatusRequest):
+        notes.append(StatusNote(phase=request.phase, reason=request.reason))
+    for note in notes:
+        if isinstance(note, StatusNote) and note.reason in GATE_REASONS:
+            for gate in metrics.GATE_OUTCOMES:  # zero until the first of each, as dashboards expect
+                metrics.HEALTH_GATES.labels(profile, gate)
+            metrics.HEALTH_GATES.labels(profile, GATE_REASONS[note.reason]).inc()
 
 
 def record_stage(fields: Mapping[str, str], report: StageReport) -> None:
@@ -177,6 +203,7 @@ class _Inbound(ActivityInboundInterceptor):
             finally:
                 seconds = time.monotonic() - started
                 record_result(info.activity_type, fields, result, seconds, outcome, request=request)
+                record_gate(profile, request, outcome)
 
 
 class _Outbound(ActivityOutboundInterceptor):

@@ -272,3 +272,24 @@ def test_a_rollback_shows_nodes_still_to_return_as_pending_and_the_others_as_pre
     text = console.export_text()
     assert "RollingBack" in text
     assert "generation 2 (rolling back generation 2)" in text
+
+
+def test_a_node_at_its_health_gate_shows_the_gate_and_an_inconclusive_one_waits_named() -> None:
+    measuring = "health gate for 20s: xid Running (1/3, last Successful [0])"
+    waiting = "health gate inconclusive: ...; waiting for `fleetwright approve gpu gate/n2` (or abort)"
+    nodes = [
+        node("n1", label="InProgress", reason="HealthGate", message=measuring, cordoned=True),
+        node("n2", label="Blocked", reason="HealthGateInconclusive", message=waiting, cordoned=True),
+    ]
+    view = rollout_view(
+        PROFILE, progress(running_nodes=("n1", "n2"), running=2), nodes, {}, workflow_id="nodeprofile/gpu"
+    )
+    by_node = {line.node: line for line in view.nodes}
+    assert (by_node["n1"].state, by_node["n1"].stage, by_node["n1"].message) == (
+        "Updating",
+        "health gate",
+        measuring,
+    )
+    assert (by_node["n2"].state, by_node["n2"].stage) == ("Blocked", "health gate")
+    assert "gate/n2" in by_node["n2"].message
+    assert view.blocked == 1  # the Inconclusive one waits for a human

@@ -24,6 +24,8 @@ from fleetwright.activities.payloads import (
     StatusNote,
     UncordonRequest,
 )
+from fleetwright.api.keys import NodeReason
+from fleetwright.planner.analysis import Measurement, Phase
 from fleetwright.planner.stages import Stage
 from fleetwright.process import metrics
 from fleetwright.stagejob.outcome import StageOutcome, StageReport
@@ -183,3 +185,23 @@ def test_the_statuses_other_activities_carry_count_as_the_nodes_first_and_last()
     assert interceptor.shown_after(stages, StagesReport(reports=(passed, failed))) is None
     assert interceptor.shown_after(stages, StagesReport(reports=(passed,), stopped=True)) is None
     assert interceptor.shown_after(NodeTarget(profile="p", node="n"), None) is None
+
+
+def test_health_measurements_and_gate_outcomes_are_counted() -> None:
+    measured = Measurement(check="xid", phase=Phase.FAILED, value=[3.0])
+    interceptor.record_result(NAMES.MEASURE, {"profile": "gated"}, measured, 0.1, "succeeded")
+    assert value("fleetwright_health_measurements_total", profile="gated", check="xid", phase="Failed") == 1
+    failed = NodeStatusRequest(
+        profile="gated", node="n", phase=NodePhase.FAILED, reason=NodeReason.GATE_FAILED
+    )
+    interceptor.record_gate("gated", failed, "succeeded")
+    passed = UncordonRequest(
+        profile="gated",
+        node="m",
+        show_after=StatusNote(phase=NodePhase.COMPLETE, reason=NodeReason.GATE_PASSED),
+    )
+    interceptor.record_gate("gated", passed, "succeeded")
+    interceptor.record_gate("gated", passed, "failed")  # an attempt that failed showed nothing
+    assert value("fleetwright_health_gates_total", profile="gated", outcome="failed") == 1
+    assert value("fleetwright_health_gates_total", profile="gated", outcome="passed") == 1
+    assert value("fleetwright_health_gates_total", profile="gated", outcome="inconclusive") == 0
