@@ -204,3 +204,18 @@ async def test_a_worker_killed_mid_gate_resumes_without_recounting(client: Clien
         and e.activity_task_scheduled_event_attributes.activity_type.name == NAMES.MEASURE
     ]
     assert len(completed) == 3  # each measurement recorded once, none counted twice
+
+
+async def test_the_limits_tolerate_what_they_allow_after_the_initial_delay(client: Client) -> None:
+    fleet = FakeFleet(size=1)
+    answers = iter([answer(), answer(4), answer(0), answer(0)])  # no data, an XID, then clean
+    fleet.metric = lambda node, promql: next(answers)
+    name = unique()
+    check = {**XID, "count": 4, "initialDelaySeconds": 1, "failureLimit": 1, "inconclusiveLimit": 1}
+    handle, queue = await start(client, fleet, rollout(name, gated(check, max_unavailable=1)))
+    async with build_worker(client, fleet.activities(), task_queue=queue):
+        done = await in_phase(handle, "Complete")
+        await handle.terminate("test done")
+    assert done.updated == 1
+    assert len(fleet.measured) == 4
+    assert "xid Successful (4/4, last Successful [0])" in fleet.messages["gpu-node-0000"]
