@@ -140,6 +140,17 @@ class MetricCheck(ApiModel):
         ),
     )
 
+    def describe(self) -> str:
+        """The check's schedule and limits in one line (``fleetwright plan``)."""
+        schedule = f"{self.count} measurement(s) {self.interval_seconds}s apart"
+        if self.initial_delay_seconds:
+            schedule += f" after {self.initial_delay_seconds}s"
+        limits = (
+            f"failureLimit {self.failure_limit}, inconclusiveLimit {self.inconclusive_limit}, "
+            f"consecutiveErrorLimit {self.consecutive_error_limit}"
+        )
+        return f"{self.name}: {schedule} ({limits}), at least {self.span_seconds()}s"
+
     def span_seconds(self) -> int:
         """The time the check takes when every measurement passes (queries not counted)."""
         return self.initial_delay_seconds + self.interval_seconds * (self.count - 1)

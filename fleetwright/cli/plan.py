@@ -247,6 +247,12 @@ def render(plan: Plan, console: Console, max_nodes: int) -> None:
         )
         for note in plan.notes:
             console.print(f"Note: {note}", highlight=False)
+    if plan.node_gate:
+        console.print(
+            "Node gate (each node stays cordoned after its stages until these pass; in each node's "
+            "time): " + "; ".join(plan.node_gate),
+            highlight=False,
+        )
     _batch_table(plan, console)
     _node_table(plan, console, max_nodes)
     _blocked_table(plan, console)
@@ -398,6 +404,9 @@ def plan_command(
         if rollback:
             spec, observed = preview_inputs(spec, observed, when)
         result = preview(spec, observed, when)
+        if not rollback:  # a rollback's nodes skip the gate
+            gate = tuple(c.describe() for c in policy.spec.node_gate_checks())
+            result = result.model_copy(update={"node_gate": gate})
     except (PlanInputError, InvalidSpecError) as err:
         Console(stderr=True).print(f"[red]error:[/] {err}", highlight=False)
         raise typer.Exit(2) from err

@@ -175,9 +175,18 @@ def rollout_spec(
         profile=profile.metadata.name,
         packages=removal_packages(profile) if removing else tuple(package(p) for p in profile.spec.packages),
         policy=policy(deployment_policy),
-        durations=durations or StageDurations(),
+        durations=(durations or StageDurations()).model_copy(
+            update={"gate": gate_seconds(deployment_policy)}
+        ),
         previous=tuple(package(p) for p in previous.spec.packages) if previous is not None else None,
     )
+
+
+def gate_seconds(deployment_policy: DeploymentPolicy) -> int:
+    """How long the node gate holds a node when every measurement passes (its checks run
+    together, so the longest one), with a second per measurement for the queries."""
+    checks = deployment_policy.spec.node_gate_checks()
+    return max((c.span_seconds() + c.count for c in checks), default=0)
 
 
 def removal_packages(profile: NodeProfile) -> tuple[DesiredPackage, ...]:

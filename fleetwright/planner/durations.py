@@ -6,6 +6,7 @@ duration fits the rest of the window). Estimates, not timeouts: the engine enfor
 
 from __future__ import annotations
 
+from fleetwright.api.compat import added_fields
 from fleetwright.planner.base import Frozen
 from fleetwright.planner.interrupts import InterruptKind
 from fleetwright.planner.nodework import NodeWork
@@ -27,6 +28,10 @@ class StageDurations(Frozen):
     """Cordon, wait for protected pods and drain; only for nodes that need an interrupt."""
     overhead: int = 30
     """Per node: scheduling the stage Jobs, recording state, uncordon."""
+    gate: int = 0
+    """The node gate, after a node's stages (its longest check when every measurement passes);
+    0 without one."""
+    _since_0_1_0 = added_fields("gate")
 
     def stage(self, stage: Stage) -> int:
         return {
@@ -48,7 +53,7 @@ class StageDurations(Frozen):
         """Expected wall time of all of ``work`` on one node (stages run one after the other)."""
         if not work.needs_work:
             return 0
-        total = self.overhead + (self.drain if work.needs_drain else 0)
+        total = self.overhead + (self.drain if work.needs_drain else 0) + (self.gate if work.steps else 0)
         for step in work.steps:
             if step.interrupt is not None:
                 total += self.interrupt(step.interrupt.kind)

@@ -107,6 +107,8 @@ class Plan(Frozen):
     """The batches' ``gpu_hours`` summed (a restart's own cost not included)."""
     notes: tuple[str, ...] = ()
     """What the order says about workloads larger than the cap (consecutive batches)."""
+    node_gate: tuple[str, ...] = ()
+    """The node gate's checks, each with its schedule and limits (its time is in each node's)."""
 
 
 def describe_steps(work: NodeWork) -> tuple[str, ...]:

@@ -311,3 +311,32 @@ def test_the_plan_shows_the_workloads_each_batch_interrupts_and_the_gpu_hours(
     assert "Workloads: 1 of 1 interrupted; expected GPU-hours lost" in out
     assert "Job/ml/train" in out
     assert "none (idle nodes)" in out
+
+
+def test_the_plan_shows_the_node_gate_and_counts_its_time_in_each_node(
+    manifests: tuple[Path, Path], tmp_path: Path
+) -> None:
+    profile, policy = manifests
+    gated = tmp_path / "gated.yaml"
+    gate = """
+  healthChecks:
+    - name: xid
+      query: 'changes(DCGM_FI_DEV_XID_ERRORS{Hostname="{{node}}"}[10m])'
+      successCondition: all(r == 0 for r in result)
+      count: 5
+      intervalSeconds: 60
+  nodeGate: {checks: [xid]}
+"""
+    gated.write_text(POLICY + gate)
+    code, out, _ = run(str(profile), str(gated), "--fleet", str(FLEET), "--now", NOW)
+    assert code == 0, out
+    assert "Node gate (each node stays cordoned after its stages until these pass" in out
+    assert "xid: 5 measurement(s) 60s apart" in out
+    _, plain, _ = run(str(profile), str(policy), "--fleet", str(FLEET), "--now", NOW, "-o", "json")
+    _, with_gate, _ = run(str(profile), str(gated), "--fleet", str(FLEET), "--now", NOW, "-o", "json")
+    before, after = Plan.model_validate_json(plain), Plan.model_validate_json(with_gate)
+    seconds = {n.node: n.expected_seconds for n in before.nodes}
+    # The gate's four intervals plus a second per query, in every node's expected time.
+    assert all(n.expected_seconds == seconds[n.node] + 245 for n in after.nodes)
+    assert after.node_gate
+    assert not before.node_gate
