@@ -29,6 +29,7 @@ COMMANDS = {
     "node": "node",
     "plan": "plan",
     "validate": "validate",
+    "health-checks": "healthchecks",
     "package": "package",
     "cluster": "cluster",
     "demo": "demo",
