@@ -15,6 +15,7 @@ import base64
 import json
 from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlencode
@@ -24,14 +25,21 @@ from temporalio import activity
 
 from fleetwright.activities import nodeprogress, report
 from fleetwright.activities.errors import temporal_errors
-from fleetwright.activities.payloads import NAMES, MeasureRequest, PrometheusAccess
-from fleetwright.activities.waiting import blocking
-from fleetwright.api.health import render_query
+from fleetwright.activities.payloads import (
+    NAMES,
+    ExternalVerdict,
+    ExternalWaitRequest,
+    MeasureRequest,
+    PrometheusAccess,
+)
+from fleetwright.activities.waiting import Clock, blocking, heartbeat_window
+from fleetwright.api.health import ExternalValidator, render_query
 from fleetwright.errors import (
     FleetwrightError,
     PrometheusUnavailableError,
     QueryRejectedError,
 )
+from fleetwright.kube import nodestatus
 from fleetwright.kube.client import ApiClient
 from fleetwright.planner.analysis import Measurement, classify, error, parse_answer
 
@@ -112,6 +120,36 @@ def measure(prometheus: Querier, request: MeasureRequest) -> Measurement:
         return error(request.check, f"{exc.reason}: {exc}")
 
 
+def external_verdict(
+    validator: ExternalValidator, facts: nodestatus.NodeFacts, since: str
+) -> ExternalVerdict | None:
+    """The validator's verdict on the node, or None while it has given none: a condition that
+    turned at or after ``since`` (RFC 3339), or the annotation."""
+    name = validator.name
+    if validator.condition_type is not None:
+        condition = facts.conditions.get(validator.condition_type)
+        turned = facts.transitions.get(validator.condition_type, "")
+        if condition is None or not turned or _instant(turned) < _instant(since):
+            return None
+        passed = condition.status == validator.condition_status
+        shown = f"condition {condition.type}={condition.status}" + (
+            f" ({condition.message})" if condition.message else ""
+        )
+        return ExternalVerdict(validator=name, passed=passed, message=shown)
+    assert validator.annotation is not None
+    value = facts.annotations.get(validator.annotation)
+    if value is None:
+        return None
+    passed = value == validator.annotation_value
+    return ExternalVerdict(
+        validator=name, passed=passed, message=f"annotation {validator.annotation}={value}"
+    )
+
+
+def _instant(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
 class HealthActivities:
     """The measurement activity, bound to one Prometheus and one API client (for the status)."""
 
@@ -132,9 +170,39 @@ class HealthActivities:
             await report.send(note.report)
         return await blocking(self.executor, measure, self.prometheus, request)
 
+    @activity.defn(name=NAMES.WAIT_EXTERNAL)
+    @temporal_errors
+    async def wait_external(self, request: ExternalWaitRequest) -> ExternalVerdict:
+        """Until the validator's verdict shows on the node, or its timeout (counted from the first
+        attempt) passes: a timeout is a failed verdict. An annotation verdict is removed once read."""
+        validator, clock = request.validator, Clock()
+        window = heartbeat_window()
+        while True:
+            facts, version = await blocking(
+                self.executor, nodestatus.read_node_to_watch, self.api, request.node
+            )
+            verdict = external_verdict(validator, facts, request.since.isoformat())
+            if verdict is not None:
+                if validator.annotation is not None:
+                    await blocking(
+                        self.executor,
+                        nodestatus.merge_metadata,
+                        self.api,
+                        request.node,
+                        annotations={validator.annotation: None},
+                    )
+                return verdict
+            if clock.elapsed() >= validator.timeout_seconds:
+                message = f"no verdict within {validator.timeout_seconds}s ({validator.describe()})"
+                return ExternalVerdict(validator=validator.name, passed=False, message=message)
+            clock.beat()
+            seconds = max(1.0, min(window, validator.timeout_seconds - clock.elapsed()))
+            await blocking(self.executor, nodestatus.wait_for_node, self.api, request.node, version, seconds)
+
 
 def health_activities(
     api: ApiClient, access: PrometheusAccess, *, executor: Executor | None = None
 ) -> list[Callable[..., Any]]:
     """The health activities, ready for ``Worker(activities=...)``."""
-    return [HealthActivities(api, access, executor=executor).measure]
+    bound = HealthActivities(api, access, executor=executor)
+    return [bound.measure, bound.wait_external]

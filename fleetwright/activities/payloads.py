@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import Field
 
 from fleetwright.api.common import LabelSelector
-from fleetwright.api.health import MetricCheck
+from fleetwright.api.health import ExternalValidator, MetricCheck
 from fleetwright.api.nodeprofile import DrainSpec, NodeProfile
 from fleetwright.planner.base import Frozen
 from fleetwright.planner.nodestate import NodePackageState, PackageRecord
@@ -317,6 +317,20 @@ class MeasureRequest(NodeTarget):
     show_before: StatusNote | None = None
 
 
+class ExternalWaitRequest(NodeTarget):
+    """Wait for an external validator's verdict on the node."""
+
+    validator: ExternalValidator
+    since: datetime
+    """When the node's update began: a condition must have turned since."""
+
+
+class ExternalVerdict(Frozen):
+    validator: str
+    passed: bool
+    message: str
+
+
 class NAMES:
     """Registered activity names (explicit strings, stable across refactors)."""
 
@@ -333,3 +347,4 @@ class NAMES:
     CLEAN_UP = "fleetwright.node.clean-up"
     RELEASE_RUNTIME_TAINT = "fleetwright.node.release-runtime-taint"
     MEASURE = "fleetwright.health.measure"
+    WAIT_EXTERNAL = "fleetwright.health.wait-external"

@@ -27,7 +27,7 @@ from fleetwright.api.common import (
 )
 from fleetwright.api.compat import added_fields
 from fleetwright.api.conditions import Condition
-from fleetwright.api.health import MAX_CHECKS, MetricCheck, NodeGate
+from fleetwright.api.health import MAX_CHECKS, ExternalValidator, MetricCheck, NodeGate
 
 KIND = "DeploymentPolicy"
 PLURAL = "deploymentpolicies"
@@ -521,6 +521,10 @@ class DeploymentPolicySpec(ApiModel):
     def effective_steps(self) -> list[Step]:
         """The steps to run: the declared ones, or the conservative default."""
         return list(self.steps) if self.steps else [s.model_copy(deep=True) for s in DEFAULT_STEPS]
+
+    def node_gate_external(self) -> tuple[ExternalValidator, ...]:
+        """The node gate's external validators."""
+        return tuple(self.node_gate.external) if self.node_gate is not None else ()
 
     def node_gate_checks(self) -> tuple[MetricCheck, ...]:
         """The node gate's checks, in its order (names without a check are admission's error)."""

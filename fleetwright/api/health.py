@@ -11,11 +11,17 @@ Must not do I/O.
 from __future__ import annotations
 
 import re
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field
 
-from fleetwright.api.common import DNS_LABEL_PATTERN, MAX_SHORT_STRING, ApiModel, LocalRule
+from fleetwright.api.common import (
+    DNS_LABEL_PATTERN,
+    LABEL_KEY_PATTERN,
+    MAX_SHORT_STRING,
+    ApiModel,
+    LocalRule,
+)
 from fleetwright.api.healthcondition import MAX_CONDITION, check_condition
 
 MAX_CHECKS = 16
@@ -159,13 +165,83 @@ class MetricCheck(ApiModel):
 CheckName = Annotated[str, Field(max_length=MAX_SHORT_STRING, pattern=DNS_LABEL_PATTERN)]
 
 
+class ExternalValidator(ApiModel):
+    """An external actor's verdict on the node the gate holds (a burn-in controller, a
+    fault-management system): a node condition that turned to ``conditionStatus`` since the node's
+    update began, or an annotation set to ``annotationValue`` (fleetwright removes the annotation
+    once it read it, so the next change needs a new verdict). None within ``timeoutSeconds``
+    fails the node."""
+
+    name: str = Field(
+        description="The validator's name, shown in status.",
+        max_length=MAX_SHORT_STRING,
+        pattern=DNS_LABEL_PATTERN,
+    )
+    condition_type: str | None = Field(
+        default=None,
+        description="A node condition type the actor sets, e.g. BurnInPassed. Exclusive with annotation.",
+        min_length=1,
+        max_length=316,
+    )
+    condition_status: Literal["True", "False"] = Field(
+        default="True", description="The condition's status that passes the gate (the other fails it)."
+    )
+    annotation: str | None = Field(
+        default=None,
+        description="A node annotation key the actor sets. Exclusive with conditionType.",
+        max_length=317,
+        pattern=LABEL_KEY_PATTERN,
+    )
+    annotation_value: str = Field(
+        default="passed",
+        description="The annotation value that passes the gate; any other value fails it.",
+        min_length=1,
+        max_length=MAX_SHORT_STRING,
+    )
+    timeout_seconds: int = Field(
+        description="How long the gate waits for the verdict before it fails the node.", ge=10, le=7 * 86400
+    )
+
+    local_rules = (
+        LocalRule(
+            name="external-validator-condition-or-annotation",
+            cel="has(self.conditionType) != has(self.annotation)",
+            message="exactly one of conditionType or annotation must be set",
+            check=lambda m: (m.condition_type is None) != (m.annotation is None),
+        ),
+    )
+
+    def describe(self) -> str:
+        what = (
+            f"condition {self.condition_type}={self.condition_status}"
+            if self.condition_type is not None
+            else f"annotation {self.annotation}={self.annotation_value}"
+        )
+        return f"{self.name}: waits up to {self.timeout_seconds}s for {what}"
+
+
 class NodeGate(ApiModel):
     """Checks each node must pass after its last stage before fleetwright lifts its cordon; until
     then it stays cordoned and counts against maxUnavailable. A Failed or Error check fails the node
     (the failure policy applies as for a failed stage); an Inconclusive one waits for a human."""
 
     checks: list[CheckName] = Field(
+        default_factory=list,
         description="Names of spec.healthChecks, run together on the node.",
-        min_length=1,
         max_length=MAX_CHECKS,
+    )
+    external: list[ExternalValidator] = Field(
+        default_factory=list,
+        description="External actors' verdicts the gate waits for, together with the checks.",
+        max_length=8,
+    )
+
+    local_rules = (
+        LocalRule(
+            name="node-gate-nonempty",
+            cel="(has(self.checks) && size(self.checks) > 0) || "
+            "(has(self.external) && size(self.external) > 0)",
+            message="a node gate needs at least one check or external validator",
+            check=lambda m: bool(m.checks or m.external),
+        ),
     )

@@ -405,7 +405,9 @@ def plan_command(
             spec, observed = preview_inputs(spec, observed, when)
         result = preview(spec, observed, when)
         if not rollback:  # a rollback's nodes skip the gate
-            gate = tuple(c.describe() for c in policy.spec.node_gate_checks())
+            gate = tuple(c.describe() for c in policy.spec.node_gate_checks()) + tuple(
+                v.describe() for v in policy.spec.node_gate_external()
+            )
             result = result.model_copy(update={"node_gate": gate})
     except (PlanInputError, InvalidSpecError) as err:
         Console(stderr=True).print(f"[red]error:[/] {err}", highlight=False)

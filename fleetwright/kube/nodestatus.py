@@ -42,6 +42,8 @@ class NodeFacts:
     labels: Mapping[str, str] = field(default_factory=dict)
     annotations: Mapping[str, str] = field(default_factory=dict)
     conditions: Mapping[str, Condition] = field(default_factory=dict)
+    transitions: Mapping[str, str] = field(default_factory=dict)
+    """Condition type -> its lastTransitionTime as the apiserver wrote it (RFC 3339)."""
 
 
 def _facts(node: Mapping[str, Any]) -> NodeFacts:
@@ -60,6 +62,9 @@ def _facts(node: Mapping[str, Any]) -> NodeFacts:
         labels=dict(metadata.get("labels") or {}),
         annotations=dict(metadata.get("annotations") or {}),
         conditions=conditions,
+        transitions={
+            c["type"]: str(c.get("lastTransitionTime") or "") for c in status.get("conditions") or []
+        },
     )
 
 

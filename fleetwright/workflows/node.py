@@ -42,6 +42,8 @@ with workflow.unsafe.imports_passed_through():
         CordonReport,
         CordonRequest,
         DrainRequest,
+        ExternalVerdict,
+        ExternalWaitRequest,
         MeasureRequest,
         NodePhase,
         NodeReport,
@@ -55,7 +57,7 @@ with workflow.unsafe.imports_passed_through():
         StatusNote,
         UncordonRequest,
     )
-    from fleetwright.api.health import MetricCheck
+    from fleetwright.api.health import ExternalValidator, MetricCheck
     from fleetwright.api.keys import NodeReason
     from fleetwright.planner import analysis
     from fleetwright.planner.analysis import CheckState, Measurement
@@ -96,6 +98,7 @@ class NodeWorkflow:
         self._stage = "starting"
         self._cordon: CordonReport | None = None
         self._gate: dict[str, CheckState] = {}
+        self._verdicts: dict[str, ExternalVerdict | None] = {}
         self._gate_since: datetime | None = None
         self._gate_held = False
         self._gate_approved = False
@@ -159,7 +162,7 @@ class NodeWorkflow:
                 await self._prepare_disruption(first)
                 first = None
             await self._run_steps(first)
-            if self._input.gate:
+            if self._input.gate or self._input.external:
                 # Only inputs of a policy with a node gate reach this: no 0.1.0 history does.
                 await self._run_gate()
         except NodeFailedError as failure:
@@ -178,14 +181,15 @@ class NodeWorkflow:
 
     def _last_stage_shows_complete(self) -> bool:
         """Complete rides on the last stage when nothing follows it: no uncordon, no node gate."""
-        return self._last_activity_shows_complete() and not self._ours() and not self._input.gate
+        gated = self._input.gate or self._input.external
+        return self._last_activity_shows_complete() and not self._ours() and not gated
 
     def _updating(self) -> StatusNote:
         return StatusNote(phase=NodePhase.IN_PROGRESS, reason=NodeReason.UPDATING, message=self._summary())
 
     def _completed(self) -> StatusNote:
         """The Complete status, with the node's report: whichever activity shows it sends it."""
-        gated = bool(self._input.gate)
+        gated = bool(self._input.gate or self._input.external)
         return StatusNote(
             phase=NodePhase.COMPLETE,
             reason=NodeReason.GATE_PASSED if gated else NodeReason.COMPLETE,
@@ -363,7 +367,8 @@ class NodeWorkflow:
             # Workloads may land once every runtime-required profile is complete here.
             self._stage = "release-runtime-taint"
             await self._call(NodeActivities.release_runtime_taint, self._target)
-        if shown_by_last and (ours or (self._input.work.steps and not self._input.gate)):
+        gated = self._input.gate or self._input.external
+        if shown_by_last and (ours or (self._input.work.steps and not gated)):
             self._phase(NodePhase.COMPLETE.value)
         else:
             await self._status(self._completed())
@@ -397,9 +402,15 @@ class NodeWorkflow:
         self._stage = "health-gate"
         self._gate_since = workflow.now()
         self._gate = {c.name: analysis.judge(c, ()) for c in checks}
-        await asyncio.gather(*(self._run_check(c) for c in checks))
+        self._verdicts = {v.name: None for v in self._input.external}
+        await asyncio.gather(
+            *(self._run_check(c) for c in checks), *(self._await_verdict(v) for v in self._input.external)
+        )
         if self._abort:
             raise GateFailedError(f"aborted during the health gate; {self._gate_summary()}")
+        rejected = [v for v in self._verdicts.values() if v is not None and not v.passed]
+        if rejected:
+            raise GateFailedError(f"health gate failed: {self._gate_summary()}")
         outcome = analysis.gate_outcome(self._gate.values())
         if outcome in (analysis.Phase.FAILED, analysis.Phase.ERROR):
             raise GateFailedError(f"health gate {outcome.value.lower()}: {self._gate_summary(outcome)}")
@@ -421,9 +432,37 @@ class NodeWorkflow:
                 return
 
     def _gate_stopped(self) -> bool:
-        """An abort, or a check's outcome that ends the gate (Failed, Error, Inconclusive)."""
+        """An abort, a check's outcome that ends the gate (Failed, Error, Inconclusive) or an
+        external validator's rejection."""
         ends = (analysis.Phase.FAILED, analysis.Phase.ERROR, analysis.Phase.INCONCLUSIVE)
-        return self._abort or any(s.outcome in ends for s in self._gate.values())
+        rejected = any(v is not None and not v.passed for v in self._verdicts.values())
+        return self._abort or rejected or any(s.outcome in ends for s in self._gate.values())
+
+    async def _await_verdict(self, validator: ExternalValidator) -> None:
+        """One external validator's verdict (a heartbeating wait, bounded by its timeout); cancelled
+        when the gate stops otherwise."""
+        request = ExternalWaitRequest(
+            profile=self._input.profile,
+            node=self._input.node,
+            validator=validator,
+            since=workflow.info().start_time,
+        )
+        handle = workflow.start_activity_method(
+            HealthActivities.wait_external,
+            request,
+            start_to_close_timeout=timedelta(seconds=validator.timeout_seconds + 120),
+            heartbeat_timeout=retry.HEARTBEAT,
+            retry_policy=retry.LONG_WAIT,
+            summary=f"wait-external {self._input.node}: {validator.name}",
+        )
+        await workflow.wait_condition(lambda: handle.done() or self._gate_stopped())
+        if not handle.done():
+            handle.cancel()
+            return
+        try:
+            self._verdicts[validator.name] = await handle
+        except ActivityError as error:
+            raise _failure(error) from error
 
     async def _gate_sleep(self, seconds: int, summary: str) -> bool:
         """A durable timer, cut short when the gate stops; whether it ran out."""
@@ -491,7 +530,14 @@ class NodeWorkflow:
         if self._gate_since is not None:
             ran = f" for {int((workflow.now() - self._gate_since).total_seconds())}s"
         approved = ", approved by a human" if self._gate_approved else ""
-        return f"health gate{ran}{approved}: " + "; ".join(s.describe() for s in states)
+        parts = [s.describe() for s in states]
+        if only is None:
+            parts += [
+                f"{name} {'waiting' if v is None else ('passed' if v.passed else 'failed')}"
+                + (f": {v.message}" if v is not None else "")
+                for name, v in self._verdicts.items()
+            ]
+        return f"health gate{ran}{approved}: " + "; ".join(parts)
 
     # ----- activity plumbing ----------------------------------------------------------------
     async def _call(self, activity: Activity[A, R], arg: A) -> R:

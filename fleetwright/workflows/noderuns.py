@@ -71,6 +71,7 @@ def _node_input(
     # rollback returns to a known state: like the canary and soak steps, the gate does not run.
     gated = start.work.returns_to is None
     gate = run.policy.spec.node_gate_checks() if gated else ()
+    external = run.policy.spec.node_gate_external() if gated else ()
     return NodeInput(
         profile=spec.profile,
         profile_uid=meta.uid or "",
@@ -94,6 +95,7 @@ def _node_input(
         unregistered_search_attributes=run.unregistered,
         gate=gate,
         batch=tuple(s.node for s in batch) if gate else (),
+        external=external,
     )
 
 

@@ -14,7 +14,7 @@ from fleetwright.activities.payloads import Controls, DecideReport, DecideReques
 from fleetwright.api.common import LabelSelector, Toleration
 from fleetwright.api.compat import added_fields
 from fleetwright.api.deploymentpolicy import DeploymentPolicy
-from fleetwright.api.health import MetricCheck
+from fleetwright.api.health import ExternalValidator, MetricCheck
 from fleetwright.api.nodeprofile import DrainSpec, NodeProfile, Package
 from fleetwright.planner.base import Frozen
 from fleetwright.planner.nodestate import PackageRecord
@@ -79,9 +79,11 @@ class NodeInput(Frozen):
     """Search attributes the namespace lacks when the node started: not upserted."""
     gate: tuple[MetricCheck, ...] = ()
     """The node gate's checks: measured after the last stage, before the cordon is lifted."""
+    external: tuple[ExternalValidator, ...] = ()
+    """The node gate's external validators, waited for together with ``gate``."""
     batch: tuple[str, ...] = ()
     """With ``gate``: the nodes the decision started with this one (the ``{{nodes}}`` placeholder)."""
-    _since_0_1_0 = added_fields("gate", "batch")
+    _since_0_1_0 = added_fields("gate", "batch", "external")
 
 
 class Progress(Frozen):

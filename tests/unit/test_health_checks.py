@@ -245,3 +245,38 @@ def test_a_good_gate_is_admitted() -> None:
         }
     )
     assert validate_deploymentpolicy(good).ok
+
+
+def test_an_external_verdict_counts_only_after_the_update_began() -> None:
+    from fleetwright.activities.health import external_verdict
+    from fleetwright.api.health import ExternalValidator
+    from fleetwright.kube.nodestatus import Condition, NodeFacts
+
+    by_condition = ExternalValidator(name="burn-in", condition_type="BurnInPassed", timeout_seconds=60)
+    since = "2026-12-03T10:00:00+00:00"
+
+    def facts(status: str, turned: str, annotations: dict[str, str] | None = None) -> NodeFacts:
+        condition = {"BurnInPassed": Condition("BurnInPassed", status)}
+        return NodeFacts("n", "u", "b", True, {}, annotations or {}, condition, {"BurnInPassed": turned})
+
+    assert external_verdict(by_condition, facts("True", "2026-12-03T09:59:59Z"), since) is None
+    passed = external_verdict(by_condition, facts("True", "2026-12-03T10:00:01Z"), since)
+    assert passed is not None
+    assert passed.passed
+    failed = external_verdict(by_condition, facts("False", "2026-12-03T10:00:01Z"), since)
+    assert failed is not None
+    assert not failed.passed
+    by_annotation = ExternalValidator(name="nvs", annotation="example.com/verdict", timeout_seconds=60)
+    assert external_verdict(by_annotation, facts("True", ""), since) is None
+    other = external_verdict(by_annotation, facts("True", "", {"example.com/verdict": "failed"}), since)
+    assert other is not None
+    assert (other.passed, other.message) == (False, "annotation example.com/verdict=failed")
+
+
+def test_an_external_validator_names_one_source_and_a_gate_needs_something() -> None:
+    both = {"name": "x", "conditionType": "A", "annotation": "b", "timeoutSeconds": 60}
+    bad = policy({"nodeGate": {"external": [both]}})
+    found = {issue.path: issue.message for issue in validate_deploymentpolicy(bad).errors}
+    assert "exactly one of conditionType or annotation" in found["spec.nodeGate.external[0]"]
+    empty = {issue.path: issue.message for issue in validate_deploymentpolicy(policy({"nodeGate": {}})).errors}
+    assert "at least one check or external validator" in empty["spec.nodeGate"]

@@ -12,6 +12,7 @@ from typing import Any
 
 from temporalio import activity
 
+from fleetwright.activities.health import external_verdict
 from fleetwright.activities.health import measure as measure_once
 from fleetwright.activities.nodeprogress import ends_claim
 from fleetwright.activities.payloads import (
@@ -24,6 +25,8 @@ from fleetwright.activities.payloads import (
     DecideRequest,
     DrainReport,
     DrainRequest,
+    ExternalVerdict,
+    ExternalWaitRequest,
     MeasureRequest,
     NodePhase,
     NodeStatusRequest,
@@ -42,6 +45,7 @@ from fleetwright.activities.rollout import cleared_failure, plan_turn
 from fleetwright.activities.stages import resume_index, run_stages
 from fleetwright.activities.starts import NodeStarter
 from fleetwright.api.keys import NodeReason, claim_key, cordon_key, state_key
+from fleetwright.kube import nodestatus
 from fleetwright.local import nodes as fleet_nodes
 from fleetwright.planner.analysis import Measurement
 from fleetwright.planner.nodestate import format_annotation
@@ -227,6 +231,36 @@ class FakeFleet:
         self.measured.append((request.node, request.check.name, cordoned))
         return measure_once(_FakePrometheus(self, request.node), request)
 
+    @activity.defn(name=NAMES.WAIT_EXTERNAL)
+    async def wait_external(self, request: ExternalWaitRequest) -> ExternalVerdict:
+        """Polls the fake node for the validator's verdict (the real activity watches the Node)."""
+        validator = request.validator
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + validator.timeout_seconds
+        while True:
+            listed = self.nodes[request.node]["status"].get("conditions", [])
+            facts = nodestatus.NodeFacts(
+                request.node,
+                "uid",
+                "boot",
+                True,
+                annotations=dict(self.annotations(request.node)),
+                conditions={
+                    c["type"]: nodestatus.Condition(c["type"], c["status"], message=c.get("message", ""))
+                    for c in listed
+                },
+                transitions={c["type"]: c.get("lastTransitionTime", "") for c in listed},
+            )
+            verdict = external_verdict(validator, facts, request.since.isoformat())
+            if verdict is not None:
+                if validator.annotation is not None:
+                    self.annotations(request.node).pop(validator.annotation, None)
+                return verdict
+            if loop.time() >= deadline:
+                return ExternalVerdict(validator=validator.name, passed=False, message="no verdict (timeout)")
+            activity.heartbeat()
+            await asyncio.sleep(0.1)
+
     @activity.defn(name=NAMES.CLEAN_UP)
     async def clean_up(self, request: CleanupRequest) -> CleanupReport:
         self.cleaned_up.append(request)
@@ -259,6 +293,7 @@ class FakeFleet:
             self.clean_up,
             self.release_runtime_taint,
             self.measure,
+            self.wait_external,
             # The real ones: they start and look up node workflows on the test server.
             NodeStarter().start_nodes,
             NodeStarter().ended_nodes,
