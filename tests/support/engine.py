@@ -15,8 +15,9 @@ from typing import Any
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 
+from fleetwright.activities.health import health_activities
 from fleetwright.activities.node import all_activities
-from fleetwright.activities.payloads import NAMES, DecideReport
+from fleetwright.activities.payloads import NAMES, DecideReport, PrometheusAccess
 from fleetwright.activities.rollout import rollout_activities
 from fleetwright.api.keys import cordon_key
 from fleetwright.kube.client import from_kubeconfig
@@ -34,12 +35,21 @@ def unique(prefix: str) -> str:
 
 @contextlib.asynccontextmanager
 async def engine_worker(
-    cluster: ClusterUnderTest, client: Client, prefix: str = "engine"
+    cluster: ClusterUnderTest,
+    client: Client,
+    prefix: str = "engine",
+    *,
+    prometheus_url: str = "",
+    queue: str | None = None,
 ) -> AsyncIterator[str]:
-    """An in-process worker with the real activities on a task queue of its own; yields the queue."""
+    """An in-process worker with the real activities on a task queue of its own (``queue``, to
+    take over another worker's); yields the queue. Health checks query ``prometheus_url``."""
     api = from_kubeconfig(cluster.kubeconfig)
-    queue = unique(prefix)
-    async with build_worker(client, [*all_activities(api), *rollout_activities(api)], task_queue=queue):
+    queue = queue or unique(prefix)
+    health = health_activities(api, PrometheusAccess(url=prometheus_url, timeout_seconds=5))
+    async with build_worker(
+        client, [*all_activities(api), *rollout_activities(api), *health], task_queue=queue
+    ):
         yield queue
 
 

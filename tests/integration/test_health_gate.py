@@ -1,0 +1,218 @@
+"""The node gate end to end: the real control plane (kwok nodes, stage Jobs, the simulated kubelet's
+reboots), the Temporal dev server, the real activities and a real Prometheus (Debian's) scraping
+the GPU exporter the tests drive. A node whose XID series changes during its gate fails naming the
+check and value and, with ``action: rollback``, its batch is rolled back; a node with no series is
+Inconclusive and the rollout waits, named, until ``fleetwright approve`` passes it; a worker
+stopped mid-gate is replaced without a measurement counted twice."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowHandle
+
+from fleetwright.activities.payloads import NAMES
+from fleetwright.api.deploymentpolicy import DeploymentPolicy
+from fleetwright.api.keys import NodeReason, condition_type
+from fleetwright.api.nodeprofile import NodeProfile
+from fleetwright.local import examples
+from fleetwright.local.gpuexporter import XID_ERRORS, GpuExporter
+from fleetwright.local.kubelet import SimulatedKubelet
+from fleetwright.local.prometheus import LocalPrometheus
+from fleetwright.local.temporalserver import LocalTemporal
+from fleetwright.planner.nodestate import read_profile_state
+from fleetwright.workflows.enginesettings import EngineSettings
+from fleetwright.workflows.ids import node_workflow_id, rollout_workflow_id
+from fleetwright.workflows.payloads import Progress, RolloutInput, SpecChange
+from fleetwright.workflows.rollout import RolloutWorkflow
+from tests.support.cli import Cli
+from tests.support.engine import FAST_PODS, engine_worker, kubectl_json, label_nodes, unique
+from tests.support.providers import ClusterUnderTest
+from tests.support.waiting import until, until_phase
+
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("crds")]
+
+GROUP_LABEL = "test.fleetwright.io/group"
+XID_CHECK = {
+    "name": "gpu-xid-errors",
+    "query": f'changes({XID_ERRORS}{{Hostname="{{{{node}}}}"}}[20s])',
+    "successCondition": "all(r == 0 for r in result)",
+    "failureCondition": "any(r > 0 for r in result)",
+    "count": 3,
+    "intervalSeconds": 2,
+}
+
+
+def settings() -> EngineSettings:
+    return EngineSettings(
+        observe_interval_seconds=2,
+        ended_check_seconds=2,
+        stage_pod_annotations=FAST_PODS,
+        stage_backoff_limit=0,
+        drain_poll_seconds=0.5,
+        reboot_timeout_seconds=120,
+        search_attributes=False,
+    )
+
+
+def gated_policy(*, action: str = "halt", max_unavailable: int = 2, initial: int = 2) -> DeploymentPolicy:
+    steps = [{"name": "rest", "batches": {"strategy": "fixed", "initial": initial}}]
+    base = examples.policy(max_unavailable=max_unavailable, steps=steps)
+    spec = base.spec.model_dump(by_alias=True, exclude_none=True)
+    spec |= {
+        "healthChecks": [XID_CHECK],
+        "nodeGate": {"checks": [XID_CHECK["name"]]},
+        "failure": {"action": action},
+    }
+    return base.model_copy(update={"spec": type(base.spec).model_validate(spec)})
+
+
+def gpu_group(cluster: ClusterUnderTest, exporter: GpuExporter | None, count: int) -> tuple[str, list[str]]:
+    """``count`` new nodes in a group of their own, each with two GPUs on the exporter (none when
+    ``exporter`` is None: no series, no data)."""
+    name = unique("g")
+    nodes = cluster.add_nodes(count)
+    label_nodes(cluster, nodes, f"{GROUP_LABEL}={name}")
+    for node in nodes if exporter is not None else ():
+        exporter.add_node(node, gpus=2)
+    return name, nodes
+
+
+def reasons(cluster: ClusterUnderTest, profile: str, nodes: list[str]) -> dict[str, str]:
+    """node -> the reason of the profile's condition on it."""
+    found = {}
+    for item in kubectl_json(cluster, "nodes")["items"]:
+        if item["metadata"]["name"] in nodes:
+            for condition in item.get("status", {}).get("conditions") or []:
+                if condition["type"] == condition_type(profile):
+                    found[item["metadata"]["name"]] = condition.get("reason", "")
+    return found
+
+
+async def start(
+    client: Client, queue: str, profile: NodeProfile, policy: DeploymentPolicy
+) -> WorkflowHandle[RolloutWorkflow, Progress]:
+    rollout = RolloutInput(profile=profile, policy=policy, settings=settings())
+    return await client.start_workflow(
+        RolloutWorkflow.run, rollout, id=rollout_workflow_id(profile.metadata.name), task_queue=queue
+    )
+
+
+@pytest.fixture
+async def engine(
+    cluster: ClusterUnderTest, temporal_client: Client, prometheus: LocalPrometheus
+) -> AsyncIterator[str]:
+    async with engine_worker(cluster, temporal_client, prometheus_url=prometheus.url) as queue:
+        yield queue
+
+
+async def measurements(client: Client, profile: str, node: str) -> int:
+    """Measurement activities the node workflow scheduled (each recorded once in its history)."""
+    history = await client.get_workflow_handle(node_workflow_id(profile, node)).fetch_history()
+    return sum(
+        1
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+        and e.activity_task_scheduled_event_attributes.activity_type.name == NAMES.MEASURE
+    )
+
+
+async def test_an_xid_during_the_gate_fails_the_node_and_rolls_its_batch_back(
+    cluster: ClusterUnderTest, temporal_client: Client, engine: str, exporter: GpuExporter
+) -> None:
+    group, nodes = await asyncio.to_thread(gpu_group, cluster, exporter, 4)
+    name = unique("hg")
+    v1 = examples.profile(name, selector={GROUP_LABEL: group}, interrupt="reboot", generation=1)
+    v2 = examples.profile(name, selector={GROUP_LABEL: group}, interrupt="reboot", version="1.1.0", generation=2)
+    policy = gated_policy(action="rollback")
+    with SimulatedKubelet(cluster.kubectl):
+        handle = await start(temporal_client, engine, v1, policy)
+        first = await until_phase(handle, "Complete", "Halted", within=300)
+        assert first.phase == "Complete", first
+        await handle.signal(RolloutWorkflow.spec_changed, SpecChange(profile=v2, policy=policy))
+        gated = await until(
+            lambda: [n for n, r in reasons(cluster, name, nodes).items() if r == NodeReason.HEALTH_GATE],
+            120.0,
+            "a node at its health gate",
+        )
+        bad = gated[0]
+        exporter.set(bad, XID_ERRORS, 79, gpu=1)
+        rolling = await until_phase(handle, "RollingBack", "RolledBack", "Halted", within=120)
+        assert rolling.phase in ("RollingBack", "RolledBack"), rolling
+        done = await until_phase(handle, "RolledBack", "Halted", within=300)
+    assert done.phase == "RolledBack", done
+    assert "1 node(s) failed" in done.message or bad in done.message, done.message
+    for node in nodes:
+        annotations = kubectl_json(cluster, "node", node)["metadata"].get("annotations", {})
+        assert read_profile_state(annotations, name).packages["tuning"].version == "1.0.0", node
+    history = await temporal_client.get_workflow_handle(node_workflow_id(name, bad)).fetch_history()
+    failed = [
+        e.workflow_execution_completed_event_attributes
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED
+    ]
+    assert failed  # the node workflow of the returned node; its failure is in the rollout's record
+
+
+async def test_no_data_waits_named_until_approved_then_completes(
+    cluster: ClusterUnderTest,
+    temporal_client: Client,
+    temporal_server: LocalTemporal,
+    engine: str,
+) -> None:
+    group, nodes = await asyncio.to_thread(gpu_group, cluster, None, 1)
+    (node,) = nodes
+    name = unique("hi")
+    profile = examples.profile(name, selector={GROUP_LABEL: group}, interrupt="reboot")
+    cli = Cli(cluster, temporal_server)
+    with SimulatedKubelet(cluster.kubectl):
+        handle = await start(temporal_client, engine, profile, gated_policy(max_unavailable=1, initial=1))
+        await until(
+            lambda: reasons(cluster, name, nodes).get(node) == NodeReason.GATE_INCONCLUSIVE,
+            180.0,
+            "the Inconclusive gate",
+        )
+        status = await cli.ok("status", name)
+        assert "health gate" in status, status
+        assert f"gate/{node}" in status, status
+        assert kubectl_json(cluster, "node", node)["spec"].get("unschedulable") is True
+        refused = await cli.fails("approve", name, "gate/gpu-node-that-does-not-exist")
+        assert "no running node workflow" in refused
+        approved = await cli.ok("approve", name, f"gate/{node}")
+        assert "approved the health gate" in approved, approved
+        done = await until_phase(handle, "Complete", "Halted", within=120)
+    assert done.phase == "Complete", done
+    assert reasons(cluster, name, nodes)[node] == NodeReason.GATE_PASSED
+    assert not kubectl_json(cluster, "node", node)["spec"].get("unschedulable")
+
+
+async def test_a_worker_stopped_mid_gate_is_replaced_without_recounting(
+    cluster: ClusterUnderTest, temporal_client: Client, prometheus: LocalPrometheus, exporter: GpuExporter
+) -> None:
+    group, nodes = await asyncio.to_thread(gpu_group, cluster, exporter, 1)
+    (node,) = nodes
+    name = unique("hw")
+    profile = examples.profile(name, selector={GROUP_LABEL: group}, interrupt="reboot")
+    check: dict[str, Any] = {**XID_CHECK, "count": 4}
+    policy = gated_policy(max_unavailable=1, initial=1)
+    spec = policy.spec.model_copy(update={"health_checks": [type(policy.spec.health_checks[0]).model_validate(check)]})
+    policy = policy.model_copy(update={"spec": spec})
+    with SimulatedKubelet(cluster.kubectl):
+        async with engine_worker(cluster, temporal_client, prometheus_url=prometheus.url) as queue:
+            handle = await start(temporal_client, queue, profile, policy)
+            await until(
+                lambda: reasons(cluster, name, nodes).get(node) == NodeReason.HEALTH_GATE,
+                180.0,
+                "the gate",
+            )
+            taken = await measurements(temporal_client, name, node)
+        # The worker is gone mid-gate; a new one on the same queue carries the gate on.
+        async with engine_worker(cluster, temporal_client, prometheus_url=prometheus.url, queue=queue):
+            done = await until_phase(handle, "Complete", "Halted", within=180)
+    assert done.phase == "Complete", done
+    assert 1 <= taken < 4
+    assert await measurements(temporal_client, name, node) == 4  # none taken twice
