@@ -227,6 +227,8 @@ class Stack:
     """Workflows and activities in two worker processes (``worker_role``) instead of one."""
     backend: Backend = Backend.DEV
     """The Temporal server: the dev server (sqlite) or temporal-server on PostgreSQL."""
+    prometheus_url: str = ""
+    """The Prometheus the worker's health checks query (``bench/health_gate.py``)."""
     cluster: LocalCluster = field(init=False)
     temporal: TemporalServer = field(init=False)
     processes: dict[str, Supervised] = field(init=False, default_factory=dict)
@@ -281,6 +283,7 @@ class Stack:
             kubeconfig=self.cluster.kubeconfig,
             engine=self.engine,
             max_concurrent_activities=self.activity_slots,
+            prometheus_url=self.prometheus_url,
         )
         settings_path = self.rundir / "settings.json"
         settings_path.write_text(settings.model_dump_json())
