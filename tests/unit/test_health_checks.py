@@ -8,10 +8,12 @@ from typing import Any
 
 import pytest
 
-from fleetwright.api.health import MetricCheck, render_query
+from fleetwright.activities.health import external_verdict
+from fleetwright.api.health import ExternalValidator, MetricCheck, render_query
 from fleetwright.api.healthcondition import ConditionError, compile_condition, evaluate
 from fleetwright.api.validation import validate_deploymentpolicy
 from fleetwright.errors import QueryRejectedError
+from fleetwright.kube.nodestatus import Condition, NodeFacts
 from fleetwright.planner.analysis import (
     CheckState,
     Measurement,
@@ -248,10 +250,6 @@ def test_a_good_gate_is_admitted() -> None:
 
 
 def test_an_external_verdict_counts_only_after_the_update_began() -> None:
-    from fleetwright.activities.health import external_verdict
-    from fleetwright.api.health import ExternalValidator
-    from fleetwright.kube.nodestatus import Condition, NodeFacts
-
     by_condition = ExternalValidator(name="burn-in", condition_type="BurnInPassed", timeout_seconds=60)
     since = "2026-12-03T10:00:00+00:00"
 
@@ -278,5 +276,6 @@ def test_an_external_validator_names_one_source_and_a_gate_needs_something() -> 
     bad = policy({"nodeGate": {"external": [both]}})
     found = {issue.path: issue.message for issue in validate_deploymentpolicy(bad).errors}
     assert "exactly one of conditionType or annotation" in found["spec.nodeGate.external[0]"]
-    empty = {issue.path: issue.message for issue in validate_deploymentpolicy(policy({"nodeGate": {}})).errors}
+    result = validate_deploymentpolicy(policy({"nodeGate": {}}))
+    empty = {issue.path: issue.message for issue in result.errors}
     assert "at least one check or external validator" in empty["spec.nodeGate"]
