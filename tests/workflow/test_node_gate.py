@@ -233,34 +233,45 @@ async def test_an_external_validator_holds_the_node_until_its_verdict(client: Cl
     fleet = FakeFleet(size=1)
     node = "gpu-node-0000"
     name = unique()
-    validator = {"name": "burn-in", "annotation": "example.com/burn-in", "timeoutSeconds": 60}
+    validator = {
+        "name": "burn-in",
+        "annotation": "example.com/burn-in",
+        "annotationValue": "ok",
+        "timeoutSeconds": 60,
+    }
     handle, queue = await start(client, fleet, rollout(name, with_external(validator, checks=True)))
     async with build_worker(client, fleet.activities(), task_queue=queue):
         await until(lambda: fleet.measured != [], 30.0, "the gate", blocking=False)
         await asyncio.sleep(1)
         assert node in fleet.cordoned()  # the check passed; the verdict has not come
-        fleet.annotations(node)["example.com/burn-in"] = "passed"
+        fleet.annotations(node)["example.com/burn-in"] = "ok"
         done = await in_phase(handle, "Complete")
         await handle.terminate("test done")
     assert done.updated == 1
     assert "example.com/burn-in" not in fleet.annotations(node)  # a verdict counts once
-    assert "burn-in passed: annotation example.com/burn-in=passed" in fleet.messages[node]
+    assert "burn-in passed: annotation example.com/burn-in=ok" in fleet.messages[node]
     assert not fleet.cordoned()
 
 
 async def test_a_condition_verdict_against_the_node_fails_it_and_none_times_out(client: Client) -> None:
     fleet = FakeFleet(size=2)
     name = unique()
-    validator = {"name": "nvsentinel", "conditionType": "GpuHealthy", "timeoutSeconds": 10}
+    # A fault condition: False passes, True (the fault) fails.
+    validator = {
+        "name": "nvsentinel",
+        "conditionType": "GpuFault",
+        "conditionStatus": "False",
+        "timeoutSeconds": 10,
+    }
     handle, queue = await start(client, fleet, rollout(name, with_external(validator)))
     async with build_worker(client, fleet.activities(), task_queue=queue):
         first = await until(lambda: sorted(fleet.cordoned()), 30.0, "a node at its gate", blocking=False)
         held = first[0]
         later = (datetime.now(UTC) + timedelta(seconds=1)).isoformat()
         fleet.nodes[held]["status"].setdefault("conditions", []).append(
-            {"type": "GpuHealthy", "status": "False", "lastTransitionTime": later, "message": "XID 79"}
+            {"type": "GpuFault", "status": "True", "lastTransitionTime": later, "message": "XID 79"}
         )
         halted = await in_phase(handle, "Halted")
         await handle.terminate("test done")
-    assert "nvsentinel failed: condition GpuHealthy=False (XID 79)" in halted.failed_reasons[held]
+    assert "nvsentinel failed: condition GpuFault=True (XID 79)" in halted.failed_reasons[held]
     assert held in fleet.cordoned()
