@@ -211,6 +211,16 @@ class HelmTest(Workload):
     """The ``helm test`` pods: the webhook denies an invalid NodeProfile, Temporal answers."""
 
 
+class PrometheusCredentials(SecretRef):
+    """A Secret with the credentials of the Prometheus the health checks query, mounted as files on
+    the worker that runs the activities (never in the settings ConfigMap). The basic-auth user name
+    is settings.prometheus_basic_auth_user."""
+
+    token_key: str = Field(default="", description="Key holding a bearer token; empty: none.")
+    password_key: str = Field(default="", description="Key holding the basic-auth password; empty: none.")
+    ca_key: str = Field(default="", description="Key holding a PEM CA bundle; empty: the system's.")
+
+
 class PackageNamespace(Values):
     # Its name is the engine's setting (settings.engine.package_namespace), the one owner: the chart
     # makes that namespace, and its Role, where the worker runs the stage Jobs.
@@ -241,6 +251,7 @@ class ChartValues(Values):
             resources={"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}}
         )
     )
+    prometheus: PrometheusCredentials = Field(default_factory=PrometheusCredentials)
     admission: AdmissionPolicy = Field(
         default_factory=AdmissionPolicy, description="The webhook's image rules (snake_case keys)."
     )

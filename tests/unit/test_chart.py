@@ -375,3 +375,29 @@ def test_the_package_namespace_is_the_engines_setting_with_namespaced_rights_onl
     for role in by_kind(docs, "ClusterRole").values():
         for rule in role["rules"]:
             assert "namespaces" not in rule.get("resources", []), (role["metadata"]["name"], rule)
+
+
+def test_prometheus_credentials_are_mounted_on_the_activity_worker_only(tmp_path: Path) -> None:
+    values = {
+        "workflowWorker": {"enabled": True},
+        "settings": {
+            "prometheus_url": "https://prometheus.monitoring:9090",
+            "prometheus_basic_auth_user": "fw",
+        },
+        "prometheus": {"secretName": "prom-auth", "passwordKey": "password", "caKey": "ca.crt"},
+    }
+    docs = render(values, tmp_path)
+    data = by_kind(docs, "ConfigMap")["fw-fleetwright-settings"]["data"]
+    assert "password" not in data["settings.json"]
+    for name, deployment in by_kind(docs, "Deployment").items():
+        pod = deployment["spec"]["template"]["spec"]
+        secrets = {v["secret"]["secretName"] for v in pod["volumes"] if "secret" in v}
+        env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+        if name == "fw-fleetwright-worker":
+            assert "prom-auth" in secrets
+            password = env["FLEETWRIGHT_PROMETHEUS_BASIC_AUTH_PASSWORD_FILE"]
+            assert password == "/etc/fleetwright/prometheus/password"
+            assert env["FLEETWRIGHT_PROMETHEUS_CA_FILE"] == "/etc/fleetwright/prometheus/ca.crt"
+            assert "FLEETWRIGHT_PROMETHEUS_BEARER_TOKEN_FILE" not in env
+        else:
+            assert "prom-auth" not in secrets, name
