@@ -4,10 +4,10 @@ cordon (only when an interrupt disrupts workloads) -> wait for protected pods ->
 stage as a Job with its check -> interrupts (reboot confirmed by a new boot id) -> record the
 package state after every stage -> the node gate, when the policy has one (its metric checks, one
 activity per measurement with durable timers between, and external validators' verdicts; Failed
-fails the node, Inconclusive waits for ``approve_gate``) -> uncordon what we cordoned -> release the runtime-required
-taint (runtime-required profiles; it stays while another such profile is incomplete here) ->
-report to the parent. A node worked on under someone else's cordon is cordoned as ours (and
-drained again) if they lift theirs before its next stage.
+fails the node, Inconclusive waits for ``approve_gate``) -> uncordon what we cordoned -> release
+the runtime-required taint (runtime-required profiles; it stays while another such profile is
+incomplete here) -> report to the parent. A node worked on under someone else's cordon is
+cordoned as ours (and drained again) if they lift theirs before its next stage.
 
 The first status (InProgress) rides on the first activity and the last one (Complete, Failed or
 Aborted) on the last, with the node's report to its rollout (``activities.report``): the workflow
