@@ -13,8 +13,6 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from fleetwright.local.gpuexporter import XID_ERRORS, GpuExporter
-from fleetwright.local.prometheus import LocalPrometheus
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 
@@ -23,7 +21,9 @@ from fleetwright.api.deploymentpolicy import DeploymentPolicy
 from fleetwright.api.keys import NodeReason, condition_type
 from fleetwright.api.nodeprofile import NodeProfile
 from fleetwright.local import examples
+from fleetwright.local.gpuexporter import XID_ERRORS, GpuExporter
 from fleetwright.local.kubelet import SimulatedKubelet
+from fleetwright.local.prometheus import LocalPrometheus
 from fleetwright.local.temporalserver import LocalTemporal
 from fleetwright.planner.nodestate import read_profile_state
 from fleetwright.workflows.enginesettings import EngineSettings
