@@ -227,6 +227,8 @@ class LocalStack(Launcher):
             webhook_port=self.webhook_port,
             webhook_cert_file=tls / "tls.crt",
             webhook_key_file=tls / "tls.key",
+            # The health checks of a health-gated rollout query the stack's own Prometheus.
+            prometheus_url=self.gpu_metrics.url if self.gpu_metrics is not None else "",
         )
 
     def _on_nodes(self, engine: EngineSettings) -> EngineSettings:

@@ -11,10 +11,12 @@ from cryptography import x509
 
 from fleetwright.binaries import MissingBinaryError, control_plane_binary
 from fleetwright.local import nodes
-from fleetwright.local.controlplane import kwok_configuration
+from fleetwright.local.controlplane import ClusterOptions, kwok_configuration
 from fleetwright.local.pki import LocalCA
 from fleetwright.local.postgres import LocalPostgres
+from fleetwright.local.stack import LocalStack, StackOptions
 from fleetwright.local.temporalserver import STORES, Backend, local_temporal, server_config
+from fleetwright.workflows.enginesettings import EngineSettings
 from tests.support import providers
 
 pytestmark = pytest.mark.unit
@@ -112,3 +114,19 @@ def test_the_postgres_server_config_uses_both_stores_on_loopback_with_ringpop_po
 def test_only_the_dev_server_has_a_web_ui() -> None:
     with pytest.raises(ValueError, match="no Web UI"):
         local_temporal(Backend.POSTGRES, ui=True)
+
+
+@pytest.mark.parametrize("gpu_metrics", [True, False])
+def test_the_stacks_worker_queries_the_stacks_prometheus(tmp_path: Path, gpu_metrics: bool) -> None:
+    options = StackOptions(
+        cluster=ClusterOptions(),
+        workdir=tmp_path,
+        engine=EngineSettings(),
+        ui=False,
+        webhook=False,
+        gpu_metrics=gpu_metrics,
+    )
+    stack = LocalStack(options)  # nothing starts before it is entered
+    url = stack.settings(EngineSettings()).prometheus_url
+    assert url == (stack.gpu_metrics.url if stack.gpu_metrics is not None else "")
+    assert url.startswith("http://127.0.0.1:") is gpu_metrics
