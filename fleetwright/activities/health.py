@@ -41,7 +41,9 @@ from fleetwright.errors import (
 )
 from fleetwright.kube import nodestatus
 from fleetwright.kube.client import ApiClient
-from fleetwright.planner.analysis import Measurement, classify, error, parse_answer
+from fleetwright.planner import fleetgate
+from fleetwright.planner.analysis import Measurement, ScopedMeasurement, classify, error, parse_answer
+from fleetwright.planner.rolloutstate import RolloutState
 
 QUERY_PATH = "/api/v1/query"
 
@@ -148,6 +150,18 @@ def external_verdict(
 
 def _instant(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def measure_fleet(prometheus: Querier, state: RolloutState, now: datetime) -> tuple[ScopedMeasurement, ...]:
+    """The fleet-gate measurements due at ``now`` (``planner.fleetgate.due``), taken."""
+    taken = []
+    for due in fleetgate.due(state, now):
+        request = MeasureRequest(
+            profile=state.spec.profile, node="", check=due.check, placeholders=due.placeholders
+        )
+        measured = measure(prometheus, request)
+        taken.append(ScopedMeasurement(scope=due.scope, step=due.step, measurement=measured))
+    return tuple(taken)
 
 
 class HealthActivities:

@@ -23,7 +23,15 @@ from temporalio.client import Interceptor
 from fleetwright.activities import nodeprogress
 from fleetwright.activities.drain import DRAIN_WAIT_REASONS
 from fleetwright.activities.errors import temporal_errors
-from fleetwright.activities.payloads import NAMES, DecideReport, DecideRequest, NodePhase, NodeResult
+from fleetwright.activities.health import Prometheus, Querier, measure_fleet
+from fleetwright.activities.payloads import (
+    NAMES,
+    DecideReport,
+    DecideRequest,
+    NodePhase,
+    NodeResult,
+    PrometheusAccess,
+)
 from fleetwright.activities.starts import NodeStarter
 from fleetwright.api.keys import CLAIM_PREFIX, NodeReason, claim_key, condition_type
 from fleetwright.api.nodeprofile import PLURAL as PROFILE_PLURAL
@@ -34,6 +42,7 @@ from fleetwright.kube import nodestatus, resources
 from fleetwright.kube import workloads as kube_workloads
 from fleetwright.kube.client import ApiClient
 from fleetwright.planner import convert
+from fleetwright.planner.analysis import ScopedMeasurement
 from fleetwright.planner.nodelist import observe_node
 from fleetwright.planner.nodestate import format_annotation, read_profile_state
 from fleetwright.planner.observations import NodeObservation, NodeWorkload, Observations, RunStatus
@@ -145,9 +154,14 @@ def plan_turn(
     profiles: Iterable[NodeProfile] = (),
     workloads: Mapping[str, tuple[NodeWorkload, ...]] | None = None,
     finishing: Mapping[str, tuple[str, ...]] | None = None,
+    *,
+    measured: tuple[ScopedMeasurement, ...] = (),
 ) -> DecideReport:
-    """Pure: one turn of the rollout from raw Nodes — observe, decide, and what new nodes need."""
+    """Pure: one turn of the rollout from raw Nodes — observe, decide, and what new nodes need;
+    ``measured``: the fleet-gate measurements taken for it."""
     observations, observed = observe(nodes, request, profiles, workloads, finishing)
+    if measured:
+        observations = observations.model_copy(update={"fleet_measurements": measured})
     decision = decide(request.state, observations, request.now)
     first = len(request.state.updated) + len(request.state.failed) + len(request.state.running)
     return DecideReport(
@@ -178,9 +192,15 @@ def raced_claims(
 
 
 class RolloutActivities:
-    def __init__(self, api: ApiClient, unregistered: Callable[[], tuple[str, ...]] = tuple) -> None:
+    def __init__(
+        self,
+        api: ApiClient,
+        unregistered: Callable[[], tuple[str, ...]] = tuple,
+        prometheus: Querier | None = None,
+    ) -> None:
         self._api = api
         self._unregistered = unregistered
+        self._prometheus = prometheus or Prometheus(PrometheusAccess())
 
     @activity.defn(name=NAMES.OBSERVE_AND_DECIDE)
     @temporal_errors
@@ -198,7 +218,9 @@ class RolloutActivities:
         workloads = kube_workloads.node_workloads(pods, policy.workload_label)
         wait = policy.workload_wait
         finishing = kube_workloads.waited_pods(pods, wait.selector) if wait is not None else None
-        report = plan_turn(nodes, request, profiles, workloads, finishing)
+        # The fleet gate's measurements due now: taken before deciding, recorded in this result.
+        measured = measure_fleet(self._prometheus, request.state, request.now)
+        report = plan_turn(nodes, request, profiles, workloads, finishing, measured=measured)
         starts = [s.node for s in report.decision.start]
         # Claim the nodes to start before the workflow acts on the decision, so other profiles'
         # decisions count them against their budgets at once (the node workflow drops the claim).
@@ -266,13 +288,15 @@ def rollout_activities(
     interceptors: Sequence[Interceptor] = (),
     *,
     unregistered: Callable[[], tuple[str, ...]] = tuple,
+    prometheus: PrometheusAccess | None = None,
 ) -> list[Callable[..., Any]]:
     """The rollout workflow's activities, ready for ``Worker(activities=...)``: observe-and-decide on
     ``api`` (reporting the search attributes ``unregistered`` says the namespace lacks), and the
     node starts and the search for ended node workflows on the worker's client plus
     ``interceptors``."""
     starter = NodeStarter(interceptors)
-    return [RolloutActivities(api, unregistered).observe_and_decide, starter.start_nodes, starter.ended_nodes]
+    decide = RolloutActivities(api, unregistered, Prometheus(prometheus or PrometheusAccess()))
+    return [decide.observe_and_decide, starter.start_nodes, starter.ended_nodes]
 
 
 def cleared_failure(annotations: Mapping[str, str], profile: str) -> tuple[str, str] | None:

@@ -27,7 +27,7 @@ from fleetwright.api.common import (
 )
 from fleetwright.api.compat import added_fields
 from fleetwright.api.conditions import Condition
-from fleetwright.api.health import MAX_CHECKS, ExternalValidator, MetricCheck, NodeGate
+from fleetwright.api.health import MAX_CHECKS, CheckName, ExternalValidator, MetricCheck, NodeGate
 
 KIND = "DeploymentPolicy"
 PLURAL = "deploymentpolicies"
@@ -103,6 +103,15 @@ class SoakStep(ApiModel):
         json_schema_extra={"default": {}},
         description="What must hold during the soak.",
     )
+    checks: list[CheckName] = Field(
+        default_factory=list,
+        description="Fleet gate: names of spec.healthChecks measured while the soak lasts, over the nodes "
+        "updated so far ({{nodes}}). The soak ends only once its duration passed and every check "
+        "passed; a Failed or Error check fires the failure rule before the next batch, an "
+        "Inconclusive one waits for `fleetwright approve <scope>/<soak>`.",
+        max_length=MAX_CHECKS,
+    )
+    _since_0_1_0 = added_fields("checks")
 
 
 class ApprovalStep(ApiModel):

@@ -11,6 +11,7 @@ Must not do I/O.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field
@@ -31,6 +32,12 @@ PLACEHOLDERS = ("node", "nodes", "profile")
 expression alternation, for ``=~``); ``{{profile}}``: the NodeProfile's name."""
 _PLACEHOLDER = re.compile(r"\{\{\s*([^{}]*?)\s*\}\}")
 _PAIRS = {")": "(", "]": "[", "}": "{"}
+
+
+def nodes_alternation(nodes: Iterable[str]) -> str:
+    """``{{nodes}}``: node names as a regex alternation inside a double-quoted PromQL string (a
+    name's dots escaped as ``\\\\.``, which the string turns into the regex's ``\\.``)."""
+    return "|".join(name.replace(".", "\\\\.") for name in nodes)
 
 
 def render_query(query: str, values: dict[str, str]) -> str:

@@ -532,9 +532,20 @@ def _check_health(spec: DeploymentPolicySpec, result: Result) -> None:
     _check_unique(
         [c.name for c in spec.health_checks], "spec.healthChecks", "name", "health-check-duplicate", result
     )
+    known = {c.name for c in spec.health_checks}
+    soaks = [(f"spec.steps[{i}]", s) for i, s in enumerate(spec.steps)]
+    for c, compartment in enumerate(spec.compartments):
+        soaks += [(f"spec.compartments[{c}].steps[{i}]", s) for i, s in enumerate(compartment.steps)]
+    for path, step in soaks:
+        for i, name in enumerate(step.soak.checks if step.soak is not None else ()):
+            if name not in known:
+                result.error(
+                    f"{path}.soak.checks[{i}]",
+                    f"unknown check {name!r} (spec.healthChecks has: {', '.join(sorted(known)) or 'none'})",
+                    "soak-unknown-check",
+                )
     if spec.node_gate is None:
         return
-    known = {c.name for c in spec.health_checks}
     for i, name in enumerate(spec.node_gate.checks):
         if name not in known:
             result.error(

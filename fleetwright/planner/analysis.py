@@ -46,6 +46,14 @@ class Measurement(Frozen):
     message: str = ""
 
 
+class ScopedMeasurement(Frozen):
+    """A fleet-gate measurement, for the soak step ``step`` of scope ``scope``."""
+
+    scope: str
+    step: int
+    measurement: Measurement
+
+
 class CheckState(Frozen):
     """Where one check stands after its measurements so far."""
 

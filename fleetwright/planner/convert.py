@@ -13,6 +13,7 @@ from fleetwright.api.deploymentpolicy import BatchesStep as ApiBatchesStep
 from fleetwright.api.deploymentpolicy import DeploymentPolicy
 from fleetwright.api.deploymentpolicy import FailurePolicy as ApiFailurePolicy
 from fleetwright.api.deploymentpolicy import Step as ApiStep
+from fleetwright.api.health import MetricCheck
 from fleetwright.api.nodeprofile import Interrupt as ApiInterrupt
 from fleetwright.api.nodeprofile import NodeProfile, Package
 from fleetwright.planner.batches import Strategy, StrategyKind
@@ -90,7 +91,9 @@ def strategy(api: ApiBatchesStep, failure: ApiFailurePolicy) -> Strategy:
     )
 
 
-def step(api: ApiStep, index: int, failure: ApiFailurePolicy) -> Step:
+def step(
+    api: ApiStep, index: int, failure: ApiFailurePolicy, checks: Mapping[str, MetricCheck] | None = None
+) -> Step:
     # Unnamed steps get their kind and position, so approval ids stay stable while the list does.
     name = api.name or f"{api.kind}-{index}"
     if api.canary is not None:
@@ -103,6 +106,7 @@ def step(api: ApiStep, index: int, failure: ApiFailurePolicy) -> Step:
             name=name,
             duration_seconds=api.soak.duration_seconds,
             health_gate=HealthGate(node_ready=gate.node_ready, conditions=conditions),
+            checks=tuple((checks or {})[n] for n in api.soak.checks if n in (checks or {})),
         )
     if api.approval is not None:
         return ApprovalStep(name=name, timeout_seconds=api.approval.timeout_seconds)
@@ -121,13 +125,14 @@ def failure_policy(api: ApiFailurePolicy) -> FailurePolicy:
 
 def policy(api: DeploymentPolicy) -> RolloutPolicy:
     spec = api.spec
-    steps = tuple(step(s, i, spec.failure) for i, s in enumerate(spec.effective_steps()))
+    known = {c.name: c for c in spec.health_checks}
+    steps = tuple(step(s, i, spec.failure, known) for i, s in enumerate(spec.effective_steps()))
     compartments = tuple(
         Compartment(
             name=c.name,
             selector=selector(c.selector),
             max_unavailable=budget(c.max_unavailable) if c.max_unavailable is not None else None,
-            steps=tuple(step(s, i, c.failure or spec.failure) for i, s in enumerate(c.steps)),
+            steps=tuple(step(s, i, c.failure or spec.failure, known) for i, s in enumerate(c.steps)),
             failure=failure_policy(c.failure) if c.failure is not None else None,
         )
         for c in spec.compartments

@@ -12,6 +12,7 @@ from enum import StrEnum
 
 from pydantic import Field
 
+from fleetwright.planner.analysis import ScopedMeasurement
 from fleetwright.planner.base import Frozen
 from fleetwright.planner.nodestate import PackageRecord
 
@@ -78,4 +79,6 @@ class Observations(Frozen):
     nodes: tuple[NodeObservation, ...] = ()
     approvals: tuple[str, ...] = ()
     """Approval step ids granted (``rollout/<step>`` or ``<compartment>/<step>``)."""
+    fleet_measurements: tuple[ScopedMeasurement, ...] = ()
+    """Fleet-gate measurements taken for this turn (``planner.fleetgate.due``)."""
     paused: bool = False

@@ -22,6 +22,7 @@ from typing import Annotated, Literal
 from pydantic import Field, model_validator
 
 from fleetwright.api.compat import added_fields
+from fleetwright.api.health import MetricCheck
 from fleetwright.planner.base import Frozen
 from fleetwright.planner.batches import Strategy
 from fleetwright.planner.selectors import Selector
@@ -79,6 +80,9 @@ class SoakStep(Frozen):
     name: str = "soak"
     duration_seconds: int = Field(ge=0)
     health_gate: HealthGate | None = HealthGate()
+    checks: tuple[MetricCheck, ...] = ()
+    """The fleet gate: metric checks measured while the soak lasts (``planner.fleetgate``)."""
+    _since_0_1_0 = added_fields("checks")
 
 
 class ApprovalStep(Frozen):
@@ -174,9 +178,9 @@ class RolloutPolicy(Frozen):
     def approval_ids(self, compartments: Iterable[str] = ()) -> list[str]:
         """``<scope>/<step>`` of every approval step a human may approve: the rollout-wide gates',
         then each compartment's (the policy's own and ``compartments``, the rollout's)."""
-        ids = [f"{GATES_SCOPE}/{s.name}" for s in self.gate_steps() if isinstance(s, ApprovalStep)]
+        ids = [f"{GATES_SCOPE}/{s.name}" for s in self.gate_steps() if _approvable(s)]
         for name in sorted({c.name for c in self.compartments} | set(compartments)):
-            ids += [f"{name}/{s.name}" for s in self.compartment_steps(name) if isinstance(s, ApprovalStep)]
+            ids += [f"{name}/{s.name}" for s in self.compartment_steps(name) if _approvable(s)]
         return sorted(set(ids))
 
     def compartment(self, name: str) -> Compartment | None:
@@ -187,3 +191,8 @@ class RolloutPolicy(Frozen):
         if compartment is not None and compartment.failure is not None:
             return compartment.failure
         return self.failure
+
+
+def _approvable(step: Step) -> bool:
+    """An approval step, or a soak whose fleet gate a human passes when it is Inconclusive."""
+    return isinstance(step, ApprovalStep) or (isinstance(step, SoakStep) and bool(step.checks))

@@ -13,6 +13,7 @@ from enum import StrEnum
 from pydantic import Field
 
 from fleetwright.api.compat import added_fields
+from fleetwright.planner.analysis import Measurement
 from fleetwright.planner.base import Frozen
 from fleetwright.planner.batches import BatchState
 from fleetwright.planner.nodework import NodeWork
@@ -37,6 +38,9 @@ class ScopeState(Frozen):
     current_succeeded: int = 0
     current_failed: int = 0
     batch_closed_at: datetime | None = None
+    fleet_gate: tuple[Measurement, ...] = ()
+    """The current soak's fleet-gate measurements so far, in the order they were taken."""
+    _since_0_1_0 = added_fields("fleet_gate")
 
     @property
     def open(self) -> bool:

@@ -113,6 +113,11 @@ def _activities(
     job_watches = resources.enter_context(JobWatches(api))
     return [
         *all_activities(api, executor=threads, job_watches=job_watches),
-        *rollout_activities(api, tracing.client_interceptors(), unregistered=unregistered),
+        *rollout_activities(
+            api,
+            tracing.client_interceptors(),
+            unregistered=unregistered,
+            prometheus=settings.prometheus_access(),
+        ),
         *health_activities(api, settings.prometheus_access(), executor=threads),
     ]

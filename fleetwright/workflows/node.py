@@ -27,7 +27,6 @@ instead of re-running it.
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from typing import TypeVar
@@ -59,7 +58,7 @@ with workflow.unsafe.imports_passed_through():
         StatusNote,
         UncordonRequest,
     )
-    from fleetwright.api.health import ExternalValidator, MetricCheck
+    from fleetwright.api.health import ExternalValidator, MetricCheck, nodes_alternation
     from fleetwright.api.keys import NodeReason
     from fleetwright.planner import analysis
     from fleetwright.planner.analysis import CheckState, Measurement
@@ -485,7 +484,7 @@ class NodeWorkflow:
             check=check,
             placeholders={
                 "node": node,
-                "nodes": "|".join(re.escape(n) for n in batch),
+                "nodes": nodes_alternation(batch),
                 "profile": self._input.profile,
             },
             show_before=StatusNote(

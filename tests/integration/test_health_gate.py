@@ -33,7 +33,7 @@ from fleetwright.workflows.rollout import RolloutWorkflow
 from tests.support.cli import Cli
 from tests.support.engine import FAST_PODS, engine_worker, kubectl_json, label_nodes, unique
 from tests.support.providers import ClusterUnderTest
-from tests.support.waiting import until, until_phase
+from tests.support.waiting import until, until_phase, until_progress
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("crds")]
 
@@ -220,3 +220,40 @@ async def test_a_worker_stopped_mid_gate_is_replaced_without_recounting(
     assert done.phase == "Complete", done
     assert 1 <= taken < 4
     assert await measurements(temporal_client, name, node) == 4  # none taken twice
+
+
+async def test_a_fleet_gate_failure_during_the_soak_stops_the_next_batch(
+    cluster: ClusterUnderTest, temporal_client: Client, engine: str, exporter: GpuExporter
+) -> None:
+    group, nodes = await asyncio.to_thread(gpu_group, cluster, exporter, 3)
+    name = unique("hf")
+    profile = examples.profile(name, selector={GROUP_LABEL: group}, interrupt="reboot")
+    check = {
+        "name": "fleet-xid",
+        "query": f'sum(changes({XID_ERRORS}{{Hostname=~"{{{{nodes}}}}"}}[30s]))',
+        "successCondition": "result[0] == 0",
+        "failureCondition": "result[0] > 0",
+        "count": 10,
+        "intervalSeconds": 2,
+    }
+    steps = [
+        {"name": "canary", "canary": {"count": 1}},
+        {"name": "watch", "soak": {"durationSeconds": 5, "checks": ["fleet-xid"]}},
+        {"name": "rest", "batches": {"strategy": "fixed", "initial": 2}},
+    ]
+    base = examples.policy(max_unavailable=2, steps=steps)
+    spec = base.spec.model_dump(by_alias=True, exclude_none=True) | {"healthChecks": [check]}
+    policy = base.model_copy(update={"spec": type(base.spec).model_validate(spec)})
+    with SimulatedKubelet(cluster.kubectl):
+        handle = await start(temporal_client, engine, profile, policy)
+        soaking = await until_progress(
+            handle, lambda p: p.updated == 1 and "watch" in p.step, "the soak", within=180
+        )
+        (canary,) = [n for n in nodes if reasons(cluster, name, nodes).get(n) == NodeReason.COMPLETE]
+        exporter.set(canary, XID_ERRORS, 48, gpu=0)
+        halted = await until_phase(handle, "Halted", "Complete", within=60)
+    assert soaking.running == 0
+    assert halted.phase == "Halted", halted
+    assert "soak watch: fleet gate failed: fleet-xid Failed" in halted.message, halted.message
+    jobs = kubectl_json(cluster, "jobs", "-n", "fleetwright-system", "-l", f"fleetwright.io/profile={name}")
+    assert {j["spec"]["template"]["spec"]["nodeName"] for j in jobs["items"]} <= {canary}  # no batch ran

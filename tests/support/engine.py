@@ -46,10 +46,10 @@ async def engine_worker(
     take over another worker's); yields the queue. Health checks query ``prometheus_url``."""
     api = from_kubeconfig(cluster.kubeconfig)
     queue = queue or unique(prefix)
-    health = health_activities(api, PrometheusAccess(url=prometheus_url, timeout_seconds=5))
-    async with build_worker(
-        client, [*all_activities(api), *rollout_activities(api), *health], task_queue=queue
-    ):
+    access = PrometheusAccess(url=prometheus_url, timeout_seconds=5)
+    health = health_activities(api, access)
+    activities = [*all_activities(api), *rollout_activities(api, prometheus=access), *health]
+    async with build_worker(client, activities, task_queue=queue):
         yield queue
 
 

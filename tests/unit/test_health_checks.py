@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from fleetwright.activities.health import external_verdict
-from fleetwright.api.health import ExternalValidator, MetricCheck, render_query
+from fleetwright.api.health import ExternalValidator, MetricCheck, nodes_alternation, render_query
 from fleetwright.api.healthcondition import ConditionError, compile_condition, evaluate
 from fleetwright.api.validation import validate_deploymentpolicy
 from fleetwright.errors import QueryRejectedError
@@ -279,3 +279,27 @@ def test_an_external_validator_names_one_source_and_a_gate_needs_something() -> 
     result = validate_deploymentpolicy(policy({"nodeGate": {}}))
     empty = {issue.path: issue.message for issue in result.errors}
     assert "at least one check or external validator" in empty["spec.nodeGate"]
+
+
+def test_the_nodes_placeholder_is_a_regex_alternation_for_a_double_quoted_string() -> None:
+    assert nodes_alternation(["gpu-node-0001", "n1.example.com"]) == "gpu-node-0001|n1\\\\.example\\\\.com"
+
+
+def test_admission_names_an_unknown_soak_check() -> None:
+    bad = policy(
+        {
+            "healthChecks": [{"name": "xid", "query": "up", "successCondition": "result[0] == 0"}],
+            "steps": [{"name": "watch", "soak": {"durationSeconds": 60, "checks": ["xid", "nccl"]}}],
+            "compartments": [
+                {
+                    "name": "gb200",
+                    "selector": {"matchLabels": {"a": "b"}},
+                    "steps": [{"soak": {"durationSeconds": 60, "checks": ["pcie"]}}, {"batches": {}}],
+                }
+            ],
+        }
+    )
+    found = {issue.path: issue.message for issue in validate_deploymentpolicy(bad).errors}
+    assert "unknown check 'nccl'" in found["spec.steps[0].soak.checks[1]"]
+    assert "unknown check 'pcie'" in found["spec.compartments[0].steps[0].soak.checks[0]"]
+    assert "spec.steps[0].soak.checks[0]" not in found

@@ -12,7 +12,7 @@ from typing import Any
 
 from temporalio import activity
 
-from fleetwright.activities.health import external_verdict
+from fleetwright.activities.health import external_verdict, measure_fleet
 from fleetwright.activities.health import measure as measure_once
 from fleetwright.activities.nodeprogress import ends_claim
 from fleetwright.activities.payloads import (
@@ -88,6 +88,8 @@ class FakeFleet:
     taxonomy error for an unreachable or refusing Prometheus); None: every check answers 0."""
     measured: list[tuple[str, str, bool]] = field(default_factory=list)
     """(node, check, whether the node was cordoned) of every measurement taken, in order."""
+    fleet_measured: list[Measurement] = field(default_factory=list)
+    """Every fleet-gate measurement the decisions took, in order."""
     hold_measurements: asyncio.Event | None = None
     """When set, a measurement waits for this event before it answers."""
     """(node, the activity type that wrote a package state record), in order."""
@@ -126,7 +128,9 @@ class FakeFleet:
                 NodeTarget(profile=profile, node=result.node),
                 StatusNote(phase=NodePhase.FAILED, reason=NodeReason.WORKFLOW_ENDED, message=result.message),
             )
-        report = plan_turn(list(self.nodes.values()), request)
+        measured = measure_fleet(_FakePrometheus(self, ""), request.state, request.now)
+        self.fleet_measured.extend(m.measurement for m in measured)
+        report = plan_turn(list(self.nodes.values()), request, measured=measured)
         for start in report.decision.start:  # claimed as the real activity does
             self.annotations(start.node)[claim_key(profile)] = "true"
         return report

@@ -24,7 +24,8 @@ from fleetwright.worker.temporalworker import build_worker
 from fleetwright.workflows.ids import node_workflow_id
 from fleetwright.workflows.node import NodeWorkflow
 from fleetwright.workflows.payloads import RolloutInput
-from tests.support.waiting import until
+from fleetwright.workflows.rollout import RolloutWorkflow
+from tests.support.waiting import until, until_progress
 from tests.workflow.fakefleet import FakeFleet, answer
 from tests.workflow.test_rollout_workflow import SETTINGS, in_phase, node_activities, start, unique
 
@@ -275,3 +276,68 @@ async def test_a_condition_verdict_against_the_node_fails_it_and_none_times_out(
         await handle.terminate("test done")
     assert "nvsentinel failed: condition GpuFault=True (XID 79)" in halted.failed_reasons[held]
     assert held in fleet.cordoned()
+
+
+def soaked(check: dict[str, Any], *, action: str = "halt") -> DeploymentPolicy:
+    """Canary 1, a soak measuring ``check`` over the updated nodes, then batches of 2."""
+    steps = [
+        {"name": "canary", "canary": {"count": 1}},
+        {"name": "watch", "soak": {"durationSeconds": 1, "checks": [check["name"]]}},
+        {"name": "rest", "batches": {"strategy": "fixed", "initial": 2}},
+    ]
+    deployment = examples.policy(max_unavailable=2, steps=steps)
+    spec = deployment.spec.model_dump(by_alias=True, exclude_none=True)
+    spec |= {"healthChecks": [check], "failure": {"maxFailedNodes": 0, "action": action}}
+    return deployment.model_copy(update={"spec": type(deployment.spec).model_validate(spec)})
+
+
+FLEET_XID = {
+    "name": "fleet-xid",
+    "query": 'sum(changes(DCGM_FI_DEV_XID_ERRORS{Hostname=~"{{nodes}}"}[5m]))',
+    "successCondition": "result[0] == 0",
+    "failureCondition": "result[0] > 0",
+    "count": 3,
+    "intervalSeconds": 1,
+}
+
+
+async def test_a_fleet_gate_failure_during_the_soak_stops_the_next_batch(client: Client) -> None:
+    fleet = FakeFleet(size=5)
+    seen: list[str] = []
+
+    def metric(node: str, promql: str) -> Any:
+        seen.append(promql)
+        return answer(2) if len(seen) >= 2 else answer(0)  # the second measurement sees an XID
+
+    fleet.metric = metric
+    name = unique()
+    handle, queue = await start(client, fleet, rollout(name, soaked(FLEET_XID)))
+    async with build_worker(client, fleet.activities(), task_queue=queue):
+        halted = await in_phase(handle, "Halted")
+        await asyncio.sleep(1)
+        await handle.terminate("test done")
+    assert "soak watch: fleet gate failed: fleet-xid Failed (2/3, last Failed [2])" in halted.message
+    started = {r.node for r in fleet.stage_requests}
+    assert len(started) == 1  # the canary only: no batch started
+    (canary,) = started
+    assert f'Hostname=~"{canary}"' in seen[0]  # {{nodes}}: the nodes updated so far
+    assert [m.phase.value for m in fleet.fleet_measured] == ["Successful", "Failed"]
+
+
+async def test_a_passing_fleet_gate_ends_the_soak_and_an_inconclusive_one_waits_for_approval(
+    client: Client,
+) -> None:
+    fleet = FakeFleet(size=3)
+    answers = iter([answer(0), answer()])  # then no data: Inconclusive
+    fleet.metric = lambda node, promql: next(answers, answer(0))
+    name = unique()
+    handle, queue = await start(client, fleet, rollout(name, soaked({**FLEET_XID, "count": 2})))
+    async with build_worker(client, fleet.activities(), task_queue=queue):
+        waiting = await until_progress(handle, lambda p: "fleet gate inconclusive" in p.message, "the wait")
+        assert "fleetwright approve <profile> rollout/watch" in waiting.message
+        assert len({r.node for r in fleet.stage_requests}) == 1
+        await handle.execute_update(RolloutWorkflow.approve, "rollout/watch")
+        done = await in_phase(handle, "Complete")
+        await handle.terminate("test done")
+    assert done.updated == 3
+    assert [m.phase.value for m in fleet.fleet_measured] == ["Successful", "Inconclusive"]

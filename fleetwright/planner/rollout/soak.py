@@ -1,19 +1,62 @@
 """The soak step: wait a duration after the scope's earlier steps, and while it lasts halt as soon
-as an updated node fails the step's health gate (watched on every fresh observation)."""
+as an updated node fails the step's health gate (watched on every fresh observation) or a check
+of its fleet gate fails (``planner.fleetgate``: measured by the observe-and-decide activity, folded
+into the scope's state here). A soak with checks ends only once they all passed, or a human
+approved it while one was Inconclusive."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import timedelta
 
+from fleetwright.planner import fleetgate
+from fleetwright.planner.analysis import Phase, gate_outcome
 from fleetwright.planner.policy import GATES_SCOPE, HealthGate, SoakStep
 from fleetwright.planner.rollout.engine import Engine
 from fleetwright.planner.rolloutstate import ScopeState
 from fleetwright.planner.targets import FleetView
 
 
-def soak(engine: Engine, scope: ScopeState, step: SoakStep) -> bool:
-    """Done once the soak's duration has passed since the scope entered it, its nodes healthy."""
+def soak(engine: Engine, scope: ScopeState, step: SoakStep) -> tuple[ScopeState, bool]:
+    """Done once the soak's duration has passed since the scope entered it, its nodes healthy and
+    its fleet gate passed."""
+    if step.checks:
+        scope, gated = _fleet_gate(engine, scope, step)
+        if not gated:
+            return scope, False
+    return scope, _soaked(engine, scope, step)
+
+
+def _fleet_gate(engine: Engine, scope: ScopeState, step: SoakStep) -> tuple[ScopeState, bool]:
+    """Fold this turn's measurements in; whether the gate lets the soak end (it may still wait)."""
+    new = tuple(
+        m.measurement
+        for m in engine.observations.fleet_measurements
+        if m.scope == scope.name and m.step == scope.step
+    )
+    scope = scope.model_copy(update={"fleet_gate": scope.fleet_gate + new})
+    checks = fleetgate.states(step, scope)
+    outcome = gate_outcome(checks)
+    shown = "; ".join(c.describe() for c in checks if c.outcome is outcome)
+    if outcome in (Phase.FAILED, Phase.ERROR):
+        engine.halt_now(f"soak {step.name}: fleet gate {outcome.value.lower()}: {shown}", scope.name)
+        return scope, False
+    approval = f"{scope.name}/{step.name}"
+    if outcome is Phase.INCONCLUSIVE and approval not in engine.observations.approvals:
+        engine.notes.append(
+            f"{scope.name}: soak {step.name} fleet gate inconclusive: {shown}; waiting for "
+            f"`fleetwright approve <profile> {approval}` (or abort)"
+        )
+        return scope, False
+    for check in step.checks:
+        when = fleetgate.due_at(scope, check)
+        if when is not None:
+            # Due now (the soak just began): the next turn, a second on, takes it.
+            engine.waits.append(max(when, engine.now + timedelta(seconds=1)))
+    return scope, outcome is not Phase.RUNNING
+
+
+def _soaked(engine: Engine, scope: ScopeState, step: SoakStep) -> bool:
     if step.health_gate is not None:
         watched = {
             n for n in engine.updated if scope.name in (GATES_SCOPE, engine.view.compartment_of.get(n))

@@ -57,7 +57,7 @@ def _scope(engine: Engine, scope: ScopeState, steps: tuple[Step, ...], members: 
         scope, done = _step(engine, scope, steps[scope.step], members)
         if not done:
             break
-        scope = scope.model_copy(update={"step": scope.step + 1, "entered_at": None})
+        scope = scope.model_copy(update={"step": scope.step + 1, "entered_at": None, "fleet_gate": ()})
     return scope
 
 
@@ -75,7 +75,7 @@ def _step(engine: Engine, scope: ScopeState, step: Step, members: list[str]) -> 
     if isinstance(step, CanaryStep):
         return canary(engine, scope, step, members)
     if isinstance(step, SoakStep):
-        return scope, soak(engine, scope, step)
+        return soak(engine, scope, step)
     if isinstance(step, ApprovalStep):
         return scope, approval(engine, scope, step)
     return batches(engine, scope, step, members)
