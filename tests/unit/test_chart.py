@@ -392,7 +392,7 @@ def test_prometheus_credentials_are_mounted_on_the_activity_worker_only(tmp_path
     for name, deployment in by_kind(docs, "Deployment").items():
         pod = deployment["spec"]["template"]["spec"]
         secrets = {v["secret"]["secretName"] for v in pod["volumes"] if "secret" in v}
-        env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+        env = {e["name"]: e.get("value") for e in pod["containers"][0].get("env", [])}
         if name == "fw-fleetwright-worker":
             assert "prom-auth" in secrets
             password = env["FLEETWRIGHT_PROMETHEUS_BASIC_AUTH_PASSWORD_FILE"]
