@@ -167,6 +167,7 @@ async def _approve_gate(session: Session, profile: str, node: str, *, seconds: f
     from temporalio.service import RPCError, RPCStatusCode
 
     from fleetwright.cli import reading
+    from fleetwright.cli.reports import Acted
     from fleetwright.workflows.node import NodeWorkflow
 
     client = await session.temporal()
