@@ -16,12 +16,15 @@ from datetime import datetime, timedelta
 
 from pydantic import Field
 
+from fleetwright.planner import fleetgate
+from fleetwright.planner.analysis import Measurement, ScopedMeasurement
+from fleetwright.planner.analysis import Phase as Outcome
 from fleetwright.planner.base import Frozen
 from fleetwright.planner.nodework import NodeWork
 from fleetwright.planner.observations import NodeObservation, Observations, RunStatus
 from fleetwright.planner.policy import DEFAULT_COMPARTMENT, GATES_SCOPE, ApprovalStep, FailurePolicy, Step
 from fleetwright.planner.rollout import begin, decide
-from fleetwright.planner.rolloutstate import BlockedNode, Decision, NodeStart, Phase
+from fleetwright.planner.rolloutstate import BlockedNode, Decision, NodeStart, Phase, RolloutState
 from fleetwright.planner.spec import RolloutSpec
 from fleetwright.planner.targets import Prepared
 
@@ -39,7 +42,7 @@ def resolution_for(nodes: int) -> timedelta:
 ASSUMPTIONS = (
     "every node succeeds and takes its expected duration (per-stage estimates)",
     "approval gates are granted as soon as they are reached",
-    "soak health gates hold",
+    "soak health gates hold and every health check measures Successful",
     "no other disruption starts or ends during the rollout",
 )
 
@@ -221,7 +224,7 @@ def preview(spec: RolloutSpec, observations: Observations, now: datetime) -> Pla
     state = begin(spec, now)
     decision: Decision | None = None
     for _ in range(MAX_ROUNDS):
-        decision = decide(state, sim.observations(), sim.now, sim.prepared)
+        decision = decide(state, _passing(sim.observations(), state, sim.now), sim.now, sim.prepared)
         for start in decision.start:
             sim.record(start)
         state = decision.state
@@ -231,6 +234,20 @@ def preview(spec: RolloutSpec, observations: Observations, now: datetime) -> Pla
             break
     assert decision is not None
     return _plan(spec, sim, decision, now)
+
+
+def _passing(observations: Observations, state: RolloutState, now: datetime) -> Observations:
+    """``observations`` with every fleet-gate measurement due at ``now`` taken, and Successful."""
+    due = fleetgate.due(state, now)
+    if not due:
+        return observations
+    measured = tuple(
+        ScopedMeasurement(
+            scope=d.scope, step=d.step, measurement=Measurement(check=d.check.name, phase=Outcome.SUCCESSFUL)
+        )
+        for d in due
+    )
+    return observations.model_copy(update={"fleet_measurements": measured})
 
 
 def _plan(spec: RolloutSpec, sim: _Simulation, last: Decision, now: datetime) -> Plan:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -340,3 +340,33 @@ def test_the_plan_shows_the_node_gate_and_counts_its_time_in_each_node(
     assert all(n.expected_seconds == seconds[n.node] + 245 for n in after.nodes)
     assert after.node_gate
     assert not before.node_gate
+
+
+def test_the_plan_runs_a_soaks_fleet_gate_on_its_schedule(
+    manifests: tuple[Path, Path], tmp_path: Path
+) -> None:
+    profile, _ = manifests
+    gated = tmp_path / "fleet.yaml"
+    text = POLICY.replace(
+        "    - soak: {durationSeconds: 1800}",
+        "    - soak: {durationSeconds: 60, checks: [fleet-xid]}",
+    )
+    gate = """
+  healthChecks:
+    - name: fleet-xid
+      query: 'sum(changes(DCGM_FI_DEV_XID_ERRORS{Hostname=~"{{nodes}}"}[10m]))'
+      successCondition: result[0] == 0
+      count: 30
+      intervalSeconds: 120
+"""
+    gated.write_text(text + gate)
+    code, out, _ = run(str(profile), str(gated), "--fleet", str(FLEET), "--now", NOW, "-o", "json")
+    assert code == 0, out
+    plan = Plan.model_validate_json(out)
+    canary_end = plan.batches[0].end
+    second = plan.batches[1].start
+    # The soak lasts as long as its checks: 29 intervals of 120 s after the canary, not 60 s.
+    assert second - canary_end >= timedelta(seconds=29 * 120)
+    _, plain, _ = run(*map(str, manifests), "--fleet", str(FLEET), "--now", NOW, "-o", "json")
+    without = Plan.model_validate_json(plain)
+    assert (plan.phase, len(plan.nodes)) == (without.phase, len(without.nodes))  # it ends as without
