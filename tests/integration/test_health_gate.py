@@ -31,8 +31,9 @@ from fleetwright.workflows.ids import node_workflow_id, rollout_workflow_id
 from fleetwright.workflows.payloads import Progress, RolloutInput, SpecChange
 from fleetwright.workflows.rollout import RolloutWorkflow
 from tests.support.cli import Cli
-from tests.support.engine import FAST_PODS, engine_worker, kubectl_json, label_nodes, unique
+from tests.support.engine import engine_worker, kubectl_json, label_nodes, unique
 from tests.support.providers import ClusterUnderTest
+from tests.support.stack import engine_settings
 from tests.support.waiting import until, until_phase, until_progress
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("crds")]
@@ -49,15 +50,7 @@ XID_CHECK = {
 
 
 def settings() -> EngineSettings:
-    return EngineSettings(
-        observe_interval_seconds=2,
-        ended_check_seconds=2,
-        stage_pod_annotations=FAST_PODS,
-        stage_backoff_limit=0,
-        drain_poll_seconds=0.5,
-        reboot_timeout_seconds=120,
-        search_attributes=False,
-    )
+    return engine_settings().model_copy(update={"search_attributes": False})
 
 
 def gated_policy(*, action: str = "halt", max_unavailable: int = 2, initial: int = 2) -> DeploymentPolicy:
