@@ -19,6 +19,7 @@ someone else's cordon, one activity per stage, so the cordon is checked between 
 activity costs the node workflow tasks and history events, the bulk of what fleetwright costs per
 node. An abort cancels the stages' activity, which finishes the running stage and starts no other.
 
+The gate's state and commands are ``nodegate``'s; what a failure means is ``nodeerrors``'.
 Orchestration only: every side effect is an activity, and the package state it records is the
 ``PackageLedger``'s. That record is what makes a restart resume after the last passed stage
 instead of re-running it.
@@ -26,26 +27,29 @@ instead of re-running it.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import TypeVar
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.workflow import ActivityCancellationType
 
+from fleetwright.workflows.nodeerrors import (
+    GateFailedError,
+    NodeDeletedError,
+    NodeFailedError,
+    activity_failure,
+)
+from fleetwright.workflows.nodegate import NodeGate
+
 with workflow.unsafe.imports_passed_through():
-    from fleetwright.activities.health import HealthActivities
     from fleetwright.activities.node import NodeActivities
     from fleetwright.activities.payloads import (
         NODE_FINISHED_SIGNAL,
         CordonReport,
         CordonRequest,
         DrainRequest,
-        ExternalVerdict,
-        ExternalWaitRequest,
-        MeasureRequest,
         NodePhase,
         NodeReport,
         NodeStatusRequest,
@@ -58,10 +62,8 @@ with workflow.unsafe.imports_passed_through():
         StatusNote,
         UncordonRequest,
     )
-    from fleetwright.api.health import ExternalValidator, MetricCheck, nodes_alternation
     from fleetwright.api.keys import NodeReason
-    from fleetwright.planner import analysis
-    from fleetwright.planner.analysis import CheckState, Measurement
+    from fleetwright.planner.analysis import CheckState
     from fleetwright.planner.interrupts import InterruptKind
     from fleetwright.planner.ledger import PackageLedger
     from fleetwright.planner.nodestate import NodePackageState
@@ -76,20 +78,6 @@ R = TypeVar("R")
 Activity = Callable[[NodeActivities, A], Awaitable[R]]
 
 NODE_WORKFLOW = "fleetwright.node"
-NODE_GONE = "NodeGone"  # the ApplicationError type of fleetwright.errors.NodeGoneError
-
-
-class NodeFailedError(Exception):
-    """A stage (or a bounded wait before it) failed on this node; the message says which and why."""
-
-
-class GateFailedError(NodeFailedError):
-    """The node gate failed (a check Failed or Error) or was aborted while Inconclusive: the node
-    stays cordoned, even on an abort, since its health is not known to be good."""
-
-
-class NodeDeletedError(Exception):
-    """The Node was deleted: nothing is left to update, show or undo on it."""
 
 
 @workflow.defn(name=NODE_WORKFLOW)
@@ -98,11 +86,7 @@ class NodeWorkflow:
         self._abort = False
         self._stage = "starting"
         self._cordon: CordonReport | None = None
-        self._gate: dict[str, CheckState] = {}
-        self._verdicts: dict[str, ExternalVerdict | None] = {}
-        self._gate_since: datetime | None = None
-        self._gate_held = False
-        self._gate_approved = False
+        self._gate: NodeGate | None = None
 
     @workflow.signal(name="abort")
     def abort(self) -> None:
@@ -117,12 +101,13 @@ class NodeWorkflow:
     @workflow.update(name="approve_gate")
     def approve_gate(self) -> str:
         """A human passes the node's Inconclusive gate (``fleetwright approve P gate/<node>``)."""
-        self._gate_approved = True
+        if self._gate is not None:
+            self._gate.approved = True
         return f"approved the health gate of {self._input.node}"
 
     @approve_gate.validator
     def _validate_approve_gate(self) -> None:
-        if not self._gate_held:
+        if self._gate is None or not self._gate.held:
             raise ValueError(
                 f"{self._input.node} is not waiting at an Inconclusive health gate ({self._stage})"
             )
@@ -130,7 +115,7 @@ class NodeWorkflow:
     @workflow.query(name="gate")
     def gate(self) -> list[CheckState]:
         """The node gate's checks as they stand."""
-        return list(self._gate.values())
+        return list(self._gate.states.values()) if self._gate is not None else []
 
     @workflow.run
     async def run(self, node_input: NodeInput) -> NodeResult:
@@ -141,6 +126,9 @@ class NodeWorkflow:
             node_input.profile, node_input.records, node_input.work, node_input.desired, rollout
         )
         self._packages = {p.name: p for p in node_input.packages}
+        if node_input.gate or node_input.external:
+            # Only inputs of a policy with a node gate have one: no 0.1.0 history does.
+            self._gate = NodeGate(node_input, aborted=lambda: self._abort, show=self._status, at=self._at)
         try:
             return await self._update()
         except NodeDeletedError as gone:
@@ -163,9 +151,8 @@ class NodeWorkflow:
                 await self._prepare_disruption(first)
                 first = None
             await self._run_steps(first)
-            if self._input.gate or self._input.external:
-                # Only inputs of a policy with a node gate reach this: no 0.1.0 history does.
-                await self._run_gate()
+            if self._gate is not None:
+                await self._gate.run()
         except NodeFailedError as failure:
             return await self._finish_failed(str(failure), held=isinstance(failure, GateFailedError))
         await self._finish(ours=self._ours())
@@ -190,11 +177,11 @@ class NodeWorkflow:
 
     def _completed(self) -> StatusNote:
         """The Complete status, with the node's report: whichever activity shows it sends it."""
-        gated = bool(self._input.gate or self._input.external)
+        gate = self._gate
         return StatusNote(
             phase=NodePhase.COMPLETE,
-            reason=NodeReason.GATE_PASSED if gated else NodeReason.COMPLETE,
-            message=self._summary() + (f"; {self._gate_summary()}" if gated else ""),
+            reason=NodeReason.GATE_PASSED if gate is not None else NodeReason.COMPLETE,
+            message=self._summary() + (f"; {gate.summary()}" if gate is not None else ""),
             report=self._report_of(RunStatus.SUCCEEDED, "complete"),
         )
 
@@ -354,7 +341,7 @@ class NodeWorkflow:
         try:
             return await handle
         except ActivityError as error:
-            raise _failure(error) from error
+            raise activity_failure(error) from error
 
     async def _finish(self, *, ours: bool) -> None:
         shown_by_last = self._last_activity_shows_complete()
@@ -395,151 +382,6 @@ class NodeWorkflow:
         report = self._report_of(RunStatus.FAILED, message)
         return StatusNote(phase=phase, reason=reason, message=message, report=report)
 
-    # ----- the node gate --------------------------------------------------------------------
-    async def _run_gate(self) -> None:
-        """Every check of the node gate, together, each measurement one activity and a timer
-        between two; then pass, fail (GateFailedError) or wait for a human (Inconclusive)."""
-        checks = self._input.gate
-        self._stage = "health-gate"
-        self._gate_since = workflow.now()
-        self._gate = {c.name: analysis.judge(c, ()) for c in checks}
-        self._verdicts = {v.name: None for v in self._input.external}
-        await asyncio.gather(
-            *(self._run_check(c) for c in checks), *(self._await_verdict(v) for v in self._input.external)
-        )
-        if self._abort:
-            raise GateFailedError(f"aborted during the health gate; {self._gate_summary()}")
-        rejected = [v for v in self._verdicts.values() if v is not None and not v.passed]
-        if rejected:
-            raise GateFailedError(f"health gate failed: {self._gate_summary()}")
-        outcome = analysis.gate_outcome(self._gate.values())
-        if outcome in (analysis.Phase.FAILED, analysis.Phase.ERROR):
-            raise GateFailedError(f"health gate {outcome.value.lower()}: {self._gate_summary(outcome)}")
-        if outcome is analysis.Phase.INCONCLUSIVE:
-            await self._hold_inconclusive()
-
-    async def _run_check(self, check: MetricCheck) -> None:
-        measurements: list[Measurement] = []
-        delay = check.initial_delay_seconds
-        for index in range(check.count):
-            wait = delay if index == 0 else check.interval_seconds
-            if wait and not await self._gate_sleep(wait, f"{check.name}: next measurement"):
-                return
-            if self._gate_stopped():
-                return
-            measurements.append(await self._measure(check, index))
-            self._gate[check.name] = analysis.judge(check, measurements)
-            if self._gate[check.name].outcome is not analysis.Phase.RUNNING:
-                return
-
-    def _gate_stopped(self) -> bool:
-        """An abort, a check's outcome that ends the gate (Failed, Error, Inconclusive) or an
-        external validator's rejection."""
-        ends = (analysis.Phase.FAILED, analysis.Phase.ERROR, analysis.Phase.INCONCLUSIVE)
-        rejected = any(v is not None and not v.passed for v in self._verdicts.values())
-        return self._abort or rejected or any(s.outcome in ends for s in self._gate.values())
-
-    async def _await_verdict(self, validator: ExternalValidator) -> None:
-        """One external validator's verdict (a heartbeating wait, bounded by its timeout); cancelled
-        when the gate stops otherwise."""
-        request = ExternalWaitRequest(
-            profile=self._input.profile,
-            node=self._input.node,
-            validator=validator,
-            since=workflow.info().start_time,
-        )
-        handle = workflow.start_activity_method(
-            HealthActivities.wait_external,
-            request,
-            start_to_close_timeout=timedelta(seconds=validator.timeout_seconds + 120),
-            heartbeat_timeout=retry.HEARTBEAT,
-            retry_policy=retry.LONG_WAIT,
-            summary=f"wait-external {self._input.node}: {validator.name}",
-        )
-        await workflow.wait_condition(lambda: handle.done() or self._gate_stopped())
-        if not handle.done():
-            handle.cancel()
-            return
-        try:
-            self._verdicts[validator.name] = await handle
-        except ActivityError as error:
-            raise _failure(error) from error
-
-    async def _gate_sleep(self, seconds: int, summary: str) -> bool:
-        """A durable timer, cut short when the gate stops; whether it ran out."""
-        try:
-            await workflow.wait_condition(
-                self._gate_stopped, timeout=timedelta(seconds=seconds), timeout_summary=summary
-            )
-        except TimeoutError:
-            return True
-        return False
-
-    async def _measure(self, check: MetricCheck, index: int) -> Measurement:
-        node = self._input.node
-        batch = self._input.batch or (node,)
-        request = MeasureRequest(
-            profile=self._input.profile,
-            node=node,
-            check=check,
-            placeholders={
-                "node": node,
-                "nodes": nodes_alternation(batch),
-                "profile": self._input.profile,
-            },
-            show_before=StatusNote(
-                phase=NodePhase.IN_PROGRESS, reason=NodeReason.HEALTH_GATE, message=self._gate_summary()
-            ),
-        )
-        try:
-            return await workflow.execute_activity_method(
-                HealthActivities.measure,
-                request,
-                start_to_close_timeout=retry.API_CALL_TIMEOUT,
-                retry_policy=retry.API_CALL,
-                summary=f"measure {node}: {check.name} {index + 1}/{check.count}",
-            )
-        except ActivityError as error:
-            raise _failure(error) from error
-
-    async def _hold_inconclusive(self) -> None:
-        """Wait, cordoned and named, for ``fleetwright approve P gate/<node>`` or an abort."""
-        node, profile = self._input.node, self._input.profile
-        self._stage = "health-gate-inconclusive"
-        message = (
-            f"health gate inconclusive: {self._gate_summary(analysis.Phase.INCONCLUSIVE)}; waiting for "
-            f"`fleetwright approve {profile} gate/{node}` (or abort)"
-        )
-        await self._status(
-            StatusNote(phase=NodePhase.BLOCKED, reason=NodeReason.GATE_INCONCLUSIVE, message=message)
-        )
-        self._gate_held = True
-        workflow.set_current_details(message)
-        await workflow.wait_condition(
-            lambda: self._gate_approved or self._abort, timeout_summary=f"approve gate/{node}"
-        )
-        self._gate_held = False
-        workflow.set_current_details("")
-        if not self._gate_approved:
-            raise GateFailedError(f"aborted while the health gate was inconclusive: {self._gate_summary()}")
-        self._stage = "health-gate-approved"
-
-    def _gate_summary(self, only: analysis.Phase | None = None) -> str:
-        """The gate's checks (only those with outcome ``only``, when given) and how long it ran."""
-        states = [s for s in self._gate.values() if only is None or s.outcome is only]
-        ran = ""
-        if self._gate_since is not None:
-            ran = f" for {int((workflow.now() - self._gate_since).total_seconds())}s"
-        approved = ", approved by a human" if self._gate_approved else ""
-        parts = [s.describe() for s in states]
-        if only is None:
-            parts += [
-                f"{name} {'waiting' if v is None else ('passed' if v.passed else 'failed')}"
-                + (f": {v.message}" if v is not None else "")
-                for name, v in self._verdicts.items()
-            ]
-        return f"health gate{ran}{approved}: " + "; ".join(parts)
-
     # ----- activity plumbing ----------------------------------------------------------------
     async def _call(self, activity: Activity[A, R], arg: A) -> R:
         """A Kubernetes call: bounded, retried on the API's transient errors."""
@@ -552,7 +394,7 @@ class NodeWorkflow:
                 summary=self._summary_of(activity),
             )
         except ActivityError as error:
-            raise _failure(error) from error
+            raise activity_failure(error) from error
 
     async def _wait(self, activity: Activity[A, R], arg: A, bound_seconds: int) -> R:
         """A wait for a state (a drain, a stage's Job): heartbeating, bounded by ``bound_seconds``."""
@@ -566,7 +408,7 @@ class NodeWorkflow:
                 summary=self._summary_of(activity),
             )
         except ActivityError as error:
-            raise _failure(error) from error
+            raise activity_failure(error) from error
 
     def _summary_of(self, activity: Activity[A, R]) -> str:
         return f"{activity.__name__.replace('_', '-')} {self._input.node}: {self._stage}"
@@ -580,6 +422,9 @@ class NodeWorkflow:
         request = NodeStatusRequest(profile=self._input.profile, node=self._input.node, **note.model_dump())
         await self._call(NodeActivities.set_node_status, request)
         self._phase(note.phase.value)
+
+    def _at(self, stage: str) -> None:
+        self._stage = stage
 
     def _phase(self, phase: str) -> None:
         """The phase a status activity showed, for the Temporal UI's search."""
@@ -615,20 +460,3 @@ class NodeWorkflow:
     def _summary(self) -> str:
         stages = ", ".join(f"{s.stage.value}({'+'.join(s.packages)})" for s in self._input.work.steps)
         return f"{self._input.profile}: {stages}"
-
-
-def _failure(error: ActivityError) -> Exception:
-    """What an activity's failure means for this node: it is gone, or this step failed."""
-    cause = error.cause
-    name = error.activity_type
-    if isinstance(cause, ApplicationError) and cause.type == NODE_GONE:
-        return NodeDeletedError(f"node deleted during {name.rsplit('.', 1)[-1]}: {_cause(error)}")
-    return NodeFailedError(f"{name}: {_cause(error)}")
-
-
-def _cause(error: ActivityError) -> str:
-    """The innermost failure message (the activity's own words, not the wrapper's)."""
-    cause: BaseException = error
-    while cause.__cause__ is not None:
-        cause = cause.__cause__
-    return str(cause)

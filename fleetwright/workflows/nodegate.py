@@ -1,0 +1,203 @@
+"""The node gate of a node workflow: after the node's last stage and before its cordon is lifted,
+every metric check of the policy's node gate (one activity per measurement, a durable timer
+between two) and every external validator's verdict; then the node passes, fails
+(``GateFailedError``: it stays cordoned) or waits, named, for a human's ``approve_gate``.
+
+Owns the gate's state (each check's measurements, the verdicts, the wait for approval) and its
+commands; the node workflow owns the node's stages, status and cordon. Orchestration only: each
+measurement and verdict is an activity.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from datetime import datetime, timedelta
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError
+
+from fleetwright.workflows.nodeerrors import GateFailedError, activity_failure
+
+with workflow.unsafe.imports_passed_through():
+    from fleetwright.activities.health import HealthActivities
+    from fleetwright.activities.payloads import (
+        ExternalVerdict,
+        ExternalWaitRequest,
+        MeasureRequest,
+        NodePhase,
+        StatusNote,
+    )
+    from fleetwright.api.health import ExternalValidator, MetricCheck, nodes_alternation
+    from fleetwright.api.keys import NodeReason
+    from fleetwright.planner import analysis
+    from fleetwright.planner.analysis import CheckState, Measurement
+    from fleetwright.workflows import retry
+    from fleetwright.workflows.payloads import NodeInput
+
+
+class NodeGate:
+    """One node workflow's gate. ``aborted`` reads the workflow's abort, ``show`` publishes a node
+    status (an activity) and ``at`` names the workflow's current stage."""
+
+    def __init__(
+        self,
+        node_input: NodeInput,
+        *,
+        aborted: Callable[[], bool],
+        show: Callable[[StatusNote], Awaitable[None]],
+        at: Callable[[str], None],
+    ) -> None:
+        self._input = node_input
+        self._aborted = aborted
+        self._show = show
+        self._at = at
+        self.states: dict[str, CheckState] = {}
+        self._verdicts: dict[str, ExternalVerdict | None] = {}
+        self._since: datetime | None = None
+        self.held = False
+        self.approved = False
+
+    async def run(self) -> None:
+        """Every check of the node gate, together, each measurement one activity and a timer
+        between two; then pass, fail (GateFailedError) or wait for a human (Inconclusive)."""
+        checks = self._input.gate
+        self._at("health-gate")
+        self._since = workflow.now()
+        self.states = {c.name: analysis.judge(c, ()) for c in checks}
+        self._verdicts = {v.name: None for v in self._input.external}
+        await asyncio.gather(
+            *(self._run_check(c) for c in checks), *(self._await_verdict(v) for v in self._input.external)
+        )
+        if self._aborted():
+            raise GateFailedError(f"aborted during the health gate; {self.summary()}")
+        rejected = [v for v in self._verdicts.values() if v is not None and not v.passed]
+        if rejected:
+            raise GateFailedError(f"health gate failed: {self.summary()}")
+        outcome = analysis.gate_outcome(self.states.values())
+        if outcome in (analysis.Phase.FAILED, analysis.Phase.ERROR):
+            raise GateFailedError(f"health gate {outcome.value.lower()}: {self.summary(outcome)}")
+        if outcome is analysis.Phase.INCONCLUSIVE:
+            await self._hold_inconclusive()
+
+    async def _run_check(self, check: MetricCheck) -> None:
+        measurements: list[Measurement] = []
+        delay = check.initial_delay_seconds
+        for index in range(check.count):
+            wait = delay if index == 0 else check.interval_seconds
+            if wait and not await self._sleep(wait, f"{check.name}: next measurement"):
+                return
+            if self._stopped():
+                return
+            measurements.append(await self._measure(check, index))
+            self.states[check.name] = analysis.judge(check, measurements)
+            if self.states[check.name].outcome is not analysis.Phase.RUNNING:
+                return
+
+    def _stopped(self) -> bool:
+        """An abort, a check's outcome that ends the gate (Failed, Error, Inconclusive) or an
+        external validator's rejection."""
+        ends = (analysis.Phase.FAILED, analysis.Phase.ERROR, analysis.Phase.INCONCLUSIVE)
+        rejected = any(v is not None and not v.passed for v in self._verdicts.values())
+        return self._aborted() or rejected or any(s.outcome in ends for s in self.states.values())
+
+    async def _await_verdict(self, validator: ExternalValidator) -> None:
+        """One external validator's verdict (a heartbeating wait, bounded by its timeout); cancelled
+        when the gate stops otherwise."""
+        request = ExternalWaitRequest(
+            profile=self._input.profile,
+            node=self._input.node,
+            validator=validator,
+            since=workflow.info().start_time,
+        )
+        handle = workflow.start_activity_method(
+            HealthActivities.wait_external,
+            request,
+            start_to_close_timeout=timedelta(seconds=validator.timeout_seconds + 120),
+            heartbeat_timeout=retry.HEARTBEAT,
+            retry_policy=retry.LONG_WAIT,
+            summary=f"wait-external {self._input.node}: {validator.name}",
+        )
+        await workflow.wait_condition(lambda: handle.done() or self._stopped())
+        if not handle.done():
+            handle.cancel()
+            return
+        try:
+            self._verdicts[validator.name] = await handle
+        except ActivityError as error:
+            raise activity_failure(error) from error
+
+    async def _sleep(self, seconds: int, summary: str) -> bool:
+        """A durable timer, cut short when the gate stops; whether it ran out."""
+        try:
+            await workflow.wait_condition(
+                self._stopped, timeout=timedelta(seconds=seconds), timeout_summary=summary
+            )
+        except TimeoutError:
+            return True
+        return False
+
+    async def _measure(self, check: MetricCheck, index: int) -> Measurement:
+        node = self._input.node
+        batch = self._input.batch or (node,)
+        request = MeasureRequest(
+            profile=self._input.profile,
+            node=node,
+            check=check,
+            placeholders={
+                "node": node,
+                "nodes": nodes_alternation(batch),
+                "profile": self._input.profile,
+            },
+            show_before=StatusNote(
+                phase=NodePhase.IN_PROGRESS, reason=NodeReason.HEALTH_GATE, message=self.summary()
+            ),
+        )
+        try:
+            return await workflow.execute_activity_method(
+                HealthActivities.measure,
+                request,
+                start_to_close_timeout=retry.API_CALL_TIMEOUT,
+                retry_policy=retry.API_CALL,
+                summary=f"measure {node}: {check.name} {index + 1}/{check.count}",
+            )
+        except ActivityError as error:
+            raise activity_failure(error) from error
+
+    async def _hold_inconclusive(self) -> None:
+        """Wait, cordoned and named, for ``fleetwright approve P gate/<node>`` or an abort."""
+        node, profile = self._input.node, self._input.profile
+        self._at("health-gate-inconclusive")
+        message = (
+            f"health gate inconclusive: {self.summary(analysis.Phase.INCONCLUSIVE)}; waiting for "
+            f"`fleetwright approve {profile} gate/{node}` (or abort)"
+        )
+        await self._show(
+            StatusNote(phase=NodePhase.BLOCKED, reason=NodeReason.GATE_INCONCLUSIVE, message=message)
+        )
+        self.held = True
+        workflow.set_current_details(message)
+        await workflow.wait_condition(
+            lambda: self.approved or self._aborted(), timeout_summary=f"approve gate/{node}"
+        )
+        self.held = False
+        workflow.set_current_details("")
+        if not self.approved:
+            raise GateFailedError(f"aborted while the health gate was inconclusive: {self.summary()}")
+        self._at("health-gate-approved")
+
+    def summary(self, only: analysis.Phase | None = None) -> str:
+        """The gate's checks (only those with outcome ``only``, when given) and how long it ran."""
+        states = [s for s in self.states.values() if only is None or s.outcome is only]
+        ran = ""
+        if self._since is not None:
+            ran = f" for {int((workflow.now() - self._since).total_seconds())}s"
+        approved = ", approved by a human" if self.approved else ""
+        parts = [s.describe() for s in states]
+        if only is None:
+            parts += [
+                f"{name} {'waiting' if v is None else ('passed' if v.passed else 'failed')}"
+                + (f": {v.message}" if v is not None else "")
+                for name, v in self._verdicts.items()
+            ]
+        return f"health gate{ran}{approved}: " + "; ".join(parts)
