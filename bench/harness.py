@@ -446,3 +446,17 @@ def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     rank = max(1, min(len(ordered), math.ceil(q / 100 * len(ordered))))
     return ordered[rank - 1]
+
+
+def spread_lines(rows: tuple[tuple[str, list[float]], ...], width: int) -> list[str]:
+    """One line per (label, seconds) row: p50, p99, min and max, labels padded to ``width``."""
+    return [
+        f"{label:{width}s} p50 {percentile(values, 50):6.2f} s  p99 {percentile(values, 99):6.2f} s"
+        f"  (min {min(values):.2f}, max {max(values):.2f})"
+        for label, values in rows
+    ]
+
+
+def load_line(load_start: str) -> str:
+    """The machine's load average over a run: the wall times move with it."""
+    return f"load average: {load_start} at start, {loadavg()} at end (2 cores shared with other work)"

@@ -48,7 +48,7 @@ from fleetwright.workflows.ids import node_workflow_id
 
 if not __package__:  # run as a file (python bench/health_gate.py): the repository root holds bench/
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.harness import Stack, loadavg, manifest, percentile
+from bench.harness import Stack, load_line, loadavg, manifest, spread_lines
 
 GROUP = "bench.fleetwright.io/group"
 NODES_PER_TRIAL = 2
@@ -178,17 +178,16 @@ def summary(trials: list[Trial], args: argparse.Namespace, load_start: str, vers
         f"trials: {len(trials)} (p99 of {len(trials)} trials is their maximum); Prometheus {version}, "
         f"scrape every 1 s; check: {args.count} measurements {args.interval} s apart",
     ]
-    for label, values in (
-        ("XID set -> node Failed (HealthGateFailed)", [t.node_failed for t in trials]),
-        ("XID set -> rollout Halted (NodeProfile status)", [t.halted for t in trials]),
-        (f"time the gate added to a node (at least {minimum} s)", [t.gate_added for t in trials]),
-    ):
-        lines.append(
-            f"{label:52s} p50 {percentile(values, 50):6.2f} s  p99 {percentile(values, 99):6.2f} s"
-            f"  (min {min(values):.2f}, max {max(values):.2f})"
-        )
+    lines += spread_lines(
+        (
+            ("XID set -> node Failed (HealthGateFailed)", [t.node_failed for t in trials]),
+            ("XID set -> rollout Halted (NodeProfile status)", [t.halted for t in trials]),
+            (f"time the gate added to a node (at least {minimum} s)", [t.gate_added for t in trials]),
+        ),
+        52,
+    )
     lines += [
-        f"load average: {load_start} at start, {loadavg()} at end (2 cores shared with other work)",
+        load_line(load_start),
         f"reproduce: .venv/bin/python bench/health_gate.py --trials {args.trials} --count {args.count} "
         f"--interval {args.interval}",
     ]

@@ -46,7 +46,7 @@ from fleetwright.workflows.ids import rollout_workflow_id
 
 if not __package__:  # run as a file (python bench/reaction.py): the repository root holds bench/
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.harness import Stack, loadavg, manifest, percentile
+from bench.harness import Stack, load_line, loadavg, manifest, spread_lines
 
 GROUP = "bench.fleetwright.io/group"
 NODES_PER_TRIAL = 4
@@ -157,21 +157,20 @@ def label_groups(stack: Stack, trials: int) -> None:
 
 def summary(trials: list[Trial], args: argparse.Namespace, load_start: str) -> list[str]:
     lines = [f"trials: {len(trials)} (p99 of {len(trials)} trials is their maximum)"]
-    for label, values in (
-        ("apply -> first node cordoned", [t.first_cordon for t in trials]),
-        ("pause annotation -> pause signal recorded", [t.signal for t in trials]),
-        ("pause annotation -> pause signal handled (workflow task)", [t.in_effect for t in trials]),
-        ("pause annotation -> last new node started", [t.last_start for t in trials]),
-    ):
-        lines.append(
-            f"{label:58s} p50 {percentile(values, 50):6.2f} s  p99 {percentile(values, 99):6.2f} s"
-            f"  (min {min(values):.2f}, max {max(values):.2f})"
-        )
+    lines += spread_lines(
+        (
+            ("apply -> first node cordoned", [t.first_cordon for t in trials]),
+            ("pause annotation -> pause signal recorded", [t.signal for t in trials]),
+            ("pause annotation -> pause signal handled (workflow task)", [t.in_effect for t in trials]),
+            ("pause annotation -> last new node started", [t.last_start for t in trials]),
+        ),
+        58,
+    )
     started_after = sum(1 for t in trials if t.last_start > 0)
     lines += [
         f"trials where a node still started after the annotation: {started_after}",
         f"node starts after the pause was handled (should be 0): {sum(t.late_starts for t in trials)}",
-        f"load average: {load_start} at start, {loadavg()} at end (2 cores shared with other work)",
+        load_line(load_start),
         "reproduce: .venv/bin/python bench/reaction.py "
         f"--trials {args.trials} --stage-seconds {args.stage_seconds:g}",
     ]
