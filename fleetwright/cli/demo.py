@@ -10,7 +10,8 @@ ends (unless ``--keep-running``).
 ``--bad-gpu`` applies ``examples/health-gate/`` instead (the same package under a node gate of the
 shipped dcgm-exporter checks) and, once a node passed its gate, sets an XID on a GPU of the next
 node it reads at its gate (its condition's reason, from the cluster) through the stack's GPU
-exporter: that node fails its gate and the rollout halts before its next batch.
+exporter: that node fails its gate and the rollout halts before its next batch. It reads the
+nodes' conditions; it never decides what the rollout does.
 """
 
 from __future__ import annotations
@@ -34,11 +35,10 @@ if TYPE_CHECKING:
     from fleetwright.local.stack import LocalStack
 
 FINAL_PHASES = ("Complete", "Halted")
-# --bad-gpu: the examples it applies (under examples/), and the XID it sets: 79, the GPU has fallen
-# off the bus, on the node's fourth GPU.
+# --bad-gpu: the examples it applies (under examples/), and the XID it sets (79: the GPU has fallen
+# off the bus).
 GATED_EXAMPLES = "health-gate"
 BAD_XID = 79
-BAD_GPU_INDEX = 3
 NOT_STARTED = "not started"
 
 
@@ -74,6 +74,14 @@ def node_to_break(conditions: dict[str, NodeCondition | None]) -> str | None:
     return next((n for n, r in sorted(reasons.items()) if r == NodeReason.HEALTH_GATE), None)
 
 
+def first_listed_gpu(node: str, gpus: int) -> int:
+    """The GPU of ``node`` whose series a check's result lists first (the samples are ordered by
+    their labels, so by dcgm-exporter's ``UUID``): a failure message shows its value, not "…"."""
+    from fleetwright.local.gpuexporter import gpu_labels
+
+    return min(range(gpus), key=lambda gpu: gpu_labels(node, gpu, "")["UUID"])
+
+
 def by_reason(conditions: dict[str, NodeCondition | None]) -> dict[str, list[str]]:
     """reason -> its nodes, by name (``NOT_STARTED``: the nodes the profile never touched)."""
     grouped: defaultdict[str, list[str]] = defaultdict(list)
@@ -89,6 +97,7 @@ class BadGpu:
     profile: str
     conditions: dict[str, NodeCondition | None] = field(default_factory=dict)
     node: str | None = None
+    gpu: int = 0
     at: float = 0.0
     """Seconds into the rollout the XID was set."""
 
@@ -99,19 +108,20 @@ class BadGpu:
 
     def observe(self, stack: LocalStack, elapsed: float) -> None:
         """Read the nodes' conditions; set the XID once a node to break is at its gate."""
-        from fleetwright.local.gpuexporter import XID_ERRORS
+        from fleetwright.local.gpuexporter import GPUS_PER_NODE, XID_ERRORS
 
         self.read(stack)
         if self.node is not None or stack.gpu_metrics is None:
             return
         node = node_to_break(self.conditions)
         if node is not None:
-            stack.gpu_metrics.exporter.set(node, XID_ERRORS, BAD_XID, gpu=BAD_GPU_INDEX)
-            self.node, self.at = node, elapsed
+            gpu = first_listed_gpu(node, GPUS_PER_NODE)
+            stack.gpu_metrics.exporter.set(node, XID_ERRORS, BAD_XID, gpu=gpu)
+            self.node, self.gpu, self.at = node, gpu, elapsed
 
     @property
     def injected(self) -> str:
-        return f"XID {BAD_XID} set on {self.node}'s GPU {BAD_GPU_INDEX} at {self.at:.0f}s, at its health gate"
+        return f"XID {BAD_XID} set on {self.node}'s GPU {self.gpu} at {self.at:.0f}s, at its health gate"
 
     def failed(self) -> bool:
         """The node given the XID failed its gate."""

@@ -1,6 +1,7 @@
 """``fleetwright demo --bad-gpu``'s pure parts: reading the nodes' conditions for the profile, the
-node it gives a bad GPU (the first at its gate once another passed its own), and the nodes grouped
-by their condition for the final lines."""
+node it gives a bad GPU (the first at its gate once another passed its own), the GPU (the one a
+check's result lists first, so the failure message shows its value), and the nodes grouped by
+their condition for the final lines."""
 
 from __future__ import annotations
 
@@ -9,7 +10,16 @@ from typing import Any
 import pytest
 
 from fleetwright.api.keys import NodeReason, condition_type
-from fleetwright.cli.demo import NOT_STARTED, NodeCondition, by_reason, node_conditions, node_to_break
+from fleetwright.cli.demo import (
+    NOT_STARTED,
+    NodeCondition,
+    by_reason,
+    first_listed_gpu,
+    node_conditions,
+    node_to_break,
+)
+from fleetwright.local.gpuexporter import GPUS_PER_NODE, gpu_labels
+from fleetwright.planner.analysis import parse_answer
 
 pytestmark = pytest.mark.unit
 
@@ -81,3 +91,21 @@ def test_by_reason_groups_the_nodes_with_the_untouched_last() -> None:
         NOT_STARTED: ["n-0", "n-3"],
     }
     assert list(grouped)[-1] == NOT_STARTED
+
+
+@pytest.mark.parametrize("name", ["gpu-node-0000", "gpu-node-0001", "gpu-node-0005", "n-2"])
+def test_the_gpu_broken_is_the_one_a_checks_result_lists_first(name: str) -> None:
+    broken = first_listed_gpu(name, GPUS_PER_NODE)
+    # Prometheus's answer to changes(...) over the node's GPUs: the metric name dropped, the
+    # scrape's job added; the broken GPU's series changed once.
+    series: list[dict[str, Any]] = [
+        {
+            "metric": {**gpu_labels(name, gpu, "NVIDIA H100 80GB HBM3"), "job": "dcgm-exporter"},
+            "value": [0, "1" if gpu == broken else "0"],
+        }
+        for gpu in reversed(range(GPUS_PER_NODE))
+    ]
+    answer = {"status": "success", "data": {"resultType": "vector", "result": series}}
+    values = parse_answer(answer)
+    assert isinstance(values, list)
+    assert values[0] == 1
