@@ -102,9 +102,10 @@ class BadGpu:
     """Seconds into the rollout the XID was set."""
 
     def read(self, stack: LocalStack) -> None:
-        """Read the nodes' conditions from the cluster."""
-        nodes = stack.cluster.kubectl("get", "nodes", "-o", "json")
-        self.conditions = node_conditions(json.loads(nodes.stdout), self.profile)
+        """Read the nodes' conditions from the cluster (keeping the last ones if it did not answer)."""
+        nodes = stack.cluster.kubectl("get", "nodes", "-o", "json", check=False)
+        if nodes.returncode == 0:
+            self.conditions = node_conditions(json.loads(nodes.stdout), self.profile)
 
     def observe(self, stack: LocalStack, elapsed: float) -> None:
         """Read the nodes' conditions; set the XID once a node to break is at its gate."""
