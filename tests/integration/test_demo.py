@@ -1,7 +1,9 @@
 """``fleetwright demo`` from the command line: a whole rollout of the repository's examples on a
 small local fleet, then a clean shutdown with no process left behind; ``--fail-canary`` shows a
-halted rollout. Its output goes to a pipe, as in CI or a log: the final table and the hints keep
-one line each (nothing wrapped, nothing run together)."""
+halted rollout; ``--bad-gpu`` a health-gated one (the stack's Prometheus scraping its GPU
+exporter) where the node given an XID at its gate fails naming the check and the rollout halts
+before any later node starts. Its output goes to a pipe, as in CI or a log: the final table and the
+hints keep one line each (nothing wrapped, nothing run together)."""
 
 from __future__ import annotations
 
@@ -58,4 +60,33 @@ def test_the_demo_with_a_failing_canary_halts() -> None:
     output = run_demo("--fail-canary")
     assert "rollout Halted: 0/4 nodes complete" in lines(output)
     assert "StageFailed" in output
+    assert_nothing_left(output)
+
+
+def test_the_demo_with_a_bad_gpu_fails_that_node_at_its_gate_and_halts() -> None:
+    output = run_demo("--bad-gpu")
+    found = re.search(r"^XID 79 set on (\S+)'s GPU \d at \d+s, at its health gate$", output, re.MULTILINE)
+    assert found is not None, output
+    bad = found.group(1)
+    assert any(line.startswith("rollout Halted: ") for line in lines(output)), output
+    # The live table's last view: the node Failed at its gate, naming the check and its values.
+    check = r"gpu-xid-errors Failed \(\d/5, last Failed \[1, .*"  # the broken GPU's series first
+    failed = rf"│ +│ {bad} +│ HealthGateFailed +│ health gate failed: .*{check}"
+    halted = r"│ Halted +│ .* +│ \d/4 +│ \d +│ 1 +│ 0 +│"
+    assert any(re.fullmatch(failed, line) for line in lines(output)), output
+    assert any(re.fullmatch(halted, line) for line in lines(output)), output
+    assert re.search(
+        rf"^  Degraded: RolloutHalted — .*first: {bad} \(health gate failed", output, re.MULTILINE
+    )
+    # The nodes as the cluster had them at the end: with 4 nodes maxUnavailable 25% is one, so the
+    # canary passed its gate, the next node failed it, and no node started after it.
+    groups = {m[1]: m[2].split(", ") for m in re.finditer(r"^    (.+): (\S.*)$", output, re.MULTILINE)}
+    assert groups.keys() == {"HealthGatePassed", "HealthGateFailed", "not started"}, groups
+    assert groups["HealthGateFailed"] == [bad]
+    assert len(groups["HealthGatePassed"]) == 1
+    assert len(groups["not started"]) == 2
+    assert len({bad, *groups["HealthGatePassed"], *groups["not started"]}) == 4
+    assert "  fleetwright status gpu-tuning-gated" in lines(output)
+    assert f"  fleetwright logs gpu-tuning-gated {bad}" in lines(output)
+    assert f"workflow node/gpu-tuning-gated/{bad}" in output
     assert_nothing_left(output)
