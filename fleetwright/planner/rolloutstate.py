@@ -142,6 +142,10 @@ class Counts(Frozen):
     budget, or a window opens): a healthy rollout has many."""
     unavailable: int = 0
     max_unavailable: int = 0
+    unproven: int = 0
+    """Targeted nodes that carry the target's packages but are running (at their node gate) or
+    failed (their gate failed): not updated yet, though they need no more stages."""
+    _since_0_1_0 = added_fields("unproven")
 
 
 MAX_BLOCKED_LISTED = 200

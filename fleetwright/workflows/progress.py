@@ -60,8 +60,9 @@ def rollout_progress(
         message=decision.message,
         step=current_step(state),
         targeted=counts.targeted,
-        # Nodes that carry the target, whichever pass updated them (a joined node starts a new pass).
-        updated=counts.targeted - counts.needs_work,
+        # Nodes that carry the target, whichever pass updated them (a joined node starts a new
+        # pass), except those still at their node gate or that failed it.
+        updated=counts.targeted - counts.needs_work - counts.unproven,
         running=counts.running,
         failed=counts.failed,
         blocked=counts.blocked + len(held),

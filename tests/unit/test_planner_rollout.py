@@ -451,12 +451,25 @@ def test_a_node_is_done_when_its_workflow_reports_not_when_its_record_shows_the_
     assert recorded.state.updated == ()
     assert recorded.start == ()  # the slot is still the running node's
     assert recorded.phase is Phase.PROGRESSING
+    # Its stages are done but it is not updated yet (at its node gate, say): not counted complete.
+    assert (recorded.counts.needs_work, recorded.counts.unproven) == (1, 1)
     fleet.finish(*first)
     assert len(fleet.decide().start) == 1
     fleet.finish_running()
     for name in fleet.nodes:
         fleet.set(name, packages={"driver": PackageRecord(version="2.0.0")})
     assert fleet.decide().phase is Phase.COMPLETE
+
+
+def test_a_node_that_failed_after_its_last_stage_is_not_counted_updated() -> None:
+    # Its node gate failed: it carries the packages but is not updated, nor does it need work.
+    fleet = Fleet(2, policy(batches(initial=1), cap=1))
+    first = started(fleet.decide())
+    fleet.set(first[0], packages={"driver": PackageRecord(version="2.0.0")})
+    fleet.finish(*first, ok=False)
+    failed = fleet.decide()
+    assert [f.node for f in failed.state.failed] == first
+    assert (failed.counts.targeted, failed.counts.needs_work, failed.counts.unproven) == (2, 1, 1)
 
 
 def test_pause_starts_nothing_but_is_not_a_halt() -> None:

@@ -83,6 +83,9 @@ def test_the_counts_and_nodes_of_a_decision() -> None:
         3,
     )
     assert (shown.targeted, shown.updated, shown.running, shown.failed) == (10, 6, 1, 1)
+    # Nodes whose stages are done but whose node gate has not passed are not updated yet.
+    gated = decision(counts=Counts(targeted=10, needs_work=4, running=1, failed=1, unproven=2))
+    assert rollout_progress(gated, controls=Controls(), held=(), generation=3).updated == 4
     assert shown.max_unavailable == 2
     assert (shown.running_nodes, shown.failed_nodes) == (("n1",), ("n9",))
     assert shown.target == state().spec.target

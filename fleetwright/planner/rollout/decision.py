@@ -178,6 +178,9 @@ def _decision(engine: Engine, state: RolloutState, phase: Phase, message: str) -
 
 def _counts(engine: Engine, state: RolloutState, blocked: int) -> Counts:
     view = engine.view
+    # Nodes whose stages are all done but whose node gate has not passed (running or failed).
+    unfinished = {r.node for r in state.running} | {f.node for f in state.failed}
+    unproven = len((unfinished & view.nodes.keys()) - view.prepared.needing)
     return Counts(
         targeted=len(view.nodes),
         needs_work=len(view.prepared.needing),
@@ -189,4 +192,5 @@ def _counts(engine: Engine, state: RolloutState, blocked: int) -> Counts:
         waiting=len(engine.waiting),
         unavailable=len(engine.tracker.unavailable),
         max_unavailable=view.cap,
+        unproven=unproven,
     )
