@@ -39,8 +39,12 @@ class ScopeState(Frozen):
     current_failed: int = 0
     batch_closed_at: datetime | None = None
     fleet_gate: tuple[Measurement, ...] = ()
-    """The current soak's fleet-gate measurements so far, in the order they were taken."""
-    _since_0_1_0 = added_fields("fleet_gate")
+    """The current step's fleet-gate measurements so far (of each check's current run, in a
+    batches step), in the order they were taken."""
+    fleet_gate_earlier: dict[str, int] = Field(default_factory=dict)
+    """Check name -> measurements in the runs that ended before the current one (a batches step's
+    background checks run one run after another; this keeps their schedule)."""
+    _since_0_1_0 = added_fields("fleet_gate", "fleet_gate_earlier")
 
     @property
     def open(self) -> bool:

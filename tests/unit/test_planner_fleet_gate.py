@@ -13,7 +13,7 @@ import pytest
 from fleetwright.local import examples
 from fleetwright.planner import convert, fleetgate
 from fleetwright.planner.analysis import Measurement, Phase, ScopedMeasurement
-from fleetwright.planner.observations import NodeObservation, Observations
+from fleetwright.planner.observations import NodeObservation, Observations, RunStatus
 from fleetwright.planner.rollout import begin, decide
 from fleetwright.planner.rolloutstate import RolloutState
 
@@ -88,3 +88,114 @@ def test_an_inconclusive_check_waits_for_the_soaks_approval() -> None:
     approved = turn(waiting.state, T0 + timedelta(seconds=21), approvals=("rollout/watch",))
     assert approved.start
     assert "rollout/watch" in state.spec.policy.approval_ids()
+
+
+# -- the fleet gate in the background of a batches step ----------------------------------------
+
+
+def batching(check: dict[str, Any], action: str = "halt") -> RolloutState:
+    """A fresh rollout of n0..n3, one node per batch, whose batches step watches ``check``."""
+    steps = [{"name": "rest", "batches": {"initial": 1, "checks": [check["name"]]}}]
+    deployment = examples.policy(max_unavailable=1, steps=steps)
+    spec_json = deployment.spec.model_dump(by_alias=True, exclude_none=True) | {
+        "healthChecks": [check],
+        "failure": {"maxFailedNodes": 0, "action": action},
+    }
+    deployment = deployment.model_copy(update={"spec": type(deployment.spec).model_validate(spec_json)})
+    return begin(convert.rollout_spec(examples.profile("p"), deployment), T0)
+
+
+def batch_turn(
+    state: RolloutState,
+    now: datetime,
+    *phases: Phase,
+    done: tuple[str, ...] = (),
+    approvals: tuple[str, ...] = (),
+) -> Any:
+    """A turn of ``batching``'s rollout: ``phases`` measured for the default compartment's batches
+    step, the nodes ``done`` finished."""
+    measured = tuple(
+        ScopedMeasurement(scope="default", step=0, measurement=Measurement(check="fleet-xid", phase=p))
+        for p in phases
+    )
+    nodes = tuple(
+        NodeObservation(name=f"n{i}", ready=True, run=RunStatus.SUCCEEDED if f"n{i}" in done else None)
+        for i in range(4)
+    )
+    observations = Observations(nodes=nodes, fleet_measurements=measured, approvals=approvals)
+    return decide(state, observations, now)
+
+
+def test_background_checks_run_again_and_again_on_their_schedule_while_batches_run() -> None:
+    state = batching({**CHECK, "count": 2, "intervalSeconds": 5})
+    first = batch_turn(state, T0)
+    (n0,) = (s.node for s in first.start)
+    assert fleetgate.due(first.state, T0) != ()  # due at once, taken by the next turn
+    assert first.wake_at == T0 + timedelta(seconds=1)  # also while n0 runs
+    second = batch_turn(first.state, T0 + timedelta(seconds=1), Phase.SUCCESSFUL)
+    assert second.wake_at == T0 + timedelta(seconds=5)
+    third = batch_turn(second.state, T0 + timedelta(seconds=5), Phase.SUCCESSFUL)
+    scope = third.state.scope("default")
+    assert scope.fleet_gate == ()  # the run passed: set aside, the next begins
+    assert scope.fleet_gate_earlier == {"fleet-xid": 2}
+    assert third.wake_at == T0 + timedelta(seconds=10)  # the schedule goes on
+    assert fleetgate.due(third.state, T0 + timedelta(seconds=9)) == ()
+    (request,) = fleetgate.due(third.state, T0 + timedelta(seconds=10))
+    assert (request.scope, request.step) == ("default", 0)
+    fourth = batch_turn(third.state, T0 + timedelta(seconds=10), Phase.SUCCESSFUL, done=(n0,))
+    assert len(fourth.start) == 1  # the gate passes: the next batch starts
+    assert fourth.wake_at == T0 + timedelta(seconds=15)
+    assert fleetgate.due(fourth.state, T0 + timedelta(seconds=15))[0].placeholders["nodes"] == n0
+
+
+def test_a_background_check_failing_halts_before_the_next_batch() -> None:
+    state = batching({**CHECK, "count": 3})
+    first = batch_turn(state, T0)
+    done = tuple(s.node for s in first.start)
+    failed = batch_turn(first.state, T0 + timedelta(seconds=1), Phase.FAILED, done=done)
+    assert not failed.start  # the first batch finished, yet the second does not start
+    assert done == tuple(r.node for r in first.state.running)
+    assert failed.state.halt is not None
+    assert "batches rest: fleet gate failed: fleet-xid Failed (1/3" in failed.state.halt.reason
+    assert fleetgate.due(failed.state, T0 + timedelta(hours=1)) == ()  # halted: nothing measured
+
+
+def test_each_run_counts_its_own_failures_and_a_failed_run_rolls_back() -> None:
+    state = batching({**CHECK, "count": 2, "failureLimit": 1}, action="rollback")
+    first = batch_turn(state, T0)
+    one = batch_turn(first.state, T0 + timedelta(seconds=1), Phase.FAILED)
+    two = batch_turn(one.state, T0 + timedelta(seconds=11), Phase.SUCCESSFUL)
+    assert two.state.scope("default").fleet_gate_earlier == {"fleet-xid": 2}  # passed within its limit
+    three = batch_turn(two.state, T0 + timedelta(seconds=21), Phase.FAILED)
+    assert three.state.halt is None and three.state.spec.rollback is None  # a new run, its own limit
+    four = batch_turn(three.state, T0 + timedelta(seconds=31), Phase.FAILED)
+    assert four.state.spec.rollback is not None  # the rule fired with action rollback
+    assert "fleet gate failed: fleet-xid Failed (2/2" in four.state.spec.rollback.reason
+    assert four.state.spec.policy.batches_step().checks == ()  # a rollback is not gated
+
+
+def test_an_inconclusive_background_check_holds_new_batches_until_approved() -> None:
+    state = batching({**CHECK, "count": 3})
+    first = batch_turn(state, T0)
+    done = tuple(s.node for s in first.start)
+    held = batch_turn(first.state, T0 + timedelta(seconds=1), Phase.INCONCLUSIVE, done=done)
+    assert not held.start and held.state.halt is None
+    assert "no new batch until `fleetwright approve <profile> default/rest`" in held.message
+    assert fleetgate.due(held.state, T0 + timedelta(hours=1)) == ()  # waits for a human
+    still = batch_turn(held.state, T0 + timedelta(hours=1), done=done)
+    assert not still.start  # never passes by itself
+    approved = batch_turn(still.state, T0 + timedelta(hours=1), done=done, approvals=("default/rest",))
+    assert len(approved.start) == 1 and approved.start[0].node not in done
+    assert approved.state.scope("default").fleet_gate == ()  # the approved run set aside
+    assert "default/rest" in state.spec.policy.approval_ids(s.name for s in state.compartments)
+
+
+def test_steps_without_checks_keep_their_state_and_requests_as_before() -> None:
+    spec = convert.rollout_spec(examples.profile("p"), examples.policy(max_unavailable=1))
+    state = begin(spec, T0)
+    nodes = tuple(NodeObservation(name=f"n{i}", ready=True) for i in range(4))
+    decision = decide(state, Observations(nodes=nodes), T0)
+    assert fleetgate.due(decision.state, T0 + timedelta(days=1)) == ()
+    dumped = decision.state.model_dump(mode="json")
+    assert all("fleet_gate_earlier" not in s for s in dumped["compartments"])
+    assert "checks" not in dumped["spec"]["policy"]["steps"][-1]
