@@ -536,15 +536,13 @@ def _check_health(spec: DeploymentPolicySpec, result: Result) -> None:
     steps = [(f"spec.steps[{i}]", s) for i, s in enumerate(spec.steps)]
     for c, compartment in enumerate(spec.compartments):
         steps += [(f"spec.compartments[{c}].steps[{i}]", s) for i, s in enumerate(compartment.steps)]
+    defined = f"spec.healthChecks has: {', '.join(sorted(known)) or 'none'}"
     for path, step in steps:
         for kind, names in (("soak", step.soak), ("batches", step.batches)):
             for i, name in enumerate(names.checks if names is not None else ()):
                 if name not in known:
-                    result.error(
-                        f"{path}.{kind}.checks[{i}]",
-                        f"unknown check {name!r} (spec.healthChecks has: {', '.join(sorted(known)) or 'none'})",
-                        f"{kind}-unknown-check",
-                    )
+                    where, code = f"{path}.{kind}.checks[{i}]", f"{kind}-unknown-check"
+                    result.error(where, f"unknown check {name!r} ({defined})", code)
     if spec.node_gate is None:
         return
     for i, name in enumerate(spec.node_gate.checks):

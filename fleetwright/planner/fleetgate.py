@@ -5,8 +5,10 @@ A soak or batches step with ``checks`` measures each of them on its own schedule
 the scope entered the step (``initialDelaySeconds``, then every ``intervalSeconds``), over every
 node the rollout updated so far (``{{nodes}}``). A soak's check takes ``count`` measurements. A
 batches step's check watches the whole step in *runs*: a run of ``count`` measurements that passed
-is set aside (``ScopeState.fleet_gate_earlier`` counts its measurements, which keeps the schedule)
-and the next run begins at the next interval; the limits apply per run. The observe-and-decide
+leaves the state and the next run begins; the limits apply per run. Its measurements come one
+interval after the last (``ScopeState.fleet_gate_next``), so a wait (a hold, a worker down) never
+makes them catch up in a burst, and only once a node was updated (before, ``{{nodes}}`` would
+match nothing and every measurement would say no data). The observe-and-decide
 activity takes the measurements ``due`` names before it decides, so each is recorded once, in
 that activity's result; the step (``planner.rollout.soak``, ``planner.rollout.background``) folds
 them into its scope's state and judges them.
@@ -55,8 +57,9 @@ def due_at(scope: ScopeState, check: MetricCheck) -> datetime | None:
     so_far = taken(scope, check)
     if scope.entered_at is None or judge(check, so_far).outcome is not Phase.RUNNING:
         return None
-    earlier = scope.fleet_gate_earlier.get(check.name, 0)
-    offset = check.initial_delay_seconds + check.interval_seconds * (earlier + len(so_far))
+    if check.name in scope.fleet_gate_next:
+        return scope.fleet_gate_next[check.name]
+    offset = check.initial_delay_seconds + check.interval_seconds * len(so_far)
     return scope.entered_at + timedelta(seconds=offset)
 
 
@@ -73,9 +76,21 @@ def fold(scope: ScopeState, measured: Iterable[ScopedMeasurement]) -> ScopeState
     return scope.model_copy(update={"fleet_gate": scope.fleet_gate + new})
 
 
+def scheduled(
+    scope: ScopeState, measured: Iterable[ScopedMeasurement], step: GatedStep, now: datetime
+) -> ScopeState:
+    """``scope`` with the next measurement of each check measured ``now`` due one interval on."""
+    got = {m.measurement.check for m in measured if m.scope == scope.name and m.step == scope.step}
+    following = dict(scope.fleet_gate_next)
+    for check in step.checks:
+        if check.name in got:
+            following[check.name] = now + timedelta(seconds=check.interval_seconds)
+    return scope.model_copy(update={"fleet_gate_next": following}) if got else scope
+
+
 def set_aside(scope: ScopeState, check: CheckState) -> ScopeState:
-    """``scope`` with ``check``'s current run ended: its measurements leave the state, their number
-    is kept for the schedule, and the check's next run starts empty."""
+    """``scope`` with ``check``'s current run ended: its measurements leave the state and the
+    check's next run starts empty."""
     left = check.measured
     kept: list[Measurement] = []
     for measurement in scope.fleet_gate:
@@ -83,9 +98,7 @@ def set_aside(scope: ScopeState, check: CheckState) -> ScopeState:
             left -= 1
             continue
         kept.append(measurement)
-    earlier = dict(scope.fleet_gate_earlier)
-    earlier[check.check] = earlier.get(check.check, 0) + check.measured
-    return scope.model_copy(update={"fleet_gate": tuple(kept), "fleet_gate_earlier": earlier})
+    return scope.model_copy(update={"fleet_gate": tuple(kept)})
 
 
 def due(state: RolloutState, now: datetime) -> tuple[FleetMeasureRequest, ...]:
@@ -97,6 +110,7 @@ def due(state: RolloutState, now: datetime) -> tuple[FleetMeasureRequest, ...]:
     return tuple(
         FleetMeasureRequest(scope=scope.name, step=scope.step, check=check, placeholders=values)
         for scope, step in _gated(state)
+        if state.updated or not isinstance(step, BatchesStep)
         for check in step.checks
         if (when := due_at(scope, check)) is not None and when <= now
     )

@@ -41,10 +41,10 @@ class ScopeState(Frozen):
     fleet_gate: tuple[Measurement, ...] = ()
     """The current step's fleet-gate measurements so far (of each check's current run, in a
     batches step), in the order they were taken."""
-    fleet_gate_earlier: dict[str, int] = Field(default_factory=dict)
-    """Check name -> measurements in the runs that ended before the current one (a batches step's
-    background checks run one run after another; this keeps their schedule)."""
-    _since_0_1_0 = added_fields("fleet_gate", "fleet_gate_earlier")
+    fleet_gate_next: dict[str, datetime] = Field(default_factory=dict)
+    """Check name -> when its next measurement is due: one interval after its last, for a batches
+    step's background checks (a soak's follow their schedule from ``entered_at``)."""
+    _since_0_1_0 = added_fields("fleet_gate", "fleet_gate_next")
 
     @property
     def open(self) -> bool:

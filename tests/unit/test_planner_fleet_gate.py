@@ -93,16 +93,22 @@ def test_an_inconclusive_check_waits_for_the_soaks_approval() -> None:
 # -- the fleet gate in the background of a batches step ----------------------------------------
 
 
-def batching(check: dict[str, Any], action: str = "halt") -> RolloutState:
-    """A fresh rollout of n0..n3, one node per batch, whose batches step watches ``check``."""
-    steps = [{"name": "rest", "batches": {"initial": 1, "checks": [check["name"]]}}]
+def batching(check: dict[str, Any], action: str = "halt", *, canary: bool = True) -> RolloutState:
+    """A rollout of n0..n3, one node per batch, whose batches step watches ``check``; with a
+    canary, n0 is its canary, updated, so the default compartment enters the batches at T0."""
+    rest = {"name": "rest", "batches": {"initial": 1, "checks": [check["name"]]}}
+    steps = [{"name": "canary", "canary": {"count": 1}}, rest] if canary else [rest]
     deployment = examples.policy(max_unavailable=1, steps=steps)
     spec_json = deployment.spec.model_dump(by_alias=True, exclude_none=True) | {
         "healthChecks": [check],
         "failure": {"maxFailedNodes": 0, "action": action},
     }
     deployment = deployment.model_copy(update={"spec": type(deployment.spec).model_validate(spec_json)})
-    return begin(convert.rollout_spec(examples.profile("p"), deployment), T0)
+    state = begin(convert.rollout_spec(examples.profile("p"), deployment), T0)
+    if not canary:
+        return state
+    gates = state.gates.model_copy(update={"step": 1, "canary": ("n0",)})
+    return state.model_copy(update={"gates": gates, "updated": ("n0",)})
 
 
 def batch_turn(
@@ -126,35 +132,47 @@ def batch_turn(
     return decide(state, observations, now)
 
 
-def test_background_checks_run_again_and_again_on_their_schedule_while_batches_run() -> None:
+def started(decision: Any) -> tuple[str, ...]:
+    return tuple(s.node for s in decision.start)
+
+
+def test_background_checks_run_again_and_again_one_interval_apart_while_batches_run() -> None:
     state = batching({**CHECK, "count": 2, "intervalSeconds": 5})
     first = batch_turn(state, T0)
-    (n0,) = (s.node for s in first.start)
-    assert fleetgate.due(first.state, T0) != ()  # due at once, taken by the next turn
-    assert first.wake_at == T0 + timedelta(seconds=1)  # also while n0 runs
+    assert len(started(first)) == 1
+    (request,) = fleetgate.due(first.state, T0)  # due at once, over the canary
+    assert (request.scope, request.step, request.placeholders["nodes"]) == ("default", 0, "n0")
+    assert first.wake_at == T0 + timedelta(seconds=1)  # taken by the next turn, while the node runs
     second = batch_turn(first.state, T0 + timedelta(seconds=1), Phase.SUCCESSFUL)
-    assert second.wake_at == T0 + timedelta(seconds=5)
-    third = batch_turn(second.state, T0 + timedelta(seconds=5), Phase.SUCCESSFUL)
-    scope = third.state.scope("default")
-    assert scope.fleet_gate == ()  # the run passed: set aside, the next begins
-    assert scope.fleet_gate_earlier == {"fleet-xid": 2}
-    assert third.wake_at == T0 + timedelta(seconds=10)  # the schedule goes on
-    assert fleetgate.due(third.state, T0 + timedelta(seconds=9)) == ()
-    (request,) = fleetgate.due(third.state, T0 + timedelta(seconds=10))
-    assert (request.scope, request.step) == ("default", 0)
-    fourth = batch_turn(third.state, T0 + timedelta(seconds=10), Phase.SUCCESSFUL, done=(n0,))
-    assert len(fourth.start) == 1  # the gate passes: the next batch starts
-    assert fourth.wake_at == T0 + timedelta(seconds=15)
-    assert fleetgate.due(fourth.state, T0 + timedelta(seconds=15))[0].placeholders["nodes"] == n0
+    assert second.wake_at == T0 + timedelta(seconds=6)  # one interval after the last
+    assert fleetgate.due(second.state, T0 + timedelta(seconds=5)) == ()
+    third = batch_turn(second.state, T0 + timedelta(seconds=6), Phase.SUCCESSFUL)
+    assert third.state.scope("default").fleet_gate == ()  # the run passed and left; the next begins
+    assert third.wake_at == T0 + timedelta(seconds=11)
+    assert len(fleetgate.due(third.state, T0 + timedelta(seconds=11))) == 1
+    # A turn long after (a worker was down): the next measurement is an interval on, no burst.
+    late = batch_turn(third.state, T0 + timedelta(seconds=500), Phase.SUCCESSFUL, done=started(first))
+    assert len(started(late)) == 1  # the gate passes: the next batch starts
+    assert fleetgate.due(late.state, T0 + timedelta(seconds=504)) == ()
+    (after,) = fleetgate.due(late.state, T0 + timedelta(seconds=505))
+    assert set(after.placeholders["nodes"].split("|")) == {"n0", *started(first)}
+
+
+def test_nothing_is_measured_before_a_node_was_updated() -> None:
+    state = batching({**CHECK, "count": 2, "intervalSeconds": 5}, canary=False)
+    first = batch_turn(state, T0)
+    assert len(started(first)) == 1
+    assert fleetgate.due(first.state, T0 + timedelta(hours=1)) == ()  # {{nodes}} would match nothing
+    assert first.wake_at is None  # the node's report wakes the rollout
+    second = batch_turn(first.state, T0 + timedelta(minutes=10), done=started(first))
+    assert len(fleetgate.due(second.state, T0 + timedelta(minutes=10))) == 1
 
 
 def test_a_background_check_failing_halts_before_the_next_batch() -> None:
     state = batching({**CHECK, "count": 3})
     first = batch_turn(state, T0)
-    done = tuple(s.node for s in first.start)
-    failed = batch_turn(first.state, T0 + timedelta(seconds=1), Phase.FAILED, done=done)
+    failed = batch_turn(first.state, T0 + timedelta(seconds=1), Phase.FAILED, done=started(first))
     assert not failed.start  # the first batch finished, yet the second does not start
-    assert done == tuple(r.node for r in first.state.running)
     assert failed.state.halt is not None
     assert "batches rest: fleet gate failed: fleet-xid Failed (1/3" in failed.state.halt.reason
     assert fleetgate.due(failed.state, T0 + timedelta(hours=1)) == ()  # halted: nothing measured
@@ -165,9 +183,9 @@ def test_each_run_counts_its_own_failures_and_a_failed_run_rolls_back() -> None:
     first = batch_turn(state, T0)
     one = batch_turn(first.state, T0 + timedelta(seconds=1), Phase.FAILED)
     two = batch_turn(one.state, T0 + timedelta(seconds=11), Phase.SUCCESSFUL)
-    assert two.state.scope("default").fleet_gate_earlier == {"fleet-xid": 2}  # passed within its limit
+    assert two.state.scope("default").fleet_gate == ()  # passed within its failureLimit
     three = batch_turn(two.state, T0 + timedelta(seconds=21), Phase.FAILED)
-    assert three.state.halt is None and three.state.spec.rollback is None  # a new run, its own limit
+    assert three.state.halt is None  # a new run, its own limit
     four = batch_turn(three.state, T0 + timedelta(seconds=31), Phase.FAILED)
     assert four.state.spec.rollback is not None  # the rule fired with action rollback
     assert "fleet gate failed: fleet-xid Failed (2/2" in four.state.spec.rollback.reason
@@ -177,16 +195,18 @@ def test_each_run_counts_its_own_failures_and_a_failed_run_rolls_back() -> None:
 def test_an_inconclusive_background_check_holds_new_batches_until_approved() -> None:
     state = batching({**CHECK, "count": 3})
     first = batch_turn(state, T0)
-    done = tuple(s.node for s in first.start)
+    done = started(first)
     held = batch_turn(first.state, T0 + timedelta(seconds=1), Phase.INCONCLUSIVE, done=done)
-    assert not held.start and held.state.halt is None
+    assert not held.start
+    assert held.state.halt is None
     assert "no new batch until `fleetwright approve <profile> default/rest`" in held.message
     assert fleetgate.due(held.state, T0 + timedelta(hours=1)) == ()  # waits for a human
     still = batch_turn(held.state, T0 + timedelta(hours=1), done=done)
     assert not still.start  # never passes by itself
     approved = batch_turn(still.state, T0 + timedelta(hours=1), done=done, approvals=("default/rest",))
-    assert len(approved.start) == 1 and approved.start[0].node not in done
-    assert approved.state.scope("default").fleet_gate == ()  # the approved run set aside
+    assert len(approved.start) == 1
+    assert approved.state.scope("default").fleet_gate == ()  # the approved run left
+    assert len(fleetgate.due(approved.state, T0 + timedelta(hours=1))) == 1  # and the next begins
     assert "default/rest" in state.spec.policy.approval_ids(s.name for s in state.compartments)
 
 
@@ -197,5 +217,5 @@ def test_steps_without_checks_keep_their_state_and_requests_as_before() -> None:
     decision = decide(state, Observations(nodes=nodes), T0)
     assert fleetgate.due(decision.state, T0 + timedelta(days=1)) == ()
     dumped = decision.state.model_dump(mode="json")
-    assert all("fleet_gate_earlier" not in s for s in dumped["compartments"])
+    assert all("fleet_gate_next" not in s for s in dumped["compartments"])
     assert "checks" not in dumped["spec"]["policy"]["steps"][-1]

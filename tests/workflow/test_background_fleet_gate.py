@@ -1,8 +1,9 @@
 """The fleet gate in the background of a batches step, on the workflow tier: its checks measure
-while the first batch's nodes run (the rollout wakes for each measurement), a failing one stops
-the second batch and, with ``action: rollback``, returns the first; an Inconclusive one holds new
-batches, named, until a human approves the step. Prometheus is faked behind the observe-and-decide
-activity; the real one is the integration tier's."""
+over the canary while the first batch's nodes run (the rollout wakes for each measurement), a
+failing one stops the second batch and, with ``action: rollback``, returns the canary and the
+first batch; an Inconclusive one holds new batches, named, until a human approves the step.
+Prometheus is faked behind the observe-and-decide activity; the real one is the integration
+tier's."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from fleetwright.api.deploymentpolicy import DeploymentPolicy
 from fleetwright.local import examples
 from fleetwright.worker.temporalworker import build_worker
 from fleetwright.workflows.rollout import RolloutWorkflow
-from tests.support.waiting import until, until_progress
+from tests.support.waiting import until_progress
 from tests.workflow.fakefleet import FakeFleet, answer
 from tests.workflow.test_node_gate import FLEET_XID, rollout
 from tests.workflow.test_rollout_workflow import in_phase, start, unique
@@ -25,8 +26,11 @@ pytestmark = pytest.mark.workflow
 
 
 def watched(check: dict[str, Any], *, action: str = "halt") -> DeploymentPolicy:
-    """Batches of 2 whose fleet gate measures ``check`` in the background."""
-    steps = [{"name": "rest", "batches": {"strategy": "fixed", "initial": 2, "checks": [check["name"]]}}]
+    """Canary 1, then batches of 2 whose fleet gate measures ``check`` in the background."""
+    steps = [
+        {"name": "canary", "canary": {"count": 1}},
+        {"name": "rest", "batches": {"strategy": "fixed", "initial": 2, "checks": [check["name"]]}},
+    ]
     deployment = examples.policy(max_unavailable=2, steps=steps)
     spec = deployment.spec.model_dump(by_alias=True, exclude_none=True)
     spec |= {"healthChecks": [check], "failure": {"maxFailedNodes": 0, "action": action}}
@@ -34,7 +38,9 @@ def watched(check: dict[str, Any], *, action: str = "halt") -> DeploymentPolicy:
 
 
 async def test_a_background_check_failing_while_the_first_batch_runs_rolls_it_back(client: Client) -> None:
-    fleet = FakeFleet(size=4, hold_stages=True)  # the first batch's nodes run until released
+    fleet = FakeFleet(size=5)
+    # The canary's stages run; every other node's wait until released: the first batch runs on.
+    fleet.holds = lambda request: request.node != fleet.started_stages[0][0]
     seen: list[str] = []
 
     def metric(node: str, promql: str) -> Any:
@@ -45,38 +51,38 @@ async def test_a_background_check_failing_while_the_first_batch_runs_rolls_it_ba
     name = unique()
     handle, queue = await start(client, fleet, rollout(name, watched(FLEET_XID, action="rollback")))
     async with build_worker(client, fleet.activities(), task_queue=queue):
-        await until(lambda: len(fleet.fleet_measured) >= 2, 30, "two background measurements", blocking=False)
-        first = fleet.started_nodes()
-        assert len(first) == 2 and not fleet.release.is_set()  # measured while the batch runs
         rolling = await in_phase(handle, "RollingBack")
         assert "batches rest: fleet gate failed: fleet-xid Failed (2/3, last Failed [2])" in rolling.message
+        forward = fleet.started_nodes()
+        assert len(forward) == 3  # the canary and the first batch, still running
+        assert not fleet.release.is_set()
         fleet.release.set()
         done = await in_phase(handle, "RolledBack")
-        await asyncio.sleep(1)  # a second batch would start here, were it to
         await handle.terminate("test done")
     assert done.rolled_back_generation is not None
-    assert fleet.started_nodes() == first  # the second batch never started
+    assert fleet.started_nodes() == forward  # the second batch never started
     returned = {r.node for r in fleet.stage_requests if r.stage.value == "uninstall"}
-    assert returned == set(first)  # the first batch went back
+    assert returned == set(forward)  # the canary and the first batch went back
+    canary = fleet.started_stages[0][0]
+    assert all(f'Hostname=~"{canary}"' in promql for promql in seen)  # {{nodes}}: updated so far
     assert [m.phase.value for m in fleet.fleet_measured] == ["Successful", "Failed"]  # none in the rollback
 
 
 async def test_an_inconclusive_background_check_holds_new_batches_until_approved(client: Client) -> None:
-    fleet = FakeFleet(size=4)
+    fleet = FakeFleet(size=5)
     answers = iter([answer()])  # no data first: Inconclusive; then 0
     fleet.metric = lambda node, promql: next(answers, answer(0))
     name = unique()
     handle, queue = await start(client, fleet, rollout(name, watched({**FLEET_XID, "count": 2})))
     async with build_worker(client, fleet.activities(), task_queue=queue):
         waiting = await until_progress(
-            handle, lambda p: "fleet gate inconclusive" in p.message and p.updated == 2, "the hold"
+            handle, lambda p: "fleet gate inconclusive" in p.message and p.updated == 3, "the hold"
         )
         assert "no new batch until `fleetwright approve <profile> default/rest`" in waiting.message
         await asyncio.sleep(2)
-        assert len(fleet.started_nodes()) == 2  # held: the second batch waits for a human
-        assert [m.phase.value for m in fleet.fleet_measured] == ["Inconclusive"]  # and nothing re-measured
+        assert len(fleet.started_nodes()) == 3  # held: the second batch waits for a human
+        assert [m.phase.value for m in fleet.fleet_measured] == ["Inconclusive"]  # nothing re-measured
         await handle.execute_update(RolloutWorkflow.approve, "default/rest")
         done = await in_phase(handle, "Complete")
         await handle.terminate("test done")
-    assert done.updated == 4
-    assert fleet.fleet_measured[0].phase.value == "Inconclusive"
+    assert done.updated == 5

@@ -18,7 +18,8 @@ from fleetwright.planner.rolloutstate import ScopeState
 
 def gate(engine: Engine, scope: ScopeState, step: BatchesStep) -> tuple[ScopeState, bool]:
     """Fold this turn's measurements in; whether batches may start (else halted or held)."""
-    scope = fleetgate.fold(scope, engine.observations.fleet_measurements)
+    measured = engine.observations.fleet_measurements
+    scope = fleetgate.scheduled(fleetgate.fold(scope, measured), measured, step, engine.now)
     approval = f"{scope.name}/{step.name}"
     approved = approval in engine.observations.approvals
     while ended := [c for c in fleetgate.states(step, scope) if _ended(c, approved)]:
@@ -51,7 +52,10 @@ def _ended(check: CheckState, approved: bool) -> bool:
 
 
 def wake_for_next(engine: Engine, scope: ScopeState, step: BatchesStep) -> None:
-    """Wake the rollout for each check's next measurement, also while nodes run."""
+    """Wake the rollout for each check's next measurement, also while nodes run (none before a
+    node was updated: that node's report wakes it)."""
+    if not engine.updated:
+        return
     for check in step.checks:
         when = fleetgate.due_at(scope, check)
         if when is not None:

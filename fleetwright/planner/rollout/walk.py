@@ -58,7 +58,7 @@ def _scope(engine: Engine, scope: ScopeState, steps: tuple[Step, ...], members: 
         if not done:
             break
         scope = scope.model_copy(
-            update={"step": scope.step + 1, "entered_at": None, "fleet_gate": (), "fleet_gate_earlier": {}}
+            update={"step": scope.step + 1, "entered_at": None, "fleet_gate": (), "fleet_gate_next": {}}
         )
     return scope
 
