@@ -145,6 +145,7 @@ def test_background_checks_run_again_and_again_one_interval_apart_while_batches_
     assert first.wake_at == T0 + timedelta(seconds=1)  # taken by the next turn, while the node runs
     second = batch_turn(first.state, T0 + timedelta(seconds=1), Phase.SUCCESSFUL)
     assert second.wake_at == T0 + timedelta(seconds=6)  # one interval after the last
+    assert "default: batches rest fleet gate fleet-xid Running (1/2, last Successful" in second.message
     assert fleetgate.due(second.state, T0 + timedelta(seconds=5)) == ()
     third = batch_turn(second.state, T0 + timedelta(seconds=6), Phase.SUCCESSFUL)
     assert third.state.scope("default").fleet_gate == ()  # the run passed and left; the next begins

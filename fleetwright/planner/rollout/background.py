@@ -18,8 +18,8 @@ from fleetwright.planner.rolloutstate import ScopeState
 
 def gate(engine: Engine, scope: ScopeState, step: BatchesStep) -> tuple[ScopeState, bool]:
     """Fold this turn's measurements in; whether batches may start (else halted or held)."""
-    measured = engine.observations.fleet_measurements
-    scope = fleetgate.scheduled(fleetgate.fold(scope, measured), measured, step, engine.now)
+    taken = engine.observations.fleet_measurements
+    scope = fleetgate.scheduled(fleetgate.fold(scope, taken), taken, step, engine.now)
     approval = f"{scope.name}/{step.name}"
     approved = approval in engine.observations.approvals
     while ended := [c for c in fleetgate.states(step, scope) if _ended(c, approved)]:
@@ -41,6 +41,9 @@ def gate(engine: Engine, scope: ScopeState, step: BatchesStep) -> tuple[ScopeSta
             f"`fleetwright approve <profile> {approval}` (or abort)"
         )
         return scope, False
+    measured = [c.describe() for c in checks if c.measured]
+    if measured:
+        engine.notes.append(f"{scope.name}: batches {step.name} fleet gate {'; '.join(measured)}")
     return scope, True
 
 
