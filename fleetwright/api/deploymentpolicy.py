@@ -182,11 +182,12 @@ class BatchesStep(ApiModel):
     )
     checks: list[CheckName] = Field(
         default_factory=list,
-        description="Fleet gate in the background: names of spec.healthChecks measured from the moment "
-        "the step begins while its batches run, over the nodes updated so far ({{nodes}}), each on its "
-        "own schedule, in runs of `count` measurements one after the other (the limits apply per run). "
-        "No new batch starts while a check is Failed or Error (the failure rule fires at once) or "
-        "Inconclusive (it waits for `fleetwright approve <scope>/<step>`); running nodes finish.",
+        description="Fleet gate in the background: names of spec.healthChecks measured while the batches "
+        "run, over the nodes updated so far ({{nodes}}; nothing is measured before one is), "
+        "initialDelaySeconds after the step begins, then intervalSeconds after each measurement, in "
+        "runs of `count` one after the other (the limits apply per run). No new batch starts while a "
+        "check is Failed or Error (the failure rule fires at once) or Inconclusive (it waits for "
+        "`fleetwright approve <scope>/<step>`); running nodes finish.",
         max_length=MAX_CHECKS,
     )
     _since_0_1_0 = added_fields("checks")

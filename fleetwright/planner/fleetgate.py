@@ -8,10 +8,10 @@ batches step's check watches the whole step in *runs*: a run of ``count`` measur
 leaves the state and the next run begins; the limits apply per run. Its measurements come one
 interval after the last (``ScopeState.fleet_gate_next``), so a wait (a hold, a worker down) never
 makes them catch up in a burst, and only once a node was updated (before, ``{{nodes}}`` would
-match nothing and every measurement would say no data). The observe-and-decide
-activity takes the measurements ``due`` names before it decides, so each is recorded once, in
-that activity's result; the step (``planner.rollout.soak``, ``planner.rollout.background``) folds
-them into its scope's state and judges them.
+match nothing and every measurement would say no data). The observe-and-decide activity takes
+the measurements ``due`` names before it decides, so each is recorded once, in that activity's
+result; the step (``planner.rollout.soak``, ``planner.rollout.background``) folds them into its
+scope's state and judges them.
 """
 
 from __future__ import annotations
