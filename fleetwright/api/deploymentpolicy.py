@@ -180,6 +180,17 @@ class BatchesStep(ApiModel):
         "false: it starts from the size of the last batch the profile's previous rollout ran, grown as "
         "after a passed batch (a fleet that took the last change well takes the next one faster).",
     )
+    checks: list[CheckName] = Field(
+        default_factory=list,
+        description="Fleet gate in the background: names of spec.healthChecks measured while the batches "
+        "run, over the nodes updated so far ({{nodes}}; nothing is measured before one is), "
+        "initialDelaySeconds after the step begins, then intervalSeconds after each measurement, in "
+        "runs of `count` one after the other (the limits apply per run). No new batch starts while a "
+        "check is Failed or Error (the failure rule fires at once) or Inconclusive (it waits for "
+        "`fleetwright approve <scope>/<step>`); running nodes finish.",
+        max_length=MAX_CHECKS,
+    )
+    _since_0_1_0 = added_fields("checks")
 
     local_rules = (
         LocalRule(

@@ -533,17 +533,16 @@ def _check_health(spec: DeploymentPolicySpec, result: Result) -> None:
         [c.name for c in spec.health_checks], "spec.healthChecks", "name", "health-check-duplicate", result
     )
     known = {c.name for c in spec.health_checks}
-    soaks = [(f"spec.steps[{i}]", s) for i, s in enumerate(spec.steps)]
+    steps = [(f"spec.steps[{i}]", s) for i, s in enumerate(spec.steps)]
     for c, compartment in enumerate(spec.compartments):
-        soaks += [(f"spec.compartments[{c}].steps[{i}]", s) for i, s in enumerate(compartment.steps)]
-    for path, step in soaks:
-        for i, name in enumerate(step.soak.checks if step.soak is not None else ()):
-            if name not in known:
-                result.error(
-                    f"{path}.soak.checks[{i}]",
-                    f"unknown check {name!r} (spec.healthChecks has: {', '.join(sorted(known)) or 'none'})",
-                    "soak-unknown-check",
-                )
+        steps += [(f"spec.compartments[{c}].steps[{i}]", s) for i, s in enumerate(compartment.steps)]
+    defined = f"spec.healthChecks has: {', '.join(sorted(known)) or 'none'}"
+    for path, step in steps:
+        for kind, names in (("soak", step.soak), ("batches", step.batches)):
+            for i, name in enumerate(names.checks if names is not None else ()):
+                if name not in known:
+                    where, code = f"{path}.{kind}.checks[{i}]", f"{kind}-unknown-check"
+                    result.error(where, f"unknown check {name!r} ({defined})", code)
     if spec.node_gate is None:
         return
     for i, name in enumerate(spec.node_gate.checks):

@@ -199,8 +199,9 @@ def approve_command(
     step: Annotated[
         str,
         typer.Argument(
-            help="The approval step, `<scope>/<step>` (e.g. rollout/gate), or `gate/<node>` for a node "
-            "waiting at an Inconclusive health gate."
+            help="The approval step, `<scope>/<step>` (e.g. rollout/gate; also a soak or batches step "
+            "whose fleet gate is Inconclusive), or `gate/<node>` for a node waiting at an Inconclusive "
+            "health gate."
         ),
     ],
     output: OutputOpt = "table",

@@ -253,6 +253,12 @@ def render(plan: Plan, console: Console, max_nodes: int) -> None:
             "time): " + "; ".join(plan.node_gate),
             highlight=False,
         )
+    if plan.fleet_gate:
+        console.print(
+            "Fleet gate (over the nodes updated so far; a check not passing stops new batches): "
+            + "; ".join(plan.fleet_gate),
+            highlight=False,
+        )
     _batch_table(plan, console)
     _node_table(plan, console, max_nodes)
     _blocked_table(plan, console)

@@ -116,6 +116,7 @@ def step(
         strategy=strategy(api.batches, failure),
         pause_seconds=api.batches.soak_seconds,
         reset_batch_size=api.batches.reset_batch_state_on_completion,
+        checks=tuple((checks or {})[n] for n in api.batches.checks if n in (checks or {})),
     )
 
 

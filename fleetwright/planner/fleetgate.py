@@ -1,27 +1,35 @@
-"""The fleet gate of a soak step, pure: which of its checks are due for a measurement now, over
-which nodes, and where the soak's checks stand.
+"""The fleet gate, pure: which checks of a soak step, or of a batches step in the background, are
+due for a measurement now, over which nodes, and where they stand.
 
-A soak with ``checks`` measures each of them on its own schedule from the moment the scope entered
-the soak (``initialDelaySeconds``, then every ``intervalSeconds``, ``count`` times), over every node
-the rollout updated so far (``{{nodes}}``). The observe-and-decide activity takes the measurements
-``due`` names before it decides, so each is recorded once, in that activity's result; the soak step
-(``planner.rollout.soak``) folds them into its scope's state and judges them.
+A soak or batches step with ``checks`` measures each of them on its own schedule from the moment
+the scope entered the step (``initialDelaySeconds``, then every ``intervalSeconds``), over every
+node the rollout updated so far (``{{nodes}}``). A soak's check takes ``count`` measurements. A
+batches step's check watches the whole step in *runs*: a run of ``count`` measurements that passed
+leaves the state and the next run begins; the limits apply per run. Its measurements come one
+interval after the last (``ScopeState.fleet_gate_next``), so a wait (a hold, a worker down) never
+makes them catch up in a burst, and only once a node was updated (before, ``{{nodes}}`` would
+match nothing and every measurement would say no data). The observe-and-decide activity takes
+the measurements ``due`` names before it decides, so each is recorded once, in that activity's
+result; the step (``planner.rollout.soak``, ``planner.rollout.background``) folds them into its
+scope's state and judges them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from datetime import datetime, timedelta
 
 from fleetwright.api.health import MetricCheck, nodes_alternation
-from fleetwright.planner.analysis import CheckState, Measurement, Phase, judge
+from fleetwright.planner.analysis import CheckState, Measurement, Phase, ScopedMeasurement, judge
 from fleetwright.planner.base import Frozen
-from fleetwright.planner.policy import GATES_SCOPE, SoakStep
+from fleetwright.planner.policy import GATES_SCOPE, BatchesStep, SoakStep
 from fleetwright.planner.rolloutstate import RolloutState, ScopeState
+
+GatedStep = SoakStep | BatchesStep
 
 
 class FleetMeasureRequest(Frozen):
-    """One fleet-gate measurement to take: ``check`` for scope ``scope``'s soak at step ``step``."""
+    """One fleet-gate measurement to take: ``check`` for scope ``scope``'s step ``step``."""
 
     scope: str
     step: int
@@ -29,47 +37,87 @@ class FleetMeasureRequest(Frozen):
     placeholders: dict[str, str]
 
 
-def soak_at(state: RolloutState, scope: ScopeState) -> SoakStep | None:
-    """The soak with checks ``scope`` is in, if any."""
+def gated_at(state: RolloutState, scope: ScopeState) -> GatedStep | None:
+    """The soak or batches step with checks ``scope`` is in, if any."""
     policy = state.spec.policy
     steps = policy.gate_steps() if scope.name == GATES_SCOPE else policy.compartment_steps(scope.name)
     if scope.step >= len(steps):
         return None
     step = steps[scope.step]
-    return step if isinstance(step, SoakStep) and step.checks else None
+    return step if isinstance(step, GatedStep) and step.checks else None
 
 
 def taken(scope: ScopeState, check: MetricCheck) -> list[Measurement]:
+    """The check's measurements in its current run (a soak has one run)."""
     return [m for m in scope.fleet_gate if m.check == check.name]
 
 
 def due_at(scope: ScopeState, check: MetricCheck) -> datetime | None:
-    """When the check's next measurement is due (None: it needs no more)."""
+    """When the check's next measurement is due (None: its run ended, it needs no more)."""
     so_far = taken(scope, check)
     if scope.entered_at is None or judge(check, so_far).outcome is not Phase.RUNNING:
         return None
+    if check.name in scope.fleet_gate_next:
+        return scope.fleet_gate_next[check.name]
     offset = check.initial_delay_seconds + check.interval_seconds * len(so_far)
     return scope.entered_at + timedelta(seconds=offset)
 
 
-def states(step: SoakStep, scope: ScopeState) -> list[CheckState]:
+def states(step: GatedStep, scope: ScopeState) -> list[CheckState]:
+    """Each check's state in its current run."""
     return [judge(check, taken(scope, check)) for check in step.checks]
 
 
+def fold(scope: ScopeState, measured: Iterable[ScopedMeasurement]) -> ScopeState:
+    """``scope`` with the measurements taken for its current step added."""
+    new = tuple(m.measurement for m in measured if m.scope == scope.name and m.step == scope.step)
+    if not new:
+        return scope
+    return scope.model_copy(update={"fleet_gate": scope.fleet_gate + new})
+
+
+def scheduled(
+    scope: ScopeState, measured: Iterable[ScopedMeasurement], step: GatedStep, now: datetime
+) -> ScopeState:
+    """``scope`` with the next measurement of each check measured ``now`` due one interval on."""
+    got = {m.measurement.check for m in measured if m.scope == scope.name and m.step == scope.step}
+    following = dict(scope.fleet_gate_next)
+    for check in step.checks:
+        if check.name in got:
+            following[check.name] = now + timedelta(seconds=check.interval_seconds)
+    return scope.model_copy(update={"fleet_gate_next": following}) if got else scope
+
+
+def set_aside(scope: ScopeState, check: CheckState) -> ScopeState:
+    """``scope`` with ``check``'s current run ended: its measurements leave the state and the
+    check's next run starts empty."""
+    left = check.measured
+    kept: list[Measurement] = []
+    for measurement in scope.fleet_gate:
+        if measurement.check == check.check and left > 0:
+            left -= 1
+            continue
+        kept.append(measurement)
+    return scope.model_copy(update={"fleet_gate": tuple(kept)})
+
+
 def due(state: RolloutState, now: datetime) -> tuple[FleetMeasureRequest, ...]:
-    """Every fleet-gate measurement due at ``now``."""
+    """Every fleet-gate measurement due at ``now`` (none while the rollout is halted)."""
+    if state.halt is not None:
+        return ()
     nodes = nodes_alternation(sorted(state.updated))
     values = {"nodes": nodes, "profile": state.spec.profile, "node": ""}
     return tuple(
         FleetMeasureRequest(scope=scope.name, step=scope.step, check=check, placeholders=values)
-        for scope, step in _soaking(state)
+        for scope, step in _gated(state)
+        if state.updated or not isinstance(step, BatchesStep)
         for check in step.checks
         if (when := due_at(scope, check)) is not None and when <= now
     )
 
 
-def _soaking(state: RolloutState) -> Iterator[tuple[ScopeState, SoakStep]]:
+def _gated(state: RolloutState) -> Iterator[tuple[ScopeState, GatedStep]]:
     for scope in (state.gates, *state.compartments):
-        step = soak_at(state, scope)
+        step = gated_at(state, scope)
         if step is not None:
             yield scope, step

@@ -100,6 +100,11 @@ class BatchesStep(Frozen):
     reset_batch_size: bool = True
     """False: the next rollout of the profile sizes its first batch from the last batch this one
     ran (growing it as after a passed batch), not from ``initial``."""
+    checks: tuple[MetricCheck, ...] = ()
+    """The fleet gate in the background: metric checks measured while the batches run, in runs of
+    ``count`` one after the other (``planner.fleetgate``); no batch starts while one is not
+    passing."""
+    _since_0_1_0 = added_fields("checks")
 
 
 Step = Annotated[CanaryStep | SoakStep | ApprovalStep | BatchesStep, Field(discriminator="kind")]
@@ -183,6 +188,14 @@ class RolloutPolicy(Frozen):
             ids += [f"{name}/{s.name}" for s in self.compartment_steps(name) if _approvable(s)]
         return sorted(set(ids))
 
+    def without_background_checks(self) -> RolloutPolicy:
+        """The policy with its batches steps' fleet-gate checks removed (a rollback's, a preview's)."""
+        compartments = tuple(
+            c.model_copy(update={"steps": tuple(_unchecked(s) for s in c.steps)}) for c in self.compartments
+        )
+        steps = tuple(_unchecked(s) for s in self.steps)
+        return self.model_copy(update={"steps": steps, "compartments": compartments})
+
     def compartment(self, name: str) -> Compartment | None:
         return next((c for c in self.compartments if c.name == name), None)
 
@@ -194,5 +207,12 @@ class RolloutPolicy(Frozen):
 
 
 def _approvable(step: Step) -> bool:
-    """An approval step, or a soak whose fleet gate a human passes when it is Inconclusive."""
-    return isinstance(step, ApprovalStep) or (isinstance(step, SoakStep) and bool(step.checks))
+    """An approval step, or a soak or batches step whose fleet gate a human passes when it is
+    Inconclusive."""
+    return isinstance(step, ApprovalStep) or (isinstance(step, SoakStep | BatchesStep) and bool(step.checks))
+
+
+def _unchecked(step: Step) -> Step:
+    if isinstance(step, BatchesStep) and step.checks:
+        return step.model_copy(update={"checks": ()})
+    return step

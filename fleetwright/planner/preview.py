@@ -22,7 +22,15 @@ from fleetwright.planner.analysis import Phase as Outcome
 from fleetwright.planner.base import Frozen
 from fleetwright.planner.nodework import NodeWork
 from fleetwright.planner.observations import NodeObservation, Observations, RunStatus
-from fleetwright.planner.policy import DEFAULT_COMPARTMENT, GATES_SCOPE, ApprovalStep, FailurePolicy, Step
+from fleetwright.planner.policy import (
+    DEFAULT_COMPARTMENT,
+    GATES_SCOPE,
+    ApprovalStep,
+    BatchesStep,
+    FailurePolicy,
+    SoakStep,
+    Step,
+)
 from fleetwright.planner.rollout import begin, decide
 from fleetwright.planner.rolloutstate import BlockedNode, Decision, NodeStart, Phase, RolloutState
 from fleetwright.planner.spec import RolloutSpec
@@ -112,6 +120,9 @@ class Plan(Frozen):
     """What the order says about workloads larger than the cap (consecutive batches)."""
     node_gate: tuple[str, ...] = ()
     """The node gate's checks, each with its schedule and limits (its time is in each node's)."""
+    fleet_gate: tuple[str, ...] = ()
+    """``<scope>/<step>`` of each soak or batches step with fleet-gate checks, and each check with
+    its schedule and limits (the simulation takes them as passing)."""
 
 
 def describe_steps(work: NodeWork) -> tuple[str, ...]:
@@ -220,6 +231,10 @@ def deadlocks(spec: RolloutSpec, prepared: Prepared) -> tuple[str, ...]:
 
 
 def preview(spec: RolloutSpec, observations: Observations, now: datetime) -> Plan:
+    watched = fleet_gates(spec)
+    # Checks that pass change nothing while batches run: simulating their measurements would only
+    # add decisions.
+    spec = spec.model_copy(update={"policy": spec.policy.without_background_checks()})
     sim = _Simulation(spec, observations, now)
     state = begin(spec, now)
     decision: Decision | None = None
@@ -233,7 +248,21 @@ def preview(spec: RolloutSpec, observations: Observations, now: datetime) -> Pla
         if not sim.advance(decision.wake_at):
             break
     assert decision is not None
-    return _plan(spec, sim, decision, now)
+    return _plan(spec, sim, decision, now).model_copy(update={"fleet_gate": watched})
+
+
+def fleet_gates(spec: RolloutSpec) -> tuple[str, ...]:
+    """Each soak's and batches step's fleet-gate checks, with their schedule and limits."""
+    policy = spec.policy
+    scoped = [(GATES_SCOPE, s) for s in policy.gate_steps()]
+    for name in sorted({DEFAULT_COMPARTMENT, *(c.name for c in policy.compartments)}):
+        scoped += [(name, s) for s in policy.compartment_steps(name)]
+    out = []
+    for scope, step in scoped:
+        if isinstance(step, SoakStep | BatchesStep):
+            when = "during the soak" if isinstance(step, SoakStep) else "in runs while the batches run"
+            out += [f"{scope}/{step.name} ({when}) {c.describe()}" for c in step.checks]
+    return tuple(out)
 
 
 def _passing(observations: Observations, state: RolloutState, now: datetime) -> Observations:

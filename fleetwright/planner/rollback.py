@@ -14,9 +14,9 @@ and every node's interrupt, cordon and drain rules:
 - its stages: those of a change from what the rollout put there to that, as ``nodework`` plans any
   change (a downgrade runs the lower version's ``apply``, ``config``, then the interrupt and
   ``post-interrupt``), resuming after the last passed stage;
-- its steps: the policy's batches only (canary, soak and approval try a new change out; a
-  rollback returns to a known one), and the first failed node halts it: a rollback that fails
-  halts and says so; it never rolls back again.
+- its steps: the policy's batches only, without their fleet-gate checks (canary, soak, approval
+  and the gates try a new change out; a rollback returns to a known one), and the first failed
+  node halts it: a rollback that fails halts and says so; it never rolls back again.
 
 A package whose ``before`` the replaced spec cannot reproduce (another version or config: its
 image or config values are unknown here) is not guessed at: its node is held as blocked.
@@ -109,8 +109,10 @@ def rollback_policy(policy: RolloutPolicy) -> RolloutPolicy:
 
 
 def _batches(step: BatchesStep) -> BatchesStep:
-    # Batch failures need no threshold of their own: the first failed node halts a rollback.
-    return step.model_copy(update={"strategy": step.strategy.model_copy(update={"failure_threshold": None})})
+    # Batch failures need no threshold of their own: the first failed node halts a rollback; nor
+    # does it watch the fleet gate (the change it returns from is what the gate found bad).
+    strategy = step.strategy.model_copy(update={"failure_threshold": None})
+    return step.model_copy(update={"strategy": strategy, "checks": ()})
 
 
 def plan_node_rollback(spec: RolloutSpec, records: Mapping[str, PackageRecord]) -> NodeWork:

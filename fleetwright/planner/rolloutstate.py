@@ -39,8 +39,12 @@ class ScopeState(Frozen):
     current_failed: int = 0
     batch_closed_at: datetime | None = None
     fleet_gate: tuple[Measurement, ...] = ()
-    """The current soak's fleet-gate measurements so far, in the order they were taken."""
-    _since_0_1_0 = added_fields("fleet_gate")
+    """The current step's fleet-gate measurements so far (of each check's current run, in a
+    batches step), in the order they were taken."""
+    fleet_gate_next: dict[str, datetime] = Field(default_factory=dict)
+    """Check name -> when its next measurement is due: one interval after its last, for a batches
+    step's background checks (a soak's follow their schedule from ``entered_at``)."""
+    _since_0_1_0 = added_fields("fleet_gate", "fleet_gate_next")
 
     @property
     def open(self) -> bool:

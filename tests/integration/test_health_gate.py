@@ -3,7 +3,9 @@ reboots), the Temporal dev server, the real activities and a real Prometheus (De
 the GPU exporter the tests drive. A node whose XID series changes during its gate fails naming the
 check and value and, with ``action: rollback``, its batch is rolled back; a node with no series is
 Inconclusive and the rollout waits, named, until ``fleetwright approve`` passes it; a worker
-stopped mid-gate is replaced without a measurement counted twice."""
+stopped mid-gate is replaced without a measurement counted twice. The fleet gate, during a soak
+or in the background while a batch runs, halts before the next batch when the updated nodes' XID
+series changes."""
 
 from __future__ import annotations
 
@@ -250,3 +252,40 @@ async def test_a_fleet_gate_failure_during_the_soak_stops_the_next_batch(
     assert "soak watch: fleet gate failed: fleet-xid Failed" in halted.message, halted.message
     jobs = kubectl_json(cluster, "jobs", "-n", "fleetwright-system", "-l", f"fleetwright.io/profile={name}")
     assert {j["spec"]["template"]["spec"]["nodeName"] for j in jobs["items"]} <= {canary}  # no batch ran
+
+
+async def test_a_background_fleet_gate_failure_while_a_batch_runs_stops_the_next_batch(
+    cluster: ClusterUnderTest, temporal_client: Client, engine: str, exporter: GpuExporter
+) -> None:
+    group, _ = await asyncio.to_thread(gpu_group, cluster, exporter, 4)
+    name = unique("hb")
+    profile = examples.profile(name, selector={GROUP_LABEL: group}, interrupt="reboot")
+    check = {
+        "name": "fleet-xid",
+        "query": f'sum(changes({XID_ERRORS}{{Hostname=~"{{{{nodes}}}}"}}[5m]))',
+        "successCondition": "result[0] == 0",
+        "failureCondition": "result[0] > 0",
+        "count": 3,
+        "intervalSeconds": 1,
+    }
+    steps = [
+        {"name": "canary", "canary": {"count": 1}},
+        {"name": "rest", "batches": {"strategy": "fixed", "initial": 1, "checks": ["fleet-xid"]}},
+    ]
+    base = examples.policy(max_unavailable=1, steps=steps)
+    spec = base.spec.model_dump(by_alias=True, exclude_none=True) | {"healthChecks": [check]}
+    policy = base.model_copy(update={"spec": type(base.spec).model_validate(spec)})
+    with SimulatedKubelet(cluster.kubectl):
+        handle = await start(temporal_client, engine, profile, policy)
+        trying = await until_progress(handle, lambda p: p.running == 1, "the canary", within=180)
+        (canary,) = trying.running_nodes
+        # An XID on the canary: the batches step's first measurement, a second after its first
+        # batch started, sees it (changes() over 5 min) while that batch's node runs.
+        exporter.set(canary, XID_ERRORS, 48, gpu=0)
+        halted = await until_phase(handle, "Halted", "Complete", within=120)
+    assert halted.phase == "Halted", halted
+    assert "batches rest: fleet gate failed: fleet-xid Failed" in halted.message, halted.message
+    jobs = kubectl_json(cluster, "jobs", "-n", "fleetwright-system", "-l", f"fleetwright.io/profile={name}")
+    ran = {j["spec"]["template"]["spec"]["nodeName"] for j in jobs["items"]}
+    assert canary in ran
+    assert len(ran) == 2  # the canary and the first batch's node: no second batch

@@ -303,3 +303,23 @@ def test_admission_names_an_unknown_soak_check() -> None:
     assert "unknown check 'nccl'" in found["spec.steps[0].soak.checks[1]"]
     assert "unknown check 'pcie'" in found["spec.compartments[0].steps[0].soak.checks[0]"]
     assert "spec.steps[0].soak.checks[0]" not in found
+
+
+def test_admission_names_an_unknown_background_check_of_a_batches_step() -> None:
+    bad = policy(
+        {
+            "healthChecks": [{"name": "xid", "query": "up", "successCondition": "result[0] == 0"}],
+            "steps": [{"name": "rest", "batches": {"checks": ["xid", "nccl"]}}],
+            "compartments": [
+                {
+                    "name": "gb200",
+                    "selector": {"matchLabels": {"a": "b"}},
+                    "steps": [{"batches": {"checks": ["pcie"]}}],
+                }
+            ],
+        }
+    )
+    found = {issue.path: issue.message for issue in validate_deploymentpolicy(bad).errors}
+    assert "unknown check 'nccl'" in found["spec.steps[0].batches.checks[1]"]
+    assert "unknown check 'pcie'" in found["spec.compartments[0].steps[0].batches.checks[0]"]
+    assert "spec.steps[0].batches.checks[0]" not in found

@@ -370,3 +370,33 @@ def test_the_plan_runs_a_soaks_fleet_gate_on_its_schedule(
     _, plain, _ = run(*map(str, manifests), "--fleet", str(FLEET), "--now", NOW, "-o", "json")
     without = Plan.model_validate_json(plain)
     assert (plan.phase, len(plan.nodes)) == (without.phase, len(without.nodes))  # it ends as without
+
+
+def test_the_plan_shows_the_background_checks_of_a_batches_step(
+    manifests: tuple[Path, Path], tmp_path: Path
+) -> None:
+    profile, _ = manifests
+    gated = tmp_path / "background.yaml"
+    text = POLICY.replace(
+        "    - batches: {strategy: exponential, initial: 2, growthFactor: 2}",
+        "    - batches: {strategy: exponential, initial: 2, growthFactor: 2, checks: [fleet-xid]}",
+    )
+    gate = """
+  healthChecks:
+    - name: fleet-xid
+      query: 'sum(changes(DCGM_FI_DEV_XID_ERRORS{Hostname=~"{{nodes}}"}[10m]))'
+      successCondition: result[0] == 0
+      count: 3
+      intervalSeconds: 60
+"""
+    gated.write_text(text + gate)
+    code, out, _ = run(str(profile), str(gated), "--fleet", str(FLEET), "--now", NOW)
+    assert code == 0, out
+    assert "Fleet gate (over the nodes updated so far" in out
+    assert "default/batches-3 (in runs while the batches run) fleet-xid: 3 measurement(s) 60s apart" in out
+    _, json_out, _ = run(str(profile), str(gated), "--fleet", str(FLEET), "--now", NOW, "-o", "json")
+    _, plain, _ = run(*map(str, manifests), "--fleet", str(FLEET), "--now", NOW, "-o", "json")
+    plan, without = Plan.model_validate_json(json_out), Plan.model_validate_json(plain)
+    assert [p for p in plan.fleet_gate if p.startswith("gb200/")] == []  # its own steps have none
+    # Passing checks change nothing: the same batches at the same times.
+    assert [(b.start, b.nodes) for b in plan.batches] == [(b.start, b.nodes) for b in without.batches]

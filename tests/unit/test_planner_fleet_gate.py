@@ -13,7 +13,7 @@ import pytest
 from fleetwright.local import examples
 from fleetwright.planner import convert, fleetgate
 from fleetwright.planner.analysis import Measurement, Phase, ScopedMeasurement
-from fleetwright.planner.observations import NodeObservation, Observations
+from fleetwright.planner.observations import NodeObservation, Observations, RunStatus
 from fleetwright.planner.rollout import begin, decide
 from fleetwright.planner.rolloutstate import RolloutState
 
@@ -88,3 +88,135 @@ def test_an_inconclusive_check_waits_for_the_soaks_approval() -> None:
     approved = turn(waiting.state, T0 + timedelta(seconds=21), approvals=("rollout/watch",))
     assert approved.start
     assert "rollout/watch" in state.spec.policy.approval_ids()
+
+
+# -- the fleet gate in the background of a batches step ----------------------------------------
+
+
+def batching(check: dict[str, Any], action: str = "halt", *, canary: bool = True) -> RolloutState:
+    """A rollout of n0..n3, one node per batch, whose batches step watches ``check``; with a
+    canary, n0 is its canary, updated, so the default compartment enters the batches at T0."""
+    rest = {"name": "rest", "batches": {"initial": 1, "checks": [check["name"]]}}
+    steps = [{"name": "canary", "canary": {"count": 1}}, rest] if canary else [rest]
+    deployment = examples.policy(max_unavailable=1, steps=steps)
+    spec_json = deployment.spec.model_dump(by_alias=True, exclude_none=True) | {
+        "healthChecks": [check],
+        "failure": {"maxFailedNodes": 0, "action": action},
+    }
+    deployment = deployment.model_copy(update={"spec": type(deployment.spec).model_validate(spec_json)})
+    state = begin(convert.rollout_spec(examples.profile("p"), deployment), T0)
+    if not canary:
+        return state
+    gates = state.gates.model_copy(update={"step": 1, "canary": ("n0",)})
+    return state.model_copy(update={"gates": gates, "updated": ("n0",)})
+
+
+def batch_turn(
+    state: RolloutState,
+    now: datetime,
+    *phases: Phase,
+    done: tuple[str, ...] = (),
+    approvals: tuple[str, ...] = (),
+) -> Any:
+    """A turn of ``batching``'s rollout: ``phases`` measured for the default compartment's batches
+    step, the nodes ``done`` finished."""
+    measured = tuple(
+        ScopedMeasurement(scope="default", step=0, measurement=Measurement(check="fleet-xid", phase=p))
+        for p in phases
+    )
+    nodes = tuple(
+        NodeObservation(name=f"n{i}", ready=True, run=RunStatus.SUCCEEDED if f"n{i}" in done else None)
+        for i in range(4)
+    )
+    observations = Observations(nodes=nodes, fleet_measurements=measured, approvals=approvals)
+    return decide(state, observations, now)
+
+
+def started(decision: Any) -> tuple[str, ...]:
+    return tuple(s.node for s in decision.start)
+
+
+def test_background_checks_run_again_and_again_one_interval_apart_while_batches_run() -> None:
+    state = batching({**CHECK, "count": 2, "intervalSeconds": 5})
+    first = batch_turn(state, T0)
+    assert len(started(first)) == 1
+    (request,) = fleetgate.due(first.state, T0)  # due at once, over the canary
+    assert (request.scope, request.step, request.placeholders["nodes"]) == ("default", 0, "n0")
+    assert first.wake_at == T0 + timedelta(seconds=1)  # taken by the next turn, while the node runs
+    second = batch_turn(first.state, T0 + timedelta(seconds=1), Phase.SUCCESSFUL)
+    assert second.wake_at == T0 + timedelta(seconds=6)  # one interval after the last
+    assert "default: batches rest fleet gate fleet-xid Running (1/2, last Successful" in second.message
+    assert fleetgate.due(second.state, T0 + timedelta(seconds=5)) == ()
+    third = batch_turn(second.state, T0 + timedelta(seconds=6), Phase.SUCCESSFUL)
+    assert third.state.scope("default").fleet_gate == ()  # the run passed and left; the next begins
+    assert third.wake_at == T0 + timedelta(seconds=11)
+    assert len(fleetgate.due(third.state, T0 + timedelta(seconds=11))) == 1
+    # A turn long after (a worker was down): the next measurement is an interval on, no burst.
+    late = batch_turn(third.state, T0 + timedelta(seconds=500), Phase.SUCCESSFUL, done=started(first))
+    assert len(started(late)) == 1  # the gate passes: the next batch starts
+    assert fleetgate.due(late.state, T0 + timedelta(seconds=504)) == ()
+    (after,) = fleetgate.due(late.state, T0 + timedelta(seconds=505))
+    assert set(after.placeholders["nodes"].split("|")) == {"n0", *started(first)}
+
+
+def test_nothing_is_measured_before_a_node_was_updated() -> None:
+    state = batching({**CHECK, "count": 2, "intervalSeconds": 5}, canary=False)
+    first = batch_turn(state, T0)
+    assert len(started(first)) == 1
+    assert fleetgate.due(first.state, T0 + timedelta(hours=1)) == ()  # {{nodes}} would match nothing
+    assert first.wake_at is None  # the node's report wakes the rollout
+    second = batch_turn(first.state, T0 + timedelta(minutes=10), done=started(first))
+    assert len(fleetgate.due(second.state, T0 + timedelta(minutes=10))) == 1
+
+
+def test_a_background_check_failing_halts_before_the_next_batch() -> None:
+    state = batching({**CHECK, "count": 3})
+    first = batch_turn(state, T0)
+    failed = batch_turn(first.state, T0 + timedelta(seconds=1), Phase.FAILED, done=started(first))
+    assert not failed.start  # the first batch finished, yet the second does not start
+    assert failed.state.halt is not None
+    assert "batches rest: fleet gate failed: fleet-xid Failed (1/3" in failed.state.halt.reason
+    assert fleetgate.due(failed.state, T0 + timedelta(hours=1)) == ()  # halted: nothing measured
+
+
+def test_each_run_counts_its_own_failures_and_a_failed_run_rolls_back() -> None:
+    state = batching({**CHECK, "count": 2, "failureLimit": 1}, action="rollback")
+    first = batch_turn(state, T0)
+    one = batch_turn(first.state, T0 + timedelta(seconds=1), Phase.FAILED)
+    two = batch_turn(one.state, T0 + timedelta(seconds=11), Phase.SUCCESSFUL)
+    assert two.state.scope("default").fleet_gate == ()  # passed within its failureLimit
+    three = batch_turn(two.state, T0 + timedelta(seconds=21), Phase.FAILED)
+    assert three.state.halt is None  # a new run, its own limit
+    four = batch_turn(three.state, T0 + timedelta(seconds=31), Phase.FAILED)
+    assert four.state.spec.rollback is not None  # the rule fired with action rollback
+    assert "fleet gate failed: fleet-xid Failed (2/2" in four.state.spec.rollback.reason
+    assert four.state.spec.policy.batches_step().checks == ()  # a rollback is not gated
+
+
+def test_an_inconclusive_background_check_holds_new_batches_until_approved() -> None:
+    state = batching({**CHECK, "count": 3})
+    first = batch_turn(state, T0)
+    done = started(first)
+    held = batch_turn(first.state, T0 + timedelta(seconds=1), Phase.INCONCLUSIVE, done=done)
+    assert not held.start
+    assert held.state.halt is None
+    assert "no new batch until `fleetwright approve <profile> default/rest`" in held.message
+    assert fleetgate.due(held.state, T0 + timedelta(hours=1)) == ()  # waits for a human
+    still = batch_turn(held.state, T0 + timedelta(hours=1), done=done)
+    assert not still.start  # never passes by itself
+    approved = batch_turn(still.state, T0 + timedelta(hours=1), done=done, approvals=("default/rest",))
+    assert len(approved.start) == 1
+    assert approved.state.scope("default").fleet_gate == ()  # the approved run left
+    assert len(fleetgate.due(approved.state, T0 + timedelta(hours=1))) == 1  # and the next begins
+    assert "default/rest" in state.spec.policy.approval_ids(s.name for s in state.compartments)
+
+
+def test_steps_without_checks_keep_their_state_and_requests_as_before() -> None:
+    spec = convert.rollout_spec(examples.profile("p"), examples.policy(max_unavailable=1))
+    state = begin(spec, T0)
+    nodes = tuple(NodeObservation(name=f"n{i}", ready=True) for i in range(4))
+    decision = decide(state, Observations(nodes=nodes), T0)
+    assert fleetgate.due(decision.state, T0 + timedelta(days=1)) == ()
+    dumped = decision.state.model_dump(mode="json")
+    assert all("fleet_gate_next" not in s for s in dumped["compartments"])
+    assert "checks" not in dumped["spec"]["policy"]["steps"][-1]

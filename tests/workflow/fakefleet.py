@@ -62,6 +62,8 @@ class FakeFleet:
     hold_stages: bool = False
     held_profiles: set[str] = field(default_factory=set)
     """Profiles whose stages are held (until ``release``) whatever ``hold_stages`` says."""
+    holds: Callable[[StageRequest], bool] | None = None
+    """Also hold the stages this says hold (until ``release``)."""
     nodes: dict[str, dict[str, Any]] = field(init=False)
     started_stages: list[tuple[str, str]] = field(default_factory=list)
     uncordoned: list[str] = field(default_factory=list)
@@ -183,7 +185,8 @@ class FakeFleet:
         self.stage_requests.append(request)
         unschedulable = bool(self.nodes[request.node]["spec"].get("unschedulable"))
         self.cordoned_at_stages.append((request.node, request.stage.value, unschedulable))
-        if self.hold_stages or request.profile in self.held_profiles:
+        held = self.holds is not None and self.holds(request)
+        if self.hold_stages or request.profile in self.held_profiles or held:
             await self.release.wait()
         if request.node in self.failing_nodes or (self.fails is not None and self.fails(request)):
             return StageReport(job=f"job-{request.node}", outcome=StageOutcome.FAILED, message="exit code 1")

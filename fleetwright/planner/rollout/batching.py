@@ -1,7 +1,8 @@
 """The batches step: the scope's remaining nodes in batches whose sizes ``planner.batches``
 computes, each filled under the budget (a workload's nodes start together when workloads are
 known), evaluated when its nodes have finished, with the step's pause between batches; too many
-consecutive failed batches halt the scope."""
+consecutive failed batches halt the scope. The step's fleet gate (``background``) runs alongside:
+while it does not pass, no batch opens or fills."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from datetime import datetime, timedelta
 from fleetwright.planner.batches import evaluate_batch, next_batch_size
 from fleetwright.planner.budget import BUDGET, Refusal
 from fleetwright.planner.policy import BatchesStep
-from fleetwright.planner.rollout import refusals
+from fleetwright.planner.rollout import background, refusals
 from fleetwright.planner.rollout.engine import Engine
 from fleetwright.planner.rolloutstate import ScopeState
 
@@ -18,7 +19,22 @@ from fleetwright.planner.rolloutstate import ScopeState
 def batches(
     engine: Engine, scope: ScopeState, step: BatchesStep, members: list[str]
 ) -> tuple[ScopeState, bool]:
-    """Open, fill and close batches until one is running or waits; done when no member is left."""
+    """Open, fill and close batches until one is running or waits; done when no member is left.
+    With ``checks``, their fleet gate (``background``) must let each turn's batches go on."""
+    if not step.checks:
+        return _batches(engine, scope, step, members)
+    scope, clear = background.gate(engine, scope, step)
+    if not clear:
+        return scope, False
+    scope, done = _batches(engine, scope, step, members)
+    if not done and engine.halt is None:
+        background.wake_for_next(engine, scope, step)
+    return scope, done
+
+
+def _batches(
+    engine: Engine, scope: ScopeState, step: BatchesStep, members: list[str]
+) -> tuple[ScopeState, bool]:
     while engine.halt is None:
         if scope.open:
             scope = _fill(engine, scope, members)

@@ -29,12 +29,7 @@ def soak(engine: Engine, scope: ScopeState, step: SoakStep) -> tuple[ScopeState,
 
 def _fleet_gate(engine: Engine, scope: ScopeState, step: SoakStep) -> tuple[ScopeState, bool]:
     """Fold this turn's measurements in; whether the gate lets the soak end (it may still wait)."""
-    new = tuple(
-        m.measurement
-        for m in engine.observations.fleet_measurements
-        if m.scope == scope.name and m.step == scope.step
-    )
-    scope = scope.model_copy(update={"fleet_gate": scope.fleet_gate + new})
+    scope = fleetgate.fold(scope, engine.observations.fleet_measurements)
     checks = fleetgate.states(step, scope)
     outcome = gate_outcome(checks)
     shown = "; ".join(c.describe() for c in checks if c.outcome is outcome)

@@ -57,7 +57,9 @@ def _scope(engine: Engine, scope: ScopeState, steps: tuple[Step, ...], members: 
         scope, done = _step(engine, scope, steps[scope.step], members)
         if not done:
             break
-        scope = scope.model_copy(update={"step": scope.step + 1, "entered_at": None, "fleet_gate": ()})
+        scope = scope.model_copy(
+            update={"step": scope.step + 1, "entered_at": None, "fleet_gate": (), "fleet_gate_next": {}}
+        )
     return scope
 
 

@@ -1,0 +1,66 @@
+"""The fleet gate of a batches step, in the background while its batches run: this turn's
+measurements folded into the scope's state (``planner.fleetgate``), each check's passed run set
+aside so the next begins, and the verdict ``batching`` obeys before it opens or fills a batch. A
+Failed or Error check fires the failure rule at once; an Inconclusive one holds new batches until
+a human approves ``<scope>/<step>`` (from then on an Inconclusive run of that step is passed, and
+said so); nodes already running finish either way."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from fleetwright.planner import fleetgate
+from fleetwright.planner.analysis import CheckState, Phase, gate_outcome
+from fleetwright.planner.policy import BatchesStep
+from fleetwright.planner.rollout.engine import Engine
+from fleetwright.planner.rolloutstate import ScopeState
+
+
+def gate(engine: Engine, scope: ScopeState, step: BatchesStep) -> tuple[ScopeState, bool]:
+    """Fold this turn's measurements in; whether batches may start (else halted or held)."""
+    taken = engine.observations.fleet_measurements
+    scope = fleetgate.scheduled(fleetgate.fold(scope, taken), taken, step, engine.now)
+    approval = f"{scope.name}/{step.name}"
+    approved = approval in engine.observations.approvals
+    while ended := [c for c in fleetgate.states(step, scope) if _ended(c, approved)]:
+        for check in ended:
+            if check.outcome is Phase.INCONCLUSIVE:
+                engine.notes.append(
+                    f"{scope.name}: batches {step.name} fleet gate {check.describe()}, passed by approval"
+                )
+            scope = fleetgate.set_aside(scope, check)
+    checks = fleetgate.states(step, scope)
+    outcome = gate_outcome(checks)
+    shown = "; ".join(c.describe() for c in checks if c.outcome is outcome)
+    if outcome in (Phase.FAILED, Phase.ERROR):
+        engine.halt_now(f"batches {step.name}: fleet gate {outcome.value.lower()}: {shown}", scope.name)
+        return scope, False
+    if outcome is Phase.INCONCLUSIVE:
+        engine.notes.append(
+            f"{scope.name}: batches {step.name} fleet gate inconclusive: {shown}; no new batch until "
+            f"`fleetwright approve <profile> {approval}` (or abort)"
+        )
+        return scope, False
+    measured = [c.describe() for c in checks if c.measured]
+    if measured:
+        engine.notes.append(f"{scope.name}: batches {step.name} fleet gate {'; '.join(measured)}")
+    return scope, True
+
+
+def _ended(check: CheckState, approved: bool) -> bool:
+    """A run that passed, or was Inconclusive and its step approved: the next run begins."""
+    return check.measured > 0 and (
+        check.outcome is Phase.SUCCESSFUL or (check.outcome is Phase.INCONCLUSIVE and approved)
+    )
+
+
+def wake_for_next(engine: Engine, scope: ScopeState, step: BatchesStep) -> None:
+    """Wake the rollout for each check's next measurement, also while nodes run (none before a
+    node was updated: that node's report wakes it)."""
+    if not engine.updated:
+        return
+    for check in step.checks:
+        when = fleetgate.due_at(scope, check)
+        if when is not None:
+            # Due now (the step just began): the next turn, a second on, takes it.
+            engine.waits.append(max(when, engine.now + timedelta(seconds=1)))
