@@ -241,7 +241,8 @@ class ValidationContainer(ApiModel):
         pattern=DNS_LABEL_PATTERN,
     )
     image: str = Field(
-        description="The container image, with its tag or digest, e.g. `ghcr.io/example/gpu-health:1.0.0`.",
+        description="The container image, with its tag or digest, e.g. "
+        "`ghcr.io/fleetwright/packages/gpu-health:1.0.0`.",
         min_length=1,
         max_length=512,
         pattern=r"^\S+$",
@@ -266,8 +267,9 @@ class ValidationContainer(ApiModel):
     )
     privileged: bool = Field(
         default=False,
-        description="Run privileged as root with hostPID and the host's root mounted read-only at /host "
-        "(HostToContainer), as GPU diagnostics need. False: no privilege, no capability, non-root.",
+        description="Run privileged as root with hostPID, hostNetwork and the host's root mounted "
+        "read-only at /host (HostToContainer), as GPU diagnostics need (e.g. `chroot /host dcgmi diag`). "
+        "False: no privilege, no capability, non-root.",
     )
 
     def describe(self) -> str:

@@ -1,12 +1,13 @@
 """The validation Job: one validation container of a node gate (``dcgmi diag``, an NCCL test, a
 burn-in) run once on one node, as a ``batch/v1`` Job pinned to it.
 
-Owns its pod shape (the container as the user wrote it, privileged with hostPID and the host root
-read-only at ``/host`` only when asked, else no privilege at all; no service-account token), its one
-run (``backoffLimit: 0``, ``activeDeadlineSeconds`` = the timeout) and its deterministic name per
-(profile, node, validation, generation, pass, attempt), so a retried activity adopts it. It carries
-the stage Jobs' labels (stage ``validate``, package = the validation's name), so ``fleetwright
-logs`` finds it. Pure: the run-validation activity creates, adopts and watches the Job.
+Owns its pod shape (the container as the user wrote it, privileged with hostPID, hostNetwork and
+the host root read-only at ``/host`` only when asked, else no privilege at all; no service-account
+token), its one run (``backoffLimit: 0``, ``activeDeadlineSeconds`` = the timeout) and its
+deterministic name per (profile, node, validation, generation, pass, attempt), so a retried
+activity adopts it. It carries the stage Jobs' labels (stage ``validate``, package = the
+validation's name), so ``fleetwright logs`` finds it. Pure: the run-validation activity creates,
+adopts and watches the Job.
 """
 
 from __future__ import annotations
@@ -89,7 +90,9 @@ def _pod_spec(job: ValidationJob) -> dict[str, Any]:
         "containers": [_container(job)],
     }
     if job.validation.privileged:
+        # GPU tools reach the host's daemons: dcgmi its nv-hostengine on the host's loopback.
         pod["hostPID"] = True
+        pod["hostNetwork"] = True
         pod["volumes"] = [{"name": "host", "hostPath": {"path": job.host_root}}]
     return pod
 

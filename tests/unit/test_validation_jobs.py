@@ -137,17 +137,19 @@ def test_an_unprivileged_validation_gets_nothing_of_the_host() -> None:
     assert context["capabilities"] == {"drop": ["ALL"]}
     assert context["allowPrivilegeEscalation"] is False
     assert "hostPID" not in pod
+    assert "hostNetwork" not in pod
     assert "volumes" not in pod
     assert "volumeMounts" not in container
 
 
-def test_a_privileged_validation_runs_as_root_with_host_pid_and_the_host_read_only() -> None:
+def test_a_privileged_validation_runs_as_root_with_the_host_pids_network_and_root_read_only() -> None:
     pod = manifest(job(validation={"privileged": True}, host_root="/var/lib/test-root"))["spec"]["template"][
         "spec"
     ]
     (container,) = pod["containers"]
     assert container["securityContext"] == {"privileged": True, "runAsUser": 0}
     assert pod["hostPID"] is True
+    assert pod["hostNetwork"] is True
     assert pod["volumes"] == [{"name": "host", "hostPath": {"path": "/var/lib/test-root"}}]
     assert container["volumeMounts"] == [
         {"name": "host", "mountPath": HOST_MOUNT, "readOnly": True, "mountPropagation": "HostToContainer"}
