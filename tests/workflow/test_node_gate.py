@@ -412,7 +412,11 @@ async def test_a_failing_validation_fails_the_node_naming_it_and_keeps_it_cordon
     fleet.validation_exit = exit_of
     name = unique()
     policy = validating(DIAG, NCCL, check={**XID, "count": 1})
-    handle, queue = await start(client, fleet, rollout(name, policy))
+    plain = rollout(name, policy)
+    # Runtime-required: the taint keeps workloads off until the gate passed.
+    required = plain.profile.spec.model_copy(update={"runtime_required": True})
+    runtime = plain.model_copy(update={"profile": plain.profile.model_copy(update={"spec": required})})
+    handle, queue = await start(client, fleet, runtime)
     async with build_worker(client, fleet.activities(), task_queue=queue):
         halted = await in_phase(handle, "Halted")
         await handle.terminate("test done")
@@ -423,7 +427,7 @@ async def test_a_failing_validation_fails_the_node_naming_it_and_keeps_it_cordon
     assert "nccl-allreduce waiting" in message, message  # the first failure ends the gate
     assert fleet.reasons[bad] == NodeReason.GATE_FAILED
     assert bad in fleet.cordoned()
-    assert bad not in fleet.untainted
+    assert fleet.untainted == ["gpu-node-0001"]  # the taint is released only once the gate passed
     assert [v for node, v, _, _ in fleet.validated if node == bad] == ["dcgm-diag"]
     assert not [m for m in fleet.measured if m[0] == bad]  # no check measured
     assert "running validation dcgm-diag (1/2)" in shown[0]  # the status named it while it ran
