@@ -5,9 +5,8 @@ and every external validator's verdict; then the node passes, fails (``GateFaile
 cordoned) or waits, named, for a human's ``approve_gate``.
 
 Owns the gate's state (each validation's verdict, each check's measurements, the external verdicts,
-the wait for approval) and its
-commands; the node workflow owns the node's stages, status and cordon. Orchestration only: each
-measurement and verdict is an activity.
+the wait for approval) and its commands; the node workflow owns the node's stages, status and
+cordon. Orchestration only: each validation, measurement and verdict is an activity.
 """
 
 from __future__ import annotations
@@ -106,26 +105,7 @@ class NodeGate:
         """One validation's Job to its verdict (a heartbeating wait); an abort cancels the wait."""
         settings, node = self._input.settings, self._input.node
         count = len(self._input.validations)
-        running = f"running validation {validation.name} ({index + 1}/{count}); {self.summary()}"
-        request = ValidationRequest(
-            profile=self._input.profile,
-            node=node,
-            rollout_workflow_id=self._input.parent_workflow_id,
-            generation=self._input.generation,
-            validation=validation,
-            namespace=settings.package_namespace,
-            host_root=settings.host_root,
-            tolerations=self._input.tolerations,
-            pod_labels=settings.stage_pod_labels,
-            pod_annotations=settings.stage_pod_annotations,
-            attempt=self._input.attempt,
-            # This run is one pass over the node: its retried activity adopts its own Job.
-            pass_id=workflow.info().run_id,
-            image_pull_timeout_seconds=settings.image_pull_timeout_seconds,
-            show_before=StatusNote(
-                phase=NodePhase.IN_PROGRESS, reason=NodeReason.HEALTH_GATE, message=running
-            ),
-        )
+        request = self._validation_request(validation, f"({index + 1}/{count})")
         bound = validation.timeout_seconds + settings.image_pull_timeout_seconds + 600
         handle = workflow.start_activity_method(
             NodeActivities.run_validation,
@@ -143,6 +123,30 @@ class NodeGate:
             return await handle
         except ActivityError as error:
             raise activity_failure(error) from error
+
+    def _validation_request(self, validation: ValidationContainer, position: str) -> ValidationRequest:
+        """The Job of ``validation`` in this pass, and the status naming it while it runs."""
+        settings = self._input.settings
+        running = f"running validation {validation.name} {position}; {self.summary()}"
+        return ValidationRequest(
+            profile=self._input.profile,
+            node=self._input.node,
+            rollout_workflow_id=self._input.parent_workflow_id,
+            generation=self._input.generation,
+            validation=validation,
+            namespace=settings.package_namespace,
+            host_root=settings.host_root,
+            tolerations=self._input.tolerations,
+            pod_labels=settings.stage_pod_labels,
+            pod_annotations=settings.stage_pod_annotations,
+            attempt=self._input.attempt,
+            # This run is one pass over the node: its retried activity adopts its own Job.
+            pass_id=workflow.info().run_id,
+            image_pull_timeout_seconds=settings.image_pull_timeout_seconds,
+            show_before=StatusNote(
+                phase=NodePhase.IN_PROGRESS, reason=NodeReason.HEALTH_GATE, message=running
+            ),
+        )
 
     async def _run_check(self, check: MetricCheck) -> None:
         measurements: list[Measurement] = []

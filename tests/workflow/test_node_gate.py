@@ -470,3 +470,21 @@ async def test_a_worker_killed_mid_validation_adopts_its_job(client: Client) -> 
     assert [attempt for _, _, attempt, _ in fleet.validated] == [1, 2]  # retried ...
     assert list(fleet.validation_jobs.values()) == [1]  # ... adopting the one Job, never a second
     assert len(fleet.measured) == 2
+
+
+async def test_an_abort_during_a_validation_ends_the_gate_and_keeps_the_node_cordoned(client: Client) -> None:
+    fleet = FakeFleet(size=1)
+    fleet.hold_validations = asyncio.Event()
+    node = "gpu-node-0000"
+    name = unique()
+    handle, queue = await start(client, fleet, rollout(name, validating(DIAG, NCCL)))
+    async with build_worker(client, fleet.activities(), task_queue=queue):
+        await until(lambda: fleet.validated, 30.0, "the validation", blocking=False)
+        await handle.signal(RolloutWorkflow.abort)
+        result = await handle.result()  # the aborted rollout ends once its node did
+    assert result.phase == "Aborted", result
+    assert fleet.reasons[node] == NodeReason.GATE_FAILED
+    assert "aborted during validation dcgm-diag" in fleet.messages[node], fleet.messages[node]
+    assert fleet.statuses[node] == "Failed"
+    assert node in fleet.cordoned()  # its health was never shown
+    assert [v for _, v, _, _ in fleet.validated] == ["dcgm-diag"]  # no later validation started
