@@ -1,5 +1,7 @@
 """Running one package stage on one node as a Job: the package ConfigMap, creating or adopting the
 Job ``fleetwright.stagejob`` renders, and waiting until ``stagejob.outcome`` reads a report off it.
+The create-or-adopt and the wait are ``JobRunner``'s, which the node gate's validation Jobs share
+(``activities.validation``); ``StageRunner`` adds what only a stage needs.
 
 A retried activity adopts the Job its earlier attempt created (deterministic name, 409 = adopt), so
 a worker crash never runs a stage twice. A Job that cannot pull its image fails the stage after a
