@@ -40,10 +40,12 @@ from fleetwright.activities.payloads import (
     StagesRequest,
     StatusNote,
     UncordonRequest,
+    ValidationRequest,
 )
 from fleetwright.activities.protected import ProtectedPodsWait
 from fleetwright.activities.stage import StageRunner
 from fleetwright.activities.stages import resume_index, run_stages
+from fleetwright.activities.validation import ValidationRunner
 from fleetwright.activities.waiting import Clock, blocking, heartbeat_window
 from fleetwright.api.keys import state_key
 from fleetwright.errors import NodeGoneError
@@ -52,6 +54,7 @@ from fleetwright.kube.client import ApiClient
 from fleetwright.kube.jobwatch import JobWatches
 from fleetwright.planner.nodestate import NodePackageState, format_annotation
 from fleetwright.stagejob.outcome import StageReport
+from fleetwright.stagejob.validation import ValidationReport
 
 REBOOT_TIMEOUT = "RebootTimeout"
 # Threads for blocking API calls: one per concurrent wait window plus headroom, so a window of
@@ -115,6 +118,15 @@ class NodeActivities:
                 last = request.stages[-1]
                 await self._show(last, last.show_after)
         return await run_stages(request, self.run_stage, resumed)
+
+    @activity.defn(name=NAMES.RUN_VALIDATION)
+    @temporal_errors
+    async def run_validation(self, request: ValidationRequest) -> ValidationReport:
+        """One validation container of the node gate: its Job created (or adopted, on a retry) and
+        waited for, heartbeating; a failure is the report's verdict, not an error."""
+        await self._show(request, request.show_before)
+        watch = self.job_watches.of(request.namespace) if self.job_watches is not None else None
+        return await ValidationRunner(self.api, self.executor, request, watch).verdict()
 
     @temporal_errors
     async def run_stage(self, request: StageRequest) -> StageReport:
@@ -249,6 +261,7 @@ def all_activities(
         bound.wait_protected_pods,
         bound.drain,
         bound.run_stages,
+        bound.run_validation,
         bound.record_state,
         bound.set_node_status,
         bound.clean_up,

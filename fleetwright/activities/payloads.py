@@ -23,6 +23,7 @@ from fleetwright.planner.rolloutstate import BlockedNode, Decision, RolloutState
 from fleetwright.stagejob.outcome import StageReport
 from fleetwright.stagejob.render import PACKAGE_NAMESPACE
 from fleetwright.stagejob.request import StageJob
+from fleetwright.stagejob.validation import ValidationJob
 
 
 class NodeTarget(Frozen):
@@ -132,6 +133,16 @@ class StageRequest(StageJob, WaitTarget):
     show_before: StatusNote | None = None
     show_after: StatusNote | None = None
     """Published once the stage succeeded (and ``record`` was written): the node's last status."""
+
+
+class ValidationRequest(ValidationJob, WaitTarget):
+    """The run-validation activity's request: the validation Job, and what the activity does
+    around it."""
+
+    image_pull_timeout_seconds: int = Field(default=300, ge=1)
+    """A pod still unable to pull its image this long after creation fails the validation."""
+    show_before: StatusNote | None = None
+    """The node's status shown before the Job starts (which validation runs)."""
 
 
 class StagesRequest(NodeTarget):
@@ -348,3 +359,4 @@ class NAMES:
     RELEASE_RUNTIME_TAINT = "fleetwright.node.release-runtime-taint"
     MEASURE = "fleetwright.health.measure"
     WAIT_EXTERNAL = "fleetwright.health.wait-external"
+    RUN_VALIDATION = "fleetwright.node.run-validation"

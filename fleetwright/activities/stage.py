@@ -1,5 +1,7 @@
 """Running one package stage on one node as a Job: the package ConfigMap, creating or adopting the
 Job ``fleetwright.stagejob`` renders, and waiting until ``stagejob.outcome`` reads a report off it.
+The create-or-adopt and the wait are ``JobRunner``'s, which the node gate's validation Jobs share
+(``activities.validation``); ``StageRunner`` adds what only a stage needs.
 
 A retried activity adopts the Job its earlier attempt created (deterministic name, 409 = adopt), so
 a worker crash never runs a stage twice. A Job that cannot pull its image fails the stage after a
@@ -14,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from fleetwright.activities import nodeprogress
-from fleetwright.activities.payloads import NodePhase, StageRequest
+from fleetwright.activities.payloads import NodePhase, StageRequest, WaitTarget
 from fleetwright.activities.waiting import Clock, blocking, heartbeat_window, tell_rollout
 from fleetwright.api import keys
 from fleetwright.api.keys import NodeReason
@@ -37,37 +39,50 @@ from fleetwright.stagejob.render import mounted_config_map
 from fleetwright.stagejob.request import job_spec, manifest
 
 
-class StageRunner:
-    """Runs one StageRequest to its report."""
+class JobRunner:
+    """Creates or adopts one Job on one node and waits until ``stagejob.outcome`` reads its report:
+    the wait every Job fleetwright runs on a node shares (stage Jobs, validation Jobs). Subclasses
+    render the Job and may prepare its prerequisites and read what an adopted Job kept."""
 
     def __init__(
-        self, api: ApiClient, executor: Executor, request: StageRequest, watch: JobWatch | None = None
+        self,
+        api: ApiClient,
+        executor: Executor,
+        target: WaitTarget,
+        pull_timeout_seconds: int,
+        watch: JobWatch | None = None,
     ) -> None:
-        self.api, self.executor, self.request = api, executor, request
+        self.api, self.executor, self.target = api, executor, target
+        self.pull_bound = timedelta(seconds=pull_timeout_seconds)
         self.watch = watch
         """The worker's shared watch of the namespace's Jobs; without it each wait reads the API."""
         self.shown: str | None = None
         """The pull wait this attempt made visible on the node, if any."""
-        self.boot_id_before = ""
-        """For a reboot wait (``request.reboot_timeout_seconds``): the boot id before the Job."""
+        self.job: JobFacts | None = None
+        """The Job once created or adopted."""
+
+    def manifest(self) -> dict[str, Any]:
+        """The Job to create."""
+        raise NotImplementedError
+
+    async def _prepare(self, rendered: dict[str, Any]) -> None:
+        """Before the create: what the Job needs, and notes to keep on it (none here)."""
+
+    def _adopted(self, job: JobFacts, rendered: dict[str, Any]) -> None:
+        """After the create or adoption: what an adopted Job kept (nothing here)."""
 
     async def run(self) -> StageReport:
-        rendered = manifest(self.request)
-        await self._prerequisites()
-        if self.request.pass_id:
-            await self._earlier_pass_done(rendered)
-        notes = rendered["metadata"]["annotations"]
-        if self.request.reboot_timeout_seconds is not None:
-            facts, _ = await blocking(self.executor, nodestatus.read_node, self.api, self.request.node)
-            notes[keys.BOOT_ID_BEFORE_ANNOTATION] = facts.boot_id
+        rendered = self.manifest()
+        await self._prepare(rendered)
         job, created = await blocking(self.executor, jobs.create_or_adopt, self.api, rendered)
-        # An adopted Job keeps the boot id its first attempt read (the node may have rebooted since).
-        self.boot_id_before = job.annotations.get(
-            keys.BOOT_ID_BEFORE_ANNOTATION, notes.get(keys.BOOT_ID_BEFORE_ANNOTATION, "")
-        )
+        self.job = job
+        self._adopted(job, rendered)
+        return await self._until_outcome(job, created)
+
+    async def _until_outcome(self, job: JobFacts, created: bool) -> StageReport:
         clock = Clock()
         window = heartbeat_window()
-        bound = timedelta(seconds=self.request.image_pull_timeout_seconds)
+        bound = self.pull_bound
         quiet = False  # the last wait window passed with no change to the Job
         while True:
             try:
@@ -76,7 +91,7 @@ class StageRunner:
                 return StageReport(
                     job=job.name,
                     outcome=StageOutcome.FAILED,
-                    message="the stage Job was deleted while running",
+                    message="the Job was deleted while running",
                 )
             # A pod stuck pulling, or one whose Node was deleted, leaves the Job unchanged: look at
             # the pods and the Node once a window passed quietly, not on each of the Job's own
@@ -86,8 +101,8 @@ class StageRunner:
             listed = await self._pods(job) if looked else []
             if stuck:
                 # A deleted Node never runs the pod: end with NodeGone now (the node left the fleet)
-                # rather than wait out the Job's deadline and report a stage failure.
-                await blocking(self.executor, nodestatus.read_node, self.api, self.request.node)
+                # rather than wait out the Job's deadline and report a failure.
+                await blocking(self.executor, nodestatus.read_node, self.api, self.target.node)
             success = self.watch.succeeded(job) if self.watch is not None else None
             report = outcome(job, listed, datetime.now(UTC), bound, success)
             if report is not None:
@@ -131,6 +146,61 @@ class StageRunner:
             return await self.watch.wait(job.name, job.version, window, job.uid)
         return await blocking(
             self.executor, jobs.wait_for_job, self.api, job.namespace, job.name, version, window
+        )
+
+    async def _show_pull_wait(self, wait: str | None, bound: timedelta) -> None:
+        """A pull wait is a blocked wait: shown on the node as soon as it is seen (condition, label,
+        Warning event), not only when its bound fails the stage; lifted when the image arrives."""
+        if wait is not None and self.shown is None:
+            message = f"{wait}; the Job fails if it lasts {int(bound.total_seconds())}s"
+            await self._show(NodePhase.BLOCKED, NodeReason.IMAGE_PULL_WAITING, message)
+            await tell_rollout(self.target.rollout_workflow_id)
+            self.shown = wait
+        elif wait is None and self.shown is not None:
+            await self._show(NodePhase.IN_PROGRESS, NodeReason.IMAGE_PULLED, "the image was pulled")
+            await tell_rollout(self.target.rollout_workflow_id)
+            self.shown = None
+
+    async def _show(self, phase: NodePhase, reason: str, message: str) -> None:
+        await nodeprogress.show(
+            self.executor, self.api, self.target, phase=phase, reason=reason, message=message
+        )
+
+    async def _settle(self, job: JobFacts, report: StageReport) -> None:
+        """An image-pull verdict stops the Job's pod (no endless pulling on the node) and is written
+        on the Job, so an adopting retry returns the same report."""
+        if report.outcome is StageOutcome.IMAGE_PULL_FAILED and not has_verdict(job):
+            notes = verdict_notes(report)
+            await blocking(self.executor, jobs.suspend_with_note, self.api, job.namespace, job.name, notes)
+
+
+class StageRunner(JobRunner):
+    """Runs one StageRequest to its report."""
+
+    def __init__(
+        self, api: ApiClient, executor: Executor, request: StageRequest, watch: JobWatch | None = None
+    ) -> None:
+        super().__init__(api, executor, request, request.image_pull_timeout_seconds, watch)
+        self.request = request
+        self.boot_id_before = ""
+        """For a reboot wait (``request.reboot_timeout_seconds``): the boot id before the Job."""
+
+    def manifest(self) -> dict[str, Any]:
+        return manifest(self.request)
+
+    async def _prepare(self, rendered: dict[str, Any]) -> None:
+        await self._prerequisites()
+        if self.request.pass_id:
+            await self._earlier_pass_done(rendered)
+        if self.request.reboot_timeout_seconds is not None:
+            facts, _ = await blocking(self.executor, nodestatus.read_node, self.api, self.request.node)
+            rendered["metadata"]["annotations"][keys.BOOT_ID_BEFORE_ANNOTATION] = facts.boot_id
+
+    def _adopted(self, job: JobFacts, rendered: dict[str, Any]) -> None:
+        # An adopted Job keeps the boot id its first attempt read (the node may have rebooted since).
+        notes = rendered["metadata"]["annotations"]
+        self.boot_id_before = job.annotations.get(
+            keys.BOOT_ID_BEFORE_ANNOTATION, notes.get(keys.BOOT_ID_BEFORE_ANNOTATION, "")
         )
 
     async def _earlier_pass_done(self, rendered: dict[str, Any]) -> None:
@@ -178,28 +248,3 @@ class StageRunner:
                 request.package.config_map,
                 labels,
             )
-
-    async def _show_pull_wait(self, wait: str | None, bound: timedelta) -> None:
-        """A pull wait is a blocked wait: shown on the node as soon as it is seen (condition, label,
-        Warning event), not only when its bound fails the stage; lifted when the image arrives."""
-        if wait is not None and self.shown is None:
-            message = f"{wait}; the stage fails if it lasts {int(bound.total_seconds())}s"
-            await self._show(NodePhase.BLOCKED, NodeReason.IMAGE_PULL_WAITING, message)
-            await tell_rollout(self.request.rollout_workflow_id)
-            self.shown = wait
-        elif wait is None and self.shown is not None:
-            await self._show(NodePhase.IN_PROGRESS, NodeReason.IMAGE_PULLED, "the package image was pulled")
-            await tell_rollout(self.request.rollout_workflow_id)
-            self.shown = None
-
-    async def _show(self, phase: NodePhase, reason: str, message: str) -> None:
-        await nodeprogress.show(
-            self.executor, self.api, self.request, phase=phase, reason=reason, message=message
-        )
-
-    async def _settle(self, job: JobFacts, report: StageReport) -> None:
-        """An image-pull verdict stops the Job's pod (no endless pulling on the node) and is written
-        on the Job, so an adopting retry returns the same report."""
-        if report.outcome is StageOutcome.IMAGE_PULL_FAILED and not has_verdict(job):
-            notes = verdict_notes(report)
-            await blocking(self.executor, jobs.suspend_with_note, self.api, job.namespace, job.name, notes)

@@ -27,7 +27,14 @@ from fleetwright.api.common import (
 )
 from fleetwright.api.compat import added_fields
 from fleetwright.api.conditions import Condition
-from fleetwright.api.health import MAX_CHECKS, CheckName, ExternalValidator, MetricCheck, NodeGate
+from fleetwright.api.health import (
+    MAX_CHECKS,
+    CheckName,
+    ExternalValidator,
+    MetricCheck,
+    NodeGate,
+    ValidationContainer,
+)
 
 KIND = "DeploymentPolicy"
 PLURAL = "deploymentpolicies"
@@ -545,6 +552,10 @@ class DeploymentPolicySpec(ApiModel):
     def node_gate_external(self) -> tuple[ExternalValidator, ...]:
         """The node gate's external validators."""
         return tuple(self.node_gate.external) if self.node_gate is not None else ()
+
+    def node_gate_validations(self) -> tuple[ValidationContainer, ...]:
+        """The node gate's validation containers, in their order."""
+        return tuple(self.node_gate.validations) if self.node_gate is not None else ()
 
     def node_gate_checks(self) -> tuple[MetricCheck, ...]:
         """The node gate's checks, in its order (names without a check are admission's error)."""

@@ -5,14 +5,21 @@ dcgm-exporter renamed fields across releases and clusters relabel the node diffe
 metric names and the node label are parameters (``DcgmNames``); ``fleetwright health-checks dcgm``
 prints the checks for a policy's ``healthChecks`` with the names a cluster uses. Each check reads
 a window that covers the gate (``window``): a node passes only if its series did not move in it.
-No data (the exporter is not scraped there) is Inconclusive, never a pass. Pure; no I/O.
+No data (the exporter is not scraped there) is Inconclusive, never a pass. ``dcgm_diag`` is the
+validation container that runs the host's ``dcgmi diag`` from the catalog's gpu-health image.
+Pure; no I/O.
 """
 
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from fleetwright.api.health import MetricCheck
+from fleetwright.api.health import MetricCheck, ValidationContainer
+
+GPU_HEALTH_IMAGE = "ghcr.io/fleetwright/packages/gpu-health:1.0.0"
+"""The catalog's gpu-health image (busybox: its ``chroot`` runs the host's ``dcgmi``)."""
+DIAG_TIMEOUTS = {1: 300, 2: 900, 3: 3600, 4: 4 * 3600}
+"""Seconds each ``dcgmi diag`` run level may take: seconds, minutes, tens of minutes, hours."""
 
 
 class DcgmNames(BaseModel):
@@ -76,3 +83,17 @@ def dcgm_checks(
             **timing,
         ),
     ]
+
+
+def dcgm_diag(level: int) -> ValidationContainer:
+    """A privileged validation running ``dcgmi diag -r <level>`` in the host's root: a failed DCGM
+    test exits non-zero and fails the node."""
+    if level not in DIAG_TIMEOUTS:
+        raise ValueError(f"dcgmi diag run level must be one of {sorted(DIAG_TIMEOUTS)}, got {level}")
+    return ValidationContainer(
+        name="dcgm-diag",
+        image=GPU_HEALTH_IMAGE,
+        command=["chroot", "/host", "dcgmi", "diag", "-r", str(level)],
+        timeout_seconds=DIAG_TIMEOUTS[level],
+        privileged=True,
+    )

@@ -24,8 +24,11 @@ from fleetwright.api.common import (
     LocalRule,
 )
 from fleetwright.api.healthcondition import MAX_CONDITION, check_condition
+from fleetwright.api.nodeprofile import EnvVar, PackageResources
 
 MAX_CHECKS = 16
+MAX_VALIDATIONS = 8
+MAX_ARGS = 64
 MAX_QUERY = 4096
 PLACEHOLDERS = ("node", "nodes", "profile")
 """``{{node}}``: the node the gate holds; ``{{nodes}}``: the nodes updated so far (a regular
@@ -227,10 +230,65 @@ class ExternalValidator(ApiModel):
         return f"{self.name}: waits up to {self.timeout_seconds}s for {what}"
 
 
+class ValidationContainer(ApiModel):
+    """A container run on the node, under fleetwright's cordon, after its stages and before the
+    gate's checks (``dcgmi diag``, an NCCL all-reduce test, a burn-in): one run as a Job pinned to
+    the node; a non-zero exit, a timeout or an image that never pulls fails the node."""
+
+    name: str = Field(
+        description="The validation's name (unique in the gate), shown in status and `fleetwright logs`.",
+        max_length=MAX_SHORT_STRING,
+        pattern=DNS_LABEL_PATTERN,
+    )
+    image: str = Field(
+        description="The container image, with its tag or digest, e.g. "
+        "`ghcr.io/fleetwright/packages/gpu-health:1.0.0`.",
+        min_length=1,
+        max_length=512,
+        pattern=r"^\S+$",
+    )
+    command: list[Annotated[str, Field(max_length=4096)]] = Field(
+        default_factory=list, description="The entrypoint (the image's when empty).", max_length=MAX_ARGS
+    )
+    args: list[Annotated[str, Field(max_length=4096)]] = Field(
+        default_factory=list, description="Arguments to the entrypoint.", max_length=MAX_ARGS
+    )
+    env: list[EnvVar] = Field(
+        default_factory=list, description="Environment variables of the container.", max_length=MAX_ARGS
+    )
+    timeout_seconds: int = Field(
+        default=1800,
+        description="The Job's activeDeadlineSeconds: a run that lasts longer fails the node.",
+        ge=10,
+        le=7 * 86400,
+    )
+    resources: PackageResources | None = Field(
+        default=None, description="CPU and memory of the container (GPUs are the node's: it is drained)."
+    )
+    privileged: bool = Field(
+        default=False,
+        description="Run privileged as root with hostPID, hostNetwork and the host's root mounted "
+        "read-only at /host (HostToContainer), as GPU diagnostics need (e.g. `chroot /host dcgmi diag`). "
+        "False: no privilege, no capability, non-root.",
+    )
+
+    def describe(self) -> str:
+        """One line for ``fleetwright plan``."""
+        run = " ".join([self.image, *self.command, *self.args])
+        privileged = ", privileged" if self.privileged else ""
+        return f"{self.name}: {run} (at most {self.timeout_seconds}s{privileged})"
+
+
+def _unique_names(gate: NodeGate) -> bool:
+    names = [v.name for v in gate.validations]
+    return len(names) == len(set(names))
+
+
 class NodeGate(ApiModel):
     """Checks each node must pass after its last stage before fleetwright lifts its cordon; until
-    then it stays cordoned and counts against maxUnavailable. A Failed or Error check fails the node
-    (the failure policy applies as for a failed stage); an Inconclusive one waits for a human."""
+    then it stays cordoned and counts against maxUnavailable. Validation containers run first, one
+    after another; a failed one, or a Failed or Error check, fails the node (the failure policy
+    applies as for a failed stage); an Inconclusive check waits for a human."""
 
     checks: list[CheckName] = Field(
         default_factory=list,
@@ -242,13 +300,29 @@ class NodeGate(ApiModel):
         description="External actors' verdicts the gate waits for, together with the checks.",
         max_length=8,
     )
+    validations: list[ValidationContainer] = Field(
+        default_factory=list,
+        description="Containers run on the node one after another, under the cordon, before the checks "
+        "and external validators; the first that fails fails the node.",
+        max_length=MAX_VALIDATIONS,
+    )
 
     local_rules = (
         LocalRule(
             name="node-gate-nonempty",
             cel="(has(self.checks) && size(self.checks) > 0) || "
-            "(has(self.external) && size(self.external) > 0)",
-            message="a node gate needs at least one check or external validator",
-            check=lambda m: bool(m.checks or m.external),
+            "(has(self.external) && size(self.external) > 0) || "
+            "(has(self.validations) && size(self.validations) > 0)",
+            message="a node gate needs at least one check, external validator or validation",
+            check=lambda m: bool(m.checks or m.external or m.validations),
+        ),
+        LocalRule(
+            name="node-gate-validation-names-unique",
+            cel="!has(self.validations) || "
+            "self.validations.all(v, self.validations.exists_one(w, w.name == v.name))",
+            message="validation names must be unique in the node gate",
+            field_path=".validations",
+            reason="FieldValueDuplicate",
+            check=_unique_names,
         ),
     )

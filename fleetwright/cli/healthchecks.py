@@ -1,10 +1,11 @@
 """``fleetwright health-checks dcgm``: print the shipped GPU health checks (dcgm-exporter series)
 as a DeploymentPolicy's ``healthChecks`` and ``nodeGate``, with the metric names and node label the
-cluster's dcgm-exporter uses. Owns the command; the checks are ``fleetwright.api.gpuchecks``."""
+cluster's dcgm-exporter uses (and, with ``--diag-level``, a ``dcgmi diag`` validation). Owns the
+command; the checks are ``fleetwright.api.gpuchecks``."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -36,11 +37,21 @@ def dcgm_command(
     pcie_replays_max: Annotated[
         int, typer.Option("--pcie-replays-max", min=0, help="PCIe replays tolerated in the window.")
     ] = 0,
+    diag_level: Annotated[
+        int,
+        typer.Option(
+            "--diag-level",
+            min=0,
+            max=4,
+            help="Also a validation running the host's `dcgmi diag -r N` from the gpu-health image "
+            "(privileged); 0: none.",
+        ),
+    ] = 0,
 ) -> None:
     """Print healthChecks and a nodeGate running them, to paste into a DeploymentPolicy's spec."""
     import yaml
 
-    from fleetwright.api.gpuchecks import DcgmNames, dcgm_checks
+    from fleetwright.api.gpuchecks import DcgmNames, dcgm_checks, dcgm_diag
 
     names = DcgmNames(
         xid=xid,
@@ -52,8 +63,13 @@ def dcgm_command(
     checks = dcgm_checks(
         names, window=window, count=count, interval_seconds=interval, pcie_replays_max=pcie_replays_max
     )
+    gate: dict[str, Any] = {"checks": [c.name for c in checks]}
+    if diag_level:
+        gate["validations"] = [
+            dcgm_diag(diag_level).model_dump(mode="json", by_alias=True, exclude_defaults=True)
+        ]
     spec = {
         "healthChecks": [c.model_dump(mode="json", by_alias=True, exclude_defaults=True) for c in checks],
-        "nodeGate": {"checks": [c.name for c in checks]},
+        "nodeGate": gate,
     }
     typer.echo(yaml.safe_dump(spec, sort_keys=False).rstrip())

@@ -1,5 +1,6 @@
 """``fleetwright logs PROFILE NODE [--stage S]``: the logs of the stage Job fleetwright ran on a
-node, also after it failed (failed Jobs are kept for exactly this).
+node, also after it failed (failed Jobs are kept for exactly this); a node gate's validation Jobs
+are among them (stage ``validate``, the validation's name as the package).
 
 Picks the newest stage Job of the profile on the node (of ``--stage`` when given; ``--all`` for
 every one), its newest pod, and prints every container in run order (copy, stage, check), read
@@ -112,7 +113,9 @@ def logs_command(
     *,
     stage: Annotated[
         str | None,
-        typer.Option("--stage", help="apply, config, interrupt, post-interrupt, upgrade, uninstall."),
+        typer.Option(
+            "--stage", help="apply, config, interrupt, post-interrupt, upgrade, uninstall, validate."
+        ),
     ] = None,
     every: Annotated[bool, typer.Option("--all", help="Every stage Job on the node, oldest first.")] = False,
     namespace: NamespaceOpt = PACKAGE_NAMESPACE,

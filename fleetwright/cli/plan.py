@@ -331,6 +331,24 @@ def _blocked_table(plan: Plan, console: Console) -> None:
     console.print(table)
 
 
+def _with_node_gate(result: Plan, policy: DeploymentPolicy) -> Plan:
+    """The plan with the node gate's validations, checks and external validators named; a node
+    the gate validates is cordoned and drained whatever its interrupt (its validations need it to
+    themselves), so every node that needs work counts as drained."""
+    spec = policy.spec
+    validations = spec.node_gate_validations()
+    gate = (
+        tuple(f"validation {v.describe()}" for v in validations)
+        + tuple(c.describe() for c in spec.node_gate_checks())
+        + tuple(v.describe() for v in spec.node_gate_external())
+    )
+    update: dict[str, Any] = {"node_gate": gate}
+    if validations:
+        update["nodes"] = tuple(n.model_copy(update={"drain": True}) for n in result.nodes)
+        update["drains"] = result.needs_work
+    return result.model_copy(update=update)
+
+
 @app.command("plan")
 def plan_command(
     files: Annotated[
@@ -411,10 +429,7 @@ def plan_command(
             spec, observed = preview_inputs(spec, observed, when)
         result = preview(spec, observed, when)
         if not rollback:  # a rollback's nodes skip the gate
-            gate = tuple(c.describe() for c in policy.spec.node_gate_checks()) + tuple(
-                v.describe() for v in policy.spec.node_gate_external()
-            )
-            result = result.model_copy(update={"node_gate": gate})
+            result = _with_node_gate(result, policy)
     except (PlanInputError, InvalidSpecError) as err:
         Console(stderr=True).print(f"[red]error:[/] {err}", highlight=False)
         raise typer.Exit(2) from err

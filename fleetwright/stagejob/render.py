@@ -14,7 +14,6 @@ run-stages activity creates the Job).
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -23,6 +22,13 @@ from typing import Any
 from fleetwright.api import keys
 from fleetwright.errors import PermanentError
 from fleetwright.planner.stages import Stage
+from fleetwright.stagejob.podparts import (
+    dns_label,
+    hashed_name,
+    job_labels,
+    node_tolerations,
+    unprivileged,
+)
 
 PACKAGE_NAMESPACE = "fleetwright-system"
 """Where stage Jobs and package ConfigMaps live."""
@@ -35,8 +41,6 @@ DEFAULT_BACKOFF_LIMIT = 3
 INTERRUPT_BACKOFF_LIMIT = 1_000_000
 CONFIG_VOLUME = "package-config"
 CONFIG_MOUNT_DIR = "/skyhook-package/configmaps"
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
 
 class StageJobError(PermanentError):
@@ -103,34 +107,14 @@ class StageJobSpec:
         return f"{self.image}@{self.digest}" if self.digest else f"{self.image}:{self.version}"
 
 
-def _short_hash(*parts: object) -> str:
-    return hashlib.sha256("\x00".join(str(p) for p in parts).encode()).hexdigest()[:10]
-
-
-def _dns_label(value: str, limit: int = 63) -> str:
-    """``value`` made into a DNS label; too long or unsafe values keep a prefix plus a hash."""
-    clean = re.sub(r"[^a-z0-9-]+", "-", value.lower()).strip("-") or "x"
-    if len(clean) <= limit and clean == value:
-        return clean
-    return f"{clean[: limit - 11].rstrip('-')}-{_short_hash(value)}"
-
-
-def _label_value(value: str) -> str:
-    if len(value) <= 63 and _LABEL_VALUE.match(value):
-        return value
-    return _dns_label(value)
-
-
 def job_name(spec: StageJobSpec) -> str:
     """Deterministic: the same (profile, node, package, version, stage, generation), pass and
     attempt give one name, so a retried activity adopts the Job its earlier attempt created. The
     pass (the engine uses its node workflow run) gives a node run again from scratch fresh Jobs
     instead of an earlier pass's finished ones; a later attempt hashes a distinct stage tag."""
     stage = f"{spec.stage}-r{spec.attempt}" if spec.attempt else spec.stage
-    parts: tuple[object, ...] = (spec.profile, spec.node, spec.package, spec.version, stage, spec.generation)
-    digest = _short_hash(*parts, spec.pass_id) if spec.pass_id else _short_hash(*parts)
-    head = _dns_label(f"fw-{spec.package}-{stage}", 63 - 11)
-    return f"{head[: 63 - 11].rstrip('-')}-{digest}"
+    parts = (spec.profile, spec.node, spec.package, spec.version, stage, spec.generation)
+    return hashed_name(f"fw-{spec.package}-{stage}", parts, spec.pass_id)
 
 
 def config_map_name(profile: str, package: str, version: str) -> str:
@@ -173,25 +157,13 @@ def agent_env(spec: StageJobSpec) -> list[dict[str, Any]]:
     return [dict(e) for e in spec.env] + [{"name": k, "value": v} for k, v in orchestrator.items()]
 
 
-def unprivileged() -> dict[str, Any]:
-    """The placeholder container's context: no root, no capabilities, nothing writable."""
-    return {
-        "runAsNonRoot": True,
-        "runAsUser": 65534,
-        "allowPrivilegeEscalation": False,
-        "readOnlyRootFilesystem": True,
-        "capabilities": {"drop": ["ALL"]},
-        "seccompProfile": {"type": "RuntimeDefault"},
-    }
-
-
 def _mounts() -> list[dict[str, Any]]:
     return [{"name": "root-mount", "mountPath": ROOT_MOUNT, "mountPropagation": "HostToContainer"}]
 
 
 def _agent_container(spec: StageJobSpec, name: str, args: list[str]) -> dict[str, Any]:
     container: dict[str, Any] = {
-        "name": _dns_label(name),
+        "name": dns_label(name),
         "image": spec.agent_image,
         "args": args,
         "env": agent_env(spec),
@@ -213,7 +185,7 @@ def copy_container(spec: StageJobSpec) -> dict[str, Any]:
         for key in (sorted(spec.config_keys) if mounted_config_map(spec) else ())
     ]
     return {
-        "name": _dns_label(f"{spec.package}-init"),
+        "name": dns_label(f"{spec.package}-init"),
         "image": spec.package_image,
         "command": ["/bin/sh", "-c", script],
         "env": [{"name": "SKYHOOK_DIR", "value": spec.copy_dir}],
@@ -237,26 +209,11 @@ def init_containers(spec: StageJobSpec) -> list[dict[str, Any]]:
 
 
 def tolerations(spec: StageJobSpec) -> list[dict[str, Any]]:
-    base: list[dict[str, Any]] = [
-        {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"},
-        {"key": spec.runtime_required_taint, "operator": "Exists"},
-        # Unbounded: a reboot makes the node NotReady, and the pod must not be evicted for it.
-        {"key": "node.kubernetes.io/not-ready", "operator": "Exists"},
-        {"key": "node.kubernetes.io/unreachable", "operator": "Exists"},
-    ]
-    return base + [dict(t) for t in spec.tolerations]
+    return node_tolerations(spec.runtime_required_taint, spec.tolerations)
 
 
 def labels(spec: StageJobSpec) -> dict[str, str]:
-    out = {
-        keys.PROFILE_LABEL: _label_value(spec.profile),
-        keys.NODE_LABEL: _label_value(spec.node),
-        keys.PACKAGE_LABEL: _label_value(spec.package),
-        keys.STAGE_LABEL: _label_value(spec.stage),
-        keys.MANAGED_BY_LABEL: keys.MANAGED_BY,
-    }
-    out.update(spec.extra_labels)
-    return out
+    return job_labels(spec.profile, spec.node, spec.package, spec.stage, spec.extra_labels)
 
 
 def mounted_config_map(spec: StageJobSpec) -> str | None:

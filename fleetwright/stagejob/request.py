@@ -73,7 +73,8 @@ def encode_interrupt(interrupt: Interrupt) -> str:
     return base64.b64encode(json.dumps(doc).encode()).decode()
 
 
-def _resources(resources: PackageResources | None) -> dict[str, Any] | None:
+def pod_resources(resources: PackageResources | None) -> dict[str, Any] | None:
+    """A container's requests and limits (Kubernetes quantities), None when it sets none."""
     if resources is None:
         return None
     requests = {"cpu": resources.cpu_request, "memory": resources.memory_request}
@@ -105,7 +106,7 @@ def job_spec(job: StageJob) -> StageJobSpec:
         interrupt_data=encode_interrupt(interrupt) if interrupt is not None else None,
         node_order=job.node_order,
         env=[e.to_k8s() for e in package.env],
-        resources=_resources(package.resources),
+        resources=pod_resources(package.resources),
         timeout_seconds=package.stage_timeout_seconds,
         tolerations=[t.to_k8s() for t in job.tolerations],
         namespace=job.namespace,

@@ -1,10 +1,11 @@
 """The node workflow (``node/<profile>/<node>``): one node's lifecycle for one rollout target.
 
-cordon (only when an interrupt disrupts workloads) -> wait for protected pods -> drain -> each
-stage as a Job with its check -> interrupts (reboot confirmed by a new boot id) -> record the
-package state after every stage -> the node gate, when the policy has one (its metric checks, one
-activity per measurement with durable timers between, and external validators' verdicts; Failed
-fails the node, Inconclusive waits for ``approve_gate``) -> uncordon what we cordoned -> release
+cordon (only when an interrupt disrupts workloads, or the node gate runs validations) -> wait for
+protected pods -> drain -> each stage as a Job with its check -> interrupts (reboot confirmed by a
+new boot id) -> record the package state after every stage -> the node gate, when the policy has
+one (its validation Jobs one after another, then its metric checks, one activity per measurement
+with durable timers between, and external validators' verdicts; Failed fails the node,
+Inconclusive waits for ``approve_gate``) -> uncordon what we cordoned -> release
 the runtime-required taint (runtime-required profiles; it stays while another such profile is
 incomplete here) -> report to the parent. A node worked on under someone else's cordon is
 cordoned as ours (and drained again) if they lift theirs before its next stage.
@@ -126,7 +127,7 @@ class NodeWorkflow:
             node_input.profile, node_input.records, node_input.work, node_input.desired, rollout
         )
         self._packages = {p.name: p for p in node_input.packages}
-        if node_input.gate or node_input.external:
+        if self._gated():
             # Only inputs of a policy with a node gate have one: no 0.1.0 history does.
             self._gate = NodeGate(node_input, aborted=lambda: self._abort, show=self._status, at=self._at)
         try:
@@ -137,17 +138,27 @@ class NodeWorkflow:
             self._phase("Gone")
             return await self._report(RunStatus.GONE, str(gone))
 
+    def _gated(self) -> bool:
+        """The policy has a node gate (no 0.1.0 input has one)."""
+        node_input = self._input
+        return bool(node_input.gate or node_input.external or node_input.validations)
+
+    def _needs_drain(self) -> bool:
+        """Cordon and drain before the stages: an interrupt disrupts workloads, or a validation
+        needs the node (its GPUs) to itself."""
+        return self._input.work.needs_drain or bool(self._input.validations)
+
     async def _update(self) -> NodeResult:
         work = self._input.work
         # The first activity (cordon, else the first stage) shows InProgress; with neither, a
         # status activity of its own.
         updating = self._updating()
         first: StatusNote | None = updating
-        if not (work.needs_drain or work.steps):
+        if not (self._needs_drain() or work.steps):
             await self._status(updating)
             first = None
         try:
-            if work.needs_drain:
+            if self._needs_drain():
                 await self._prepare_disruption(first)
                 first = None
             await self._run_steps(first)
@@ -169,8 +180,7 @@ class NodeWorkflow:
 
     def _last_stage_shows_complete(self) -> bool:
         """Complete rides on the last stage when nothing follows it: no uncordon, no node gate."""
-        gated = self._input.gate or self._input.external
-        return self._last_activity_shows_complete() and not self._ours() and not gated
+        return self._last_activity_shows_complete() and not self._ours() and not self._gated()
 
     def _updating(self) -> StatusNote:
         return StatusNote(phase=NodePhase.IN_PROGRESS, reason=NodeReason.UPDATING, message=self._summary())
@@ -355,8 +365,7 @@ class NodeWorkflow:
             # Workloads may land once every runtime-required profile is complete here.
             self._stage = "release-runtime-taint"
             await self._call(NodeActivities.release_runtime_taint, self._target)
-        gated = self._input.gate or self._input.external
-        if shown_by_last and (ours or (self._input.work.steps and not gated)):
+        if shown_by_last and (ours or (self._input.work.steps and not self._gated())):
             self._phase(NodePhase.COMPLETE.value)
         else:
             await self._status(self._completed())

@@ -1,11 +1,12 @@
 """The node gate of a node workflow: after the node's last stage and before its cordon is lifted,
-every metric check of the policy's node gate (one activity per measurement, a durable timer
-between two) and every external validator's verdict; then the node passes, fails
-(``GateFailedError``: it stays cordoned) or waits, named, for a human's ``approve_gate``.
+its validation containers one after another (one activity each, a Job on the node), then every
+metric check of the policy's node gate (one activity per measurement, a durable timer between two)
+and every external validator's verdict; then the node passes, fails (``GateFailedError``: it stays
+cordoned) or waits, named, for a human's ``approve_gate``.
 
-Owns the gate's state (each check's measurements, the verdicts, the wait for approval) and its
-commands; the node workflow owns the node's stages, status and cordon. Orchestration only: each
-measurement and verdict is an activity.
+Owns the gate's state (each validation's verdict, each check's measurements, the external verdicts,
+the wait for approval) and its commands; the node workflow owns the node's stages, status and
+cordon. Orchestration only: each validation, measurement and verdict is an activity.
 """
 
 from __future__ import annotations
@@ -21,17 +22,20 @@ from fleetwright.workflows.nodeerrors import GateFailedError, activity_failure
 
 with workflow.unsafe.imports_passed_through():
     from fleetwright.activities.health import HealthActivities
+    from fleetwright.activities.node import NodeActivities
     from fleetwright.activities.payloads import (
         ExternalVerdict,
         ExternalWaitRequest,
         MeasureRequest,
         NodePhase,
         StatusNote,
+        ValidationRequest,
     )
-    from fleetwright.api.health import ExternalValidator, MetricCheck, nodes_alternation
+    from fleetwright.api.health import ExternalValidator, MetricCheck, ValidationContainer, nodes_alternation
     from fleetwright.api.keys import NodeReason
     from fleetwright.planner import analysis
     from fleetwright.planner.analysis import CheckState, Measurement
+    from fleetwright.stagejob.validation import ValidationReport
     from fleetwright.workflows import retry
     from fleetwright.workflows.payloads import NodeInput
 
@@ -54,16 +58,20 @@ class NodeGate:
         self._at = at
         self.states: dict[str, CheckState] = {}
         self._verdicts: dict[str, ExternalVerdict | None] = {}
+        self.validated: dict[str, ValidationReport | None] = {}
         self._since: datetime | None = None
         self.held = False
         self.approved = False
 
     async def run(self) -> None:
-        """Every check of the node gate, together, each measurement one activity and a timer
-        between two; then pass, fail (GateFailedError) or wait for a human (Inconclusive)."""
+        """The validations one after another, then every check of the node gate, together, each
+        measurement one activity and a timer between two; then pass, fail (GateFailedError) or
+        wait for a human (Inconclusive)."""
         checks = self._input.gate
-        self._at("health-gate")
         self._since = workflow.now()
+        if self._input.validations:
+            await self._validate()
+        self._at("health-gate")
         self.states = {c.name: analysis.judge(c, ()) for c in checks}
         self._verdicts = {v.name: None for v in self._input.external}
         await asyncio.gather(
@@ -79,6 +87,66 @@ class NodeGate:
             raise GateFailedError(f"health gate {outcome.value.lower()}: {self.summary(outcome)}")
         if outcome is analysis.Phase.INCONCLUSIVE:
             await self._hold_inconclusive()
+
+    async def _validate(self) -> None:
+        """Each validation container in order, one activity each; the first that fails raises
+        GateFailedError naming it (the node stays cordoned, nothing else is measured)."""
+        self.validated = {v.name: None for v in self._input.validations}
+        for index, validation in enumerate(self._input.validations):
+            if self._aborted():
+                raise GateFailedError(f"aborted during the health gate; {self.summary()}")
+            self._at(f"validate {validation.name}")
+            report = await self._run_validation(validation, index)
+            self.validated[validation.name] = report
+            if not report.passed:
+                raise GateFailedError(f"health gate failed: {self.summary()}")
+
+    async def _run_validation(self, validation: ValidationContainer, index: int) -> ValidationReport:
+        """One validation's Job to its verdict (a heartbeating wait); an abort cancels the wait."""
+        settings, node = self._input.settings, self._input.node
+        count = len(self._input.validations)
+        request = self._validation_request(validation, f"({index + 1}/{count})")
+        bound = validation.timeout_seconds + settings.image_pull_timeout_seconds + 600
+        handle = workflow.start_activity_method(
+            NodeActivities.run_validation,
+            request,
+            start_to_close_timeout=timedelta(seconds=bound),
+            heartbeat_timeout=retry.HEARTBEAT,
+            retry_policy=retry.LONG_WAIT,
+            summary=f"run-validation {node}: {validation.name} {index + 1}/{count}",
+        )
+        await workflow.wait_condition(lambda: handle.done() or self._aborted())
+        if not handle.done():
+            handle.cancel()
+            raise GateFailedError(f"aborted during validation {validation.name}; {self.summary()}")
+        try:
+            return await handle
+        except ActivityError as error:
+            raise activity_failure(error) from error
+
+    def _validation_request(self, validation: ValidationContainer, position: str) -> ValidationRequest:
+        """The Job of ``validation`` in this pass, and the status naming it while it runs."""
+        settings = self._input.settings
+        running = f"running validation {validation.name} {position}; {self.summary()}"
+        return ValidationRequest(
+            profile=self._input.profile,
+            node=self._input.node,
+            rollout_workflow_id=self._input.parent_workflow_id,
+            generation=self._input.generation,
+            validation=validation,
+            namespace=settings.package_namespace,
+            host_root=settings.host_root,
+            tolerations=self._input.tolerations,
+            pod_labels=settings.stage_pod_labels,
+            pod_annotations=settings.stage_pod_annotations,
+            attempt=self._input.attempt,
+            # This run is one pass over the node: its retried activity adopts its own Job.
+            pass_id=workflow.info().run_id,
+            image_pull_timeout_seconds=settings.image_pull_timeout_seconds,
+            show_before=StatusNote(
+                phase=NodePhase.IN_PROGRESS, reason=NodeReason.HEALTH_GATE, message=running
+            ),
+        )
 
     async def _run_check(self, check: MetricCheck) -> None:
         measurements: list[Measurement] = []
@@ -193,7 +261,8 @@ class NodeGate:
         if self._since is not None:
             ran = f" for {int((workflow.now() - self._since).total_seconds())}s"
         approved = ", approved by a human" if self.approved else ""
-        parts = [s.describe() for s in states]
+        parts = [self._validated(name) for name in self.validated] if only is None else []
+        parts += [s.describe() for s in states]
         if only is None:
             parts += [
                 f"{name} {'waiting' if v is None else ('passed' if v.passed else 'failed')}"
@@ -201,3 +270,10 @@ class NodeGate:
                 for name, v in self._verdicts.items()
             ]
         return f"health gate{ran}{approved}: " + "; ".join(parts)
+
+    def _validated(self, name: str) -> str:
+        """One validation's verdict so far, for the summary."""
+        report = self.validated[name]
+        if report is None:
+            return f"validation {name} waiting"
+        return report.message if not report.passed else f"validation {name} passed"

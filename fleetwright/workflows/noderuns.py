@@ -72,6 +72,7 @@ def _node_input(
     gated = start.work.returns_to is None
     gate = run.policy.spec.node_gate_checks() if gated else ()
     external = run.policy.spec.node_gate_external() if gated else ()
+    validations = run.policy.spec.node_gate_validations() if gated else ()
     return NodeInput(
         profile=spec.profile,
         profile_uid=meta.uid or "",
@@ -96,6 +97,7 @@ def _node_input(
         gate=gate,
         batch=tuple(s.node for s in batch) if gate else (),
         external=external,
+        validations=validations,
     )
 
 

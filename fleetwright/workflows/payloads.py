@@ -14,7 +14,7 @@ from fleetwright.activities.payloads import Controls, DecideReport, DecideReques
 from fleetwright.api.common import LabelSelector, Toleration
 from fleetwright.api.compat import added_fields
 from fleetwright.api.deploymentpolicy import DeploymentPolicy
-from fleetwright.api.health import ExternalValidator, MetricCheck
+from fleetwright.api.health import ExternalValidator, MetricCheck, ValidationContainer
 from fleetwright.api.nodeprofile import DrainSpec, NodeProfile, Package
 from fleetwright.planner.base import Frozen
 from fleetwright.planner.nodestate import PackageRecord
@@ -83,7 +83,10 @@ class NodeInput(Frozen):
     """The node gate's external validators, waited for together with ``gate``."""
     batch: tuple[str, ...] = ()
     """With ``gate``: the nodes the decision started with this one (the ``{{nodes}}`` placeholder)."""
-    _since_0_1_0 = added_fields("gate", "batch", "external")
+    validations: tuple[ValidationContainer, ...] = ()
+    """The node gate's validation containers: run one after another on the node, cordoned and
+    drained, after its last stage and before ``gate`` and ``external``."""
+    _since_0_1_0 = added_fields("gate", "batch", "external", "validations")
 
 
 class Progress(Frozen):

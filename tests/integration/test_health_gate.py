@@ -3,9 +3,10 @@ reboots), the Temporal dev server, the real activities and a real Prometheus (De
 the GPU exporter the tests drive. A node whose XID series changes during its gate fails naming the
 check and value and, with ``action: rollback``, its batch is rolled back; a node with no series is
 Inconclusive and the rollout waits, named, until ``fleetwright approve`` passes it; a worker
-stopped mid-gate is replaced without a measurement counted twice. The fleet gate, during a soak
-or in the background while a batch runs, halts before the next batch when the updated nodes' XID
-series changes."""
+stopped mid-gate is replaced without a measurement counted twice, and one stopped mid-validation
+without a second validation Job; a failing validation Job fails the node, keeps it cordoned, and
+``fleetwright logs`` shows its output. The fleet gate, during a soak or in the background while a
+batch runs, halts before the next batch when the updated nodes' XID series changes."""
 
 from __future__ import annotations
 
@@ -23,8 +24,10 @@ from fleetwright.api.deploymentpolicy import DeploymentPolicy
 from fleetwright.api.keys import NodeReason, condition_type
 from fleetwright.api.nodeprofile import NodeProfile
 from fleetwright.local import examples
+from fleetwright.local.controlplane import STAGE_LOG
 from fleetwright.local.gpuexporter import XID_ERRORS, GpuExporter
 from fleetwright.local.kubelet import SimulatedKubelet
+from fleetwright.local.nodes import stage_pod_timing
 from fleetwright.local.prometheus import LocalPrometheus
 from fleetwright.local.temporalserver import LocalTemporal
 from fleetwright.planner.nodestate import read_profile_state
@@ -51,8 +54,8 @@ XID_CHECK = {
 }
 
 
-def settings() -> EngineSettings:
-    return engine_settings().model_copy(update={"search_attributes": False})
+def settings(**changes: Any) -> EngineSettings:
+    return engine_settings().model_copy(update={"search_attributes": False, **changes})
 
 
 def gated_policy(*, action: str = "halt", max_unavailable: int = 2, initial: int = 2) -> DeploymentPolicy:
@@ -91,9 +94,13 @@ def reasons(cluster: ClusterUnderTest, profile: str, nodes: list[str]) -> dict[s
 
 
 async def start(
-    client: Client, queue: str, profile: NodeProfile, policy: DeploymentPolicy
+    client: Client,
+    queue: str,
+    profile: NodeProfile,
+    policy: DeploymentPolicy,
+    engine: EngineSettings | None = None,
 ) -> WorkflowHandle[RolloutWorkflow, Progress]:
-    rollout = RolloutInput(profile=profile, policy=policy, settings=settings())
+    rollout = RolloutInput(profile=profile, policy=policy, settings=engine or settings())
     return await client.start_workflow(
         RolloutWorkflow.run, rollout, id=rollout_workflow_id(profile.metadata.name), task_queue=queue
     )
@@ -107,15 +114,58 @@ async def engine(
         yield queue
 
 
-async def measurements(client: Client, profile: str, node: str) -> int:
-    """Measurement activities the node workflow scheduled (each recorded once in its history)."""
+async def measurements(client: Client, profile: str, node: str, activity: str = NAMES.MEASURE) -> int:
+    """Measurement activities (or ``activity``) the node workflow scheduled (each recorded once
+    in its history)."""
     history = await client.get_workflow_handle(node_workflow_id(profile, node)).fetch_history()
     return sum(
         1
         for e in history.events
         if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
-        and e.activity_task_scheduled_event_attributes.activity_type.name == NAMES.MEASURE
+        and e.activity_task_scheduled_event_attributes.activity_type.name == activity
     )
+
+
+async def validation_attempts(client: Client, profile: str, node: str) -> list[int]:
+    """The attempt each run-validation activity finished on (its started event is written then)."""
+    history = await client.get_workflow_handle(node_workflow_id(profile, node)).fetch_history()
+    scheduled = {
+        e.event_id
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+        and e.activity_task_scheduled_event_attributes.activity_type.name == NAMES.RUN_VALIDATION
+    }
+    return [
+        e.activity_task_started_event_attributes.attempt
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED
+        and e.activity_task_started_event_attributes.scheduled_event_id in scheduled
+    ]
+
+
+def validation_jobs(cluster: ClusterUnderTest, profile: str, node: str) -> list[dict[str, Any]]:
+    selector = f"fleetwright.io/profile={profile},fleetwright.io/node={node},fleetwright.io/stage=validate"
+    items: list[dict[str, Any]] = kubectl_json(cluster, "jobs", "-n", "fleetwright-system", "-l", selector)[
+        "items"
+    ]
+    return items
+
+
+def validated_policy(validation: dict[str, Any], check: dict[str, Any] | None = None) -> DeploymentPolicy:
+    """One node at a time, its gate running ``validation`` (then ``check``, when given)."""
+    base = gated_policy(max_unavailable=1, initial=1)
+    spec = base.spec.model_dump(by_alias=True, exclude_none=True)
+    spec["nodeGate"] = {"validations": [validation]}
+    spec.pop("healthChecks")
+    if check is not None:
+        spec |= {
+            "healthChecks": [check],
+            "nodeGate": {"validations": [validation], "checks": [check["name"]]},
+        }
+    return base.model_copy(update={"spec": type(base.spec).model_validate(spec)})
+
+
+DIAG = {"name": "dcgm-diag", "image": "ghcr.io/example/gpu-health:1.0.0", "args": ["diag", "--level", "1"]}
 
 
 async def test_an_xid_during_the_gate_fails_the_node_and_rolls_its_batch_back(
@@ -289,3 +339,67 @@ async def test_a_background_fleet_gate_failure_while_a_batch_runs_stops_the_next
     ran = {j["spec"]["template"]["spec"]["nodeName"] for j in jobs["items"]}
     assert canary in ran
     assert len(ran) == 2  # the canary and the first batch's node: no second batch
+
+
+async def test_a_worker_stopped_mid_validation_neither_duplicates_its_job_nor_recounts(
+    cluster: ClusterUnderTest, temporal_client: Client, prometheus: LocalPrometheus, exporter: GpuExporter
+) -> None:
+    group, nodes = await asyncio.to_thread(gpu_group, cluster, exporter, 1)
+    (node,) = nodes
+    name = unique("hv")
+    # No interrupt: only the validation cordons and drains the node.
+    profile = examples.profile(name, selector={GROUP_LABEL: group}, interrupt=None)
+    policy = validated_policy(DIAG, check={**XID_CHECK, "count": 2})
+    slow = settings(stage_pod_annotations=stage_pod_timing(6, ready_seconds=0.1))
+    with SimulatedKubelet(cluster.kubectl):
+        async with engine_worker(cluster, temporal_client, prometheus_url=prometheus.url) as queue:
+            handle = await start(temporal_client, queue, profile, policy, slow)
+            running = await until(
+                lambda: [j for j in validation_jobs(cluster, name, node) if j["status"].get("active")],
+                180.0,
+                "the validation Job running",
+            )
+            assert kubectl_json(cluster, "node", node)["spec"].get("unschedulable") is True
+        # The worker is gone while the validation's Job runs; a new one on the same queue adopts it.
+        async with engine_worker(cluster, temporal_client, prometheus_url=prometheus.url, queue=queue):
+            done = await until_phase(handle, "Complete", "Halted", within=180)
+    assert done.phase == "Complete", done
+    jobs = validation_jobs(cluster, name, node)
+    assert [j["metadata"]["name"] for j in jobs] == [running[0]["metadata"]["name"]]  # one Job, adopted
+    assert jobs[0]["status"].get("succeeded") == 1
+    assert await measurements(temporal_client, name, node, NAMES.RUN_VALIDATION) == 1
+    attempts = await validation_attempts(temporal_client, name, node)
+    assert attempts[0] >= 2, attempts  # the activity was retried, not scheduled again
+    assert await measurements(temporal_client, name, node) == 2  # the checks measured once each
+    assert reasons(cluster, name, nodes)[node] == NodeReason.GATE_PASSED
+    assert not kubectl_json(cluster, "node", node)["spec"].get("unschedulable")
+
+
+async def test_a_failing_validation_fails_the_node_keeps_it_cordoned_and_logs_show_it(
+    cluster: ClusterUnderTest, temporal_client: Client, temporal_server: LocalTemporal
+) -> None:
+    group, nodes = await asyncio.to_thread(gpu_group, cluster, None, 1)
+    (node,) = nodes
+    name = unique("hx")
+    profile = examples.profile(name, selector={GROUP_LABEL: group}, interrupt=None)
+    # The simulated kubelet fails a pod whose container names its stage in SIM_FAIL_STAGE (exit 1).
+    failing = {**DIAG, "env": [{"name": "SIM_FAIL_STAGE", "value": "validate"}]}
+    cli = Cli(cluster, temporal_server)
+    with SimulatedKubelet(cluster.kubectl):
+        async with engine_worker(cluster, temporal_client) as queue:
+            handle = await start(temporal_client, queue, profile, validated_policy(failing))
+            halted = await until_phase(handle, "Halted", "Complete", within=180)
+    assert halted.phase == "Halted", halted
+    message = halted.failed_reasons[node]
+    assert "health gate failed" in message, message
+    assert "validation dcgm-diag exited 1 (Job fw-validate-dcgm-diag-" in message, message
+    assert f"last output: {STAGE_LOG[0]} | {STAGE_LOG[1]}" in message, message
+    assert reasons(cluster, name, nodes)[node] == NodeReason.GATE_FAILED
+    assert kubectl_json(cluster, "node", node)["spec"].get("unschedulable") is True
+    (job,) = validation_jobs(cluster, name, node)
+    assert job["spec"]["backoffLimit"] == 0
+    logs = await cli.ok("logs", name, node)  # the newest Job on the node: the validation's
+    assert "==> validate dcgm-diag (Failed) pod/fw-validate-dcgm-diag-" in logs, logs
+    assert "container dcgm-diag <==" in logs, logs
+    assert STAGE_LOG[0] in logs
+    assert "validate dcgm-diag (Failed)" in await cli.ok("logs", name, node, "--stage", "validate")

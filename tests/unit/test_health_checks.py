@@ -278,7 +278,7 @@ def test_an_external_validator_names_one_source_and_a_gate_needs_something() -> 
     assert "exactly one of conditionType or annotation" in found["spec.nodeGate.external[0]"]
     result = validate_deploymentpolicy(policy({"nodeGate": {}}))
     empty = {issue.path: issue.message for issue in result.errors}
-    assert "at least one check or external validator" in empty["spec.nodeGate"]
+    assert "at least one check, external validator or validation" in empty["spec.nodeGate"]
 
 
 def test_the_nodes_placeholder_is_a_regex_alternation_for_a_double_quoted_string() -> None:

@@ -400,3 +400,48 @@ def test_the_plan_shows_the_background_checks_of_a_batches_step(
     assert [p for p in plan.fleet_gate if p.startswith("gb200/")] == []  # its own steps have none
     # Passing checks change nothing: the same batches at the same times.
     assert [(b.start, b.nodes) for b in plan.batches] == [(b.start, b.nodes) for b in without.batches]
+
+
+def test_the_plan_shows_the_validations_and_counts_their_nodes_as_drained(tmp_path: Path) -> None:
+    quiet = tmp_path / "quiet.yaml"  # no interrupt: only the validations drain the nodes
+    quiet.write_text(PROFILE.split("  packages:", maxsplit=1)[0] + QUIET_PACKAGE)
+    validated = tmp_path / "validated.yaml"
+    validated.write_text(
+        POLICY
+        + """
+  nodeGate:
+    validations:
+      - name: dcgm-diag
+        image: ghcr.io/example/gpu-health:1.0.0
+        args: [diag, --level, "2"]
+        timeoutSeconds: 900
+        privileged: true
+"""
+    )
+    args = ("--fleet", str(FLEET), "--now", NOW, "-o", "json")
+    _, plain, _ = run(str(quiet), policy_file(tmp_path), *args)
+    code, gated, err = run(str(quiet), str(validated), *args)
+    assert code == 0, err
+    before, after = Plan.model_validate_json(plain), Plan.model_validate_json(gated)
+    assert before.drains == 0
+    assert after.drains == after.needs_work > 0
+    assert all(n.drain for n in after.nodes)
+    assert after.node_gate == (
+        "validation dcgm-diag: ghcr.io/example/gpu-health:1.0.0 diag --level 2 (at most 900s, privileged)",
+    )
+    code, out, _ = run(str(quiet), str(validated), "--fleet", str(FLEET), "--now", NOW)
+    assert code == 0, out
+    assert "validation dcgm-diag: ghcr.io/example/gpu-health:1.0.0" in out
+
+
+QUIET_PACKAGE = """  packages:
+    - name: sysctl-tuning
+      version: 1.2.0
+      image: ghcr.io/example/packages/sysctl-tuning
+"""
+
+
+def policy_file(tmp_path: Path) -> str:
+    path = tmp_path / "policy.yaml"
+    path.write_text(POLICY)
+    return str(path)

@@ -39,6 +39,7 @@ from fleetwright.activities.payloads import (
     StagesRequest,
     StatusNote,
     UncordonRequest,
+    ValidationRequest,
 )
 from fleetwright.activities.report import send as send_report
 from fleetwright.activities.rollout import cleared_failure, plan_turn
@@ -50,6 +51,7 @@ from fleetwright.local import nodes as fleet_nodes
 from fleetwright.planner.analysis import Measurement
 from fleetwright.planner.nodestate import format_annotation
 from fleetwright.stagejob.outcome import StageOutcome, StageReport
+from fleetwright.stagejob.validation import ValidationReport, job_name, tail_of, verdict
 
 
 @dataclass
@@ -95,6 +97,14 @@ class FakeFleet:
     hold_measurements: asyncio.Event | None = None
     """When set, a measurement waits for this event before it answers."""
     """(node, the activity type that wrote a package state record), in order."""
+    validation_exit: Callable[[ValidationRequest], tuple[int, str]] | None = None
+    """(exit code, output) of a validation container; None: every one exits 0."""
+    validation_jobs: dict[str, int] = field(default_factory=dict)
+    """Job name -> how many times a Job of that name was created (adoption leaves it at 1)."""
+    validated: list[tuple[str, str, int, bool]] = field(default_factory=list)
+    """(node, validation, activity attempt, whether the node was cordoned) of every run, in order."""
+    hold_validations: asyncio.Event | None = None
+    """When set, a validation's Job runs until this event is set."""
 
     def __post_init__(self) -> None:
         self.nodes = {}
@@ -238,6 +248,24 @@ class FakeFleet:
         self.measured.append((request.node, request.check.name, cordoned))
         return measure_once(_FakePrometheus(self, request.node), request)
 
+    @activity.defn(name=NAMES.RUN_VALIDATION)
+    async def run_validation(self, request: ValidationRequest) -> ValidationReport:
+        """Creates the Job the real renderer names, or adopts it when it exists (409)."""
+        await self._show(request, request.show_before)
+        name = job_name(request)
+        if name not in self.validation_jobs:
+            self.validation_jobs[name] = 1
+        cordoned = bool(self.nodes[request.node]["spec"].get("unschedulable"))
+        self.validated.append((request.node, request.validation.name, activity.info().attempt, cordoned))
+        if self.hold_validations is not None:
+            while not self.hold_validations.is_set():
+                activity.heartbeat()
+                await asyncio.sleep(0.1)
+        code, log = self.validation_exit(request) if self.validation_exit is not None else (0, "")
+        outcome = StageOutcome.SUCCEEDED if code == 0 else StageOutcome.FAILED
+        report = StageReport(job=name, outcome=outcome, message="" if code == 0 else "BackoffLimitExceeded")
+        return verdict(request, report, code, tail_of(log))
+
     @activity.defn(name=NAMES.WAIT_EXTERNAL)
     async def wait_external(self, request: ExternalWaitRequest) -> ExternalVerdict:
         """Polls the fake node for the validator's verdict (the real activity watches the Node)."""
@@ -301,6 +329,7 @@ class FakeFleet:
             self.release_runtime_taint,
             self.measure,
             self.wait_external,
+            self.run_validation,
             # The real ones: they start and look up node workflows on the test server.
             NodeStarter().start_nodes,
             NodeStarter().ended_nodes,

@@ -341,3 +341,150 @@ async def test_a_passing_fleet_gate_ends_the_soak_and_an_inconclusive_one_waits_
         await handle.terminate("test done")
     assert done.updated == 3
     assert [m.phase.value for m in fleet.fleet_measured] == ["Successful", "Inconclusive"]
+
+
+DIAG = {"name": "dcgm-diag", "image": "ghcr.io/example/gpu-health:1.0.0", "args": ["diag", "-r", "2"]}
+NCCL = {"name": "nccl-allreduce", "image": "ghcr.io/example/nccl-tests:2.13", "timeoutSeconds": 600}
+
+
+def validating(
+    *validations: dict[str, Any],
+    check: dict[str, Any] | None = None,
+    action: str = "halt",
+    max_unavailable: int = 1,
+) -> DeploymentPolicy:
+    """A node gate running ``validations`` (then ``check``, when given)."""
+    deployment = gated(check, action=action, max_unavailable=max_unavailable)
+    spec = deployment.spec.model_dump(by_alias=True, exclude_none=True)
+    gate: dict[str, Any] = {"validations": list(validations)}
+    if check is not None:
+        gate["checks"] = [check["name"]]
+    else:
+        spec.pop("healthChecks", None)
+    spec["nodeGate"] = gate
+    return deployment.model_copy(update={"spec": type(deployment.spec).model_validate(spec)})
+
+
+def without_interrupt(name: str, policy: DeploymentPolicy) -> RolloutInput:
+    return RolloutInput(profile=examples.profile(name=name, interrupt=None), policy=policy, settings=SETTINGS)
+
+
+async def test_validations_run_cordoned_and_drained_then_the_checks_then_service(client: Client) -> None:
+    fleet = FakeFleet(size=2)
+    name = unique()
+    # No interrupt: only the validations make the node cordoned and drained.
+    policy = validating(DIAG, NCCL, check={**XID, "count": 1})
+    handle, queue = await start(client, fleet, without_interrupt(name, policy))
+    async with build_worker(client, fleet.activities(), task_queue=queue):
+        done = await in_phase(handle, "Complete")
+        await handle.terminate("test done")
+    assert done.updated == 2
+    for node in fleet.nodes:  # in order, each with the node cordoned
+        ran = [(v, cordoned) for n, v, _, cordoned in fleet.validated if n == node]
+        assert ran == [("dcgm-diag", True), ("nccl-allreduce", True)], (node, ran)
+    assert sorted(fleet.drained) == sorted(fleet.nodes)
+    assert not fleet.cordoned()
+    activities = await node_activities(client, name, "gpu-node-0000")
+    assert activities == [
+        NAMES.CORDON,
+        NAMES.DRAIN,
+        NAMES.RUN_STAGES,
+        NAMES.RUN_VALIDATION,
+        NAMES.RUN_VALIDATION,
+        NAMES.MEASURE,
+        NAMES.UNCORDON,
+    ]
+    message = fleet.messages["gpu-node-0000"]
+    assert "validation dcgm-diag passed; validation nccl-allreduce passed; xid Successful" in message
+    assert fleet.reasons["gpu-node-0000"] == NodeReason.GATE_PASSED
+
+
+async def test_a_failing_validation_fails_the_node_naming_it_and_keeps_it_cordoned(client: Client) -> None:
+    fleet = FakeFleet(size=2)
+    bad = "gpu-node-0000"
+    shown: list[str] = []
+
+    def exit_of(request: Any) -> tuple[int, str]:
+        shown.append(fleet.messages[request.node])
+        failing = request.node == bad and request.validation.name == "dcgm-diag"
+        return (226, "Diagnostic  | Result\nMemory | Fail: GPU 1 row remap\n") if failing else (0, "ok")
+
+    fleet.validation_exit = exit_of
+    name = unique()
+    policy = validating(DIAG, NCCL, check={**XID, "count": 1})
+    plain = rollout(name, policy)
+    # Runtime-required: the taint keeps workloads off until the gate passed.
+    required = plain.profile.spec.model_copy(update={"runtime_required": True})
+    runtime = plain.model_copy(update={"profile": plain.profile.model_copy(update={"spec": required})})
+    handle, queue = await start(client, fleet, runtime)
+    async with build_worker(client, fleet.activities(), task_queue=queue):
+        halted = await in_phase(handle, "Halted")
+        await handle.terminate("test done")
+    message = halted.failed_reasons[bad]
+    assert "health gate failed" in message, message
+    assert "validation dcgm-diag exited 226 (Job fw-validate-dcgm-diag-" in message, message
+    assert "last output: Diagnostic  | Result | Memory | Fail: GPU 1 row remap" in message, message
+    assert "nccl-allreduce waiting" in message, message  # the first failure ends the gate
+    assert fleet.reasons[bad] == NodeReason.GATE_FAILED
+    assert bad in fleet.cordoned()
+    assert fleet.untainted == ["gpu-node-0001"]  # the taint is released only once the gate passed
+    assert [v for node, v, _, _ in fleet.validated if node == bad] == ["dcgm-diag"]
+    assert not [m for m in fleet.measured if m[0] == bad]  # no check measured
+    assert "running validation dcgm-diag (1/2)" in shown[0]  # the status named it while it ran
+
+
+async def test_a_failing_validation_with_rollback_rolls_the_batch_back(client: Client) -> None:
+    fleet = FakeFleet(size=4)
+    fleet.validation_exit = lambda request: (
+        (1, "NCCL: bus bandwidth 12 GB/s") if request.node == "gpu-node-0002" else (0, "")
+    )
+    name = unique()
+    handle, queue = await start(
+        client, fleet, rollout(name, validating(NCCL, action="rollback", max_unavailable=2))
+    )
+    async with build_worker(client, fleet.activities(), task_queue=queue):
+        done = await in_phase(handle, "RolledBack")
+        await handle.terminate("test done")
+    assert done.rolled_back_generation is not None
+    validated = {node for node, _, _, _ in fleet.validated}
+    returned = {r.node for r in fleet.stage_requests if r.stage.value == "uninstall"}
+    assert "gpu-node-0002" in validated
+    assert returned == validated, (returned, validated)
+    # A node being returned runs no validation: each validated node ran it once.
+    assert len(fleet.validated) == len(validated)
+
+
+async def test_a_worker_killed_mid_validation_adopts_its_job(client: Client) -> None:
+    fleet = FakeFleet(size=1)
+    fleet.hold_validations = asyncio.Event()
+    name = unique()
+    handle, queue = await start(client, fleet, rollout(name, validating(DIAG, check={**XID, "count": 2})))
+    async with build_worker(client, fleet.activities(), task_queue=queue):
+        await until(lambda: fleet.validated, 30.0, "the validation", blocking=False)
+    # The worker is gone while the validation's Job runs; a new one retries the activity.
+    fleet.hold_validations.set()
+    async with build_worker(client, fleet.activities(), task_queue=queue):
+        done = await in_phase(handle, "Complete")
+        await handle.terminate("test done")
+    assert done.updated == 1
+    assert [attempt for _, _, attempt, _ in fleet.validated] == [1, 2]  # retried ...
+    assert list(fleet.validation_jobs.values()) == [1]  # ... adopting the one Job, never a second
+    assert len(fleet.measured) == 2
+
+
+async def test_an_abort_during_a_validation_ends_the_gate_and_keeps_the_node_cordoned(client: Client) -> None:
+    fleet = FakeFleet(size=1)
+    fleet.hold_validations = asyncio.Event()
+    node = "gpu-node-0000"
+    name = unique()
+    handle, queue = await start(client, fleet, rollout(name, validating(DIAG, NCCL)))
+    async with build_worker(client, fleet.activities(), task_queue=queue):
+        await until(lambda: fleet.validated, 30.0, "the validation", blocking=False)
+        await handle.signal(RolloutWorkflow.abort)
+        result = await handle.result()  # the aborted rollout ends once its node did
+    assert result.phase == "Aborted", result
+    assert fleet.reasons[node] == NodeReason.GATE_FAILED
+    assert "aborted during validation dcgm-diag" in fleet.messages[node], fleet.messages[node]
+    assert fleet.statuses[node] == "Failed"
+    assert node in fleet.cordoned()  # its health was never shown
+    assert [v for _, v, _, _ in fleet.validated] == ["dcgm-diag"]  # no later validation started
