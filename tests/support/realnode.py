@@ -22,9 +22,11 @@ def apply_rollout(
     *,
     interrupt: dict[str, Any] | None = None,
     canary: str | None = None,
+    node_gate: dict[str, Any] | None = None,
+    runtime_required: bool = False,
 ) -> None:
     """A shellscript profile on the nodes labelled for ``name``; the canary is ``canary`` when
-    given (the real node), then the rest one at a time."""
+    given (the real node), then the rest one at a time. ``node_gate``: the policy's node gate."""
     package: dict[str, Any] = {
         "name": "shellscript",
         "version": "1.0.0",
@@ -44,6 +46,8 @@ def apply_rollout(
         mode="json", by_alias=True, exclude_none=True
     )
     policy.pop("status", None)
+    if node_gate is not None:
+        policy["spec"]["nodeGate"] = node_gate
     profile = {
         "apiVersion": "fleetwright.io/v1alpha1",
         "kind": "NodeProfile",
@@ -52,6 +56,7 @@ def apply_rollout(
             "nodeSelector": {"matchLabels": {GROUP_LABEL: name}},
             "packages": [package],
             "deploymentPolicyRef": {"name": name},
+            "runtimeRequired": runtime_required,
         },
     }
     items = {"apiVersion": "v1", "kind": "List", "items": [policy, profile]}
