@@ -305,9 +305,20 @@ async def test_a_fleet_gate_failure_during_the_soak_stops_the_next_batch(
 
 
 async def test_a_background_fleet_gate_failure_while_a_batch_runs_stops_the_next_batch(
-    cluster: ClusterUnderTest, temporal_client: Client, engine: str, exporter: GpuExporter
+    cluster: ClusterUnderTest,
+    temporal_client: Client,
+    engine: str,
+    exporter: GpuExporter,
+    prometheus: LocalPrometheus,
 ) -> None:
-    group, _ = await asyncio.to_thread(gpu_group, cluster, exporter, 4)
+    group, nodes = await asyncio.to_thread(gpu_group, cluster, exporter, 4)
+    # Prometheus must hold the gauges' first value (0) before the XID below changes it: a series
+    # first scraped at 48 has no change for changes() to count.
+    await until(
+        lambda: len(prometheus.query(f'{XID_ERRORS}{{Hostname=~"{"|".join(nodes)}"}}')) == 2 * len(nodes),
+        60.0,
+        "Prometheus to scrape the new nodes' XID gauges",
+    )
     name = unique("hb")
     profile = examples.profile(name, selector={GROUP_LABEL: group}, interrupt="reboot")
     check = {
@@ -350,7 +361,9 @@ async def test_a_worker_stopped_mid_validation_neither_duplicates_its_job_nor_re
     # No interrupt: only the validation cordons and drains the node.
     profile = examples.profile(name, selector={GROUP_LABEL: group}, interrupt=None)
     policy = validated_policy(DIAG, check={**XID_CHECK, "count": 2})
-    slow = settings(stage_pod_annotations=stage_pod_timing(6, ready_seconds=0.1))
+    # Long enough that the worker is gone well before the Job ends, however loaded the machine
+    # (a Job ended first would let the first attempt finish: nothing retried to prove).
+    slow = settings(stage_pod_annotations=stage_pod_timing(20, ready_seconds=0.1))
     with SimulatedKubelet(cluster.kubectl):
         async with engine_worker(cluster, temporal_client, prometheus_url=prometheus.url) as queue:
             handle = await start(temporal_client, queue, profile, policy, slow)
