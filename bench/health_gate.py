@@ -1,16 +1,18 @@
 """Benchmark: the node health gate with a real Prometheus — detection latency (a GPU's XID series
-changes on a node at its gate -> the node Failed, and -> the rollout Halted), p50 and p99, and the
-time a passing gate adds to a node.
+changes on a node at its gate -> the node Failed, and -> the rollout Halted), p50 and p99, the
+time a passing gate adds to a node, and the time its validation Job takes beyond its container's.
 
 Reproduce from the repository root with:  .venv/bin/python bench/health_gate.py   (--trials,
---count, --interval)
+--count, --interval, --no-validation)
 
 The stack of ``bench/rollout.py`` (control plane, Temporal, the worker and controller as processes,
 the simulated kubelet) plus the local GPU metrics: Debian's Prometheus scraping the GPU exporter
 every second. Each trial rolls its own profile (``tuning`` with a reboot, one node at a time) to
-two nodes of its own under a node gate of one check, ``changes()`` of the XID gauge measured
+two nodes of its own under a node gate of one validation container (a Job on the node; the
+simulated kubelet runs every pod for 1 s) then one check, ``changes()`` of the XID gauge measured
 ``--count`` times ``--interval`` seconds apart, halt on failure. The first node passes: the time
-from its stages' end to its uncordon (from its workflow history) is what the gate added. At the
+from its stages' end to its uncordon (from its workflow history) is what the gate added, and its
+run-validation activity's span minus the container's second is what a validation Job costs. At the
 second node's gate (its condition says HealthGate) the bench waits a random part of one interval,
 sets an XID on one of its GPUs and polls every 20 ms for the node's HealthGateFailed condition and
 the NodeProfile's Halted phase.
@@ -52,6 +54,9 @@ from bench.harness import Stack, load_line, loadavg, manifest, spread_lines
 
 GROUP = "bench.fleetwright.io/group"
 NODES_PER_TRIAL = 2
+POD_SECONDS = 1.0
+"""How long the simulated kubelet runs each stage and validation pod."""
+VALIDATION_IMAGE = "ghcr.io/fleetwright/packages/gpu-health:1.0.0"
 
 
 @dataclass(frozen=True)
@@ -62,6 +67,8 @@ class Trial:
     """XID set -> the node's condition says HealthGateFailed."""
     halted: float
     """XID set -> the NodeProfile's status says Halted."""
+    validation: float | None
+    """The healthy node's validation: its activity scheduled -> completed, less the container's run."""
 
 
 def manifests(name: str, args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -76,7 +83,10 @@ def manifests(name: str, args: argparse.Namespace) -> tuple[dict[str, Any], dict
         "intervalSeconds": args.interval,
     }
     spec = policy.spec.model_dump(by_alias=True, exclude_none=True)
-    spec |= {"healthChecks": [check], "nodeGate": {"checks": ["gpu-xid-errors"]}}
+    gate: dict[str, Any] = {"checks": ["gpu-xid-errors"]}
+    if args.validation:
+        gate["validations"] = [{"name": "diag", "image": VALIDATION_IMAGE, "timeoutSeconds": 300}]
+    spec |= {"healthChecks": [check], "nodeGate": gate}
     policy = policy.model_copy(update={"spec": type(policy.spec).model_validate(spec)})
     return manifest(policy, name), manifest(profile, name)
 
@@ -104,24 +114,29 @@ def stamp(event: Any) -> float:
     return moment.timestamp()
 
 
-async def gate_added(client: Client, profile: str, node: str) -> float:
-    """From the node workflow's history: the stages' activity completed -> the uncordon scheduled."""
+async def gate_added(client: Client, profile: str, node: str) -> tuple[float, float | None]:
+    """From the node workflow's history: the stages' activity completed -> the uncordon scheduled,
+    and the run-validation activity's span less its container's run (None without one)."""
     history = await client.get_workflow_handle(node_workflow_id(profile, node)).fetch_history()
-    types: dict[int, str] = {}
-    stages_done = uncordon = None
+    scheduled: dict[int, tuple[str, float]] = {}
+    stages_done = uncordon = validation = None
     for event in history.events:
         if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
             kind = event.activity_task_scheduled_event_attributes.activity_type.name
-            types[event.event_id] = kind
+            scheduled[event.event_id] = (kind, stamp(event))
             if kind == NAMES.UNCORDON:
                 uncordon = stamp(event)
         elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
-            scheduled = event.activity_task_completed_event_attributes.scheduled_event_id
-            if types.get(scheduled) == NAMES.RUN_STAGES:
+            kind, at = scheduled.get(
+                event.activity_task_completed_event_attributes.scheduled_event_id, ("", 0)
+            )
+            if kind == NAMES.RUN_STAGES:
                 stages_done = stamp(event)
+            elif kind == NAMES.RUN_VALIDATION:
+                validation = stamp(event) - at - POD_SECONDS
     if stages_done is None or uncordon is None:
         raise SystemExit(f"{profile}/{node}: no stages' end or uncordon in the node's history")
-    return uncordon - stages_done
+    return uncordon - stages_done, validation
 
 
 async def trial(
@@ -160,9 +175,9 @@ async def trial(
         return isinstance(status, dict) and status.get("phase") == "Halted"
 
     halted_at = await asyncio.to_thread(wait_for, halted, f"{name}: Halted")
-    added = await gate_added(client, name, healthy)
+    added, validation = await gate_added(client, name, healthy)
     stack.cluster.kubectl("delete", "nodeprofile,deploymentpolicy", name, "--wait=false")
-    return Trial(added, failed_at - set_at, halted_at - set_at)
+    return Trial(added, failed_at - set_at, halted_at - set_at, validation)
 
 
 def label_groups(stack: Stack, trials: int) -> None:
@@ -173,23 +188,25 @@ def label_groups(stack: Stack, trials: int) -> None:
 
 
 def summary(trials: list[Trial], args: argparse.Namespace, load_start: str, version: str) -> list[str]:
-    minimum = args.interval * (args.count - 1)
+    minimum = args.interval * (args.count - 1) + (POD_SECONDS if args.validation else 0)
+    validated = ", after one validation Job" if args.validation else ""
     lines = [
         f"trials: {len(trials)} (p99 of {len(trials)} trials is their maximum); Prometheus {version}, "
-        f"scrape every 1 s; check: {args.count} measurements {args.interval} s apart",
+        f"scrape every 1 s; check: {args.count} measurements {args.interval} s apart{validated}",
     ]
-    lines += spread_lines(
-        (
-            ("XID set -> node Failed (HealthGateFailed)", [t.node_failed for t in trials]),
-            ("XID set -> rollout Halted (NodeProfile status)", [t.halted for t in trials]),
-            (f"time the gate added to a node (at least {minimum} s)", [t.gate_added for t in trials]),
-        ),
-        52,
-    )
+    spreads = [
+        ("XID set -> node Failed (HealthGateFailed)", [t.node_failed for t in trials]),
+        ("XID set -> rollout Halted (NodeProfile status)", [t.halted for t in trials]),
+        (f"time the gate added to a node (at least {minimum:g} s)", [t.gate_added for t in trials]),
+    ]
+    if args.validation:
+        costs = [t.validation for t in trials if t.validation is not None]
+        spreads.append(("a validation Job beyond its container's run", costs))
+    lines += spread_lines(tuple(spreads), 52)
     lines += [
         load_line(load_start),
         f"reproduce: .venv/bin/python bench/health_gate.py --trials {args.trials} --count {args.count} "
-        f"--interval {args.interval}",
+        f"--interval {args.interval}" + ("" if args.validation else " --no-validation"),
     ]
     return lines
 
@@ -200,7 +217,7 @@ async def run(args: argparse.Namespace) -> None:
         observe_interval_seconds=30,
         stage_backoff_limit=0,
         drain_poll_seconds=0.5,
-        stage_pod_annotations=stage_pod_timing(1.0),
+        stage_pod_annotations=stage_pod_timing(POD_SECONDS),
     )
     random.seed(args.trials)
     with GpuMetrics(workdir=rundir / "gpumetrics") as metrics:
@@ -225,6 +242,9 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=10, help="measurements of the check")
     parser.add_argument("--interval", type=int, default=2, help="seconds between two measurements")
     parser.add_argument("--window", default="30s", help="the range changes() reads")
+    parser.add_argument(
+        "--no-validation", dest="validation", action="store_false", help="a gate of the check alone"
+    )
     parser.add_argument("--workdir", default="")
     asyncio.run(run(parser.parse_args()))
 
