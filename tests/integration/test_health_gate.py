@@ -165,7 +165,13 @@ def validated_policy(validation: dict[str, Any], check: dict[str, Any] | None = 
     return base.model_copy(update={"spec": type(base.spec).model_validate(spec)})
 
 
-DIAG = {"name": "dcgm-diag", "image": "ghcr.io/example/gpu-health:1.0.0", "args": ["diag", "--level", "1"]}
+DIAG = {
+    "name": "dcgm-diag",
+    "image": "ghcr.io/example/gpu-health:1.0.0",
+    "args": ["diag", "--level", "1"],
+    "privileged": True,
+    "resources": {"cpuRequest": "100m", "memoryLimit": "512Mi"},
+}
 
 
 async def test_an_xid_during_the_gate_fails_the_node_and_rolls_its_batch_back(
@@ -411,6 +417,12 @@ async def test_a_failing_validation_fails_the_node_keeps_it_cordoned_and_logs_sh
     assert kubectl_json(cluster, "node", node)["spec"].get("unschedulable") is True
     (job,) = validation_jobs(cluster, name, node)
     assert job["spec"]["backoffLimit"] == 0
+    # As the policy asked: privileged with the host's root at /host, and its resources.
+    pod = job["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["securityContext"]["privileged"] is True
+    assert container["volumeMounts"][0]["mountPath"] == "/host"
+    assert container["resources"] == {"requests": {"cpu": "100m"}, "limits": {"memory": "512Mi"}}
     logs = await cli.ok("logs", name, node)  # the newest Job on the node: the validation's
     assert "==> validate dcgm-diag (Failed) pod/fw-validate-dcgm-diag-" in logs, logs
     assert "container dcgm-diag <==" in logs, logs
