@@ -20,7 +20,14 @@ from collections.abc import Iterable, Iterator
 from datetime import datetime, timedelta
 
 from fleetwright.api.health import MetricCheck, nodes_alternation
-from fleetwright.planner.analysis import CheckState, Measurement, Phase, ScopedMeasurement, judge
+from fleetwright.planner.analysis import (
+    CheckState,
+    Measurement,
+    Phase,
+    ScopedMeasurement,
+    gate_outcome,
+    judge,
+)
 from fleetwright.planner.base import Frozen
 from fleetwright.planner.policy import GATES_SCOPE, BatchesStep, SoakStep
 from fleetwright.planner.rolloutstate import RolloutState, ScopeState
@@ -66,6 +73,21 @@ def due_at(scope: ScopeState, check: MetricCheck) -> datetime | None:
 def states(step: GatedStep, scope: ScopeState) -> list[CheckState]:
     """Each check's state in its current run."""
     return [judge(check, taken(scope, check)) for check in step.checks]
+
+
+def judged(step: GatedStep, scope: ScopeState) -> tuple[list[CheckState], Phase, str]:
+    """Each check's state in its current run, the gate's outcome, and the checks that have that
+    outcome, described (what a halt or a hold names)."""
+    checks = states(step, scope)
+    outcome = gate_outcome(checks)
+    return checks, outcome, "; ".join(c.describe() for c in checks if c.outcome is outcome)
+
+
+def wakes(step: GatedStep, scope: ScopeState, now: datetime) -> list[datetime]:
+    """When the rollout must wake for each check's next measurement: a measurement due now (the
+    step just began) is taken by the next turn, a second on."""
+    due = (due_at(scope, check) for check in step.checks)
+    return [max(when, now + timedelta(seconds=1)) for when in due if when is not None]
 
 
 def fold(scope: ScopeState, measured: Iterable[ScopedMeasurement]) -> ScopeState:

@@ -7,10 +7,8 @@ said so); nodes already running finish either way."""
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from fleetwright.planner import fleetgate
-from fleetwright.planner.analysis import CheckState, Phase, gate_outcome
+from fleetwright.planner.analysis import CheckState, Phase
 from fleetwright.planner.policy import BatchesStep
 from fleetwright.planner.rollout.engine import Engine
 from fleetwright.planner.rolloutstate import ScopeState
@@ -29,9 +27,7 @@ def gate(engine: Engine, scope: ScopeState, step: BatchesStep) -> tuple[ScopeSta
                     f"{scope.name}: batches {step.name} fleet gate {check.describe()}, passed by approval"
                 )
             scope = fleetgate.set_aside(scope, check)
-    checks = fleetgate.states(step, scope)
-    outcome = gate_outcome(checks)
-    shown = "; ".join(c.describe() for c in checks if c.outcome is outcome)
+    checks, outcome, shown = fleetgate.judged(step, scope)
     if outcome in (Phase.FAILED, Phase.ERROR):
         engine.halt_now(f"batches {step.name}: fleet gate {outcome.value.lower()}: {shown}", scope.name)
         return scope, False
@@ -57,10 +53,5 @@ def _ended(check: CheckState, approved: bool) -> bool:
 def wake_for_next(engine: Engine, scope: ScopeState, step: BatchesStep) -> None:
     """Wake the rollout for each check's next measurement, also while nodes run (none before a
     node was updated: that node's report wakes it)."""
-    if not engine.updated:
-        return
-    for check in step.checks:
-        when = fleetgate.due_at(scope, check)
-        if when is not None:
-            # Due now (the step just began): the next turn, a second on, takes it.
-            engine.waits.append(max(when, engine.now + timedelta(seconds=1)))
+    if engine.updated:
+        engine.waits.extend(fleetgate.wakes(step, scope, engine.now))

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from datetime import timedelta
 
 from fleetwright.planner import fleetgate
-from fleetwright.planner.analysis import Phase, gate_outcome
+from fleetwright.planner.analysis import Phase
 from fleetwright.planner.policy import GATES_SCOPE, HealthGate, SoakStep
 from fleetwright.planner.rollout.engine import Engine
 from fleetwright.planner.rolloutstate import ScopeState
@@ -30,9 +30,7 @@ def soak(engine: Engine, scope: ScopeState, step: SoakStep) -> tuple[ScopeState,
 def _fleet_gate(engine: Engine, scope: ScopeState, step: SoakStep) -> tuple[ScopeState, bool]:
     """Fold this turn's measurements in; whether the gate lets the soak end (it may still wait)."""
     scope = fleetgate.fold(scope, engine.observations.fleet_measurements)
-    checks = fleetgate.states(step, scope)
-    outcome = gate_outcome(checks)
-    shown = "; ".join(c.describe() for c in checks if c.outcome is outcome)
+    _, outcome, shown = fleetgate.judged(step, scope)
     if outcome in (Phase.FAILED, Phase.ERROR):
         engine.halt_now(f"soak {step.name}: fleet gate {outcome.value.lower()}: {shown}", scope.name)
         return scope, False
@@ -43,11 +41,7 @@ def _fleet_gate(engine: Engine, scope: ScopeState, step: SoakStep) -> tuple[Scop
             f"`fleetwright approve <profile> {approval}` (or abort)"
         )
         return scope, False
-    for check in step.checks:
-        when = fleetgate.due_at(scope, check)
-        if when is not None:
-            # Due now (the soak just began): the next turn, a second on, takes it.
-            engine.waits.append(max(when, engine.now + timedelta(seconds=1)))
+    engine.waits.extend(fleetgate.wakes(step, scope, engine.now))
     return scope, outcome is not Phase.RUNNING
 
 
