@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
+from typing import TypeVar
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
@@ -38,6 +39,9 @@ with workflow.unsafe.imports_passed_through():
     from fleetwright.stagejob.validation import ValidationReport
     from fleetwright.workflows import retry
     from fleetwright.workflows.payloads import NodeInput
+
+
+R = TypeVar("R")
 
 
 class NodeGate:
@@ -115,14 +119,10 @@ class NodeGate:
             retry_policy=retry.LONG_WAIT,
             summary=f"run-validation {node}: {validation.name} {index + 1}/{count}",
         )
-        await workflow.wait_condition(lambda: handle.done() or self._aborted())
-        if not handle.done():
-            handle.cancel()
+        report = await _finished(handle, self._aborted)
+        if report is None:
             raise GateFailedError(f"aborted during validation {validation.name}; {self.summary()}")
-        try:
-            return await handle
-        except ActivityError as error:
-            raise activity_failure(error) from error
+        return report
 
     def _validation_request(self, validation: ValidationContainer, position: str) -> ValidationRequest:
         """The Job of ``validation`` in this pass, and the status naming it while it runs."""
@@ -186,14 +186,9 @@ class NodeGate:
             retry_policy=retry.LONG_WAIT,
             summary=f"wait-external {self._input.node}: {validator.name}",
         )
-        await workflow.wait_condition(lambda: handle.done() or self._stopped())
-        if not handle.done():
-            handle.cancel()
-            return
-        try:
-            self._verdicts[validator.name] = await handle
-        except ActivityError as error:
-            raise activity_failure(error) from error
+        verdict = await _finished(handle, self._stopped)
+        if verdict is not None:
+            self._verdicts[validator.name] = verdict
 
     async def _sleep(self, seconds: int, summary: str) -> bool:
         """A durable timer, cut short when the gate stops; whether it ran out."""
@@ -277,3 +272,15 @@ class NodeGate:
         if report is None:
             return f"validation {name} waiting"
         return report.message if not report.passed else f"validation {name} passed"
+
+
+async def _finished(handle: workflow.ActivityHandle[R], stop: Callable[[], bool]) -> R | None:
+    """The activity's result, or None when ``stop`` held first (the activity is then cancelled)."""
+    await workflow.wait_condition(lambda: handle.done() or stop())
+    if not handle.done():
+        handle.cancel()
+        return None
+    try:
+        return await handle
+    except ActivityError as error:
+        raise activity_failure(error) from error
