@@ -10,7 +10,7 @@ from typing import Any
 from fleetwright.api.common import API_VERSION
 from fleetwright.api.deploymentpolicy import DeploymentPolicy
 from fleetwright.api.nodeprofile import ConfigInterrupt, NodeProfile
-from fleetwright.local.nodes import OUTCOME_LABEL, stage_pod_timing
+from fleetwright.local.nodes import OUTCOME_LABEL
 from fleetwright.planner.packages import digest
 
 
@@ -103,15 +103,12 @@ def training_job(
     *,
     labels: dict[str, str] | None = None,
     gpus: int = 8,
-    runs_for: float | None = None,
 ) -> dict[str, Any]:
     """A training Job with one pod bound to ``node`` that runs until evicted (kwok's ``hang``
-    outcome), or completes after ``runs_for`` seconds, and fails when evicted (no retry: an
+    outcome; without that label kwok completes it), and fails when evicted (no retry: an
     interrupted run is the job's to restart). Pods of several such Jobs sharing a label the
     policy's ``workloadLabel`` names are one gang."""
     pod_meta: dict[str, Any] = {"labels": {**(labels or {}), OUTCOME_LABEL: "hang"}}
-    if runs_for is not None:
-        pod_meta = {"labels": dict(labels or {}), "annotations": stage_pod_timing(runs_for)}
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",

@@ -360,12 +360,13 @@ async def settled_history(cli: Cli, node: str, profile: str) -> Any:
     """The node's ``history`` once none of the profile's stage Jobs is still running: a stage ends
     once its pod has succeeded, so a node can show Complete a moment before the Job controller's
     next sync marks its last Job Complete."""
-    for _ in range(60):
+
+    async def settled() -> Any:
         history = await cli.json("history", node)
-        if all(s["result"] != "Running" for s in history["stages"] if s["profile"] == profile):
-            break
-        await asyncio.sleep(0.5)
-    return history
+        running = [s for s in history["stages"] if s["profile"] == profile and s["result"] == "Running"]
+        return None if running else history
+
+    return await until(settled, 30, f"no stage Job of {profile} running on {node}", interval=0.5)
 
 
 def _annotations(cluster: ClusterUnderTest, node: str) -> dict[str, str]:

@@ -14,6 +14,7 @@ from temporalio.client import Client
 
 from fleetwright.local import examples
 from fleetwright.local.kubelet import SimulatedKubelet
+from fleetwright.local.nodes import OUTCOME_LABEL
 from fleetwright.local.ticker import Ticker
 from fleetwright.planner.ordering import order_nodes
 from fleetwright.workflows.ids import rollout_workflow_id
@@ -22,7 +23,7 @@ from fleetwright.workflows.rollout import RolloutWorkflow
 from tests.support.engine import decisions, engine_worker, kubectl_json, label_nodes, unique
 from tests.support.providers import ClusterUnderTest
 from tests.support.stack import GROUP_LABEL, engine_settings
-from tests.support.waiting import wait_for
+from tests.support.waiting import until, until_phase, until_progress, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("crds")]
 
@@ -169,14 +170,14 @@ async def test_a_node_waits_for_its_training_job_to_finish_before_it_is_drained(
     busy = nodes[0]
     namespace = unique("train")
     cluster.kubectl("create", "namespace", namespace)
-    job = examples.training_job("finishing", namespace, busy, labels={"app": "train"}, runs_for=25)
+    job = examples.training_job("finishing", namespace, busy, labels={"app": "train"})
     cluster.kubectl("apply", "-f", "-", input=json.dumps(job))
-    await asyncio.to_thread(wait_for, lambda: running_on(cluster, namespace), 60, "the training pod running")
+    pod = await until(lambda: running_on(cluster, namespace), 60, "the training pod running")
     profile = examples.profile(unique("wait"), selector={GROUP_LABEL: name}, interrupt="reboot")
     steps = [{"name": "rest", "batches": {"strategy": "fixed", "initial": 1}}]
     wait = {"selector": {"matchLabels": {"app": "train"}}, "timeoutSeconds": 600}
     policy = examples.policy(max_unavailable=1, steps=steps, workload_wait=wait)
-    seen_waiting = ""
+    waiting = "WaitingForWorkloads: " + f"{namespace}/finishing-"
     with SimulatedKubelet(cluster.kubectl):
         handle = await temporal_client.start_workflow(
             RolloutWorkflow.run,
@@ -184,16 +185,14 @@ async def test_a_node_waits_for_its_training_job_to_finish_before_it_is_drained(
             id=rollout_workflow_id(profile.metadata.name),
             task_queue=engine,
         )
-        for _ in range(240):
-            progress = await handle.query(RolloutWorkflow.progress)
-            if progress is not None and busy in progress.waiting_reasons:
-                seen_waiting = progress.waiting_reasons[busy]
-            if progress is not None and progress.phase in ("Complete", "Halted"):
-                break
-            await asyncio.sleep(0.5)
-    assert progress is not None
+        # The job runs until the rollout holds its node for it (kwok's hang outcome); then it
+        # finishes on its own: without the label, kwok completes the Job's pod.
+        await until_progress(
+            handle, lambda p: p.waiting_reasons.get(busy, "").startswith(waiting), "the node held", 120
+        )
+        cluster.kubectl("label", "pod", next(iter(pod)), "-n", namespace, f"{OUTCOME_LABEL}-")
+        progress = await until_phase(handle, "Complete", "Halted", within=120)
     assert progress.phase == "Complete", progress
-    assert seen_waiting.startswith("WaitingForWorkloads: " + f"{namespace}/finishing-"), seen_waiting
     # Held, not started, until the job finished on its own: its pod was never evicted.
     status = kubectl_json(cluster, "job", "finishing", "-n", namespace)["status"]
     assert status.get("succeeded") == 1, status

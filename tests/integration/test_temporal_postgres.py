@@ -29,6 +29,7 @@ from fleetwright.workflows import search as sa
 from fleetwright.workflows.node import NODE_WORKFLOW
 from fleetwright.workflows.rollout import ROLLOUT_WORKFLOW
 from tests.support.providers import ClusterUnderTest
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.integration
 
@@ -125,16 +126,15 @@ async def read_visible(server: TemporalServer, result: IterationResult) -> Visib
 
 def visible(server: TemporalServer, result: IterationResult, within: float = 30.0) -> Visible:
     """What visibility shows once it has caught up (its records are written asynchronously)."""
+    seen: list[Visible] = []
 
-    async def poll() -> Visible:
-        deadline = asyncio.get_running_loop().time() + within
-        while True:
-            seen = await read_visible(server, result)
-            if seen.settled or asyncio.get_running_loop().time() > deadline:
-                return seen
-            await asyncio.sleep(1.0)
+    async def settled() -> Visible | None:
+        seen.append(await read_visible(server, result))
+        return seen[-1] if seen[-1].settled else None
 
-    return asyncio.run(poll())
+    what = "visibility to show every run once and the rollout done"
+    shown: Visible = asyncio.run(until(settled, within, what, interval=1.0, details=lambda: seen[-1:]))
+    return shown
 
 
 @pytest.mark.timeout(600)
