@@ -163,15 +163,6 @@ IntOrPercent = Annotated[
 ``IntOrString``. Percentages round down, but never below one node."""
 
 
-def resolve_int_or_percent(value: int | str, total: int, *, minimum: int = 1) -> int:
-    """Turn a count or percentage into a node count out of ``total`` (rounding down, at least
-    ``minimum`` when ``total`` > 0)."""
-    count = value if isinstance(value, int) else total * int(value.rstrip("%")) // 100
-    if total <= 0:
-        return 0
-    return max(minimum, min(count, total))
-
-
 # ---------------------------------------------------------------------------------------------
 # Label selectors and tolerations
 

@@ -108,7 +108,3 @@ def build(cache: Path, name: str, log: Log = print) -> Path:
             os.replace(out, found.tar)
         log(f"{name} root: {found.tar} ({found.tar.stat().st_size / 1e6:.0f} MB)")
     return found.tar
-
-
-def real_flavours() -> list[str]:
-    return [name for name, flavour in FLAVOURS.items() if flavour.real]

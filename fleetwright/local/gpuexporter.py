@@ -33,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Literal, Protocol, TypeVar
+from typing import Literal, TypeVar
 
 from fleetwright.local.controlplane import LOOPBACK, free_port
 from fleetwright.local.launcher import Launcher
@@ -102,18 +102,6 @@ class _Node:
     gpus: int
     model: str
     values: dict[tuple[int, str], float] = field(default_factory=dict)
-
-
-class GpuSeries(Protocol):
-    """What a test does to the exporter, in process (``GpuExporter``) or over HTTP (``ExporterClient``)."""
-
-    def add_node(self, node: str, gpus: int = GPUS_PER_NODE) -> None: ...
-
-    def set(self, node: str, metric: str, value: float, gpu: int = 0) -> None: ...
-
-    def drop(self, node: str) -> None: ...
-
-    def fail_scrapes(self, fail: bool = True) -> None: ...
 
 
 @dataclass

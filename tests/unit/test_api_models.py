@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from fleetwright.api.common import ApiModel, resolve_int_or_percent
+from fleetwright.api.common import ApiModel
 from fleetwright.api.conditions import Condition, find_condition, set_condition
 from fleetwright.api.deploymentpolicy import (
     BUILTIN_POLICY,
@@ -18,6 +18,7 @@ from fleetwright.api.deploymentpolicy import (
     check_time_zone,
 )
 from fleetwright.api.nodeprofile import NodeProfile, NodeProfileSpec
+from fleetwright.planner.convert import budget
 from tests.support.manifests import profile_manifest
 
 pytestmark = pytest.mark.unit
@@ -141,7 +142,7 @@ def test_nodewright_strategies_are_expressible() -> None:
     [(1, 10, 1), (5, 3, 3), ("10%", 100, 10), ("10%", 5, 1), ("100%", 7, 7), ("50%", 0, 0)],
 )
 def test_int_or_percent_resolves_to_a_node_count(value: int | str, total: int, expected: int) -> None:
-    assert resolve_int_or_percent(value, total) == expected
+    assert budget(value).resolve(total) == expected
 
 
 @pytest.mark.parametrize("bad", [True, -1, "x", "101%", "5.5%", 1.5, None])
