@@ -7,6 +7,7 @@ import json
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -69,8 +70,14 @@ def codes(runs: Sequence[StageRun]) -> list[int]:
     return [r.result.returncode for r in runs]
 
 
-def chroot_root(tmp_path: Path, flavour: str = "debian") -> HostRoot:
-    """A throwaway root of ``flavour`` under ``tmp_path``; running packages in it needs root."""
+def needs_root() -> None:
+    """Fail the test unless it runs as root: chroots need it (CI runs as root; never a skip)."""
     if os.geteuid() != 0:
         pytest.fail("chroot tests must run as root")
-    return build(str(tmp_path / flavour), flavour=flavour)
+
+
+def chroot_root(tmp_path: Path, flavour: str = "debian", **options: Any) -> HostRoot:
+    """A throwaway root of ``flavour`` under ``tmp_path`` (``options`` go to ``hostroot.build``);
+    running packages in it needs root."""
+    needs_root()
+    return build(str(tmp_path / flavour), flavour=flavour, **options)

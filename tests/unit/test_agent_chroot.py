@@ -19,7 +19,7 @@ import pytest
 
 from fleetwright.agent import interrupts, state
 from fleetwright.packagetest.boot import simulate_reboot
-from fleetwright.packagetest.hostroot import HostRoot, build
+from fleetwright.packagetest.hostroot import HostRoot
 from fleetwright.packagetest.runner import AgentRun, agent_env, install_payload, run_agent
 from tests.support.payloads import step, write_package
 
@@ -28,13 +28,6 @@ pytestmark = pytest.mark.unit
 COPY_DIR = "/var/lib/skyhook/test/demo-1.0.0-uid-1"
 STATE = "/var/lib/skyhook/test"
 OK_CHECK = "#!/bin/sh\nexit 0\n"
-
-
-@pytest.fixture
-def host(tmp_path: Path) -> HostRoot:
-    if os.geteuid() != 0:
-        pytest.fail("chroot tests must run as root (they do in CI and in the dev container)")
-    return build(str(tmp_path / "host"))
 
 
 class Pkg:

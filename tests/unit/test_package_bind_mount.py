@@ -9,8 +9,9 @@ import pytest
 
 from fleetwright.cli.package import lint
 from fleetwright.packagetest.boot import simulate_reboot
-from fleetwright.packagetest.hostroot import HostRoot, build
-from fleetwright.packagetest.runner import StageRun, run_stages
+from fleetwright.packagetest.hostroot import HostRoot
+from fleetwright.packagetest.runner import run_stages
+from tests.support.payloads import chroot_root, codes
 
 pytestmark = pytest.mark.unit
 
@@ -20,16 +21,10 @@ MOUNTS = {"mounts": "# scratch for jobs\n/data/nvme /var/lib/scratch\n/data/mode
 
 @pytest.fixture
 def host(tmp_path: Path) -> HostRoot:
-    if os.geteuid() != 0:
-        pytest.fail("chroot tests must run as root")
-    root = build(str(tmp_path / "host"))
+    root = chroot_root(tmp_path)
     os.makedirs(root.host("/data/nvme"))
     os.makedirs(root.host("/data/models"))
     return root
-
-
-def codes(runs: list[StageRun]) -> list[int]:
-    return [r.result.returncode for r in runs]
 
 
 def test_lints_clean() -> None:

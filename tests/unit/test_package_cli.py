@@ -13,7 +13,7 @@ from fleetwright.cli.app import app
 from fleetwright.cli.commands import load, load_all
 from fleetwright.packagetest.hostroot import build
 from fleetwright.packagetest.runner import REBOOT_STARTED, run_stages
-from tests.support.payloads import step, write_package
+from tests.support.payloads import needs_root, step, write_package
 
 pytestmark = pytest.mark.unit
 
@@ -86,8 +86,7 @@ def test_lint_reports_every_problem(tmp_path: Path) -> None:
 
 
 def test_package_test_runs_the_agent_against_a_throwaway_root(tmp_path: Path) -> None:
-    if os.geteuid() != 0:
-        pytest.fail("package test runs chroots and must run as root")
+    needs_root()
     apply, check = tmp_path / "apply.sh", tmp_path / "check.sh"
     apply.write_text("echo hello > /etc/hello\n")
     check.write_text("grep -q hello /etc/hello\n")
@@ -104,11 +103,6 @@ def test_package_test_runs_the_agent_against_a_throwaway_root(tmp_path: Path) ->
     assert "configMap key 'config.sh' is missing" in failing.output
 
 
-def _needs_root() -> None:
-    if os.geteuid() != 0:
-        pytest.fail("package test runs chroots and must run as root")
-
-
 def _record_id_package(directory: Path, name: str) -> None:
     write_package(
         str(directory),
@@ -122,7 +116,7 @@ def _record_id_package(directory: Path, name: str) -> None:
 
 
 def test_package_names_with_underscores_get_a_three_field_resource_id(tmp_path: Path) -> None:
-    _needs_root()
+    needs_root()
     _record_id_package(tmp_path / "pkg", "gpu_driver_setup")
     result = CliRunner().invoke(app, ["package", "test", str(tmp_path / "pkg"), "--mode", "apply", "--keep"])
     assert result.exit_code == 0, result.output
@@ -132,7 +126,7 @@ def test_package_names_with_underscores_get_a_three_field_resource_id(tmp_path: 
 
 
 def test_package_key_can_be_given_and_must_be_a_dns_label(tmp_path: Path) -> None:
-    _needs_root()
+    needs_root()
     _record_id_package(tmp_path / "pkg", "gpu_driver_setup")
     args = ["package", "test", str(tmp_path / "pkg"), "--mode", "apply", "--keep"]
     result = CliRunner().invoke(app, [*args, "--package-key", "drivers"])
@@ -145,7 +139,7 @@ def test_package_key_can_be_given_and_must_be_a_dns_label(tmp_path: Path) -> Non
 
 
 def test_a_reboot_interrupt_that_completes_exits_zero(tmp_path: Path) -> None:
-    _needs_root()
+    needs_root()
     write_package(
         str(tmp_path / "pkg"),
         {
@@ -170,7 +164,7 @@ def test_a_reboot_interrupt_that_completes_exits_zero(tmp_path: Path) -> None:
 
 
 def test_a_reboot_interrupt_that_never_reboots_fails(tmp_path: Path) -> None:
-    _needs_root()
+    needs_root()
     write_package(
         str(tmp_path / "pkg"),
         {"config": [step("config.sh")], "config-check": [step("config.sh")]},
@@ -200,7 +194,7 @@ def test_lint_warns_that_on_host_false_is_ignored(tmp_path: Path) -> None:
 
 
 def test_a_refused_reboot_fails_the_interrupt_and_does_not_reboot(tmp_path: Path) -> None:
-    _needs_root()
+    needs_root()
     write_package(
         str(tmp_path / "pkg"),
         {"config": [step("config.sh")], "config-check": [step("config.sh")]},

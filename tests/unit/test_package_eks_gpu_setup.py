@@ -7,7 +7,6 @@ import gzip
 import hashlib
 import http.server
 import io
-import os
 import tarfile
 import threading
 from collections.abc import Iterator
@@ -18,8 +17,9 @@ import pytest
 
 from fleetwright.agent import interrupts
 from fleetwright.cli.package import lint
-from fleetwright.packagetest.hostroot import HostRoot, build
-from fleetwright.packagetest.runner import StageRun, run_stages
+from fleetwright.packagetest.hostroot import HostRoot
+from fleetwright.packagetest.runner import run_stages
+from tests.support.payloads import chroot_root, codes
 
 pytestmark = pytest.mark.unit
 
@@ -63,9 +63,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.fixture
 def host(tmp_path: Path) -> HostRoot:
-    if os.geteuid() != 0:
-        pytest.fail("chroot tests must run as root")
-    return build(str(tmp_path / "al2023"), flavour="al2023", kernel="6.1.100-1.amzn2023.x86_64")
+    return chroot_root(tmp_path, "al2023", kernel="6.1.100-1.amzn2023.x86_64")
 
 
 def maps(server: str, sha: str | None = None) -> dict[str, str]:
@@ -74,10 +72,6 @@ def maps(server: str, sha: str | None = None) -> dict[str, str]:
         "efa_installer_url": f"{server}/aws-efa-installer-1.38.0.tar.gz",
         "efa_installer_sha256": (sha or hashlib.sha256(tarball()).hexdigest()) + "\n",
     }
-
-
-def codes(runs: list[StageRun]) -> list[int]:
-    return [r.result.returncode for r in runs]
 
 
 def test_lints_clean() -> None:

@@ -10,7 +10,8 @@ import pytest
 from fleetwright.agent import interrupts
 from fleetwright.cli.package import lint
 from fleetwright.packagetest.hostroot import HostRoot, build
-from fleetwright.packagetest.runner import StageRun, run_stages
+from fleetwright.packagetest.runner import run_stages
+from tests.support.payloads import chroot_root, codes
 
 pytestmark = pytest.mark.unit
 
@@ -24,13 +25,7 @@ RESTART = interrupts.Interrupt(interrupts.SERVICE_RESTART, ("containerd.service"
 
 @pytest.fixture
 def host(tmp_path: Path) -> HostRoot:
-    if os.geteuid() != 0:
-        pytest.fail("chroot tests must run as root")
-    return build(str(tmp_path / "cos"), flavour="cos")
-
-
-def codes(runs: list[StageRun]) -> list[int]:
-    return [r.result.returncode for r in runs]
+    return chroot_root(tmp_path, "cos")
 
 
 def files(root: HostRoot, top: str) -> set[str]:

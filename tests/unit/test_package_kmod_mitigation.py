@@ -2,31 +2,20 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
 from fleetwright.cli.package import lint
 from fleetwright.packagetest.boot import simulate_reboot
-from fleetwright.packagetest.hostroot import HostRoot, build
-from fleetwright.packagetest.runner import StageRun, run_stages
+from fleetwright.packagetest.hostroot import HostRoot
+from fleetwright.packagetest.runner import run_stages
+from tests.support.payloads import codes
 
 pytestmark = pytest.mark.unit
 
 PACKAGE = str(Path(__file__).resolve().parents[2] / "packages" / "kmod-mitigation")
 CONF = "/etc/modprobe.d/fleetwright-kmod-mitigation.conf"
-
-
-@pytest.fixture
-def host(tmp_path: Path) -> HostRoot:
-    if os.geteuid() != 0:
-        pytest.fail("chroot tests must run as root")
-    return build(str(tmp_path / "host"))
-
-
-def codes(runs: list[StageRun]) -> list[int]:
-    return [r.result.returncode for r in runs]
 
 
 def test_lints_clean() -> None:

@@ -8,20 +8,13 @@ from pathlib import Path
 import pytest
 
 from fleetwright.cli.package import lint
-from fleetwright.packagetest.hostroot import HostRoot, build
+from fleetwright.packagetest.hostroot import HostRoot
 from fleetwright.packagetest.runner import run_stages
 
 pytestmark = pytest.mark.unit
 
 PACKAGE = str(Path(__file__).resolve().parents[2] / "packages" / "shellscript")
 WORDS = {"apply": "apply", "config": "config", "post-interrupt": "post_interrupt", "uninstall": "uninstall"}
-
-
-@pytest.fixture
-def host(tmp_path: Path) -> HostRoot:
-    if os.geteuid() != 0:
-        pytest.fail("chroot tests must run as root")
-    return build(str(tmp_path / "host"))
 
 
 def scripts_for(word: str) -> dict[str, str]:

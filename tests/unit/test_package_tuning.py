@@ -11,7 +11,8 @@ from fleetwright.agent import interrupts
 from fleetwright.cli.package import lint
 from fleetwright.packagetest.boot import simulate_reboot
 from fleetwright.packagetest.hostroot import HostRoot, build
-from fleetwright.packagetest.runner import StageRun, run_stages
+from fleetwright.packagetest.runner import run_stages
+from tests.support.payloads import codes
 
 pytestmark = pytest.mark.unit
 
@@ -23,17 +24,6 @@ CONFIG = {
     "service_containerd.conf": "[Service]\nLimitNOFILE=1048576\nLimitMEMLOCK=infinity\n",
     "grub.conf": "iommu=pt\n# comment\npci=realloc=off\n",
 }
-
-
-@pytest.fixture
-def host(tmp_path: Path) -> HostRoot:
-    if os.geteuid() != 0:
-        pytest.fail("chroot tests must run as root")
-    return build(str(tmp_path / "host"))
-
-
-def codes(runs: list[StageRun]) -> list[int]:
-    return [r.result.returncode for r in runs]
 
 
 def test_lints_clean() -> None:
