@@ -112,20 +112,23 @@ class Supervised:
 
 
 def wait_until(
-    predicate: Callable[[], bool],
+    predicate: Callable[[], Any],
     *,
     timeout: float,
     what: str,
     interval: float = 0.2,
     alive: Callable[[], None] | None = None,
-) -> None:
-    """Poll ``predicate`` until it is true; fail naming ``what`` after ``timeout`` seconds."""
+) -> Any:
+    """Poll ``predicate`` until it returns something truthy (and return that); fail naming
+    ``what`` after ``timeout`` seconds. ``alive`` raises when what is awaited died. The one
+    synchronous poller: the tests' ``wait_for`` is this."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if alive is not None:
             alive()
-        if predicate():
-            return
+        value = predicate()
+        if value:
+            return value
         time.sleep(interval)
     raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
 

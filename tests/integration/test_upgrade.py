@@ -29,12 +29,13 @@ from fleetwright.chaos.watcher import Watcher
 from fleetwright.kube.client import from_kubeconfig
 from fleetwright.local.controlplane import LocalCluster
 from fleetwright.local.nodes import stage_pod_timing
-from fleetwright.local.processes import Supervised, wait_until
+from fleetwright.local.processes import Supervised
 from fleetwright.local.temporalserver import LocalTemporal
 from fleetwright.process.settings import SETTINGS_ENV, WorkerSettings
 from tests.support.cli import Cli
 from tests.support.providers import ClusterUnderTest
 from tests.support.releases import REPO, checkout, history_problems, previous, release_path
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -148,7 +149,7 @@ class Upgrade:
         return timeline[-1] if timeline else None
 
     def until(self, what: str, predicate: Callable[[], bool]) -> None:
-        wait_until(predicate, timeout=DEADLINE_SECONDS, what=what)
+        wait_for(predicate, DEADLINE_SECONDS, what)
 
     def in_flight(self) -> bool:
         """The gate rollout waits for approval and the soak one soaks (each with its canary done

@@ -20,6 +20,7 @@ from typing import Any
 from temporalio.client import WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 
+from fleetwright.local.processes import wait_until
 from fleetwright.workflows.payloads import Progress
 from fleetwright.workflows.rollout import RolloutWorkflow
 
@@ -27,14 +28,9 @@ from fleetwright.workflows.rollout import RolloutWorkflow
 def wait_for(
     probe: Callable[[], Any], timeout: float = 30.0, what: str = "condition", interval: float = 0.2
 ) -> Any:
-    """Poll ``probe`` until it returns something truthy (and return that), or fail naming ``what``."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = probe()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+    """Poll ``probe`` until it returns something truthy (and return that), or fail naming ``what``:
+    the local stack's own poller (``local.processes.wait_until``), called positionally."""
+    return wait_until(probe, timeout=timeout, what=what, interval=interval)
 
 
 async def until(
