@@ -2,15 +2,18 @@
 loopback, scraping the targets it is given every second into a scratch TSDB: what the metric
 checks of a health-gated rollout query in the local stack and in the tests.
 
-Owns writing its configuration, starting, killing and stopping it, and the instant query the
-tests and the benchmarks read values with. What it scrapes is the caller's (the local stack hands
-it the GPU exporter, ``gpuexporter``).
+Owns writing its configuration (and, when given ``WebAccess``, the web config that makes it serve
+TLS and require basic auth), starting, killing and stopping it, and the instant query the tests
+and the benchmarks read values with. What it scrapes is the caller's (the local stack hands it the
+GPU exporter, ``gpuexporter``).
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import os
+import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -54,6 +57,26 @@ class ScrapeJob:
 
 
 @dataclass(frozen=True)
+class WebAccess:
+    """What Prometheus' web config requires of a client: TLS with ``cert``/``key`` (signed by the CA
+    at ``ca_file``, which clients verify against) and basic auth of ``user`` with ``password_hash``
+    (bcrypt). ``password`` is what this module's own reads send."""
+
+    cert: Path
+    key: Path
+    ca_file: Path
+    user: str
+    password: str
+    password_hash: str
+
+    def web_config(self) -> dict[str, Any]:
+        return {
+            "tls_server_config": {"cert_file": str(self.cert), "key_file": str(self.key)},
+            "basic_auth_users": {self.user: self.password_hash},
+        }
+
+
+@dataclass(frozen=True)
 class Sample:
     """One element of an instant vector."""
 
@@ -68,6 +91,8 @@ class LocalPrometheus(Launcher):
     jobs: tuple[ScrapeJob, ...] = ()
     workdir: Path | None = None
     scrape_interval_seconds: int = SCRAPE_INTERVAL_SECONDS
+    web: WebAccess | None = None
+    """TLS and basic auth required of every client; None serves plain HTTP to anyone."""
     port: int = field(init=False)
     process: Supervised = field(init=False)
     """The server itself (what a test kills to make Prometheus unreachable)."""
@@ -83,6 +108,8 @@ class LocalPrometheus(Launcher):
             f"--web.listen-address={self.address}",
             "--log.level=warn",
         ]
+        if self.web is not None:
+            argv.append(f"--web.config.file={self.workdir / 'web.yml'}")
         self.process = Supervised("prometheus", argv, self.workdir / "prometheus.log")
 
     @property
@@ -92,7 +119,7 @@ class LocalPrometheus(Launcher):
     @property
     def url(self) -> str:
         """The base URL a client (and a metric check's settings) names."""
-        return f"http://{self.address}"
+        return f"{'https' if self.web is not None else 'http'}://{self.address}"
 
     @property
     def config_path(self) -> Path:
@@ -120,6 +147,9 @@ class LocalPrometheus(Launcher):
     # ----- lifecycle -------------------------------------------------------------------------
     def _start(self) -> None:
         self.config_path.write_text(yaml.safe_dump(self.config(), sort_keys=False))
+        if self.web is not None:
+            assert self.workdir is not None
+            (self.workdir / "web.yml").write_text(yaml.safe_dump(self.web.web_config(), sort_keys=False))
         self.process.start()
         wait_until(
             self.ready,
@@ -138,16 +168,25 @@ class LocalPrometheus(Launcher):
 
     def ready(self) -> bool:
         try:
-            with urllib.request.urlopen(f"{self.url}/-/ready", timeout=5) as response:
+            with self._open(f"{self.url}/-/ready", timeout=5) as response:
                 return bool(response.status == 200)
         except (urllib.error.URLError, ConnectionError, TimeoutError):
             return False
+
+    def _open(self, url: str, timeout: float) -> Any:
+        """``urlopen`` with the TLS trust and credentials ``web`` requires."""
+        if self.web is None:
+            return urllib.request.urlopen(url, timeout=timeout)
+        pair = base64.b64encode(f"{self.web.user}:{self.web.password}".encode()).decode()
+        request = urllib.request.Request(url, headers={"Authorization": f"Basic {pair}"})
+        context = ssl.create_default_context(cafile=str(self.web.ca_file))
+        return urllib.request.urlopen(request, timeout=timeout, context=context)
 
     # ----- reading ---------------------------------------------------------------------------
     def _api(self, path: str, params: dict[str, str] | None = None) -> Any:
         query = f"?{urllib.parse.urlencode(params)}" if params else ""
         try:
-            with urllib.request.urlopen(f"{self.url}/api/v1/{path}{query}", timeout=10) as response:
+            with self._open(f"{self.url}/api/v1/{path}{query}", timeout=10) as response:
                 answer = json.loads(response.read())
         except urllib.error.HTTPError as error:
             answer = json.loads(error.read() or b"{}")
