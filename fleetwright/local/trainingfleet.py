@@ -139,16 +139,18 @@ def place_over_time(
     free = [set(rack) for rack in racks]
     busy_cap = len(names) * (100 - idle_percent) // 100
     sizes, weights = sizes_and_weights(max_job_nodes, max(1, busy_cap))
-    running: list[tuple[float, int, tuple[int, ...]]] = []
+    running: list[tuple[float, int, tuple[int, ...]]] = []  # (ends, started as, nodes)
     now, busy, started = 0.0, 0, 0
     size = rng.choices(sizes, weights)[0]
-    while now < TURNOVERS * MEAN_JOB_HOURS:
+    while True:
         if busy + size <= busy_cap:
             taken = _free_nodes(free, size)
             heapq.heappush(running, (now + rng.expovariate(1 / MEAN_JOB_HOURS), started, taken))
             started, busy = started + 1, busy + size
             size = rng.choices(sizes, weights)[0]
             continue
+        if running[0][0] >= TURNOVERS * MEAN_JOB_HOURS:
+            break  # the fleet as it runs then
         now, _, ended = heapq.heappop(running)
         for index in ended:
             free[index // NODES_PER_RACK].add(index)
