@@ -1,65 +1,80 @@
-"""Benchmark: training jobs interrupted by a reboot rollout, today's order against the
-workload-aware one.
+"""Benchmark: training jobs interrupted by a reboot rollout, in three orders: zone spread
+(fleetwright's order when no workload is known), NodeWright's (oldest node first) and
+fleetwright's workload-aware order.
 
 Reproduce from the repository root with:  .venv/bin/python bench/interruptions.py
-(options: --nodes, --max-unavailable, --batch, --idle-percent, --max-job-nodes, --restart-minutes,
---seed, --strategy, --json PATH)
+(options: --nodes, --max-unavailable, --batch, --strategy, --replaced-percent, --placement,
+--idle-percent, --max-job-nodes, --restart-minutes, --seed, --sweep, --json PATH)
 
-The fleet: ``local.nodes`` GPU nodes (8 GPUs each, racks of 8, three zones), with gang jobs
-placed the way a topology-aware scheduler places them: a job of a rack or less packed inside one
-rack, a larger one on whole consecutive racks; a mix of sizes (16, 8, 4 and 2 nodes and
-single-node jobs, with ``--max-job-nodes 64`` also 32 and 64, every pod using its node's 8 GPUs)
-and some idle nodes (``--idle-percent`` of the slots no job holds). The change: the
-``tuning`` package with a reboot interrupt on every node, under one DeploymentPolicy (canary 1,
-then fixed batches of ``--batch`` nodes, ``maxUnavailable`` ``--max-unavailable``).
+The fleet (``local.trainingfleet``): ``--nodes`` 8-GPU nodes in racks of eight over three zones,
+brought up together, ``--replaced-percent`` of them replaced later (created again, out of rack
+order); training jobs of 1 to ``--max-job-nodes`` nodes placed ``over-time`` (a scheduler starting
+jobs where capacity is free while others finish) or ``packed`` (by rack, at one moment), with
+``--idle-percent`` of the nodes free. Its pods carry their controllers' owner references
+(PyTorchJob, Job) and no gang label: the workloads are found by ``kube.workloads.node_workloads``,
+as the rollout activity finds them, and given to the observations as it gives them. The change: the
+``tuning`` package with a reboot on every node, under one DeploymentPolicy (canary 1, then
+``--strategy`` batches of ``--batch`` nodes, ``maxUnavailable`` ``--max-unavailable``).
 
-Both rollouts are the planner's own simulation (``planner.preview``, the engine the rollout
-workflow runs, every node taking its expected time from ``StageDurations``'s defaults): once
-without workload information (today's order: zones round-robin, a hash inside a zone) and once
-with the workloads the rollout activity observes. Each job is then replayed against the simulated
-node times: a job is interrupted when one of its nodes starts (its cordon and drain evict the pod)
-while the job runs; it runs again once none of its nodes is unavailable. GPU-hours lost per
-interruption: the job's pods x GPUs x the time from that eviction until it runs again, plus
-``--restart-minutes`` of all its GPUs (reloading the checkpoint, warming up, the steps since the
-last checkpoint). Wall time is the simulated rollout's; the ideal is every node's time with
-``maxUnavailable`` nodes always busy (ceil(nodes / maxUnavailable) x one node's time).
+Zone spread and workload-aware are the planner's own simulation (``planner.preview``, the engine
+the rollout workflow runs, every node taking its expected time from ``StageDurations``'s
+defaults), without and with the workloads. NodeWright's operator sorts a compartment's nodes by
+creation time, oldest first, name as tie-break, and fills each batch in that order, looking at no
+pod: it gets the zone-spread run's schedule (the same canary, batch sizes and maxUnavailable; every
+node takes the same time, so the i-th node started takes the i-th slot) with its own order in the
+slots. Each workload is then replayed against the node times: it is interrupted when one of its
+nodes starts (its cordon and drain evict the pod) while it runs; it runs again once none of its
+nodes is unavailable. GPU-hours lost per interruption: the workload's GPUs x the time from that
+eviction until it runs again, plus ``--restart-minutes`` of all its GPUs (reloading the checkpoint,
+warming up, the steps since the last checkpoint). Wall time is the simulated rollout's; the ideal
+is every node's time with ``maxUnavailable`` nodes always busy (ceil(nodes / maxUnavailable) x one
+node's time). ``--sweep`` runs every fleet shape of ``SWEEP`` over ``--sweep-seeds`` seeds and
+prints the GPU-hours ratio against NodeWright's order per fleet, and the minimum.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import random
 import sys
 import time
-from dataclasses import asdict, dataclass
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from fleetwright.kube.workloads import node_workloads
 from fleetwright.local import examples
-from fleetwright.local.nodes import NODES_PER_RACK, fleet
+from fleetwright.local.nodes import RACK_LABEL
+from fleetwright.local.trainingfleet import GPUS_PER_NODE, FleetShape, Placement, place_packed, training_fleet
 from fleetwright.planner import convert
 from fleetwright.planner.nodelist import observe_fleet
-from fleetwright.planner.observations import NodeObservation, NodeWorkload, Observations
+from fleetwright.planner.observations import NodeWorkload, Observations
 from fleetwright.planner.preview import Plan, preview
+from fleetwright.planner.spec import RolloutSpec
 
 START = datetime(2026, 6, 1, 8, 0, tzinfo=UTC)
-GPUS_PER_NODE = 8
-# Job sizes in nodes and how often each comes up (single-node jobs are the 1s); sizes above
-# --max-job-nodes are left out.
-JOB_MIX = ((64, 1), (32, 1), (16, 2), (8, 3), (4, 4), (2, 4), (1, 3))
+ZONE_SPREAD, NODEWRIGHT, AWARE = "zone spread", "NodeWright", "workload-aware"
+# What the workload-aware order must beat each other order by, in GPU-hours lost (issue 46).
+TARGETS = {ZONE_SPREAD: 4.0, "today's order": 4.0, NODEWRIGHT: 2.0}
+# The fleets --sweep runs: placement x replaced percent x largest job.
+PLACEMENTS: tuple[Placement, ...] = ("over-time", "packed")
+SWEEP = tuple(itertools.product(PLACEMENTS, (0, 10, 30), (16, 64)))
+Spans = dict[str, tuple[float, float]]
 
 
 @dataclass(frozen=True)
 class Job:
+    """A workload as the replay sees it: its nodes and all its GPUs."""
+
     name: str
     nodes: tuple[str, ...]
-
-    @property
-    def gpus(self) -> int:
-        return len(self.nodes) * GPUS_PER_NODE
+    gpus: int
 
 
 @dataclass
@@ -78,37 +93,64 @@ class Figures:
 
 
 def place_jobs(names: list[str], rng: random.Random, idle_percent: int, max_job_nodes: int) -> list[Job]:
-    """Jobs packed by rack (``names`` are in rack order), idle nodes spread through the fleet."""
-    jobs: list[Job] = []
-    mix = [(size, weight) for size, weight in JOB_MIX if size <= max_job_nodes]
-    sizes, weights = [s for s, _ in mix], [w for _, w in mix]
-    at = 0
-    while at < len(names):
-        left_in_rack = NODES_PER_RACK - at % NODES_PER_RACK
-        size = rng.choices(sizes, weights)[0]
-        if size > NODES_PER_RACK and at % NODES_PER_RACK == 0:
-            size = min(size, len(names) - at)  # whole racks
-        else:
-            size = max(s for s in sizes if s <= min(size, left_in_rack))  # packed inside the rack
-        if rng.randrange(100) >= idle_percent:  # else a slot no job holds right now
-            jobs.append(Job(f"Job/train/job-{len(jobs):03d}", tuple(names[at : at + size])))
-        at += size
-    return jobs
+    """Jobs packed by rack (``names`` are in rack order), idle nodes spread through the fleet; each
+    of its nodes runs one pod using its 8 GPUs (``bench/interruptions_live.py`` lays these)."""
+    placed = place_packed(names, rng, idle_percent, max_job_nodes)
+    return [
+        Job(f"Job/train/job-{i:03d}", nodes, len(nodes) * GPUS_PER_NODE) for i, nodes in enumerate(placed)
+    ]
 
 
-def observations(nodes: list[dict[str, Any]], jobs: list[Job], with_workloads: bool) -> Observations:
+def jobs_of(workloads: Mapping[str, tuple[NodeWorkload, ...]]) -> list[Job]:
+    """The workloads ``kube.workloads.node_workloads`` found, each with its nodes and GPUs."""
+    nodes: dict[str, list[str]] = defaultdict(list)
+    gpus: dict[str, int] = defaultdict(int)
+    for node, running in workloads.items():
+        for workload in running:
+            nodes[workload.name].append(node)
+            gpus[workload.name] += workload.gpus
+    return [Job(name, tuple(sorted(nodes[name])), gpus[name]) for name in sorted(nodes)]
+
+
+def observations(
+    nodes: list[dict[str, Any]], workloads: Mapping[str, tuple[NodeWorkload, ...]] | None
+) -> Observations:
+    """The observations the rollout activity would make: each node's workloads set when known."""
     observed = observe_fleet(nodes, "tuning")
-    if not with_workloads:
+    if not workloads:
         return Observations(nodes=observed)
-    on: dict[str, tuple[NodeWorkload, ...]] = {}
-    for job in jobs:
-        for node in job.nodes:
-            on[node] = (NodeWorkload(name=job.name, pods=1, gpus=GPUS_PER_NODE),)
-    return Observations(nodes=tuple(_with(o, on.get(o.name, ())) for o in observed))
+    return Observations(
+        nodes=tuple(
+            o.model_copy(update={"workloads": workloads[o.name]}) if o.name in workloads else o
+            for o in observed
+        )
+    )
 
 
-def _with(node: NodeObservation, workloads: tuple[NodeWorkload, ...]) -> NodeObservation:
-    return node.model_copy(update={"workloads": workloads}) if workloads else node
+def nodewright_order(nodes: Iterable[Mapping[str, Any]]) -> list[str]:
+    """NodeWright's order of a compartment's nodes: oldest ``creationTimestamp`` first, the name
+    breaking ties (RFC 3339 UTC timestamps sort as text)."""
+    keys = [(str(n["metadata"]["creationTimestamp"]), str(n["metadata"]["name"])) for n in nodes]
+    return [name for _, name in sorted(keys)]
+
+
+def in_slots(plan: Plan, order: Sequence[str]) -> Spans:
+    """``order`` run on ``plan``'s schedule: the i-th node of ``order`` takes the i-th start of the
+    plan (same canary, batches and maxUnavailable). Exact only when every node takes the same
+    time, which is checked."""
+    if len({p.expected_seconds for p in plan.nodes}) > 1:
+        raise SystemExit("nodes of differing expected times: another order's schedule is not a slot map")
+    if sorted(order) != sorted(p.node for p in plan.nodes):
+        raise SystemExit("the order and the plan cover different nodes")
+    slots = sorted((p.start, p.end) for p in plan.nodes)
+    return {
+        node: ((s - START).total_seconds(), (e - START).total_seconds())
+        for node, (s, e) in zip(order, slots, strict=True)
+    }
+
+
+def spans_of(plan: Plan) -> Spans:
+    return {p.node: ((p.start - START).total_seconds(), (p.end - START).total_seconds()) for p in plan.nodes}
 
 
 def replay(job: Job, spans: dict[str, tuple[float, float]], restart_hours: float) -> tuple[int, float, float]:
@@ -129,8 +171,10 @@ def replay(job: Job, spans: dict[str, tuple[float, float]], restart_hours: float
     return interruptions, lost + restarts, restarts
 
 
-def measure(order: str, plan: Plan, jobs: list[Job], max_unavailable: int, restart_hours: float) -> Figures:
-    spans = {p.node: ((p.start - START).total_seconds(), (p.end - START).total_seconds()) for p in plan.nodes}
+def measure(
+    order: str, spans: Spans, plan: Plan, jobs: list[Job], max_unavailable: int, restart_hours: float
+) -> Figures:
+    """The figures of ``spans`` on ``plan``'s schedule (its wall time, its nodes' time)."""
     wall = ((plan.eta or START) - START).total_seconds()
     node_seconds = max((p.expected_seconds for p in plan.nodes), default=0)
     ideal = math.ceil(len(plan.nodes) / max_unavailable) * node_seconds
@@ -165,7 +209,8 @@ def figures_of(
 
 
 def table(figures: list[Figures], *, hours: bool = True) -> list[str]:
-    """Both orders' figures, one line each, then how they compare against the issue's targets."""
+    """Each order's figures, one line each, then how the last (workload-aware) compares with each
+    other order against the issue's targets."""
     unit, scale = ("h", 3600) if hours else ("s", 1)
     lines = [
         f"{'':<16}{'interrupted':>12}{'per job mean':>14}{'max':>5}{'GPU-h lost':>12}{'restarts':>10}"
@@ -177,15 +222,24 @@ def table(figures: list[Figures], *, hours: bool = True) -> list[str]:
             f"{f.gpu_hours_lost:>12.1f}{f.restart_gpu_hours:>10.1f}"
             f"{f.wall_seconds / scale:>9.2f}{unit}{f.ideal_seconds / scale:>9.2f}{unit}{f.ratio:>7.3f}"
         )
-    today, aware = figures
-    lower = today.gpu_hours_lost / aware.gpu_hours_lost if aware.gpu_hours_lost else math.inf
-    longer = aware.wall_seconds / today.wall_seconds - 1 if today.wall_seconds else 0.0
-    return [
-        *lines,
-        "",
-        f"GPU-hours lost: {lower:.1f}x lower (target >= 4x)",
-        f"wall time: {longer:+.1%} (target <= +10%)",
-    ]
+    *others, aware = figures
+    lines.append("")
+    for other in others:
+        target = TARGETS.get(other.order)
+        longer = aware.wall_seconds / other.wall_seconds - 1 if other.wall_seconds else 0.0
+        lines.append(
+            f"{aware.order} against {other.order}: GPU-hours lost {lower(other, aware):.2f}x lower"
+            + (f" (target >= {target:g}x)" if target else "")
+            + f", wall time {longer:+.1%} (target <= +10%)"
+        )
+    return lines
+
+
+def lower(other: Figures, aware: Figures) -> float:
+    """How many times fewer GPU-hours ``aware`` loses than ``other``."""
+    if not aware.gpu_hours_lost:
+        return math.inf if other.gpu_hours_lost else 1.0
+    return other.gpu_hours_lost / aware.gpu_hours_lost
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -194,10 +248,20 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--max-unavailable", type=int, default=32)
     parser.add_argument("--batch", type=int, default=0, help="fixed batch size (0: maxUnavailable)")
     parser.add_argument("--strategy", choices=("fixed", "exponential"), default="fixed")
+    parser.add_argument("--replaced-percent", type=int, default=10, help="nodes created again later")
+    parser.add_argument("--placement", choices=("over-time", "packed"), default="over-time")
     parser.add_argument("--idle-percent", type=int, default=10)
     parser.add_argument("--max-job-nodes", type=int, default=16)
     parser.add_argument("--restart-minutes", type=float, default=15.0)
     parser.add_argument("--seed", type=int, default=35)
+    parser.add_argument(
+        "--sweep",
+        action="store_true",
+        help="every fleet shape of SWEEP: the ratio against NodeWright's order",
+    )
+    parser.add_argument(
+        "--sweep-seeds", type=int, default=3, help="seeds per shape with --sweep (from --seed)"
+    )
     parser.add_argument(
         "--json", type=Path, default=None, metavar="PATH", help="also write the figures to PATH"
     )
@@ -212,48 +276,148 @@ def policy_steps(args: argparse.Namespace) -> list[dict[str, Any]]:
     return [{"name": "canary", "canary": {"count": 1}}, {"name": "rest", "batches": batches}]
 
 
-def run(args: argparse.Namespace) -> tuple[list[str], dict[str, Any]]:
-    nodes = fleet(args.nodes)
-    names = [str(n["metadata"]["name"]) for n in nodes]
-    for node in nodes:
-        node["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
-    jobs = place_jobs(names, random.Random(args.seed), args.idle_percent, args.max_job_nodes)
+def rollout_spec(args: argparse.Namespace) -> RolloutSpec:
     policy = examples.policy(max_unavailable=args.max_unavailable, steps=policy_steps(args))
-    spec = convert.rollout_spec(examples.profile("tuning"), policy)
-    restart_hours = args.restart_minutes / 60
-    figures = []
+    return convert.rollout_spec(examples.profile("tuning"), policy)
+
+
+def shape_of(args: argparse.Namespace) -> FleetShape:
+    return FleetShape(
+        nodes=args.nodes,
+        replaced_percent=args.replaced_percent,
+        idle_percent=args.idle_percent,
+        max_job_nodes=args.max_job_nodes,
+        placement=args.placement,
+        seed=args.seed,
+    )
+
+
+def simulated(spec: RolloutSpec, observed: Observations, order: str) -> Plan:
+    plan = preview(spec, observed, START)
+    if plan.phase.value != "Complete":
+        raise SystemExit(f"{order}: the simulated rollout ended {plan.phase.value}: {plan.message}")
+    return plan
+
+
+def compare(
+    nodes: list[dict[str, Any]],
+    pods: list[dict[str, Any]],
+    spec: RolloutSpec,
+    zone_plan: Plan,
+    args: argparse.Namespace,
+) -> tuple[list[Job], list[Figures]]:
+    """The workloads on the fleet and the three orders' figures. ``zone_plan`` is the rollout
+    without workloads (it depends on the nodes' names and labels only: sweeps reuse it)."""
+    workloads = node_workloads(pods, spec.policy.workload_label)
+    jobs = jobs_of(workloads)
+    aware = simulated(spec, observations(nodes, workloads), AWARE)
+    cap, restart_hours = args.max_unavailable, args.restart_minutes / 60
+    return jobs, [
+        measure(ZONE_SPREAD, spans_of(zone_plan), zone_plan, jobs, cap, restart_hours),
+        measure(
+            NODEWRIGHT, in_slots(zone_plan, nodewright_order(nodes)), zone_plan, jobs, cap, restart_hours
+        ),
+        measure(AWARE, spans_of(aware), aware, jobs, cap, restart_hours),
+    ]
+
+
+def run(args: argparse.Namespace) -> tuple[list[str], dict[str, Any]]:
+    if args.sweep:
+        return sweep(args)
     began = time.perf_counter()
-    for order, with_workloads in (("today's order", False), ("workload-aware", True)):
-        plan = preview(spec, observations(nodes, jobs, with_workloads), START)
-        if plan.phase.value != "Complete":
-            raise SystemExit(f"{order}: the simulated rollout ended {plan.phase.value}: {plan.message}")
-        figures.append(measure(order, plan, jobs, args.max_unavailable, restart_hours))
+    fleet = training_fleet(shape_of(args))
+    spec = rollout_spec(args)
+    zone_plan = simulated(spec, observations(fleet.nodes, None), ZONE_SPREAD)
+    jobs, figures = compare(fleet.nodes, fleet.pods, spec, zone_plan, args)
     took = time.perf_counter() - began
-    return report(args, jobs, figures, took), {
+    racks = {str(n["metadata"]["name"]): str(n["metadata"]["labels"][RACK_LABEL]) for n in fleet.nodes}
+    return report(args, jobs, figures, took, racks), {
         "args": {k: str(v) for k, v in vars(args).items()},
         "figures": [asdict(f) for f in figures],
         "seconds": took,
     }
 
 
-def report(args: argparse.Namespace, jobs: list[Job], figures: list[Figures], took: float) -> list[str]:
-    busy = sum(len(j.nodes) for j in jobs)
+def sweep(args: argparse.Namespace) -> tuple[list[str], dict[str, Any]]:
+    """Every shape of ``SWEEP`` x ``--sweep-seeds`` seeds: GPU-hours lost by NodeWright's order and
+    the workload-aware one, their ratio per fleet, and the smallest."""
+    began = time.perf_counter()
+    spec = rollout_spec(args)
+    zone_plan: Plan | None = None
+    lines = [
+        f"{'placement':<11}{'replaced':>9}{'max job':>8}{'seed':>6}{'jobs':>6}{'NodeWright':>12}"
+        f"{'aware':>9}{'ratio':>7}{'vs zone':>9}"
+    ]
+    rows: list[dict[str, Any]] = []
+    for (placement, replaced, largest), seed in itertools.product(
+        SWEEP, range(args.seed, args.seed + args.sweep_seeds)
+    ):
+        shape = replace(
+            shape_of(args), placement=placement, replaced_percent=replaced, max_job_nodes=largest, seed=seed
+        )
+        fleet = training_fleet(shape)
+        if zone_plan is None:
+            zone_plan = simulated(spec, observations(fleet.nodes, None), ZONE_SPREAD)
+        jobs, (zone, nodewright, aware) = compare(fleet.nodes, fleet.pods, spec, zone_plan, args)
+        row = {
+            **asdict(shape),
+            "jobs": len(jobs),
+            "nodewright": nodewright.gpu_hours_lost,
+            "aware": aware.gpu_hours_lost,
+            "ratio": lower(nodewright, aware),
+            "vs_zone": lower(zone, aware),
+        }
+        rows.append(row)
+        lines.append(
+            f"{placement:<11}{replaced:>8}%{largest:>8}{seed:>6}{len(jobs):>6}{nodewright.gpu_hours_lost:>12.0f}"
+            f"{aware.gpu_hours_lost:>9.0f}{row['ratio']:>7.2f}{row['vs_zone']:>9.2f}"
+        )
+    worst = min(rows, key=lambda r: r["ratio"])
+    took = time.perf_counter() - began
+    lines += [
+        "",
+        *target_line(rows),
+        f"{len(rows)} fleets of {args.nodes} nodes; GPU-hours lost, NodeWright's / workload-aware: minimum "
+        f"{worst['ratio']:.2f}x ({worst['placement']}, {worst['replaced_percent']}% replaced, jobs up to "
+        f"{worst['max_job_nodes']} nodes, seed {worst['seed']}); never higher than NodeWright's: "
+        + ("yes" if worst["ratio"] >= 1 else "NO"),
+        f"simulation: {took:.1f} s",
+        "",
+        " ".join(["reproduce: .venv/bin/python bench/interruptions.py", *_options(args)]),
+    ]
+    return lines, {"args": {k: str(v) for k, v in vars(args).items()}, "fleets": rows, "seconds": took}
+
+
+def target_line(rows: list[dict[str, Any]]) -> list[str]:
+    """Issue 46's fleet (placed over time, 10 % replaced): the smallest ratio there, against 2x."""
+    ratios = [r["ratio"] for r in rows if r["placement"] == "over-time" and r["replaced_percent"] == 10]
+    if not ratios:
+        return []
+    return [f"placed over time, 10% replaced: {min(ratios):.2f}x to {max(ratios):.2f}x (target >= 2x)"]
+
+
+def report(
+    args: argparse.Namespace, jobs: list[Job], figures: list[Figures], took: float, racks: Mapping[str, str]
+) -> list[str]:
+    busy = {n for j in jobs for n in j.nodes}
     sizes = sorted({len(j.nodes) for j in jobs})
+    spanning = sum(1 for j in jobs if len({racks[n] for n in j.nodes}) > 1)
     fits = max(len(j.nodes) for j in jobs) <= args.max_unavailable
-    aware = figures[1]
+    aware = figures[-1]
     return [
-        f"fleet: {args.nodes} nodes x {GPUS_PER_NODE} GPUs, {len(jobs)} jobs on {busy} nodes "
-        f"(sizes {', '.join(map(str, sizes))} nodes), {args.nodes - busy} idle",
+        f"fleet: {args.nodes} nodes x {GPUS_PER_NODE} GPUs, {args.replaced_percent}% replaced later; "
+        f"{len(jobs)} workloads placed {args.placement} on {len(busy)} nodes (sizes "
+        f"{', '.join(map(str, sizes))} nodes; {spanning} span racks), {args.nodes - len(busy)} idle",
         f"policy: maxUnavailable {args.max_unavailable}, canary 1, then {args.strategy} batches of "
         f"{args.batch or args.max_unavailable}; a reboot change; restart cost {args.restart_minutes:g} min "
-        "of a job's GPUs per interruption",
+        "of a workload's GPUs per interruption",
         "",
         *table(figures),
-        f"interruptions per affected job: {aware.per_affected_mean:.2f}"
+        f"interruptions per affected workload ({AWARE}): {aware.per_affected_mean:.2f}"
         + (
-            " (target <= 1.1: every job fits within maxUnavailable)"
+            " (target <= 1.1: every workload fits within maxUnavailable)"
             if fits
-            else " (some jobs exceed maxUnavailable)"
+            else " (some workloads exceed maxUnavailable)"
         ),
         f"simulation: {took:.1f} s",
         "",
@@ -268,7 +432,11 @@ def _options(args: argparse.Namespace) -> list[str]:
 def changed(args: argparse.Namespace, defaults: argparse.Namespace) -> list[str]:
     """The options that differ from their defaults, as the command line that reproduces them."""
     given, default = vars(args), vars(defaults)
-    return [f"--{k.replace('_', '-')} {v}" for k, v in given.items() if k != "json" and v != default[k]]
+    return [
+        f"--{k.replace('_', '-')}" + ("" if v is True else f" {v}")
+        for k, v in given.items()
+        if k != "json" and v != default[k]
+    ]
 
 
 def emit(lines: list[str], data: dict[str, Any], json_path: Path | None) -> None:
