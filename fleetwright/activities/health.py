@@ -131,7 +131,9 @@ def external_verdict(
     if validator.condition_type is not None:
         condition = facts.conditions.get(validator.condition_type)
         turned = facts.transitions.get(validator.condition_type, "")
-        if condition is None or not turned or _instant(turned) < _instant(since):
+        # The API server keeps whole seconds: a condition that turned in the second the update
+        # began counts as turned since.
+        if condition is None or not turned or _instant(turned) < _instant(since).replace(microsecond=0):
             return None
         passed = condition.status == validator.condition_status
         shown = f"condition {condition.type}={condition.status}" + (

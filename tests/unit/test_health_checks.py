@@ -258,6 +258,9 @@ def test_an_external_verdict_counts_only_after_the_update_began() -> None:
         return NodeFacts("n", "u", "b", True, {}, annotations or {}, condition, {"BurnInPassed": turned})
 
     assert external_verdict(by_condition, facts("True", "2026-12-03T09:59:59Z"), since) is None
+    # The API server keeps whole seconds: a turn in the second the update began counts.
+    in_that_second = "2026-12-03T10:00:00.600000+00:00"
+    assert external_verdict(by_condition, facts("True", "2026-12-03T10:00:00Z"), in_that_second) is not None
     passed = external_verdict(by_condition, facts("True", "2026-12-03T10:00:01Z"), since)
     assert passed is not None
     assert passed.passed
