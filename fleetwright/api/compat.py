@@ -1,10 +1,13 @@
 """Payload compatibility with the previous release: fields a release adds to a payload model are
 left out of its serialized form while they hold their default.
 
-Every payload model refuses unknown fields, so a worker of the previous release (during a rolling
-update, or after a downgrade) fails on a payload that carries a field it does not know, even an
-empty one. Left out while unused, a new field costs nothing to a rollout that does not use it: the
-payload is what the previous release wrote. Owns only that serializer; no I/O.
+0.1.0's payload models refuse unknown fields, so its worker (during a rolling update, or after a
+downgrade) fails on a payload that carries a field it does not know, even an empty one. From the
+release after it, payload models ignore unknown fields (``planner.base.Frozen``), but the API
+models a payload carries (a rollout's NodeProfile and DeploymentPolicy) refuse them in every
+release. So a field added to a payload model (while a supported release refuses unknown ones) or
+to an API model is listed here: left out while unused, it costs nothing to a rollout that does
+not use it, whose payload is what the previous release wrote. Owns only that serializer; no I/O.
 """
 
 from __future__ import annotations

@@ -162,6 +162,7 @@ def policy(api: DeploymentPolicy) -> RolloutPolicy:
             if spec.workload_wait is not None
             else None
         ),
+        node_gate=spec.node_gate is not None,
     )
 
 

@@ -155,7 +155,10 @@ class RolloutPolicy(Frozen):
     """A pod label key whose value names a workload (with the pod's namespace), besides the owners
     ``kube.workloads`` recognises; read by whoever observes the pods."""
     workload_wait: WorkloadWait | None = None
-    _since_0_1_0 = added_fields("workload_label", "workload_wait")
+    node_gate: bool = False
+    """The policy has a node gate: a node whose stages are done counts updated only once it passed
+    its gate (``Counts.unproven`` until then); the workflows run the gate itself."""
+    _since_0_1_0 = added_fields("workload_label", "workload_wait", "node_gate")
 
     @model_validator(mode="after")
     def _unique_names(self) -> RolloutPolicy:

@@ -148,7 +148,8 @@ class Counts(Frozen):
     max_unavailable: int = 0
     unproven: int = 0
     """Targeted nodes that carry the target's packages but are running (at their node gate) or
-    failed (their gate failed): not updated yet, though they need no more stages."""
+    failed (their gate failed): not updated yet, though they need no more stages. Always 0 where
+    no node gate runs (a policy without one, a rollback), so the previous release reads it."""
     _since_0_1_0 = added_fields("unproven")
 
 

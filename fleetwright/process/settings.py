@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from fleetwright.activities.payloads import PrometheusAccess
 from fleetwright.process.defaults import TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE
@@ -146,6 +146,17 @@ class WorkerSettings(BaseModel):
             ca_file=self.prometheus_ca_file,
             timeout_seconds=self.prometheus_timeout_seconds,
         )
+
+    @field_validator("engine", mode="before")
+    @classmethod
+    def _known_engine_settings(cls, value: object) -> object:
+        """The engine knobs travel in workflow payloads, which ignore unknown fields
+        (``planner.base.Frozen``); written by an operator, an unknown one is a mistake."""
+        if isinstance(value, Mapping):
+            unknown = sorted(set(map(str, value)) - set(EngineSettings.model_fields))
+            if unknown:
+                raise ValueError(f"unknown engine setting(s): {', '.join(f'engine.{k}' for k in unknown)}")
+        return value
 
     @classmethod
     def load(cls, path: Path | None = None) -> WorkerSettings:

@@ -20,7 +20,11 @@ class EngineSettings(Frozen):
     """Operator-level knobs the workflows need (activity tuning lives with the worker)."""
 
     # Each attribute's docstring is its description in the chart's schema and the settings reference.
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+    # Read from a payload, an unknown knob (a newer release's) is ignored like in every payload
+    # (planner.base.Frozen); the operators' schema stays closed and WorkerSettings refuses one.
+    model_config = ConfigDict(
+        use_attribute_docstrings=True, json_schema_extra={"additionalProperties": False}
+    )
 
     agent_image: str = DEFAULT_AGENT_IMAGE
     """The agent image every stage Job runs (it executes the package's steps on the host root)."""

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from temporalio.api.enums.v1 import EventType
@@ -60,6 +60,26 @@ def release_path(tree: Path) -> dict[str, str]:
     path, and not the working directory (``-m`` would put a checkout there first; PYTHONSAFEPATH
     keeps it off)."""
     return {"PYTHONPATH": str(tree), "PYTHONSAFEPATH": "1"}
+
+
+def read_with_release(
+    tree: Path, histories: Sequence[Path], queries: Sequence[Mapping[str, str]]
+) -> tuple[list[str], dict[str, int]]:
+    """What the release whose source tree is ``tree`` refuses of the payloads in ``histories`` and
+    ``queries``, read with its own models (``releasereader``), and how many of each kind it read."""
+    request = json.dumps({"histories": list(map(str, histories)), "queries": list(map(dict, queries))})
+    done = subprocess.run(
+        [sys.executable, str(Path(__file__).with_name("releasereader.py"))],
+        input=request,
+        env={**os.environ, **release_path(tree)},
+        cwd=tree,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    answer = json.loads(done.stdout)
+    return list(answer["problems"]), dict(answer["read"])
 
 
 def build_image(tree: Path, ref: str) -> Built:

@@ -19,7 +19,15 @@ from fleetwright.workflows.payloads import RolloutInput
 pytestmark = pytest.mark.unit
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
-ADDED = ("workload_label", "workloadLabel", "workload_wait", "workloadWait", "held_for_workloads")
+ADDED = (
+    "workload_label",
+    "workloadLabel",
+    "workload_wait",
+    "workloadWait",
+    "held_for_workloads",
+    "node_gate",
+    "nodeGate",
+)
 WAIT = {"selector": {"matchLabels": {"app": "train"}}, "timeoutSeconds": 600}
 
 
@@ -52,3 +60,15 @@ def test_used_new_fields_are_written_and_read_back() -> None:
     assert RolloutState.model_validate_json(to_json(state)) == state
     rollout = RolloutInput(profile=examples.profile(), policy=policy)
     assert RolloutInput.model_validate_json(to_json(rollout)) == rollout
+
+
+def test_a_node_gate_of_any_kind_is_written_into_the_rollout_spec() -> None:
+    # An external validator alone: no check, so no gate duration either; the spec still says so.
+    policy = examples.policy()
+    external = {"name": "burn-in", "annotation": "example.com/burn-in", "timeoutSeconds": 60}
+    spec = policy.spec.model_dump(by_alias=True, exclude_none=True) | {"nodeGate": {"external": [external]}}
+    gated = policy.model_copy(update={"spec": type(policy.spec).model_validate(spec)})
+    state = begin(convert.rollout_spec(examples.profile(), gated), T0)
+    assert state.spec.policy.node_gate
+    assert "node_gate" in keys(state)
+    assert RolloutState.model_validate_json(to_json(state)) == state

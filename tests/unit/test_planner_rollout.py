@@ -443,7 +443,7 @@ def test_a_deleted_node_releases_its_slot() -> None:
 def test_a_node_is_done_when_its_workflow_reports_not_when_its_record_shows_the_target() -> None:
     # The node workflow records the last stage, then uncordons and releases the runtime taint: until
     # it reports, the node holds its slot and the rollout is not complete.
-    fleet = Fleet(2, policy(batches(initial=1), cap=1))
+    fleet = Fleet(2, policy(batches(initial=1), cap=1, node_gate=True))
     first = started(fleet.decide())
     fleet.set(first[0], packages={"driver": PackageRecord(version="2.0.0")})
     recorded = fleet.decide()
@@ -463,13 +463,30 @@ def test_a_node_is_done_when_its_workflow_reports_not_when_its_record_shows_the_
 
 def test_a_node_that_failed_after_its_last_stage_is_not_counted_updated() -> None:
     # Its node gate failed: it carries the packages but is not updated, nor does it need work.
-    fleet = Fleet(2, policy(batches(initial=1), cap=1))
+    fleet = Fleet(2, policy(batches(initial=1), cap=1, node_gate=True))
     first = started(fleet.decide())
     fleet.set(first[0], packages={"driver": PackageRecord(version="2.0.0")})
     fleet.finish(*first, ok=False)
     failed = fleet.decide()
     assert [f.node for f in failed.state.failed] == first
     assert (failed.counts.targeted, failed.counts.needs_work, failed.counts.unproven) == (2, 1, 1)
+
+
+def test_without_a_node_gate_no_node_is_unproven_so_the_previous_release_reads_the_counts() -> None:
+    # The same nodes as above (one done and still running, one done and failed): with no gate in
+    # the policy none waits for one, and the decision writes what 0.1.0 wrote (no ``unproven``).
+    fleet = Fleet(3, policy(batches(initial=2), cap=2))
+    first = started(fleet.decide())
+    for name in first:
+        fleet.set(name, packages={"driver": PackageRecord(version="2.0.0")})
+    fleet.finish(first[1], ok=False)
+    decision = fleet.decide()
+    assert ([r.node for r in decision.state.running], [f.node for f in decision.state.failed]) == (
+        first[:1],
+        first[1:],
+    )
+    assert decision.counts.unproven == 0
+    assert "unproven" not in decision.model_dump(mode="json")["counts"]
 
 
 def test_pause_starts_nothing_but_is_not_a_halt() -> None:

@@ -55,6 +55,8 @@ class Recorder:
     def __init__(self, client: Client, folder: Path) -> None:
         self.client = client
         self.folder = folder
+        self.queues: list[str] = []
+        """The task queue of each scenario run so far: every workflow it started runs there."""
 
     async def save(self, handle: WorkflowHandle[Any, Any], name: str) -> None:
         history = await handle.fetch_history()
@@ -68,6 +70,7 @@ class Recorder:
         self, fleet: FakeFleet, rollout: RolloutInput, scenario: Callable[[Rollout], Awaitable[None]]
     ) -> None:
         queue = f"record-{uuid.uuid4().hex[:8]}"
+        self.queues.append(queue)
         handle = await self.client.start_workflow(
             RolloutWorkflow.run, rollout, id=f"nodeprofile/{rollout.profile.metadata.name}", task_queue=queue
         )

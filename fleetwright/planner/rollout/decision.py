@@ -178,8 +178,10 @@ def _decision(engine: Engine, state: RolloutState, phase: Phase, message: str) -
 
 def _counts(engine: Engine, state: RolloutState, blocked: int) -> Counts:
     view = engine.view
-    # Nodes whose stages are all done but whose node gate has not passed (running or failed).
-    unfinished = {r.node for r in state.running} | {f.node for f in state.failed}
+    # Nodes whose stages are all done but whose node gate has not passed (running or failed). No
+    # gate runs without one in the policy, nor on a rollback's nodes: none is unproven then.
+    gated = state.spec.policy.node_gate and state.spec.rollback is None
+    unfinished = {r.node for r in state.running} | {f.node for f in state.failed} if gated else set()
     unproven = len((unfinished & view.nodes.keys()) - view.prepared.needing)
     return Counts(
         targeted=len(view.nodes),
