@@ -141,7 +141,8 @@ def compile_condition(text: str) -> CompiledCondition:
         _check_node(node)
     _check_names(tree.body, frozenset({RESULT}))
     steps, refused = _kinds(tree)
-    code = compile(ast.fix_missing_locations(_Floats().visit(copy.deepcopy(tree))), "<condition>", "eval")
+    checked = ast.fix_missing_locations(_Floats().visit(copy.deepcopy(tree)))
+    code = compile(checked, "<condition>", "eval", dont_inherit=True)
     return CompiledCondition(text, tree, code, steps, refused)
 
 
