@@ -23,7 +23,13 @@ from fleetwright.api.common import (
     ApiModel,
     LocalRule,
 )
-from fleetwright.api.healthcondition import MAX_CONDITION, check_condition
+from fleetwright.api.healthcondition import (
+    MAX_CONDITION,
+    MAX_NODES,
+    MAX_RESULT,
+    MAX_STEPS,
+    check_condition,
+)
 from fleetwright.api.nodeprofile import EnvVar, PackageResources
 
 MAX_CHECKS = 16
@@ -108,14 +114,16 @@ class MetricCheck(ApiModel):
         description="An expression over `result` (the list of the query's sample values, or the value of "
         "a scalar query), e.g. `result[0] == 0` or `all(r < 5 for r in result)`. True: the measurement "
         "is Successful. With failureCondition too, neither holding is Inconclusive; alone, false is "
-        "Failed.",
+        "Failed. A bounded language: numbers, comparisons, and/or/not, + - * / %, result[i], all any "
+        f"len min max sum abs and generators; at most {MAX_NODES} expression nodes and {MAX_STEPS} steps "
+        f"over a result of {MAX_RESULT} values (docs/health-gates.md).",
         min_length=1,
         max_length=MAX_CONDITION,
     )
     failure_condition: Condition | None = Field(
         default=None,
-        description="An expression over `result`; true: the measurement is Failed (it wins over "
-        "successCondition). Alone, false is Successful.",
+        description="An expression over `result`, in successCondition's language; true: the measurement "
+        "is Failed (it wins over successCondition). Alone, false is Successful.",
         min_length=1,
         max_length=MAX_CONDITION,
     )

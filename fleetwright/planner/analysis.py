@@ -12,7 +12,6 @@ passed. Owns those rules and the parsing of Prometheus' instant-query answer; no
 
 from __future__ import annotations
 
-import ast
 import math
 from collections.abc import Iterable, Sequence
 from enum import StrEnum
@@ -20,7 +19,13 @@ from functools import cache
 from typing import Any
 
 from fleetwright.api.health import MetricCheck
-from fleetwright.api.healthcondition import ConditionError, compile_condition, evaluate
+from fleetwright.api.healthcondition import (
+    CompiledCondition,
+    ConditionError,
+    compile_condition,
+    evaluate,
+    oversized,
+)
 from fleetwright.errors import QueryRejectedError
 from fleetwright.planner.base import Frozen
 
@@ -74,7 +79,7 @@ class CheckState(Frozen):
 
 
 @cache
-def _compiled(condition: str) -> ast.Expression:
+def _compiled(condition: str) -> CompiledCondition:
     return compile_condition(condition)
 
 
@@ -82,6 +87,8 @@ def classify(check: MetricCheck, result: Result | None) -> Measurement:
     """The measurement of ``check`` whose query answered ``result`` (None or [] is no data)."""
     if result is None or result == []:
         return Measurement(check=check.name, phase=Phase.INCONCLUSIVE, value=result, message="no data")
+    if (too_long := oversized(result)) is not None:
+        return Measurement(check=check.name, phase=Phase.ERROR, message=f"condition {too_long}")
     try:
         phase, message = _judged(check, result)
     except ConditionError as error:

@@ -255,3 +255,18 @@ def test_clients_that_do_not_trust_the_ca_are_refused(server: tuple[WebhookServe
     running, _ = server
     with pytest.raises(urllib.error.URLError, match="CERTIFICATE_VERIFY_FAILED"):
         urllib.request.urlopen(running.url, data=b"{}", context=ssl.create_default_context(), timeout=10)
+
+
+def test_a_hostile_health_condition_is_denied_naming_the_field_and_the_rule() -> None:
+    check = {"name": "xid", "query": "up", "successCondition": "len([0]*100000000) > 0"}
+    policy = {
+        "apiVersion": "fleetwright.io/v1alpha1",
+        "kind": "DeploymentPolicy",
+        "metadata": {"name": "p"},
+        "spec": {"healthChecks": [check], "nodeGate": {"checks": ["xid"]}},
+    }
+    response = review(admission("CREATE", "deploymentpolicies", policy), FakeLookup(set()))["response"]
+    assert response["allowed"] is False
+    [cause] = response["status"]["details"]["causes"]
+    assert cause["field"] == "spec.healthChecks[0].successCondition"
+    assert "repeating a sequence" in cause["message"]
