@@ -7,10 +7,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from fleetwright.cli import main as _registers_all_commands  # noqa: F401 - as the real entry point does
 from fleetwright.cli.app import app
+from fleetwright.cli.commands import load_all
 
 pytestmark = pytest.mark.unit
+
+load_all()  # every command registered on the app, as the entry point does for the one it runs
 
 CORPUS = Path(__file__).resolve().parents[1] / "integration" / "corpus"
 runner = CliRunner()
