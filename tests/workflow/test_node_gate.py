@@ -428,6 +428,48 @@ async def test_a_passing_fleet_gate_ends_the_soak_and_an_inconclusive_one_waits_
     assert [m.phase.value for m in fleet.fleet_measured] == ["Successful", "Inconclusive"]
 
 
+async def test_a_soak_whose_prometheus_does_not_answer_holds_named_then_completes_by_itself(
+    client: Client,
+) -> None:
+    fleet = FakeFleet(size=3)
+    down = {"now": True}
+
+    def metric(node: str, promql: str) -> Any:
+        if down["now"]:
+            raise PrometheusUnavailableError("Prometheus at http://127.0.0.1:1 answered 503")
+        return answer(0)
+
+    fleet.metric = metric
+    name = unique()
+    check = {**FLEET_XID, "count": 2, "consecutiveErrorLimit": 1}
+    handle, queue = await start(client, fleet, rollout(name, soaked(check, action="rollback")))
+    async with build_worker(client, fleet.activities(), task_queue=queue):
+        held = await until_progress(
+            handle, lambda p: "fleet gate MonitoringUnavailable" in p.message, "the soak held"
+        )
+        assert "fleet-xid MonitoringUnavailable (0/2" in held.message, held.message
+        assert "answered 503" in held.message, held.message
+        assert "waiting for Prometheus to answer" in held.message, held.message
+        assert held.phase not in ("Halted", "RollingBack")
+        assert held.failed == 0
+        errors = len(fleet.fleet_measured)
+        await until(
+            lambda: len(fleet.fleet_measured) >= errors + 2, 30.0, "measurements while held", blocking=False
+        )
+        still = await query_progress(handle)
+        assert still is not None
+        assert "fleet gate MonitoringUnavailable" in still.message
+        assert len({r.node for r in fleet.stage_requests}) == 1  # held: the canary only
+        down["now"] = False  # Prometheus answers again: no human needed
+        done = await in_phase(handle, "Complete")
+        await handle.terminate("test done")
+    assert (done.updated, done.failed) == (3, 0)
+    assert done.rolled_back_generation is None  # the failure action never fired
+    phases = [m.phase.value for m in fleet.fleet_measured]
+    assert phases[-2:] == ["Successful", "Successful"], phases
+    assert set(phases[:-2]) == {"Error"}, phases
+
+
 DIAG = {"name": "dcgm-diag", "image": "ghcr.io/example/gpu-health:1.0.0", "args": ["diag", "-r", "2"]}
 NCCL = {"name": "nccl-allreduce", "image": "ghcr.io/example/nccl-tests:2.13", "timeoutSeconds": 600}
 
