@@ -3,7 +3,8 @@ result, measured ``count`` times) and the node gate that runs them on each node 
 stage, before its cordon is lifted.
 
 The counting rules are Argo Rollouts' AnalysisTemplate's (failureLimit, inconclusiveLimit,
-consecutiveErrorLimit, count, interval, initialDelay); the planner's ``analysis`` applies them. The
+consecutiveErrorLimit, count, interval, initialDelay), except that Errors hold a gate
+(MonitoringUnavailable) instead of failing it; the planner's ``analysis`` applies them. The
 query's placeholders and the conditions are checked here, so admission rejects what cannot run.
 Must not do I/O.
 """
