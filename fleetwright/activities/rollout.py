@@ -120,7 +120,12 @@ def observe(
 # This profile's node-condition reasons for a node workflow held in a wait (status False): the node
 # runs, yet the rollout is blocked on it until the wait clears, so progress counts it as blocked.
 HELD_WAIT_REASONS = frozenset(
-    {*DRAIN_WAIT_REASONS, NodeReason.PROTECTED_PODS_RUNNING, NodeReason.IMAGE_PULL_WAITING}
+    {
+        *DRAIN_WAIT_REASONS,
+        NodeReason.PROTECTED_PODS_RUNNING,
+        NodeReason.IMAGE_PULL_WAITING,
+        NodeReason.MONITORING_UNAVAILABLE,
+    }
 )
 
 

@@ -114,8 +114,9 @@ class SoakStep(ApiModel):
         default_factory=list,
         description="Fleet gate: names of spec.healthChecks measured while the soak lasts, over the nodes "
         "updated so far ({{nodes}}). The soak ends only once its duration passed and every check "
-        "passed; a Failed or Error check fires the failure rule before the next batch, an "
-        "Inconclusive one waits for `fleetwright approve <scope>/<soak>`.",
+        "passed; a Failed check fires the failure rule before the next batch, an Inconclusive one "
+        "waits for `fleetwright approve <scope>/<soak>`, a MonitoringUnavailable one (Prometheus "
+        "does not answer) holds the soak until it answers (or that approval).",
         max_length=MAX_CHECKS,
     )
     _since_0_1_0 = added_fields("checks")
@@ -193,8 +194,9 @@ class BatchesStep(ApiModel):
         "run, over the nodes updated so far ({{nodes}}; nothing is measured before one is), "
         "initialDelaySeconds after the step begins, then intervalSeconds after each measurement, in "
         "runs of `count` one after the other (the limits apply per run). No new batch starts while a "
-        "check is Failed or Error (the failure rule fires at once) or Inconclusive (it waits for "
-        "`fleetwright approve <scope>/<step>`); running nodes finish.",
+        "check is Failed (the failure rule fires at once), Inconclusive (it waits for "
+        "`fleetwright approve <scope>/<step>`) or MonitoringUnavailable (Prometheus does not "
+        "answer: it waits for an answer, or that approval); running nodes finish.",
         max_length=MAX_CHECKS,
     )
     _since_0_1_0 = added_fields("checks")

@@ -3,7 +3,8 @@ result, measured ``count`` times) and the node gate that runs them on each node 
 stage, before its cordon is lifted.
 
 The counting rules are Argo Rollouts' AnalysisTemplate's (failureLimit, inconclusiveLimit,
-consecutiveErrorLimit, count, interval, initialDelay); the planner's ``analysis`` applies them. The
+consecutiveErrorLimit, count, interval, initialDelay), except that Errors hold a gate
+(MonitoringUnavailable) instead of failing it; the planner's ``analysis`` applies them. The
 query's placeholders and the conditions are checked here, so admission rejects what cannot run.
 Must not do I/O.
 """
@@ -148,8 +149,10 @@ class MetricCheck(ApiModel):
     consecutive_error_limit: int = Field(
         default=4,
         description="Measurements in a row that may be Error (Prometheus unreachable, an erroring query, a "
-        "condition that cannot be evaluated on the result); one more ends the check in Error, which "
-        "fails like Failed.",
+        "condition that cannot be evaluated on the result). An Error does not use up count: it is "
+        "measured again after intervalSeconds. One Error more holds the gate, named "
+        "MonitoringUnavailable (never failed: unlike Argo Rollouts), measuring on until an answer "
+        "lifts the hold.",
         ge=0,
         le=1000,
     )
@@ -295,8 +298,9 @@ def _unique_names(gate: NodeGate) -> bool:
 class NodeGate(ApiModel):
     """Checks each node must pass after its last stage before fleetwright lifts its cordon; until
     then it stays cordoned and counts against maxUnavailable. Validation containers run first, one
-    after another; a failed one, or a Failed or Error check, fails the node (the failure policy
-    applies as for a failed stage); an Inconclusive check waits for a human."""
+    after another; a failed one, or a Failed check, fails the node (the failure policy
+    applies as for a failed stage); an Inconclusive check waits for a human; a check whose
+    Prometheus does not answer holds the node (MonitoringUnavailable) until it answers."""
 
     checks: list[CheckName] = Field(
         default_factory=list,

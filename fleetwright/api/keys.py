@@ -143,10 +143,14 @@ class NodeReason:
     GATE_PASSED = "HealthGatePassed"
     """A gated node's Complete: its stages and its node gate passed (or a human approved it)."""
     GATE_FAILED = "HealthGateFailed"
-    """A node gate check was Failed or Error; the message names the check and its value."""
+    """A node gate check was Failed; the message names the check and its value."""
     GATE_INCONCLUSIVE = "HealthGateInconclusive"
     """A node gate check was Inconclusive: the node waits, cordoned, for fleetwright approve
     (``gate/<node>``) or abort."""
+    MONITORING_UNAVAILABLE = "MonitoringUnavailable"
+    """A node gate check had more Errors in a row than its consecutiveErrorLimit (Prometheus did
+    not answer): the node waits, cordoned, measuring on; the first answer lifts the hold, and
+    fleetwright approve (``gate/<node>``) or abort end it too."""
 
 
 class ProfileReason:

@@ -12,8 +12,6 @@ decide when to break what (``faults`` and ``runner`` do), nor start the stack (`
 from __future__ import annotations
 
 import json
-import os
-import signal
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -109,15 +107,10 @@ class ChaosStack:
 
     def freeze_temporal(self) -> None:
         """SIGSTOP: the server keeps its sockets but answers nothing (unreachable, not refused)."""
-        self._signal_temporal(signal.SIGSTOP)
+        self.temporal.process.freeze()
 
     def thaw_temporal(self) -> None:
-        self._signal_temporal(signal.SIGCONT)
-
-    def _signal_temporal(self, sig: signal.Signals) -> None:
-        pid = self.temporal.process.pid
-        if pid is not None and self.temporal.process.running:
-            os.killpg(pid, sig)
+        self.temporal.process.thaw()
 
     def terminate_workflow(self, workflow_id: str) -> None:
         """Terminate a workflow as a human does in the Temporal UI (no error if it ended)."""

@@ -200,8 +200,8 @@ def approve_command(
         str,
         typer.Argument(
             help="The approval step, `<scope>/<step>` (e.g. rollout/gate; also a soak or batches step "
-            "whose fleet gate is Inconclusive), or `gate/<node>` for a node waiting at an Inconclusive "
-            "health gate."
+            "whose fleet gate is Inconclusive or MonitoringUnavailable), or `gate/<node>` for a node "
+            "held at its health gate (Inconclusive or MonitoringUnavailable)."
         ),
     ],
     output: OutputOpt = "table",

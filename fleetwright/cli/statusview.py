@@ -28,7 +28,9 @@ from fleetwright.workflows.payloads import Progress
 
 # The node condition reasons a drain shows while it waits (activities/drain.py).
 DRAIN_WAITS = frozenset({"DrainBlocked", "DrainTimeout"})
-GATE_WAITS = frozenset({NodeReason.HEALTH_GATE, NodeReason.GATE_INCONCLUSIVE})
+GATE_WAITS = frozenset(
+    {NodeReason.HEALTH_GATE, NodeReason.GATE_INCONCLUSIVE, NodeReason.MONITORING_UNAVAILABLE}
+)
 # The NodeProfile's status.phase words (``rollout_phase``): the CLI says what the CR says.
 TERMINAL_PHASES = frozenset({"Complete", "Degraded", "Halted", "Aborted", "RolledBack"})
 STATE_STYLE = {

@@ -80,6 +80,19 @@ class Supervised:
     def pid(self) -> int | None:
         return self.process.pid if self.process else None
 
+    def freeze(self) -> None:
+        """SIGSTOP: it keeps its sockets but answers nothing (unreachable, not refused)."""
+        self._signal(signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        """SIGCONT after ``freeze``."""
+        self._signal(signal.SIGCONT)
+
+    def _signal(self, sig: signal.Signals) -> None:
+        if self.process and self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, sig)
+
     def kill(self) -> None:
         """SIGKILL, as a crash would; used by chaos tests."""
         if self.process and self.process.poll() is None:

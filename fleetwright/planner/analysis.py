@@ -1,13 +1,17 @@
 """Health-check analysis, pure: a query's answer -> a typed measurement, and a check's
-measurements -> its outcome, by Argo Rollouts' counting rules.
+measurements -> its outcome, by Argo Rollouts' counting rules except for Errors.
 
 A measurement is Successful, Failed, Inconclusive (no data, or neither condition holds) or Error
-(the query or the condition could not be evaluated). A check ends as soon as its outcome is known:
-Failed once its failed measurements exceed ``failureLimit``, Error once more than
-``consecutiveErrorLimit`` measurements in a row were Error, Inconclusive once its inconclusive ones
-exceed ``inconclusiveLimit``; else Successful after ``count`` measurements. Its node gate (several
-checks) fails when one fails, waits for a human when one is Inconclusive and passes when all
-passed. Owns those rules and the parsing of Prometheus' instant-query answer; no I/O.
+(the query or the condition could not be evaluated). An Error says nothing about the nodes, so it
+does not use up the check's ``count``: the measurement is taken again one interval later. A check
+ends as soon as its outcome is known: Failed once its failed measurements exceed
+``failureLimit``, Inconclusive once its inconclusive ones exceed ``inconclusiveLimit``, else
+Successful after ``count`` measurements that were not Error. More than ``consecutiveErrorLimit``
+Errors in a row make it MonitoringUnavailable, a hold that is no outcome: measuring goes on and
+the first measurement that is not an Error lifts it. A gate (several checks) fails when one fails,
+waits for a human when one is Inconclusive, holds while one is MonitoringUnavailable and passes
+when all passed. Owns those rules, the bound on the Errors a long outage keeps, and the parsing
+of Prometheus' instant-query answer; no I/O.
 """
 
 from __future__ import annotations
@@ -37,8 +41,18 @@ class Phase(StrEnum):
     FAILED = "Failed"
     INCONCLUSIVE = "Inconclusive"
     ERROR = "Error"
+    """Only for a measurement: a check's Errors hold it (MONITORING_UNAVAILABLE), never end it."""
     RUNNING = "Running"
     """Only for a check's outcome: more measurements to take."""
+    MONITORING_UNAVAILABLE = "MonitoringUnavailable"
+    """Only for a check's outcome: more than ``consecutiveErrorLimit`` Errors in a row; the check
+    holds and keeps measuring until a measurement is not an Error."""
+
+
+ENDED = frozenset({Phase.SUCCESSFUL, Phase.FAILED, Phase.INCONCLUSIVE})
+"""The outcomes that end a check: it takes no more measurements."""
+HELD = frozenset({Phase.INCONCLUSIVE, Phase.MONITORING_UNAVAILABLE})
+"""The outcomes that hold a gate for Prometheus or a human (approve or abort end the hold too)."""
 
 
 class Measurement(Frozen):
@@ -65,6 +79,9 @@ class CheckState(Frozen):
     check: str
     outcome: Phase
     measured: int = 0
+    """Measurements taken, Errors included (those the state holds: a long outage keeps few)."""
+    counted: int = 0
+    """Measurements that were not Error: those that count towards ``count``."""
     count: int = 1
     failed: int = 0
     inconclusive: int = 0
@@ -75,7 +92,8 @@ class CheckState(Frozen):
         last = self.last
         value = "" if last is None else f", last {last.phase.value} {_show(last.value)}"
         detail = f": {last.message}" if last is not None and last.message else ""
-        return f"{self.check} {self.outcome.value} ({self.measured}/{self.count}{value}){detail}"
+        errors = f", {self.errors_in_a_row} Error(s) in a row" if self.errors_in_a_row else ""
+        return f"{self.check} {self.outcome.value} ({self.counted}/{self.count}{value}{errors}){detail}"
 
 
 @cache
@@ -117,46 +135,64 @@ def error(check: MetricCheck, message: str) -> Measurement:
 def judge(check: MetricCheck, measurements: Sequence[Measurement]) -> CheckState:
     """The check's state after ``measurements`` (in the order they were taken)."""
     state = CheckState(check=check.name, outcome=Phase.RUNNING, count=check.count)
-    failed = inconclusive = in_a_row = 0
+    counted = failed = inconclusive = in_a_row = 0
     for measured, measurement in enumerate(measurements, start=1):
+        errored = measurement.phase is Phase.ERROR
+        in_a_row = in_a_row + 1 if errored else 0
+        counted += not errored
         failed += measurement.phase is Phase.FAILED
         inconclusive += measurement.phase is Phase.INCONCLUSIVE
-        in_a_row = in_a_row + 1 if measurement.phase is Phase.ERROR else 0
-        outcome = _outcome(check, measured, failed, inconclusive, in_a_row)
         state = CheckState(
             check=check.name,
-            outcome=outcome,
+            outcome=_outcome(check, counted, failed, inconclusive, in_a_row),
             measured=measured,
+            counted=counted,
             count=check.count,
             failed=failed,
             inconclusive=inconclusive,
             errors_in_a_row=in_a_row,
             last=measurement,
         )
-        if outcome is not Phase.RUNNING:
+        if state.outcome in ENDED:
             break
     return state
 
 
-def _outcome(check: MetricCheck, measured: int, failed: int, inconclusive: int, in_a_row: int) -> Phase:
+def _outcome(check: MetricCheck, counted: int, failed: int, inconclusive: int, in_a_row: int) -> Phase:
     if failed > check.failure_limit:
         return Phase.FAILED
-    if in_a_row > check.consecutive_error_limit:
-        return Phase.ERROR
     if inconclusive > check.inconclusive_limit:
         return Phase.INCONCLUSIVE
-    if measured >= check.count:
-        # Errors within the limit are not failures, but a check never passes on a last measurement
-        # that showed nothing (stricter than Argo Rollouts, which counts only the limits).
-        return Phase.ERROR if in_a_row else Phase.SUCCESSFUL
+    if counted >= check.count:
+        return Phase.SUCCESSFUL
+    if in_a_row > check.consecutive_error_limit:
+        # Argo Rollouts fails the analysis here; a monitoring outage says nothing about the nodes,
+        # so the check holds instead and the next answer lifts the hold.
+        return Phase.MONITORING_UNAVAILABLE
     return Phase.RUNNING
 
 
+def replaces(check: MetricCheck, measurements: Sequence[Measurement], new: Measurement) -> bool:
+    """Whether ``new``, taken after ``measurements``, replaces the last of them instead of
+    following it: an Error while the check is already MonitoringUnavailable. The hold needs only
+    ``consecutiveErrorLimit`` + 1 Errors in a row, so an outage of days keeps that many (the last
+    with the latest reason), not one per interval."""
+    if new.phase is not Phase.ERROR or not measurements:
+        return False
+    return judge(check, measurements).outcome is Phase.MONITORING_UNAVAILABLE
+
+
+def recorded(check: MetricCheck, measurements: Sequence[Measurement], new: Measurement) -> list[Measurement]:
+    """``measurements`` with ``new`` taken after them (``replaces`` says how)."""
+    kept = list(measurements[:-1] if replaces(check, measurements, new) else measurements)
+    return [*kept, new]
+
+
 def gate_outcome(states: Iterable[CheckState]) -> Phase:
-    """A gate's outcome: Failed or Error as soon as a check is, else Inconclusive as soon as one
-    is, else Successful once every check passed."""
+    """A gate's outcome: Failed as soon as a check is, else Inconclusive as soon as one is, else
+    MonitoringUnavailable while one is, else Successful once every check passed."""
     outcomes = [s.outcome for s in states]
-    for phase in (Phase.FAILED, Phase.ERROR, Phase.INCONCLUSIVE, Phase.RUNNING):
+    for phase in (Phase.FAILED, Phase.INCONCLUSIVE, Phase.MONITORING_UNAVAILABLE, Phase.RUNNING):
         if phase in outcomes:
             return phase
     return Phase.SUCCESSFUL

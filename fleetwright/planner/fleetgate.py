@@ -10,8 +10,11 @@ interval after the last (``ScopeState.fleet_gate_next``), so a wait (a hold, a w
 makes them catch up in a burst, and only once a node was updated (before, ``{{nodes}}`` would
 match nothing and every measurement would say no data). The observe-and-decide activity takes
 the measurements ``due`` names before it decides, so each is recorded once, in that activity's
-result; the step (``planner.rollout.soak``, ``planner.rollout.background``) folds them into its
-scope's state and judges them.
+result; the step (``planner.rollout.soak``, ``planner.rollout.background``) records them in its
+scope's state (``took``) and judges them. An Error does not use up ``count`` and a check held
+MonitoringUnavailable stays due every interval, so the first answer after an outage lifts the
+hold by itself; a long outage keeps a bounded number of Errors in the state
+(``analysis.replaces``).
 """
 
 from __future__ import annotations
@@ -21,12 +24,14 @@ from datetime import datetime, timedelta
 
 from fleetwright.api.health import MetricCheck, nodes_alternation
 from fleetwright.planner.analysis import (
+    ENDED,
     CheckState,
     Measurement,
     Phase,
     ScopedMeasurement,
     gate_outcome,
     judge,
+    replaces,
 )
 from fleetwright.planner.base import Frozen
 from fleetwright.planner.policy import GATES_SCOPE, BatchesStep, SoakStep
@@ -60,9 +65,10 @@ def taken(scope: ScopeState, check: MetricCheck) -> list[Measurement]:
 
 
 def due_at(scope: ScopeState, check: MetricCheck) -> datetime | None:
-    """When the check's next measurement is due (None: its run ended, it needs no more)."""
+    """When the check's next measurement is due (None: its run ended, it needs no more; a check
+    held MonitoringUnavailable is still measured, every interval)."""
     so_far = taken(scope, check)
-    if scope.entered_at is None or judge(check, so_far).outcome is not Phase.RUNNING:
+    if scope.entered_at is None or judge(check, so_far).outcome in ENDED:
         return None
     if check.name in scope.fleet_gate_next:
         return scope.fleet_gate_next[check.name]
@@ -90,15 +96,33 @@ def wakes(step: GatedStep, scope: ScopeState, now: datetime) -> list[datetime]:
     return [max(when, now + timedelta(seconds=1)) for when in due if when is not None]
 
 
-def fold(scope: ScopeState, measured: Iterable[ScopedMeasurement]) -> ScopeState:
-    """``scope`` with the measurements taken for its current step added."""
-    new = tuple(m.measurement for m in measured if m.scope == scope.name and m.step == scope.step)
+def took(
+    scope: ScopeState, measured: Iterable[ScopedMeasurement], step: GatedStep, now: datetime
+) -> ScopeState:
+    """``scope`` with this turn's measurements for its current step recorded and the next
+    measurement of each check measured ``now`` due one interval on."""
+    return _scheduled(_fold(scope, measured, step), measured, step, now)
+
+
+def _fold(scope: ScopeState, measured: Iterable[ScopedMeasurement], step: GatedStep) -> ScopeState:
+    """``scope`` with the measurements taken for its current step recorded; an Error while its
+    check is held MonitoringUnavailable replaces that check's last one."""
+    new = [m.measurement for m in measured if m.scope == scope.name and m.step == scope.step]
     if not new:
         return scope
-    return scope.model_copy(update={"fleet_gate": scope.fleet_gate + new})
+    checks = {check.name: check for check in step.checks}
+    kept = scope.fleet_gate
+    for measurement in new:
+        check = checks.get(measurement.check)
+        mine = [m for m in kept if m.check == measurement.check]
+        if check is not None and replaces(check, mine, measurement):
+            last = max(i for i, m in enumerate(kept) if m.check == measurement.check)
+            kept = (*kept[:last], *kept[last + 1 :])
+        kept = (*kept, measurement)
+    return scope.model_copy(update={"fleet_gate": kept})
 
 
-def scheduled(
+def _scheduled(
     scope: ScopeState, measured: Iterable[ScopedMeasurement], step: GatedStep, now: datetime
 ) -> ScopeState:
     """``scope`` with the next measurement of each check measured ``now`` due one interval on."""

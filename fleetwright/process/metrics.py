@@ -103,12 +103,13 @@ HEALTH_MEASUREMENTS = Counter(
 )
 HEALTH_GATES = Counter(
     "fleetwright_health_gates_total",
-    "Node gates that ended, by outcome: passed, failed (a check Failed or Error, or an abort), "
-    "inconclusive (waiting for a human).",
+    "Node gates that ended, by outcome: passed, failed (a check Failed, or an abort), "
+    "inconclusive (waiting for a human); and monitoring_unavailable: gates held because Prometheus "
+    "did not answer (counted when the hold begins; it lifts by itself).",
     ["profile", "outcome"],
     registry=REGISTRY,
 )
-GATE_OUTCOMES = ("passed", "failed", "inconclusive")
+GATE_OUTCOMES = ("passed", "failed", "inconclusive", "monitoring_unavailable")
 DRAIN_DURATION = Histogram(
     "fleetwright_drain_duration_seconds",
     "Duration of one node drain (one activity attempt), by outcome.",

@@ -113,7 +113,8 @@ class WorkerSettings(BaseModel):
         default="",
         description="Base URL of the Prometheus the health checks query (its /api/v1/query), e.g. "
         "http://prometheus.monitoring.svc:9090. Empty: every measurement is an Error "
-        "(PrometheusNotConfigured), so a node gate fails rather than passes.",
+        "(PrometheusNotConfigured), so every gate with checks holds, named MonitoringUnavailable, "
+        "rather than passes.",
     )
     prometheus_bearer_token_file: str = Field(
         default="",

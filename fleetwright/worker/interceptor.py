@@ -110,6 +110,7 @@ GATE_REASONS = {
     NodeReason.GATE_PASSED: "passed",
     NodeReason.GATE_FAILED: "failed",
     NodeReason.GATE_INCONCLUSIVE: "inconclusive",
+    NodeReason.MONITORING_UNAVAILABLE: "monitoring_unavailable",
 }
 
 

@@ -14,7 +14,7 @@ class NodeFailedError(Exception):
 
 
 class GateFailedError(NodeFailedError):
-    """The node gate failed (a check Failed or Error) or was aborted while Inconclusive: the node
+    """The node gate failed (a check Failed) or was aborted while held: the node
     stays cordoned, even on an abort, since its health is not known to be good."""
 
 

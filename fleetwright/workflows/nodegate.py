@@ -2,7 +2,9 @@
 its validation containers one after another (one activity each, a Job on the node), then every
 metric check of the policy's node gate (one activity per measurement, a durable timer between two)
 and every external validator's verdict; then the node passes, fails (``GateFailedError``: it stays
-cordoned) or waits, named, for a human's ``approve_gate``.
+cordoned) or waits, named, for a human's ``approve_gate``. While Prometheus does not answer (a
+check MonitoringUnavailable) the node is held, named, measuring on at the check's interval; the
+first answer lifts the hold by itself, and ``approve_gate`` or an abort end it too.
 
 Owns the gate's state (each validation's verdict, each check's measurements, the external verdicts,
 the wait for approval) and its commands; the node workflow owns the node's stages, status and
@@ -66,6 +68,7 @@ class NodeGate:
         self._since: datetime | None = None
         self.held = False
         self.approved = False
+        self._unavailable = False
 
     async def run(self) -> None:
         """The validations one after another, then every check of the node gate, together, each
@@ -86,9 +89,14 @@ class NodeGate:
         rejected = [v for v in self._verdicts.values() if v is not None and not v.passed]
         if rejected:
             raise GateFailedError(f"health gate failed: {self.summary()}")
+        if self.approved:  # while Prometheus did not answer
+            self.held = False
+            workflow.set_current_details("")
+            self._at("health-gate-approved")
+            return
         outcome = analysis.gate_outcome(self.states.values())
-        if outcome in (analysis.Phase.FAILED, analysis.Phase.ERROR):
-            raise GateFailedError(f"health gate {outcome.value.lower()}: {self.summary(outcome)}")
+        if outcome is analysis.Phase.FAILED:
+            raise GateFailedError(f"health gate failed: {self.summary(outcome)}")
         if outcome is analysis.Phase.INCONCLUSIVE:
             await self._hold_inconclusive()
 
@@ -149,25 +157,64 @@ class NodeGate:
         )
 
     async def _run_check(self, check: MetricCheck) -> None:
+        """Measure ``check`` until its outcome ends it: an Error uses up nothing, the measurement
+        is taken again one interval on, also while the check holds the gate MonitoringUnavailable.
+        No 0.1.0 history reaches this (no 0.1.0 input has a node gate): no patch marker."""
         measurements: list[Measurement] = []
-        delay = check.initial_delay_seconds
-        for index in range(check.count):
-            wait = delay if index == 0 else check.interval_seconds
+        wait = check.initial_delay_seconds
+        while True:
             if wait and not await self._sleep(wait, f"{check.name}: next measurement"):
                 return
             if self._stopped():
                 return
-            measurements.append(await self._measure(check, index))
+            taken = await self._measure(check, self.states[check.name])
+            measurements = analysis.recorded(check, measurements, taken)
             self.states[check.name] = analysis.judge(check, measurements)
-            if self.states[check.name].outcome is not analysis.Phase.RUNNING:
+            await self._follow_monitoring(check)
+            if self.states[check.name].outcome in analysis.ENDED:
                 return
+            wait = check.interval_seconds
 
     def _stopped(self) -> bool:
-        """An abort, a check's outcome that ends the gate (Failed, Error, Inconclusive) or an
-        external validator's rejection."""
-        ends = (analysis.Phase.FAILED, analysis.Phase.ERROR, analysis.Phase.INCONCLUSIVE)
+        """An abort, an approval while Prometheus did not answer, a check's outcome that ends the
+        gate (Failed, Inconclusive) or an external validator's rejection."""
+        ends = (analysis.Phase.FAILED, analysis.Phase.INCONCLUSIVE)
         rejected = any(v is not None and not v.passed for v in self._verdicts.values())
-        return self._aborted() or rejected or any(s.outcome in ends for s in self.states.values())
+        return (
+            self._aborted()
+            or self.approved
+            or rejected
+            or any(s.outcome in ends for s in self.states.values())
+        )
+
+    async def _follow_monitoring(self, check: MetricCheck) -> None:
+        """Hold the node, named MonitoringUnavailable, once a check's Errors passed its limit, and
+        lift the hold once every check had an answer again (the gate then measures on)."""
+        down = [s for s in self.states.values() if s.outcome is analysis.Phase.MONITORING_UNAVAILABLE]
+        if bool(down) == self._unavailable or self._stopped():
+            return
+        self._unavailable = self.held = bool(down)
+        if down:
+            self._at("health-gate-monitoring-unavailable")
+            message = self._unavailable_message(down, check)
+            workflow.set_current_details(message)
+            await self._show(
+                StatusNote(phase=NodePhase.BLOCKED, reason=NodeReason.MONITORING_UNAVAILABLE, message=message)
+            )
+            return
+        self._at("health-gate")
+        workflow.set_current_details("")
+        await self._show(
+            StatusNote(phase=NodePhase.IN_PROGRESS, reason=NodeReason.HEALTH_GATE, message=self.summary())
+        )
+
+    def _unavailable_message(self, down: list[CheckState], check: MetricCheck) -> str:
+        node, profile = self._input.node, self._input.profile
+        shown = "; ".join(s.describe() for s in down)
+        return (
+            f"health gate MonitoringUnavailable: {shown}; measuring every {check.interval_seconds}s "
+            f"until Prometheus answers, or `fleetwright approve {profile} gate/{node}` (or abort)"
+        )
 
     async def _await_verdict(self, validator: ExternalValidator) -> None:
         """One external validator's verdict (a heartbeating wait, bounded by its timeout); cancelled
@@ -200,7 +247,7 @@ class NodeGate:
             return True
         return False
 
-    async def _measure(self, check: MetricCheck, index: int) -> Measurement:
+    async def _measure(self, check: MetricCheck, state: CheckState) -> Measurement:
         node = self._input.node
         batch = self._input.batch or (node,)
         request = MeasureRequest(
@@ -212,7 +259,10 @@ class NodeGate:
                 "nodes": nodes_alternation(batch),
                 "profile": self._input.profile,
             },
-            show_before=StatusNote(
+            # While held, the status keeps naming the hold until an answer lifts it.
+            show_before=None
+            if self._unavailable
+            else StatusNote(
                 phase=NodePhase.IN_PROGRESS, reason=NodeReason.HEALTH_GATE, message=self.summary()
             ),
         )
@@ -222,7 +272,7 @@ class NodeGate:
                 request,
                 start_to_close_timeout=retry.API_CALL_TIMEOUT,
                 retry_policy=retry.API_CALL,
-                summary=f"measure {node}: {check.name} {index + 1}/{check.count}",
+                summary=f"measure {node}: {check.name} {state.counted + 1}/{check.count}",
             )
         except ActivityError as error:
             raise activity_failure(error) from error

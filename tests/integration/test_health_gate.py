@@ -5,13 +5,16 @@ check and value and, with ``action: rollback``, its batch is rolled back; a node
 Inconclusive and the rollout waits, named, until ``fleetwright approve`` passes it; a worker
 stopped mid-gate is replaced without a measurement counted twice, and one stopped mid-validation
 without a second validation Job; a failing validation Job fails the node, keeps it cordoned, and
-``fleetwright logs`` shows its output. The fleet gate, during a soak or in the background while a
-batch runs, halts before the next batch when the updated nodes' XID series changes."""
+``fleetwright logs`` shows its output; a Prometheus frozen mid-gate holds the node named
+MonitoringUnavailable, with nothing failed, until it answers again. The fleet gate, during a soak
+or in the background while a batch runs, halts before the next batch when the updated nodes' XID
+series changes."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -39,7 +42,7 @@ from tests.support.cli import Cli
 from tests.support.engine import engine_worker, kubectl_json, label_nodes, unique
 from tests.support.providers import ClusterUnderTest
 from tests.support.stack import engine_settings
-from tests.support.waiting import until, until_phase, until_progress
+from tests.support.waiting import query_progress, until, until_phase, until_progress
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("crds")]
 
@@ -240,6 +243,56 @@ async def test_no_data_waits_named_until_approved_then_completes(
         assert "approved the health gate" in approved, approved
         done = await until_phase(handle, "Complete", "Halted", within=120)
     assert done.phase == "Complete", done
+    assert reasons(cluster, name, nodes)[node] == NodeReason.GATE_PASSED
+    assert not kubectl_json(cluster, "node", node)["spec"].get("unschedulable")
+
+
+async def test_a_frozen_prometheus_holds_the_node_named_and_the_rollout_completes_once_it_answers(
+    cluster: ClusterUnderTest,
+    temporal_client: Client,
+    temporal_server: LocalTemporal,
+    engine: str,
+    prometheus: LocalPrometheus,
+    exporter: GpuExporter,
+) -> None:
+    group, nodes = await asyncio.to_thread(gpu_group, cluster, exporter, 1)
+    (node,) = nodes
+    name = unique("hm")
+    profile = examples.profile(name, selector={GROUP_LABEL: group}, interrupt="reboot")
+    body = profile.model_dump(mode="json", by_alias=True, exclude_none=True)
+    await asyncio.to_thread(cluster.kubectl, "apply", "-f", "-", input=json.dumps(body))
+    # Long enough a gate to freeze Prometheus in it; one Error in a row tolerated, the second holds.
+    check: dict[str, Any] = {**XID_CHECK, "count": 8, "consecutiveErrorLimit": 1}
+    policy = gated_policy(action="rollback", max_unavailable=1, initial=1)
+    longer = type(policy.spec.health_checks[0]).model_validate(check)
+    policy = policy.model_copy(update={"spec": policy.spec.model_copy(update={"health_checks": [longer]})})
+    with SimulatedKubelet(cluster.kubectl):
+        handle = await start(temporal_client, engine, profile, policy)
+        await until(
+            lambda: reasons(cluster, name, nodes).get(node) == NodeReason.HEALTH_GATE, 180.0, "the gate"
+        )
+        frozen_at = time.monotonic()
+        prometheus.process.freeze()
+        try:
+            await until(
+                lambda: reasons(cluster, name, nodes).get(node) == NodeReason.MONITORING_UNAVAILABLE,
+                120.0,
+                "the node held MonitoringUnavailable",
+            )
+            named_after = time.monotonic() - frozen_at
+            status = await Cli(cluster, temporal_server).ok("status", name)
+            assert "MonitoringUnavailable" in status, status
+            assert "PrometheusUnavailable" in status, status
+            assert f"gate/{node}" in status, status
+            assert kubectl_json(cluster, "node", node)["spec"].get("unschedulable") is True
+            progress = await query_progress(handle)
+            assert progress is not None
+            assert (progress.phase, progress.failed) == ("Progressing", 0), progress
+        finally:
+            prometheus.process.thaw()
+        print(f"Prometheus frozen -> node named MonitoringUnavailable: {named_after:.1f}s")
+        done = await until_phase(handle, "Complete", "Halted", "RolledBack", within=180)
+    assert (done.phase, done.failed) == ("Complete", 0), done
     assert reasons(cluster, name, nodes)[node] == NodeReason.GATE_PASSED
     assert not kubectl_json(cluster, "node", node)["spec"].get("unschedulable")
 

@@ -293,3 +293,18 @@ def test_a_node_at_its_health_gate_shows_the_gate_and_an_inconclusive_one_waits_
     assert (by_node["n2"].state, by_node["n2"].stage) == ("Blocked", "health gate")
     assert "gate/n2" in by_node["n2"].message
     assert view.blocked == 1  # the Inconclusive one waits for a human
+
+
+def test_a_node_held_while_prometheus_does_not_answer_shows_the_gate_and_the_reason() -> None:
+    held = (
+        "health gate MonitoringUnavailable: xid MonitoringUnavailable (1/3, last Error no answer, "
+        "5 Error(s) in a row): PrometheusUnavailable: timed out; measuring every 30s until "
+        "Prometheus answers, or `fleetwright approve gpu gate/n1` (or abort)"
+    )
+    nodes = [node("n1", label="Blocked", reason="MonitoringUnavailable", message=held, cordoned=True)]
+    view = rollout_view(
+        PROFILE, progress(running_nodes=("n1",), running=1), nodes, {}, workflow_id="nodeprofile/gpu"
+    )
+    (line,) = view.nodes
+    assert (line.state, line.stage, line.reason) == ("Blocked", "health gate", "MonitoringUnavailable")
+    assert "PrometheusUnavailable: timed out" in line.message

@@ -15,6 +15,7 @@ from fleetwright.api.validation import validate_deploymentpolicy
 from fleetwright.errors import QueryRejectedError
 from fleetwright.kube.nodestatus import Condition, NodeFacts
 from fleetwright.planner.analysis import (
+    ENDED,
     CheckState,
     Measurement,
     Phase,
@@ -23,6 +24,7 @@ from fleetwright.planner.analysis import (
     gate_outcome,
     judge,
     parse_answer,
+    recorded,
 )
 
 pytestmark = pytest.mark.unit
@@ -133,7 +135,7 @@ def outcomes(c: MetricCheck, phases: str) -> CheckState:
 
 
 @pytest.mark.parametrize(
-    ("limits", "phases", "outcome", "measured"),
+    ("limits", "phases", "outcome", "counted"),
     [
         ({"count": 3}, "sss", Phase.SUCCESSFUL, 3),
         ({"count": 3}, "ss", Phase.RUNNING, 2),
@@ -142,17 +144,56 @@ def outcomes(c: MetricCheck, phases: str) -> CheckState:
         ({"count": 5, "failure_limit": 1}, "sffss", Phase.FAILED, 3),
         ({"count": 3}, "si", Phase.INCONCLUSIVE, 2),
         ({"count": 3, "inconclusive_limit": 1}, "sis", Phase.SUCCESSFUL, 3),
-        ({"count": 9, "consecutive_error_limit": 2}, "eesees", Phase.RUNNING, 6),
-        ({"count": 6, "consecutive_error_limit": 2}, "eeseesss", Phase.SUCCESSFUL, 6),
-        ({"count": 9, "consecutive_error_limit": 2}, "eeseee", Phase.ERROR, 6),
-        ({"count": 9, "consecutive_error_limit": 2}, "seee", Phase.ERROR, 4),
-        # A check never passes on a last measurement that showed nothing.
-        ({"count": 2, "consecutive_error_limit": 4}, "se", Phase.ERROR, 2),
+        # An Error uses up nothing: the measurement is taken again.
+        ({"count": 9, "consecutive_error_limit": 2}, "eesees", Phase.RUNNING, 2),
+        ({"count": 2, "consecutive_error_limit": 2}, "eesees", Phase.SUCCESSFUL, 2),
+        ({"count": 2, "consecutive_error_limit": 4}, "se", Phase.RUNNING, 1),
+        # More Errors in a row than the limit hold the check; it never fails on them.
+        ({"count": 9, "consecutive_error_limit": 2}, "eeseee", Phase.MONITORING_UNAVAILABLE, 1),
+        ({"count": 1, "consecutive_error_limit": 0}, "e", Phase.MONITORING_UNAVAILABLE, 0),
+        ({"count": 2, "consecutive_error_limit": 0}, "eeeeeeeeee", Phase.MONITORING_UNAVAILABLE, 0),
+        # The first answer lifts the hold and counting goes on where it was.
+        ({"count": 3, "consecutive_error_limit": 1}, "seees", Phase.RUNNING, 2),
+        ({"count": 3, "consecutive_error_limit": 1}, "seeess", Phase.SUCCESSFUL, 3),
+        # Only a Failed measurement fails it, held or not.
+        ({"count": 3, "consecutive_error_limit": 1}, "seeef", Phase.FAILED, 2),
+        ({"count": 3, "consecutive_error_limit": 1}, "eeei", Phase.INCONCLUSIVE, 1),
     ],
 )
-def test_the_counting_rules(limits: dict[str, int], phases: str, outcome: Phase, measured: int) -> None:
+def test_the_counting_rules(limits: dict[str, int], phases: str, outcome: Phase, counted: int) -> None:
     state = outcomes(check(success_condition="result[0] == 0", **limits), phases)
-    assert (state.outcome, state.measured) == (outcome, measured)
+    assert (state.outcome, state.counted) == (outcome, counted)
+
+
+@pytest.mark.parametrize("phases", ["", "s", "ss", "e", "se", "eeee", "sfi", "eeefe", "ssseeee", "eiese"])
+def test_errors_never_end_a_check(phases: str) -> None:
+    """Whatever came before, Errors that follow neither fail, nor end, nor pass a check that was
+    still measuring: its outcome stays what it was without them, or MonitoringUnavailable."""
+    c = check(success_condition="result[0] == 0", count=9, failure_limit=3, inconclusive_limit=3)
+    for errors in range(1, 8):
+        state = outcomes(c, phases + "e" * errors)
+        if outcomes(c, phases).outcome in ENDED:
+            assert state.outcome is outcomes(c, phases).outcome
+        else:
+            assert state.outcome in (Phase.RUNNING, Phase.MONITORING_UNAVAILABLE), (phases, errors)
+            assert state.counted == outcomes(c, phases).counted
+
+
+def test_a_long_outage_keeps_the_limit_of_errors_with_the_latest_reason() -> None:
+    c = check(success_condition="result[0] == 0", count=3, consecutive_error_limit=2)
+    kept: list[Measurement] = [classify(c, [0.0])]
+    for minute in range(1000):
+        kept = recorded(c, kept, error(c, f"PrometheusUnavailable: down for {minute} min"))
+    assert len(kept) == 1 + 3  # one answer and limit + 1 Errors
+    state = judge(c, kept)
+    assert (state.outcome, state.counted, state.errors_in_a_row) == (Phase.MONITORING_UNAVAILABLE, 1, 3)
+    assert state.last is not None
+    assert state.last.message == "PrometheusUnavailable: down for 999 min"
+    assert "MonitoringUnavailable (1/3, last Error no answer, 3 Error(s) in a row)" in state.describe()
+    kept = recorded(c, kept, classify(c, [0.0]))
+    assert (judge(c, kept).outcome, judge(c, kept).counted) == (Phase.RUNNING, 2)
+    kept = recorded(c, kept, error(c, "again"))
+    assert len(kept) == 6  # an Error within the limit is kept, not replaced
 
 
 def test_measurements_after_the_outcome_are_not_counted() -> None:
@@ -167,6 +208,10 @@ def test_a_gate_fails_before_it_waits_and_passes_only_when_every_check_passed() 
     assert gate_outcome([passed, running]) is Phase.RUNNING
     assert gate_outcome([outcomes(c, "i"), outcomes(c, "f")]) is Phase.FAILED
     assert gate_outcome([outcomes(c, "i"), running]) is Phase.INCONCLUSIVE
+    down = outcomes(check(success_condition="result[0] == 0", consecutive_error_limit=0), "e")
+    assert gate_outcome([down, running, passed]) is Phase.MONITORING_UNAVAILABLE
+    assert gate_outcome([down, outcomes(c, "i")]) is Phase.INCONCLUSIVE
+    assert gate_outcome([down, outcomes(c, "f")]) is Phase.FAILED
 
 
 def test_the_state_describes_the_check_and_its_last_value() -> None:

@@ -1,5 +1,6 @@
 """A running node whose node workflow is held in a wait (a drain blocked by a PodDisruptionBudget,
-protected pods, an image that does not pull) counts as blocked in the rollout's progress, and so
+protected pods, an image that does not pull, a node gate held while Prometheus does not answer)
+counts as blocked in the rollout's progress, and so
 in the NodeProfile's Blocked condition, nodesBlocked and node issues."""
 
 from __future__ import annotations
@@ -75,3 +76,11 @@ def test_a_held_running_node_sets_blocked_nodes_blocked_and_an_issue_naming_the_
     assert "default/trainer-0" in blocked.message
     assert status.nodes_blocked == 1
     assert [(i.node, i.message) for i in status.node_issues] == [("gpu-1", reason)]
+
+
+def test_a_node_gate_held_for_monitoring_is_named_in_the_rollout() -> None:
+    own = condition_type(PROFILE)
+    why = "health gate MonitoringUnavailable: xid MonitoringUnavailable (0/2, ...): PrometheusUnavailable"
+    nodes = [node("gpu-1", (own, "False", NodeReason.MONITORING_UNAVAILABLE, why))]
+    (held,) = held_waits(nodes, PROFILE, ["gpu-1"])
+    assert (held.node, held.reason) == ("gpu-1", f"MonitoringUnavailable: {why}")

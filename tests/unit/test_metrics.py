@@ -205,3 +205,10 @@ def test_health_measurements_and_gate_outcomes_are_counted() -> None:
     assert value("fleetwright_health_gates_total", profile="gated", outcome="failed") == 1
     assert value("fleetwright_health_gates_total", profile="gated", outcome="passed") == 1
     assert value("fleetwright_health_gates_total", profile="gated", outcome="inconclusive") == 0
+    assert value("fleetwright_health_gates_total", profile="gated", outcome="monitoring_unavailable") == 0
+    held = NodeStatusRequest(
+        profile="gated", node="o", phase=NodePhase.BLOCKED, reason=NodeReason.MONITORING_UNAVAILABLE
+    )
+    interceptor.record_gate("gated", held, "succeeded")
+    assert value("fleetwright_health_gates_total", profile="gated", outcome="monitoring_unavailable") == 1
+    assert value("fleetwright_health_gates_total", profile="gated", outcome="failed") == 1

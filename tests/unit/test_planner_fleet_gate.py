@@ -1,6 +1,7 @@
 """The fleet gate of a soak, pure: which checks are due when (from the moment the scope entered
 the soak), over the nodes updated so far, and how the soak judges what was measured: it waits for
-the next measurement, halts on a failure, waits for approval when Inconclusive and ends when the
+the next measurement, halts on a failure, waits for approval when Inconclusive, holds while
+Prometheus does not answer (MonitoringUnavailable) until it answers again, and ends when the
 duration passed and every check passed."""
 
 from __future__ import annotations
@@ -88,6 +89,45 @@ def test_an_inconclusive_check_waits_for_the_soaks_approval() -> None:
     approved = turn(waiting.state, T0 + timedelta(seconds=21), approvals=("rollout/watch",))
     assert approved.start
     assert "rollout/watch" in state.spec.policy.approval_ids()
+
+
+def test_a_soak_whose_prometheus_does_not_answer_holds_then_resumes_by_itself() -> None:
+    state = soaking({**CHECK, "count": 2, "intervalSeconds": 5, "consecutiveErrorLimit": 1})
+    first = turn(state, T0, Phase.ERROR)
+    assert first.wake_at == T0 + timedelta(seconds=5)  # an Error is measured again an interval on
+    held = turn(first.state, T0 + timedelta(seconds=5), Phase.ERROR)
+    assert held.state.halt is None
+    assert not held.start
+    assert "soak watch fleet gate MonitoringUnavailable: fleet-xid MonitoringUnavailable (0/2" in held.message
+    assert "waiting for Prometheus to answer" in held.message
+    assert held.wake_at == T0 + timedelta(seconds=10)  # still measuring while held
+    for minute in range(1, 60):  # an hour down: no halt, and the state keeps limit + 1 Errors
+        held = turn(held.state, T0 + timedelta(minutes=minute), Phase.ERROR)
+        assert held.state.halt is None
+        assert not held.start
+    assert len(held.state.gates.fleet_gate) == 2
+    answered = turn(held.state, T0 + timedelta(minutes=60), Phase.SUCCESSFUL)
+    assert "MonitoringUnavailable" not in answered.message  # the first answer lifted the hold
+    assert not answered.start  # one of two counted measurements so far
+    passed = turn(answered.state, T0 + timedelta(minutes=60, seconds=5), Phase.SUCCESSFUL)
+    assert {s.node for s in passed.start} == {"n1", "n2"}
+
+
+def test_only_a_failed_measurement_halts_a_held_soak() -> None:
+    state = soaking({**CHECK, "count": 3, "consecutiveErrorLimit": 0})
+    held = turn(state, T0, Phase.ERROR)
+    assert held.state.halt is None
+    failed = turn(held.state, T0 + timedelta(seconds=30), Phase.FAILED)
+    assert failed.state.halt is not None
+    assert "soak watch: fleet gate failed: fleet-xid Failed (1/3" in failed.state.halt.reason
+
+
+def test_approving_a_held_soak_passes_its_gate() -> None:
+    state = soaking({**CHECK, "count": 3, "consecutiveErrorLimit": 0})
+    held = turn(state, T0 + timedelta(seconds=20), Phase.ERROR)
+    assert "fleetwright approve <profile> rollout/watch" in held.message
+    approved = turn(held.state, T0 + timedelta(seconds=21), approvals=("rollout/watch",))
+    assert approved.start
 
 
 # -- the fleet gate in the background of a batches step ----------------------------------------
@@ -209,6 +249,26 @@ def test_an_inconclusive_background_check_holds_new_batches_until_approved() -> 
     assert approved.state.scope("default").fleet_gate == ()  # the approved run left
     assert len(fleetgate.due(approved.state, T0 + timedelta(hours=1))) == 1  # and the next begins
     assert "default/rest" in state.spec.policy.approval_ids(s.name for s in state.compartments)
+
+
+def test_a_background_check_without_answers_holds_new_batches_then_resumes_by_itself() -> None:
+    state = batching({**CHECK, "count": 2, "intervalSeconds": 5, "consecutiveErrorLimit": 1}, "rollback")
+    first = batch_turn(state, T0)
+    done = started(first)
+    one = batch_turn(first.state, T0 + timedelta(seconds=1), Phase.ERROR, done=done)
+    assert len(one.start) == 1  # an Error within the limit holds nothing
+    second = one.start[0].node
+    held = batch_turn(one.state, T0 + timedelta(seconds=6), Phase.ERROR, done=(*done, second))
+    assert not held.start
+    assert held.state.halt is None
+    assert held.state.spec.rollback is None
+    assert "batches rest fleet gate MonitoringUnavailable" in held.message
+    assert "no new batch until Prometheus answers" in held.message
+    assert held.wake_at == T0 + timedelta(seconds=11)  # measuring on while held
+    assert len(fleetgate.due(held.state, T0 + timedelta(seconds=11))) == 1
+    answered = batch_turn(held.state, T0 + timedelta(seconds=11), Phase.SUCCESSFUL, done=(*done, second))
+    assert len(answered.start) == 1  # the first answer lifted the hold: batches go on
+    assert answered.state.spec.rollback is None
 
 
 def test_steps_without_checks_keep_their_state_and_requests_as_before() -> None:

@@ -1,7 +1,8 @@
 """The fleet gate in the background of a batches step, on the workflow tier: its checks measure
 over the canary while the first batch's nodes run (the rollout wakes for each measurement), a
 failing one stops the second batch and, with ``action: rollback``, returns the canary and the
-first batch; an Inconclusive one holds new batches, named, until a human approves the step.
+first batch; an Inconclusive one holds new batches, named, until a human approves the step; one
+whose Prometheus does not answer holds them, named MonitoringUnavailable, until it answers.
 Prometheus is faked behind the observe-and-decide activity; the real one is the integration
 tier's."""
 
@@ -14,10 +15,11 @@ import pytest
 from temporalio.client import Client
 
 from fleetwright.api.deploymentpolicy import DeploymentPolicy
+from fleetwright.errors import PrometheusUnavailableError
 from fleetwright.local import examples
 from fleetwright.worker.temporalworker import build_worker
 from fleetwright.workflows.rollout import RolloutWorkflow
-from tests.support.waiting import until_progress
+from tests.support.waiting import until, until_progress
 from tests.workflow.fakefleet import FakeFleet, answer
 from tests.workflow.test_node_gate import FLEET_XID, rollout
 from tests.workflow.test_rollout_workflow import in_phase, start, unique
@@ -86,3 +88,39 @@ async def test_an_inconclusive_background_check_holds_new_batches_until_approved
         done = await in_phase(handle, "Complete")
         await handle.terminate("test done")
     assert done.updated == 5
+
+
+async def test_a_background_check_without_answers_holds_new_batches_then_they_go_on_by_themselves(
+    client: Client,
+) -> None:
+    fleet = FakeFleet(size=5)
+    down = {"now": True}
+
+    def metric(node: str, promql: str) -> Any:
+        if down["now"]:
+            raise PrometheusUnavailableError("Prometheus at http://127.0.0.1:1 unreachable: ReadTimeoutError")
+        return answer(0)
+
+    fleet.metric = metric
+    name = unique()
+    check = {**FLEET_XID, "count": 2, "consecutiveErrorLimit": 0}  # the first Error holds
+    handle, queue = await start(client, fleet, rollout(name, watched(check, action="rollback")))
+    async with build_worker(client, fleet.activities(), task_queue=queue):
+        held = await until_progress(
+            handle,
+            lambda p: "fleet gate MonitoringUnavailable" in p.message and p.updated == 3,
+            "the batches held",
+        )
+        assert "no new batch until Prometheus answers" in held.message, held.message
+        assert held.failed == 0
+        errors = len(fleet.fleet_measured)
+        await until(
+            lambda: len(fleet.fleet_measured) >= errors + 2, 30.0, "measurements while held", blocking=False
+        )
+        assert len(fleet.started_nodes()) == 3  # held: the second batch waits for an answer
+        down["now"] = False
+        done = await in_phase(handle, "Complete")
+        await handle.terminate("test done")
+    assert (done.updated, done.failed) == (5, 0)
+    assert done.rolled_back_generation is None  # the failure action never fired
+    assert "Successful" in [m.phase.value for m in fleet.fleet_measured]

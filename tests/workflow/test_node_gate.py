@@ -1,9 +1,9 @@
 """The node gate on the workflow tier: after its last stage a node stays cordoned while its checks
 measure (one activity per measurement, recorded once), passes and goes back into service, fails
 naming the check and its value (the failure policy applies), waits named while Inconclusive until
-approved, counts an unreachable Prometheus as Error, and resumes after a worker restart without
-re-counting a measurement. Prometheus is faked behind the activity; the real one is the
-integration tier's."""
+approved, holds named MonitoringUnavailable while Prometheus does not answer (measuring on until
+an answer lifts the hold), and resumes after a worker restart without re-counting a measurement.
+Prometheus is faked behind the activity; the real one is the integration tier's."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from fleetwright.workflows.ids import node_workflow_id
 from fleetwright.workflows.node import NodeWorkflow
 from fleetwright.workflows.payloads import RolloutInput
 from fleetwright.workflows.rollout import RolloutWorkflow
-from tests.support.waiting import until, until_progress
+from tests.support.waiting import query_progress, until, until_progress
 from tests.workflow.fakefleet import FakeFleet, answer
 from tests.workflow.test_rollout_workflow import SETTINGS, in_phase, node_activities, start, unique
 
@@ -157,7 +157,85 @@ async def test_no_data_waits_named_until_a_human_approves(client: Client) -> Non
     assert not fleet.cordoned()
 
 
-async def test_an_unreachable_prometheus_counts_toward_the_error_limit_and_fails(client: Client) -> None:
+async def test_an_unreachable_prometheus_holds_the_node_named_then_it_completes_by_itself(
+    client: Client,
+) -> None:
+    fleet = FakeFleet(size=1)
+    node = "gpu-node-0000"
+    down = {"now": True}
+
+    def metric(node: str, promql: str) -> Any:
+        if down["now"]:
+            raise PrometheusUnavailableError("Prometheus at http://127.0.0.1:1 unreachable: MaxRetryError")
+        return answer(0)
+
+    fleet.metric = metric
+    name = unique()
+    # count 2 and the limit 2 Errors in a row: Errors do not use up count, the third holds.
+    check = {**XID, "count": 2, "consecutiveErrorLimit": 2}
+    handle, queue = await start(
+        client, fleet, rollout(name, gated(check, action="rollback", max_unavailable=1))
+    )
+    async with build_worker(client, fleet.activities(), task_queue=queue):
+        await until(
+            lambda: fleet.reasons.get(node) == NodeReason.MONITORING_UNAVAILABLE,
+            30.0,
+            "the node held MonitoringUnavailable",
+            blocking=False,
+            details=lambda: (fleet.reasons, fleet.messages),
+        )
+        assert fleet.statuses[node] == "Blocked"
+        assert node in fleet.cordoned()
+        message = fleet.messages[node]
+        assert "health gate MonitoringUnavailable: xid MonitoringUnavailable (0/2" in message, message
+        assert "PrometheusUnavailable" in message, message
+        assert f"gate/{node}" in message, message
+        workflow = client.get_workflow_handle(node_workflow_id(name, node))
+        assert await workflow.query(NodeWorkflow.stage) == "health-gate-monitoring-unavailable"
+        progress = await query_progress(handle)
+        assert progress is not None
+        assert progress.failed == 0
+        # Held, it keeps measuring at the interval: more Errors, and still nothing fails.
+        errors = len(fleet.measured)
+        await until(
+            lambda: len(fleet.measured) >= errors + 2, 30.0, "measurements while held", blocking=False
+        )
+        assert fleet.reasons[node] == NodeReason.MONITORING_UNAVAILABLE
+        down["now"] = False  # Prometheus answers again: no human needed
+        done = await in_phase(handle, "Complete")
+        await handle.terminate("test done")
+    assert (done.updated, done.failed) == (1, 0)
+    assert done.rolled_back_generation is None  # the failure action never fired
+    assert fleet.reasons[node] == NodeReason.GATE_PASSED
+    assert "xid Successful (2/2, last Successful [0])" in fleet.messages[node]
+    assert not fleet.cordoned()
+    assert not [r for r in fleet.stage_requests if r.stage.value == "uninstall"]
+
+
+async def test_a_failed_measurement_while_held_still_fails_the_node(client: Client) -> None:
+    fleet = FakeFleet(size=1)
+    answers = iter([None, None, answer(7)])
+
+    def metric(node: str, promql: str) -> Any:
+        got = next(answers)
+        if got is None:
+            raise PrometheusUnavailableError("Prometheus at http://127.0.0.1:1 unreachable: MaxRetryError")
+        return got
+
+    fleet.metric = metric
+    name = unique()
+    check = {**XID, "count": 3, "consecutiveErrorLimit": 1}
+    handle, queue = await start(client, fleet, rollout(name, gated(check, max_unavailable=1)))
+    async with build_worker(client, fleet.activities(), task_queue=queue):
+        halted = await in_phase(handle, "Halted")
+        await handle.terminate("test done")
+    message = halted.failed_reasons["gpu-node-0000"]
+    assert "health gate failed" in message, message
+    assert "xid Failed (1/3, last Failed [7])" in message, message
+    assert fleet.reasons["gpu-node-0000"] == NodeReason.GATE_FAILED
+
+
+async def test_approving_a_node_held_for_monitoring_passes_it(client: Client) -> None:
     fleet = FakeFleet(size=1)
 
     def metric(node: str, promql: str) -> Any:
@@ -165,15 +243,22 @@ async def test_an_unreachable_prometheus_counts_toward_the_error_limit_and_fails
 
     fleet.metric = metric
     name = unique()
-    check = {**XID, "count": 5, "consecutiveErrorLimit": 2}
+    check = {**XID, "count": 2, "consecutiveErrorLimit": 0}
     handle, queue = await start(client, fleet, rollout(name, gated(check, max_unavailable=1)))
     async with build_worker(client, fleet.activities(), task_queue=queue):
-        halted = await in_phase(handle, "Halted")
+        await until(
+            lambda: fleet.reasons.get("gpu-node-0000") == NodeReason.MONITORING_UNAVAILABLE,
+            30.0,
+            "the node held MonitoringUnavailable",
+            blocking=False,
+        )
+        node = client.get_workflow_handle(node_workflow_id(name, "gpu-node-0000"))
+        assert "approved" in await node.execute_update(NodeWorkflow.approve_gate)
+        done = await in_phase(handle, "Complete")
         await handle.terminate("test done")
-    assert len(fleet.measured) == 3  # the limit is 2 errors in a row: the third ends the check
-    message = halted.failed_reasons["gpu-node-0000"]
-    assert "health gate error" in message, message
-    assert "PrometheusUnavailable" in message, message
+    assert (done.updated, done.failed) == (1, 0)
+    assert fleet.reasons["gpu-node-0000"] == NodeReason.GATE_PASSED
+    assert "approved by a human" in fleet.messages["gpu-node-0000"]
 
 
 async def test_a_worker_killed_mid_gate_resumes_without_recounting(client: Client) -> None:
@@ -341,6 +426,48 @@ async def test_a_passing_fleet_gate_ends_the_soak_and_an_inconclusive_one_waits_
         await handle.terminate("test done")
     assert done.updated == 3
     assert [m.phase.value for m in fleet.fleet_measured] == ["Successful", "Inconclusive"]
+
+
+async def test_a_soak_whose_prometheus_does_not_answer_holds_named_then_completes_by_itself(
+    client: Client,
+) -> None:
+    fleet = FakeFleet(size=3)
+    down = {"now": True}
+
+    def metric(node: str, promql: str) -> Any:
+        if down["now"]:
+            raise PrometheusUnavailableError("Prometheus at http://127.0.0.1:1 answered 503")
+        return answer(0)
+
+    fleet.metric = metric
+    name = unique()
+    check = {**FLEET_XID, "count": 2, "consecutiveErrorLimit": 1}
+    handle, queue = await start(client, fleet, rollout(name, soaked(check, action="rollback")))
+    async with build_worker(client, fleet.activities(), task_queue=queue):
+        held = await until_progress(
+            handle, lambda p: "fleet gate MonitoringUnavailable" in p.message, "the soak held"
+        )
+        assert "fleet-xid MonitoringUnavailable (0/2" in held.message, held.message
+        assert "answered 503" in held.message, held.message
+        assert "waiting for Prometheus to answer" in held.message, held.message
+        assert held.phase not in ("Halted", "RollingBack")
+        assert held.failed == 0
+        errors = len(fleet.fleet_measured)
+        await until(
+            lambda: len(fleet.fleet_measured) >= errors + 2, 30.0, "measurements while held", blocking=False
+        )
+        still = await query_progress(handle)
+        assert still is not None
+        assert "fleet gate MonitoringUnavailable" in still.message
+        assert len({r.node for r in fleet.stage_requests}) == 1  # held: the canary only
+        down["now"] = False  # Prometheus answers again: no human needed
+        done = await in_phase(handle, "Complete")
+        await handle.terminate("test done")
+    assert (done.updated, done.failed) == (3, 0)
+    assert done.rolled_back_generation is None  # the failure action never fired
+    phases = [m.phase.value for m in fleet.fleet_measured]
+    assert phases[-2:] == ["Successful", "Successful"], phases
+    assert set(phases[:-2]) == {"Error"}, phases
 
 
 DIAG = {"name": "dcgm-diag", "image": "ghcr.io/example/gpu-health:1.0.0", "args": ["diag", "-r", "2"]}

@@ -1,41 +1,49 @@
 """The fleet gate of a batches step, in the background while its batches run: this turn's
 measurements folded into the scope's state (``planner.fleetgate``), each check's passed run set
 aside so the next begins, and the verdict ``batching`` obeys before it opens or fills a batch. A
-Failed or Error check fires the failure rule at once; an Inconclusive one holds new batches until
-a human approves ``<scope>/<step>`` (from then on an Inconclusive run of that step is passed, and
-said so); nodes already running finish either way."""
+Failed check fires the failure rule at once; an Inconclusive one holds new batches until a human
+approves ``<scope>/<step>`` (from then on an Inconclusive or MonitoringUnavailable run of that
+step is passed, and said so); a MonitoringUnavailable one (Prometheus did not answer) holds them
+too, measuring on, until an answer lifts the hold; nodes already running finish either way."""
 
 from __future__ import annotations
 
 from fleetwright.planner import fleetgate
-from fleetwright.planner.analysis import CheckState, Phase
+from fleetwright.planner.analysis import HELD, CheckState, Phase
 from fleetwright.planner.policy import BatchesStep
 from fleetwright.planner.rollout.engine import Engine
 from fleetwright.planner.rolloutstate import ScopeState
 
 
 def gate(engine: Engine, scope: ScopeState, step: BatchesStep) -> tuple[ScopeState, bool]:
-    """Fold this turn's measurements in; whether batches may start (else halted or held)."""
-    taken = engine.observations.fleet_measurements
-    scope = fleetgate.scheduled(fleetgate.fold(scope, taken), taken, step, engine.now)
+    """Record this turn's measurements; whether batches may start (else halted or held)."""
+    scope = fleetgate.took(scope, engine.observations.fleet_measurements, step, engine.now)
     approval = f"{scope.name}/{step.name}"
     approved = approval in engine.observations.approvals
     while ended := [c for c in fleetgate.states(step, scope) if _ended(c, approved)]:
         for check in ended:
-            if check.outcome is Phase.INCONCLUSIVE:
+            if check.outcome in HELD:
                 engine.notes.append(
                     f"{scope.name}: batches {step.name} fleet gate {check.describe()}, passed by approval"
                 )
             scope = fleetgate.set_aside(scope, check)
     checks, outcome, shown = fleetgate.judged(step, scope)
-    if outcome in (Phase.FAILED, Phase.ERROR):
-        engine.halt_now(f"batches {step.name}: fleet gate {outcome.value.lower()}: {shown}", scope.name)
+    if outcome is Phase.FAILED:
+        engine.halt_now(f"batches {step.name}: fleet gate failed: {shown}", scope.name)
         return scope, False
     if outcome is Phase.INCONCLUSIVE:
         engine.notes.append(
             f"{scope.name}: batches {step.name} fleet gate inconclusive: {shown}; no new batch until "
             f"`fleetwright approve <profile> {approval}` (or abort)"
         )
+        return scope, False
+    if outcome is Phase.MONITORING_UNAVAILABLE:
+        engine.notes.append(
+            f"{scope.name}: batches {step.name} fleet gate MonitoringUnavailable: {shown}; no new "
+            f"batch until Prometheus answers (measuring on) or `fleetwright approve <profile> "
+            f"{approval}` (or abort)"
+        )
+        wake_for_next(engine, scope, step)
         return scope, False
     measured = [c.describe() for c in checks if c.measured]
     if measured:
@@ -44,10 +52,9 @@ def gate(engine: Engine, scope: ScopeState, step: BatchesStep) -> tuple[ScopeSta
 
 
 def _ended(check: CheckState, approved: bool) -> bool:
-    """A run that passed, or was Inconclusive and its step approved: the next run begins."""
-    return check.measured > 0 and (
-        check.outcome is Phase.SUCCESSFUL or (check.outcome is Phase.INCONCLUSIVE and approved)
-    )
+    """A run that passed, or was held (Inconclusive, MonitoringUnavailable) and its step
+    approved: the next run begins."""
+    return check.measured > 0 and (check.outcome is Phase.SUCCESSFUL or (check.outcome in HELD and approved))
 
 
 def wake_for_next(engine: Engine, scope: ScopeState, step: BatchesStep) -> None:

@@ -2,7 +2,9 @@
 as an updated node fails the step's health gate (watched on every fresh observation) or a check
 of its fleet gate fails (``planner.fleetgate``: measured by the observe-and-decide activity, folded
 into the scope's state here). A soak with checks ends only once they all passed, or a human
-approved it while one was Inconclusive."""
+approved it while one was Inconclusive or MonitoringUnavailable. Only a Failed check halts it: a
+MonitoringUnavailable one (Prometheus did not answer) holds it, measuring on, until an answer
+lifts the hold."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from collections.abc import Iterable
 from datetime import timedelta
 
 from fleetwright.planner import fleetgate
-from fleetwright.planner.analysis import Phase
+from fleetwright.planner.analysis import HELD, Phase
 from fleetwright.planner.policy import GATES_SCOPE, HealthGate, SoakStep
 from fleetwright.planner.rollout.engine import Engine
 from fleetwright.planner.rolloutstate import ScopeState
@@ -28,21 +30,28 @@ def soak(engine: Engine, scope: ScopeState, step: SoakStep) -> tuple[ScopeState,
 
 
 def _fleet_gate(engine: Engine, scope: ScopeState, step: SoakStep) -> tuple[ScopeState, bool]:
-    """Fold this turn's measurements in; whether the gate lets the soak end (it may still wait)."""
-    scope = fleetgate.fold(scope, engine.observations.fleet_measurements)
+    """Record this turn's measurements; whether the gate lets the soak end (it may still wait)."""
+    taken = engine.observations.fleet_measurements
+    scope = fleetgate.took(scope, taken, step, engine.now)
     _, outcome, shown = fleetgate.judged(step, scope)
-    if outcome in (Phase.FAILED, Phase.ERROR):
-        engine.halt_now(f"soak {step.name}: fleet gate {outcome.value.lower()}: {shown}", scope.name)
+    if outcome is Phase.FAILED:
+        engine.halt_now(f"soak {step.name}: fleet gate failed: {shown}", scope.name)
         return scope, False
     approval = f"{scope.name}/{step.name}"
-    if outcome is Phase.INCONCLUSIVE and approval not in engine.observations.approvals:
-        engine.notes.append(
-            f"{scope.name}: soak {step.name} fleet gate inconclusive: {shown}; waiting for "
-            f"`fleetwright approve <profile> {approval}` (or abort)"
-        )
+    if outcome in HELD and approval not in engine.observations.approvals:
+        engine.notes.append(f"{scope.name}: soak {step.name} fleet gate {_waiting(outcome, shown, approval)}")
+        engine.waits.extend(fleetgate.wakes(step, scope, engine.now))
         return scope, False
     engine.waits.extend(fleetgate.wakes(step, scope, engine.now))
     return scope, outcome is not Phase.RUNNING
+
+
+def _waiting(outcome: Phase, shown: str, approval: str) -> str:
+    """What a held fleet gate waits for."""
+    human = f"`fleetwright approve <profile> {approval}` (or abort)"
+    if outcome is Phase.MONITORING_UNAVAILABLE:
+        return f"MonitoringUnavailable: {shown}; waiting for Prometheus to answer (measuring on) or {human}"
+    return f"inconclusive: {shown}; waiting for {human}"
 
 
 def _soaked(engine: Engine, scope: ScopeState, step: SoakStep) -> bool:
