@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from temporalio import workflow
 
-from fleetwright.workflows import controls
+from fleetwright.workflows import controls, pinning
 from fleetwright.workflows.deletion import clean_up, removal_done
 from fleetwright.workflows.noderuns import abort_children, collect_ended, start_nodes
 from fleetwright.workflows.retargeting import another_pass, apply_spec_change
@@ -121,6 +121,8 @@ class RolloutWorkflow:
         while True:
             apply_spec_change(run)
             await collect_ended(run)
+            if pinning.used(run) and not await pinning.pin_images(run):
+                continue
             report = await observe_and_decide(run)
             decision = report.decision
             run.held = report.held

@@ -1,0 +1,53 @@
+"""The image-resolution activity: pins each image reference a rollout generation runs (its
+packages' and the agent's) to the digest its registry serves at the generation's start, so the
+result, recorded in the workflow's history, is what every stage Job of the generation runs.
+
+Thin: one ``Registry.resolve`` per reference (none for a reference given by digest); the
+registry's errors are the taxonomy's (unreachable: retryable, no such manifest: permanent). With
+pinning off (the worker's ``image_pinning`` setting) every reference is returned as it is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from temporalio import activity
+
+from fleetwright.activities.errors import temporal_errors
+from fleetwright.activities.payloads import NAMES, ResolvedImages, ResolveImagesRequest
+from fleetwright.errors import FleetwrightError
+from fleetwright.registry import Registry, RegistryAccess
+
+
+class Resolver(Protocol):
+    def resolve(self, reference: str) -> str: ...
+
+
+class ImageResolver:
+    def __init__(self, registry: Resolver, *, pinning: bool = True) -> None:
+        self._registry = registry
+        self._pinning = pinning
+
+    @activity.defn(name=NAMES.RESOLVE_IMAGES)
+    @temporal_errors
+    async def resolve_images(self, request: ResolveImagesRequest) -> ResolvedImages:
+        if not self._pinning:
+            return ResolvedImages(pinned={ref: ref for ref in request.references})
+        resolved = await asyncio.gather(
+            *(asyncio.to_thread(self._resolve, ref) for ref in request.references)
+        )
+        return ResolvedImages(pinned=dict(zip(request.references, resolved, strict=True)))
+
+    def _resolve(self, reference: str) -> str:
+        try:
+            return self._registry.resolve(reference)
+        except FleetwrightError as error:
+            # The same kind of error, naming the reference: the rollout shows it as it is.
+            raise type(error)(f"{reference}: {error.message}") from None
+
+
+def image_activities(access: RegistryAccess, *, pinning: bool = True) -> list[Callable[..., Any]]:
+    """The image-resolution activity, ready for ``Worker(activities=...)``."""
+    return [ImageResolver(Registry(access), pinning=pinning).resolve_images]
