@@ -10,15 +10,13 @@ pinning off (the worker's ``image_pinning`` setting) every reference is returned
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Protocol
 
 from temporalio import activity
 
 from fleetwright.activities.errors import temporal_errors
 from fleetwright.activities.payloads import NAMES, ResolvedImages, ResolveImagesRequest
 from fleetwright.errors import FleetwrightError
-from fleetwright.registry import Registry, RegistryAccess
 
 
 class Resolver(Protocol):
@@ -26,15 +24,12 @@ class Resolver(Protocol):
 
 
 class ImageResolver:
-    def __init__(self, registry: Resolver, *, pinning: bool = True) -> None:
+    def __init__(self, registry: Resolver) -> None:
         self._registry = registry
-        self._pinning = pinning
 
     @activity.defn(name=NAMES.RESOLVE_IMAGES)
     @temporal_errors
     async def resolve_images(self, request: ResolveImagesRequest) -> ResolvedImages:
-        if not self._pinning:
-            return ResolvedImages(pinned={ref: ref for ref in request.references})
         resolved = await asyncio.gather(
             *(asyncio.to_thread(self._resolve, ref) for ref in request.references)
         )
@@ -46,8 +41,3 @@ class ImageResolver:
         except FleetwrightError as error:
             # The same kind of error, naming the reference: the rollout shows it as it is.
             raise type(error)(f"{reference}: {error.message}") from None
-
-
-def image_activities(access: RegistryAccess, *, pinning: bool = True) -> list[Callable[..., Any]]:
-    """The image-resolution activity, ready for ``Worker(activities=...)``."""
-    return [ImageResolver(Registry(access), pinning=pinning).resolve_images]

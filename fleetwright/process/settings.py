@@ -137,14 +137,6 @@ class WorkerSettings(BaseModel):
         default=10.0, gt=0, le=300, description="Timeout of one Prometheus query."
     )
 
-    image_pinning: bool = Field(
-        default=True,
-        description="Resolve each image a rollout generation runs (its packages', the agent's) to a digest "
-        "once, when the generation starts, and run every stage Job of it by that digest: a tag pushed "
-        "again mid-rollout changes nothing. The worker must reach the registries (registry_ca_file, "
-        "registry_auth_file); a registry it cannot reach holds the rollout (ImageUnresolved). False: "
-        "stage Jobs run the tags, resolved by each node when it pulls (docs/security.md).",
-    )
     registry_ca_file: str = Field(
         default="", description="PEM CA bundle that verifies the image registries. Empty: the system's."
     )

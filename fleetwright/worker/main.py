@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from fleetwright.activities.health import health_activities
-from fleetwright.activities.images import image_activities
 from fleetwright.activities.node import DEFAULT_THREADS, all_activities
 from fleetwright.activities.rollout import rollout_activities
 from fleetwright.kube.client import from_kubeconfig
@@ -119,7 +118,7 @@ def _activities(
             tracing.client_interceptors(),
             unregistered=unregistered,
             prometheus=settings.prometheus_access(),
+            registry=settings.registry_access(),
         ),
         *health_activities(api, settings.prometheus_access(), executor=threads),
-        *image_activities(settings.registry_access(), pinning=settings.image_pinning),
     ]

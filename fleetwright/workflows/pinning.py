@@ -38,8 +38,10 @@ UNRESOLVED = "ImageUnresolved"
 
 
 def used(run: RolloutRun) -> bool:
-    """Whether this run pins images: every new run; a run replaying a history recorded before the
-    marker keeps the tags it ran with."""
+    """Whether this run pins images: with ``image_pinning`` on, every new run; a run replaying a
+    history recorded before the marker keeps the tags it ran with. Off, no marker is written."""
+    if not run.settings.image_pinning:
+        return False
     # patch image-digests: since 0.2; deprecate_patch in 0.3, remove in 0.4
     return workflow.patched(PATCH)
 
