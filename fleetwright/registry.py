@@ -121,14 +121,20 @@ class Registry:
         ref = parse_reference(reference)
         if ref.digest is not None:
             return reference
-        assert ref.tag is not None
+        try:
+            return ref.pinned(self._digest(ref))
+        except (ImageUnresolvedError, ImageNotFoundError) as error:
+            # The same kind of error, naming the reference: the rollout shows it as it is.
+            raise type(error)(f"{reference}: {error.message}") from None
+
+    def _digest(self, ref: ImageReference) -> str:
         url = f"https://{ref.host}/v2/{ref.repository}/manifests/{ref.tag}"
         response = self._call("HEAD", url, ref)
         digest = response.headers.get("Docker-Content-Digest", "")
         if not DIGEST.match(digest):
             response = self._call("GET", url, ref)
             digest = "sha256:" + hashlib.sha256(response.data).hexdigest()
-        return ref.pinned(digest)
+        return digest
 
     # ----- HTTP ------------------------------------------------------------------------------
     def _call(self, method: str, url: str, ref: ImageReference) -> urllib3.BaseHTTPResponse:
@@ -138,9 +144,9 @@ class Registry:
             headers["Authorization"] = self._authorization(response.headers.get("WWW-Authenticate", ""), ref)
             response = self._request(method, url, headers, ref)
         if response.status == 404:
-            raise ImageNotFoundError(f"{ref.name}:{ref.tag}: the registry has no such manifest")
+            raise ImageNotFoundError("the registry has no such manifest")
         if response.status != 200:
-            raise ImageUnresolvedError(f"{ref.name}:{ref.tag}: the registry answered HTTP {response.status}")
+            raise ImageUnresolvedError(f"the registry answered HTTP {response.status}")
         return response
 
     def _request(

@@ -16,7 +16,6 @@ from temporalio import activity
 
 from fleetwright.activities.errors import temporal_errors
 from fleetwright.activities.payloads import NAMES, ResolvedImages, ResolveImagesRequest
-from fleetwright.errors import FleetwrightError
 
 
 class Resolver(Protocol):
@@ -31,13 +30,6 @@ class ImageResolver:
     @temporal_errors
     async def resolve_images(self, request: ResolveImagesRequest) -> ResolvedImages:
         resolved = await asyncio.gather(
-            *(asyncio.to_thread(self._resolve, ref) for ref in request.references)
+            *(asyncio.to_thread(self._registry.resolve, ref) for ref in request.references)
         )
         return ResolvedImages(pinned=dict(zip(request.references, resolved, strict=True)))
-
-    def _resolve(self, reference: str) -> str:
-        try:
-            return self._registry.resolve(reference)
-        except FleetwrightError as error:
-            # The same kind of error, naming the reference: the rollout shows it as it is.
-            raise type(error)(f"{reference}: {error.message}") from None

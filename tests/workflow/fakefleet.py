@@ -79,9 +79,9 @@ class FakeRegistry:
             return reference
         self.asked.append(reference)
         if not self.reachable:
-            raise ImageUnresolvedError("registry.test unreachable: NewConnectionError")
+            raise ImageUnresolvedError(f"{reference}: registry.test unreachable: NewConnectionError")
         if reference in self.missing:
-            raise ImageNotFoundError("the registry has no such manifest")
+            raise ImageNotFoundError(f"{reference}: the registry has no such manifest")
         digest = self.tags.get(reference) or "sha256:" + hashlib.sha256(reference.encode()).hexdigest()
         return f"{parse_reference(reference).name}@{digest}"
 
