@@ -21,7 +21,9 @@ from temporalio.testing import ActivityEnvironment
 
 from fleetwright.activities.images import ImageResolver
 from fleetwright.activities.payloads import ResolveImagesRequest
+from fleetwright.cli.plan import resolve_images
 from fleetwright.errors import PermanentError, RetryableError
+from fleetwright.local import examples
 from fleetwright.local.controlplane import LOOPBACK
 from fleetwright.local.pki import LocalCA
 from fleetwright.registry import (
@@ -224,3 +226,18 @@ async def test_the_activity_pins_each_reference_and_names_the_one_it_cannot(regi
     assert refused.value.message == f"{ok}: the registry has no such manifest"
     assert refused.value.type == "ImageNotFound"
     assert refused.value.non_retryable
+
+
+def test_plan_resolves_each_package_image_or_says_why_it_cannot(registry: FakeRegistry) -> None:
+    reachable = {"name": "tuning", "version": "1.0.0", "image": f"{registry.host}/pkg/tuning"}
+    gone = {"name": "other", "version": "2.0.0", "image": f"{LOOPBACK}:1/pkg/other"}
+    profile = examples.profile("p")
+    spec = profile.spec.model_validate(
+        {**profile.spec.model_dump(by_alias=True), "packages": [reachable, gone]}
+    )
+    images = resolve_images(profile.model_copy(update={"spec": spec}), registry.ca_file)
+    assert images == {
+        f"{registry.host}/pkg/tuning:1.0.0": f"{registry.host}/pkg/tuning@{SERVED}",
+        f"{LOOPBACK}:1/pkg/other:2.0.0": f"unresolved: ImageUnresolved: {LOOPBACK}:1/pkg/other:2.0.0: "
+        f"{LOOPBACK}:1 unreachable: NewConnectionError",
+    }
