@@ -1,9 +1,10 @@
 """One digest per rollout generation: before a generation's first turn, every image reference it
-can run (its packages', those of the profile a rollback returns to, the agent's) is resolved once
-by the resolve-images activity, whose result in the history is what every node workflow of the
-generation gets (``pinned_packages``, ``pinned_settings``): a tag pushed again mid-rollout
-changes nothing for it, and a new generation resolves again. A policy edit or a fresh pass keeps
-the generation's digests; they travel across continue-as-new in ``RolloutInput.pins``.
+runs (its packages', the agent's) is resolved once by the resolve-images activity, whose result in
+the history is what every node workflow of the generation gets (``pinned_packages``,
+``pinned_settings``): a tag pushed again mid-rollout changes nothing for it, and a new generation
+resolves again. A policy edit or a fresh pass keeps the generation's digests; they travel across
+continue-as-new in ``RolloutInput.pins``. A rollback runs the digests the replaced generation
+pinned.
 
 A registry that cannot be reached holds the rollout before its turn, named in its progress
 (``ImageUnresolved: <reference>: <reason>``), and is asked again on the observe interval; a
@@ -51,7 +52,7 @@ async def pin_images(run: RolloutRun) -> bool:
     registry unreachable, a generation refused) and the loop should come back here."""
     generation = run.profile.metadata.generation or 0
     if run.pins is not None and run.pins.generation != generation:
-        run.pins = None
+        run.pins = ImagePins(generation=generation, pinned=_returned_to(run, run.pins.pinned))
     wanted = references(run)
     known = run.pins.pinned if run.pins is not None else {}
     missing = tuple(ref for ref in wanted if ref not in known)
@@ -90,12 +91,20 @@ async def pin_images(run: RolloutRun) -> bool:
 
 
 def references(run: RolloutRun) -> tuple[str, ...]:
-    """Every image the current generation can run, each once, in a stable order."""
-    packages = list(run.profile.spec.packages)
-    if run.previous is not None:
-        packages += run.previous.spec.packages
-    refs = [p.image_reference() for p in packages] + [run.settings.agent_image]
+    """Every image the current generation runs (its packages', the agent's), each once, in order."""
+    refs = [p.image_reference() for p in run.profile.spec.packages] + [run.settings.agent_image]
     return tuple(dict.fromkeys(refs))
+
+
+def _returned_to(run: RolloutRun, earlier: dict[str, str]) -> dict[str, str]:
+    """The earlier generation's digests of the images only a rollback of the new one runs (the
+    replaced profile's): a rollback returns the nodes to the bytes they ran, never resolved again.
+    An image the earlier generation did not pin stays a tag."""
+    if run.previous is None:
+        return {}
+    current = set(references(run))
+    replaced = {p.image_reference() for p in run.previous.spec.packages} - current
+    return {ref: pinned for ref, pinned in earlier.items() if ref in replaced}
 
 
 def pinned_packages(run: RolloutRun, packages: tuple[Package, ...]) -> tuple[Package, ...]:
@@ -141,9 +150,10 @@ async def _hold(run: RolloutRun, phase: str, message: str, *, retry_after: timed
             generation=run.profile.metadata.generation or 0,
             target=run.state.spec.target,
         )
-    run.progress = progress
-    workflow.upsert_memo(run.memo())
-    workflow.set_current_details(f"**{phase}**: {message}")
+    if progress != run.progress:  # a registry down for hours writes its reason once
+        run.progress = progress
+        workflow.upsert_memo(run.memo())
+        workflow.set_current_details(f"**{phase}**: {message}")
     if retry_after is None:  # refused: only a new spec (or the deletion) changes the answer
         await workflow.wait_condition(lambda: run.new_spec is not None)
         return
