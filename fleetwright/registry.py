@@ -36,6 +36,7 @@ MANIFEST_TYPES = (
 )
 DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 REPOSITORY = re.compile(r"[a-z0-9]+(?:(?:[._]|__|-+|/)[a-z0-9]+)*")
+POOL_SIZE = 16
 _CHALLENGE_PARAM = re.compile(r'(\w+)="([^"]*)"')
 
 
@@ -162,7 +163,8 @@ class Registry:
     def _manager(self) -> urllib3.PoolManager:
         if self._pool is None:
             ca = self.access.ca_file
-            self._pool = urllib3.PoolManager(ca_certs=ca) if ca else urllib3.PoolManager()
+            # One connection per image a generation resolves at once, to the same registry.
+            self._pool = urllib3.PoolManager(maxsize=POOL_SIZE, ca_certs=ca or None)
         return self._pool
 
     def _authorization(self, challenge: str, ref: ImageReference) -> str:

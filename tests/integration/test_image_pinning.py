@@ -84,12 +84,15 @@ async def test_every_job_of_a_generation_runs_the_digest_its_start_resolved(
             handle = await temporal_client.start_workflow(
                 RolloutWorkflow.run, rollout, id=rollout_workflow_id(profile.metadata.name), task_queue=queue
             )
-            await until_progress(handle, lambda p: ": gate" in p.step, "the canary done, at the gate")
+            at_gate = await until_progress(
+                handle, lambda p: ": gate" in p.step, "the canary done, at the gate"
+            )
             canary_jobs = _job_images(cluster, profile.metadata.name)
             moved = await asyncio.to_thread(
                 _push, registry, tmp_path, "second", f"pkg/{package}", "1.0.0", b"second, pushed mid-rollout"
             )
-            await handle.execute_update(RolloutWorkflow.approve, "gate")
+            compartment = at_gate.step.split(":")[0]
+            await handle.execute_update(RolloutWorkflow.approve, f"{compartment}/gate")
             done = await until_phase(handle, "Complete", "Halted", within=180)
     assert done.phase == "Complete", done
     assert done.updated == 4
