@@ -10,6 +10,7 @@ import uuid
 import pytest
 from temporalio.client import Client, WorkflowHandle
 
+from fleetwright.activities.payloads import StageRequest
 from fleetwright.api.nodeprofile import NodeProfile
 from fleetwright.local import examples
 from fleetwright.stagejob.request import manifest
@@ -19,6 +20,7 @@ from fleetwright.workflows.payloads import Progress, RolloutInput, SpecChange
 from fleetwright.workflows.rollout import RolloutWorkflow
 from tests.support.waiting import until, until_progress
 from tests.workflow.fakefleet import FakeFleet
+from tests.workflow.test_rollout_rollback import rollback_policy
 
 pytestmark = pytest.mark.workflow
 
@@ -147,3 +149,30 @@ async def test_references_given_by_digest_are_used_without_a_registry_call(clien
         await _complete(fleet, 2)
     assert fleet.registry.asked == []
     assert _images(fleet) == {f"ghcr.io/fleetwright/packages/tuning@{FIXED}", agent}
+
+
+async def test_a_rollback_returns_to_the_digest_the_replaced_generation_pinned(client: Client) -> None:
+    fleet = FakeFleet(size=4)
+    first = fleet.registry.push(TUNING, "1.0.0 as the nodes ran it")
+    name = f"pin-{uuid.uuid4().hex[:8]}"
+    old = examples.profile(name=name, version="1.0.0", generation=1)
+    new = examples.profile(name=name, version="1.1.0", generation=2)
+    deployment = rollback_policy(2)
+    handle, queue = await _start(client, _rollout(old).model_copy(update={"policy": deployment}))
+    started: list[str] = []
+
+    def fails(request: StageRequest) -> bool:
+        if request.package.version == "1.1.0" and request.node not in started:
+            started.append(request.node)
+        return request.package.version == "1.1.0" and started.index(request.node) == 1
+
+    fleet.fails = fails
+    async with build_worker(client, fleet.activities(), task_queue=queue):
+        await until_progress(handle, lambda p: p.phase == "Complete", "generation 1 complete")
+        fleet.registry.push(TUNING, "1.0.0 pushed again after the nodes ran it")
+        await handle.signal(RolloutWorkflow.spec_changed, SpecChange(profile=new, policy=deployment))
+        await until_progress(handle, lambda p: p.phase == "RolledBack", "generation 2 rolled back")
+    returned = [r for r in fleet.stage_requests if r.package.version == "1.0.0" and r.node in started]
+    assert returned  # the rollback ran 1.0.0's stages again on the nodes 1.1.0 changed
+    assert {r.package.digest for r in fleet.stage_requests if r.package.version == "1.0.0"} == {first}
+    assert fleet.registry.asked.count(TUNING) == 1
