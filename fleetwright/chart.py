@@ -221,6 +221,18 @@ class PrometheusCredentials(SecretRef):
     ca_key: str = Field(default="", description="Key holding a PEM CA bundle; empty: the system's.")
 
 
+class RegistryCredentials(SecretRef):
+    """A Secret that image pinning (settings.engine.image_pinning) reads, mounted as files on the
+    worker that runs the activities (never in the settings ConfigMap): a Docker config with
+    credentials per registry host (a kubernetes.io/dockerconfigjson Secret, such as the nodes' pull
+    secret) and a CA bundle of the registries."""
+
+    auth_key: str = Field(
+        default="", description="Key holding a Docker config JSON (.dockerconfigjson); empty: anonymous."
+    )
+    ca_key: str = Field(default="", description="Key holding a PEM CA bundle; empty: the system's.")
+
+
 class PackageNamespace(Values):
     # Its name is the engine's setting (settings.engine.package_namespace), the one owner: the chart
     # makes that namespace, and its Role, where the worker runs the stage Jobs.
@@ -252,6 +264,7 @@ class ChartValues(Values):
         )
     )
     prometheus: PrometheusCredentials = Field(default_factory=PrometheusCredentials)
+    registry: RegistryCredentials = Field(default_factory=RegistryCredentials)
     admission: AdmissionPolicy = Field(
         default_factory=AdmissionPolicy, description="The webhook's image rules (snake_case keys)."
     )

@@ -21,7 +21,9 @@ debs+=(runc mmdebstrap gcc libc6-dev)
 # the metric checks of health-gated rollouts query. Without its recommends (node exporter, SNMP
 # and IPMI tools): only the server runs, started by the stack on loopback, never as a service.
 # curl: what `cluster up` prints to make a simulated GPU go bad.
-lean_debs=(prometheus curl)
+# docker-registry (distribution 2.8) and skopeo: the integration tier's local OCI registry, which
+# image pinning resolves tags against, and the client that pushes OCI archives to it.
+lean_debs=(prometheus curl docker-registry skopeo)
 missing=()
 lean_missing=()
 for pkg in "${debs[@]}" "${lean_debs[@]}"; do

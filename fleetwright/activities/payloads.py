@@ -308,6 +308,19 @@ class EndedNodes(Frozen):
     not found): nothing showed their end on the node."""
 
 
+class ResolveImagesRequest(Frozen):
+    """The image references one rollout generation runs: each resolved once to a digest."""
+
+    profile: str
+    references: tuple[str, ...]
+
+
+class ResolvedImages(Frozen):
+    """reference -> ``repository@sha256:...``: what every stage Job of the generation runs."""
+
+    pinned: dict[str, str] = Field(default_factory=dict)
+
+
 class PrometheusAccess(Frozen):
     """Where the health checks' Prometheus is and how to authenticate (the worker's settings)."""
 
@@ -360,3 +373,4 @@ class NAMES:
     MEASURE = "fleetwright.health.measure"
     WAIT_EXTERNAL = "fleetwright.health.wait-external"
     RUN_VALIDATION = "fleetwright.node.run-validation"
+    RESOLVE_IMAGES = "fleetwright.rollout.resolve-images"

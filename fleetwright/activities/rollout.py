@@ -24,6 +24,7 @@ from fleetwright.activities import nodeprogress
 from fleetwright.activities.drain import DRAIN_WAIT_REASONS
 from fleetwright.activities.errors import temporal_errors
 from fleetwright.activities.health import Prometheus, Querier, measure_fleet
+from fleetwright.activities.images import ImageResolver
 from fleetwright.activities.payloads import (
     NAMES,
     DecideReport,
@@ -49,6 +50,7 @@ from fleetwright.planner.observations import NodeObservation, NodeWorkload, Obse
 from fleetwright.planner.priority import earlier_profiles, fleet_completion, sequencing_hold, waiting_on
 from fleetwright.planner.rollout import decide
 from fleetwright.planner.rolloutstate import BlockedNode, RolloutState
+from fleetwright.registry import Registry, RegistryAccess
 
 # Concurrent claim and release patches of one decision (the apiserver serves them in parallel).
 PATCH_THREADS = 16
@@ -294,6 +296,7 @@ def rollout_activities(
     *,
     unregistered: Callable[[], tuple[str, ...]] = tuple,
     prometheus: PrometheusAccess | None = None,
+    registry: RegistryAccess | None = None,
 ) -> list[Callable[..., Any]]:
     """The rollout workflow's activities, ready for ``Worker(activities=...)``: observe-and-decide on
     ``api`` (reporting the search attributes ``unregistered`` says the namespace lacks), and the
@@ -301,7 +304,8 @@ def rollout_activities(
     ``interceptors``."""
     starter = NodeStarter(interceptors)
     decide = RolloutActivities(api, unregistered, Prometheus(prometheus or PrometheusAccess()))
-    return [decide.observe_and_decide, starter.start_nodes, starter.ended_nodes]
+    images = ImageResolver(Registry(registry or RegistryAccess()))
+    return [decide.observe_and_decide, starter.start_nodes, starter.ended_nodes, images.resolve_images]
 
 
 def cleared_failure(annotations: Mapping[str, str], profile: str) -> tuple[str, str] | None:

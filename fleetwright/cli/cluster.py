@@ -45,6 +45,7 @@ def next_steps(stack: LocalStack, kept: bool) -> list[str]:
         f"  Kubernetes API   {stack.cluster.server}",
         f"  Temporal         {stack.temporal.address}   Web UI: {stack.ui_url}",
         *_metrics_lines(stack),
+        *_registry_lines(stack),
         f"  Work directory   {stack.workdir}" + ("" if kept else " (removed on stop; --workdir keeps one)"),
         "",
         "In another shell (from the repository):",
@@ -74,6 +75,17 @@ def _metrics_lines(stack: LocalStack) -> list[str]:
         f"{exporter.url} every {metrics.prometheus.scrape_interval_seconds}s",
         f"  A bad GPU        curl -X PUT -d 79 {exporter.url}/nodes/{next(iter(exporter.nodes), '<node>')}"
         f"/gpus/0/{XID_ERRORS}",
+    ]
+
+
+def _registry_lines(stack: LocalStack) -> list[str]:
+    """Where the OCI registry is and how to push an image to it."""
+    registry = stack.registry
+    if registry is None:
+        return []
+    return [
+        f"  OCI registry     https://{registry.host}   started in {registry.startup_seconds:.2f}s; push: "
+        f"skopeo copy --dest-cert-dir <dir with its ca.crt> oci-archive:<archive> docker://{registry.host}/<repo>:<tag>",
     ]
 
 
@@ -140,7 +152,7 @@ def up(
     with LocalStack(options) as stack:
         console.print(
             f"[green]ready[/] in {stack.startup_seconds:.0f}s: control plane, kube-scheduler, Temporal, "
-            "CRDs, admission webhook, worker, controller, simulated reboots, GPU metrics"
+            "CRDs, admission webhook, worker, controller, simulated reboots, GPU metrics, OCI registry"
         )
         for line in next_steps(stack, kept=workdir is not None):
             console.print(line, markup=False, highlight=False)

@@ -259,6 +259,7 @@ def render(plan: Plan, console: Console, max_nodes: int) -> None:
             + "; ".join(plan.fleet_gate),
             highlight=False,
         )
+    _images_lines(plan, console)
     _batch_table(plan, console)
     _node_table(plan, console, max_nodes)
     _blocked_table(plan, console)
@@ -331,6 +332,28 @@ def _blocked_table(plan: Plan, console: Console) -> None:
     console.print(table)
 
 
+def resolve_images(profile: NodeProfile, ca_file: Path | None) -> dict[str, str]:
+    """Each package image of ``profile`` resolved now, as a generation starting now would pin it;
+    what cannot be resolved says why."""
+    from fleetwright.registry import Registry, RegistryAccess
+
+    registry = Registry(RegistryAccess(ca_file=str(ca_file or "")))
+    images = {}
+    for package in profile.spec.packages:
+        reference = package.image_reference()
+        try:
+            images[reference] = registry.resolve(reference)
+        except FleetwrightError as err:
+            images[reference] = f"unresolved: {err.reason}: {err}"
+    return images
+
+
+def _images_lines(plan: Plan, console: Console) -> None:
+    for reference, pinned in sorted(plan.images.items()):
+        digest = pinned.partition("@")[2] if not pinned.startswith("unresolved: ") else pinned
+        console.print(f"Image {reference} → {digest}", highlight=False)
+
+
 def _with_node_gate(result: Plan, policy: DeploymentPolicy) -> Plan:
     """The plan with the node gate's validations, checks and external validators named; a node
     the gate validates is cordoned and drained whatever its interrupt (its validations need it to
@@ -395,6 +418,18 @@ def plan_command(
             "default with --kubeconfig: the one in the cluster).",
         ),
     ] = None,
+    resolve: Annotated[
+        bool,
+        typer.Option(
+            "--resolve-images",
+            help="Ask each package image's registry for the digest its tag names now (what a "
+            "rollout generation starting now would pin); one that cannot be asked shows unresolved.",
+        ),
+    ] = False,
+    registry_ca_file: Annotated[
+        Path | None,
+        typer.Option("--registry-ca-file", help="With --resolve-images: PEM CA bundle of the registries."),
+    ] = None,
 ) -> None:
     """Preview a rollout: batches, stages per node, drains and reboots, blocked nodes, ETA."""
     import yaml
@@ -430,6 +465,8 @@ def plan_command(
         result = preview(spec, observed, when)
         if not rollback:  # a rollback's nodes skip the gate
             result = _with_node_gate(result, policy)
+        if resolve:
+            result = result.model_copy(update={"images": resolve_images(profile, registry_ca_file)})
     except (PlanInputError, InvalidSpecError) as err:
         Console(stderr=True).print(f"[red]error:[/] {err}", highlight=False)
         raise typer.Exit(2) from err

@@ -77,6 +77,8 @@ class RolloutView(BaseModel):
     max_unavailable: int = 0
     eta: datetime | None = None
     eta_note: str = ""
+    images: dict[str, str] = Field(default_factory=dict)
+    """image reference -> the digest every stage Job of the generation runs (image pinning)."""
     nodes: list[NodeLine] = Field(default_factory=list)
 
 
@@ -240,6 +242,7 @@ def rollout_view(
             "blocked": progress.blocked + held,
             "waiting": progress.waiting,
             "max_unavailable": progress.max_unavailable,
+            "images": progress.images,
         }
     )
 
@@ -293,6 +296,10 @@ def tree(view: RolloutView, now: datetime, *, max_nodes: int = 50) -> Tree:
         )
     elif view.eta_note:
         root.add(f"ETA: {escape(view.eta_note)}")
+    if view.images:
+        pinned = root.add("images (pinned for this generation)")
+        for reference, digest in sorted(view.images.items()):
+            pinned.add(f"{escape(reference)} → {escape(digest.partition('@')[2] or 'not pinned')}")
     branch = root.add("nodes")
     for line in view.nodes[:max_nodes]:
         branch.add(_node_text(line))

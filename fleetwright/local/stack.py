@@ -6,7 +6,8 @@ webhook (``fleetwright webhook``, serving with a certificate of its own CA and r
 CA), the worker and the controller (``fleetwright worker`` and ``fleetwright controller``, the
 processes the Helm chart deploys, reading one settings file), and the simulated kubelet that turns
 a reboot stage into a new boot id, and the GPU exporter (dcgm-exporter-shaped series of every
-simulated node's GPUs) with a Prometheus scraping it for metric checks; with
+simulated node's GPUs) with a Prometheus scraping it for metric checks, and a local OCI registry
+(``ociregistry``) whose CA the worker trusts; with
 ``ClusterOptions.real_node``, also one real node (a real
 kubelet, containerd and runc) whose stage pods mount its scratch host root. ``cluster up`` keeps it
 running, the demo rolls an example out on it, the chaos suite kills and restarts its pieces.
@@ -47,6 +48,7 @@ from fleetwright.local.gpumetrics import GpuMetrics
 from fleetwright.local.kubelet import watched_kubelet
 from fleetwright.local.launcher import Launcher
 from fleetwright.local.nodes import gpu_product, node_name, stage_pod_timing
+from fleetwright.local.ociregistry import LocalRegistry
 from fleetwright.local.processes import Supervised, wait_until
 from fleetwright.local.realnode import linked_to_temporal
 from fleetwright.local.temporalserver import LocalTemporal, TemporalServer
@@ -96,6 +98,9 @@ class StackOptions:
     gpu_metrics: bool = True
     """Run the GPU exporter (healthy series for every simulated node's GPUs) and a Prometheus
     scraping it every second, for metric checks to query."""
+    registry: bool = True
+    """Run a local OCI registry (docker-registry with TLS from its own CA) that the worker trusts:
+    images pushed there (``skopeo copy``) can be rolled out with ``image_pinning``."""
 
 
 @dataclass
@@ -110,6 +115,7 @@ class LocalStack(Launcher):
     temporal: TemporalServer = field(init=False)
     processes: dict[str, Supervised] = field(init=False, default_factory=dict)
     gpu_metrics: GpuMetrics | None = field(init=False, default=None)
+    registry: LocalRegistry | None = field(init=False, default=None)
     _exit: contextlib.ExitStack = field(init=False, default_factory=contextlib.ExitStack)
 
     def __post_init__(self) -> None:
@@ -131,6 +137,8 @@ class LocalStack(Launcher):
             )
         if self.options.gpu_metrics:
             self.gpu_metrics = GpuMetrics(workdir=self.workdir / "gpu-metrics", wait_first_scrape=False)
+        if self.options.registry:
+            self.registry = LocalRegistry(workdir=self.workdir / "registry")
         self.settings_path = self.workdir / "settings.json"
         self.env_path = self.workdir / "env"
         self.webhook_port = free_port()
@@ -166,6 +174,9 @@ class LocalStack(Launcher):
         # First: Prometheus's first scrape comes about 5 s after it starts, while the rest starts.
         if self.gpu_metrics is not None:
             self._start_gpu_metrics(self.gpu_metrics)
+        if self.registry is not None:
+            self._exit.callback(self.registry.stop)
+            self.registry.start()
         if self.attached is None:
             self.cluster.start()
             self._exit.callback(self.cluster.stop)
@@ -229,6 +240,8 @@ class LocalStack(Launcher):
             webhook_key_file=tls / "tls.key",
             # The health checks of a health-gated rollout query the stack's own Prometheus.
             prometheus_url=self.gpu_metrics.url if self.gpu_metrics is not None else "",
+            # Image pinning resolves the tags of images pushed to the stack's own registry.
+            registry_ca_file=str(self.registry.ca_file) if self.registry is not None else "",
         )
 
     def _on_nodes(self, engine: EngineSettings) -> EngineSettings:
@@ -255,6 +268,11 @@ class LocalStack(Launcher):
                 f"export PROMETHEUS_URL={self.gpu_metrics.url}",
                 f"export GPU_EXPORTER_URL={self.gpu_metrics.exporter.url}",
             ]
+        if self.registry is not None:
+            lines += [
+                f"export REGISTRY={self.registry.host}",
+                f"export REGISTRY_CA_FILE={shlex.quote(str(self.registry.ca_file))}",
+            ]
         self.env_path.write_text("\n".join(lines) + "\n")
 
     def _start_webhook(self) -> None:
@@ -279,6 +297,8 @@ class LocalStack(Launcher):
         pieces = [*self.cluster.components.values(), self.temporal.process, *self.processes.values()]
         if self.gpu_metrics is not None:
             pieces.append(self.gpu_metrics.prometheus.process)
+        if self.registry is not None:
+            pieces.append(self.registry.process)
         return pieces
 
 

@@ -116,6 +116,9 @@ class Plan(Frozen):
     """Workloads running on the targeted nodes (0: none known, the order ignores workloads)."""
     gpu_hours_lost: float = 0.0
     """The batches' ``gpu_hours`` summed (a restart's own cost not included)."""
+    images: dict[str, str] = Field(default_factory=dict)
+    """With ``--resolve-images``: each package image reference -> the digest its registry serves
+    now (what a generation starting now would pin), or ``unresolved: <why>``."""
     notes: tuple[str, ...] = ()
     """What the order says about workloads larger than the cap (consecutive batches)."""
     node_gate: tuple[str, ...] = ()

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from fleetwright.activities.payloads import PrometheusAccess
 from fleetwright.process.defaults import TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE
+from fleetwright.registry import RegistryAccess
 from fleetwright.workflows.enginesettings import EngineSettings
 
 SETTINGS_ENV = "FLEETWRIGHT_SETTINGS"
@@ -136,6 +137,26 @@ class WorkerSettings(BaseModel):
     prometheus_timeout_seconds: float = Field(
         default=10.0, gt=0, le=300, description="Timeout of one Prometheus query."
     )
+
+    registry_ca_file: str = Field(
+        default="", description="PEM CA bundle that verifies the image registries. Empty: the system's."
+    )
+    registry_auth_file: str = Field(
+        default="",
+        description="Docker config file (a mounted kubernetes.io/dockerconfigjson Secret's key) with "
+        "credentials per registry host, read at each resolution; never logged. Empty: anonymous.",
+    )
+    registry_timeout_seconds: float = Field(
+        default=10.0, gt=0, le=300, description="Timeout of one registry call when resolving an image."
+    )
+
+    def registry_access(self) -> RegistryAccess:
+        """How image resolution reaches the registries."""
+        return RegistryAccess(
+            ca_file=self.registry_ca_file,
+            auth_file=self.registry_auth_file,
+            timeout_seconds=self.registry_timeout_seconds,
+        )
 
     def prometheus_access(self) -> PrometheusAccess:
         """Where the health checks' Prometheus is and how to authenticate."""

@@ -118,6 +118,7 @@ def _activities(
             tracing.client_interceptors(),
             unregistered=unregistered,
             prometheus=settings.prometheus_access(),
+            registry=settings.registry_access(),
         ),
         *health_activities(api, settings.prometheus_access(), executor=threads),
     ]

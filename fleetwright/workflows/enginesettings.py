@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pydantic import ConfigDict, Field
 
+from fleetwright.api.compat import added_fields
 from fleetwright.planner.base import Frozen
 from fleetwright.stagejob.render import PACKAGE_NAMESPACE
 
@@ -73,3 +74,10 @@ class EngineSettings(Frozen):
     search_attributes: bool = True
     """Publish the Fleetwright* search attributes (those the namespace lacks are skipped and named
     in the NodeProfile's Searchable condition either way)."""
+    image_pinning: bool = False
+    """Resolve each image a rollout generation runs (its packages', the agent's) to a digest once,
+    when the generation starts, and run every stage Job of it by that digest: a tag pushed again
+    mid-rollout changes nothing. The worker must reach the registries (``registry_ca_file``,
+    ``registry_auth_file``); one it cannot reach holds the rollout (ImageUnresolved). Off: each
+    node resolves the tags as it pulls (docs/security.md says why this is not yet the default)."""
+    _since_0_1_0 = added_fields("image_pinning")

@@ -10,6 +10,7 @@ from datetime import timedelta
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
+from fleetwright.workflows.pinning import pinned_packages, pinned_settings
 from fleetwright.workflows.rolloutrun import RolloutRun
 
 with workflow.unsafe.imports_passed_through():
@@ -85,14 +86,14 @@ def _node_input(
         records=report.records.get(start.node, {}),
         # A rollback's node returns each package to its own earlier definition.
         desired=start.work.returns_to if start.work.returns_to is not None else spec.packages,
-        packages=_stage_packages(run, start),
+        packages=pinned_packages(run, _stage_packages(run, start)),
         drain=run.profile.spec.drain,
         protected_pods=run.profile.spec.pod_non_interrupt_labels,
         tolerations=tuple(run.profile.spec.additional_tolerations),
         node_order=report.node_order.get(start.node, 0),
         attempt=run.controls.attempts.get(start.node, 0),
         runtime_required=run.profile.spec.runtime_required,
-        settings=run.settings,
+        settings=pinned_settings(run),
         unregistered_search_attributes=run.unregistered,
         gate=gate,
         batch=tuple(s.node for s in batch) if gate else (),

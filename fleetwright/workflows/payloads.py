@@ -25,6 +25,15 @@ from fleetwright.planner.spec import RollbackOf
 from fleetwright.workflows.enginesettings import EngineSettings
 
 
+class ImagePins(Frozen):
+    """The digests one generation of the profile runs: each image reference (its packages', the
+    agent's) as the registry resolved it when the generation started."""
+
+    generation: int
+    pinned: dict[str, str] = Field(default_factory=dict)
+    """reference -> ``repository@sha256:...`` (the reference itself when pinning is off)."""
+
+
 class RolloutInput(Frozen):
     profile: NodeProfile
     policy: DeploymentPolicy
@@ -35,6 +44,9 @@ class RolloutInput(Frozen):
     controls: Controls = Controls()
     results: tuple[NodeResult, ...] = ()
     """Node results received but not yet folded into the state by ``decide``."""
+    pins: ImagePins | None = None
+    """The current generation's image digests, once resolved."""
+    _since_0_1_0 = added_fields("pins")
 
 
 class SpecChange(Frozen):
@@ -130,6 +142,9 @@ class Progress(Frozen):
     in a package's ``before``)."""
     unregistered_search_attributes: tuple[str, ...] = ()
     """fleetwright's search attributes the Temporal namespace lacks (not published)."""
+    images: dict[str, str] = Field(default_factory=dict)
+    """image reference -> the digest every stage Job of this generation runs."""
+    _since_0_1_0 = added_fields("images")
 
 
 __all__ = ["Controls", "DecideReport", "DecideRequest", "NodeResult"]

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from temporalio import workflow
 
-from fleetwright.workflows import controls
+from fleetwright.workflows import controls, pinning
 from fleetwright.workflows.deletion import clean_up, removal_done
 from fleetwright.workflows.noderuns import abort_children, collect_ended, start_nodes
 from fleetwright.workflows.retargeting import another_pass, apply_spec_change
@@ -121,6 +121,10 @@ class RolloutWorkflow:
         while True:
             apply_spec_change(run)
             await collect_ended(run)
+            if pinning.used(run) and not await pinning.pin_images(run):
+                # Held before its turn (a registry unreachable for hours): its history still grows.
+                await _continue_as_new_if_long(run)
+                continue
             report = await observe_and_decide(run)
             decision = report.decision
             run.held = report.held
@@ -137,12 +141,16 @@ class RolloutWorkflow:
             else:
                 await start_nodes(run, decision.start, report)
             publish(run, decision)
-            if run.should_continue_as_new():
-                await workflow.wait_condition(workflow.all_handlers_finished)
-                if run.should_continue_as_new():  # a handler may have queued a request meanwhile
-                    # The server does not carry an upserted memo into the next run: hand the
-                    # progress over, so readers (CLI, controller, bench) never see an empty one.
-                    workflow.continue_as_new(run.carry(), memo=run.memo())
+            await _continue_as_new_if_long(run)
             if another_pass(run, decision):
                 continue
             await sleep(run, decision)
+
+
+async def _continue_as_new_if_long(run: RolloutRun) -> None:
+    if run.should_continue_as_new():
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        if run.should_continue_as_new():  # a handler may have queued a request meanwhile
+            # The server does not carry an upserted memo into the next run: hand the
+            # progress over, so readers (CLI, controller, bench) never see an empty one.
+            workflow.continue_as_new(run.carry(), memo=run.memo())

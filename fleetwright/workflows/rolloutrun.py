@@ -17,7 +17,7 @@ with workflow.unsafe.imports_passed_through():
     from fleetwright.planner import convert
     from fleetwright.planner.rolloutstate import BlockedNode, RolloutState
     from fleetwright.planner.spec import RolloutSpec
-    from fleetwright.workflows.payloads import NodeResult, Progress, RolloutInput
+    from fleetwright.workflows.payloads import ImagePins, NodeResult, Progress, RolloutInput
 
 
 class RolloutRun:
@@ -50,6 +50,10 @@ class RolloutRun:
         # those found ended without finishing (their nodes are shown failed on the next turn).
         self.ended_checked_at: datetime | None = None
         self.ended: list[NodeResult] = []
+        # The current generation's image digests (``pinning``), and a generation refused because
+        # an image does not exist: (generation, why).
+        self.pins: ImagePins | None = rollout.pins
+        self.refused: tuple[int, str] | None = None
 
     def spec(self) -> RolloutSpec:
         return convert.rollout_spec(
@@ -81,4 +85,5 @@ class RolloutRun:
             state=self.state,
             controls=self.controls,
             results=tuple(self.results),
+            pins=self.pins,
         )

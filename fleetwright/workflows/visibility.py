@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from temporalio import workflow
 
+from fleetwright.workflows.pinning import shown
 from fleetwright.workflows.rolloutrun import RolloutRun
 
 with workflow.unsafe.imports_passed_through():
@@ -26,6 +27,7 @@ def publish(run: RolloutRun, decision: Decision, phase: str | None = None) -> Pr
         phase=phase,
         unregistered_search_attributes=unregistered,
     )
+    progress = shown(run, progress)
     run.progress = progress
     if run.settings.search_attributes:
         sa.upsert(search_attributes(progress, decision.state.spec.packages), run.unregistered)

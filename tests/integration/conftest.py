@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 from temporalio.client import Client
@@ -14,6 +14,7 @@ from fleetwright.activities.rollout import rollout_activities
 from fleetwright.kube.client import from_kubeconfig
 from fleetwright.kube.jobwatch import JobWatches
 from fleetwright.local.kubelet import SimulatedKubelet
+from fleetwright.local.ociregistry import LocalRegistry
 from fleetwright.local.temporalserver import LocalTemporal
 from fleetwright.process.settings import WorkerSettings
 from fleetwright.worker.temporalworker import build_worker
@@ -23,6 +24,13 @@ from tests.support.chartrbac import RULE_IDS, RULES, Installed, RuleCase
 from tests.support.engine import label_nodes, unique
 from tests.support.providers import ClusterUnderTest
 from tests.support.stack import GROUP_LABEL, Rollout, RunningController, engine_settings, install_crds
+
+
+@pytest.fixture(scope="session")
+def oci_registry() -> Iterator[LocalRegistry]:
+    """The local OCI registry (docker-registry on loopback, TLS from its own local CA)."""
+    with LocalRegistry() as registry:
+        yield registry
 
 
 @pytest.fixture(scope="module")

@@ -23,6 +23,7 @@ from fleetwright.api.keys import cordon_key
 from fleetwright.kube.client import from_kubeconfig
 from fleetwright.local.nodes import stage_pod_timing
 from fleetwright.local.ticker import Ticker
+from fleetwright.registry import RegistryAccess
 from fleetwright.worker.temporalworker import build_worker
 from tests.support.providers import ClusterUnderTest
 
@@ -41,14 +42,17 @@ async def engine_worker(
     *,
     prometheus_url: str = "",
     queue: str | None = None,
+    registry: RegistryAccess | None = None,
 ) -> AsyncIterator[str]:
     """An in-process worker with the real activities on a task queue of its own (``queue``, to
-    take over another worker's); yields the queue. Health checks query ``prometheus_url``."""
+    take over another worker's); yields the queue. Health checks query ``prometheus_url``; image
+    pinning reaches the registries with ``registry``."""
     api = from_kubeconfig(cluster.kubeconfig)
     queue = queue or unique(prefix)
     access = PrometheusAccess(url=prometheus_url, timeout_seconds=5)
     health = health_activities(api, access)
-    activities = [*all_activities(api), *rollout_activities(api, prometheus=access), *health]
+    rollout = rollout_activities(api, prometheus=access, registry=registry)
+    activities = [*all_activities(api), *rollout, *health]
     async with build_worker(client, activities, task_queue=queue):
         yield queue
 

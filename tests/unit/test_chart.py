@@ -377,6 +377,26 @@ def test_the_package_namespace_is_the_engines_setting_with_namespaced_rights_onl
             assert "namespaces" not in rule.get("resources", []), (role["metadata"]["name"], rule)
 
 
+def test_registry_credentials_are_mounted_on_the_activity_worker_only(tmp_path: Path) -> None:
+    values = {
+        "workflowWorker": {"enabled": True},
+        "settings": {"engine": {"image_pinning": True}},
+        "registry": {"secretName": "pull-secret", "authKey": ".dockerconfigjson", "caKey": "ca.crt"},
+    }
+    docs = render(values, tmp_path)
+    for name, deployment in by_kind(docs, "Deployment").items():
+        pod = deployment["spec"]["template"]["spec"]
+        secrets = {v["secret"]["secretName"] for v in pod["volumes"] if "secret" in v}
+        env = {e["name"]: e.get("value") for e in pod["containers"][0].get("env", [])}
+        if name == "fw-fleetwright-worker":
+            assert "pull-secret" in secrets
+            assert env["FLEETWRIGHT_REGISTRY_AUTH_FILE"] == "/etc/fleetwright/registry/.dockerconfigjson"
+            assert env["FLEETWRIGHT_REGISTRY_CA_FILE"] == "/etc/fleetwright/registry/ca.crt"
+        else:
+            assert "pull-secret" not in secrets, name
+            assert "FLEETWRIGHT_REGISTRY_AUTH_FILE" not in env, name
+
+
 def test_prometheus_credentials_are_mounted_on_the_activity_worker_only(tmp_path: Path) -> None:
     values = {
         "workflowWorker": {"enabled": True},

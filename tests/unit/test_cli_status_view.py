@@ -308,3 +308,19 @@ def test_a_node_held_while_prometheus_does_not_answer_shows_the_gate_and_the_rea
     (line,) = view.nodes
     assert (line.state, line.stage, line.reason) == ("Blocked", "health gate", "MonitoringUnavailable")
     assert "PrometheusUnavailable: timed out" in line.message
+
+
+def test_status_shows_the_digests_the_generation_runs() -> None:
+    digest = "sha256:" + "d" * 64
+    images = {
+        "ghcr.io/x/tuning:1.0.0": f"ghcr.io/x/tuning@{digest}",
+        "ghcr.io/x/agent:0.1.0": "ghcr.io/x/agent:0.1.0",
+    }
+    view = rollout_view(PROFILE, progress(images=images), [], {}, workflow_id="nodeprofile/gpu")
+    assert view.images == images
+    console = Console(record=True, width=400)
+    render(view, console, NOW)
+    text = console.export_text()
+    assert "images (pinned for this generation)" in text
+    assert f"ghcr.io/x/tuning:1.0.0 → {digest}" in text
+    assert "ghcr.io/x/agent:0.1.0 → not pinned" in text

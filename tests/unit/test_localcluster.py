@@ -130,3 +130,19 @@ def test_the_stacks_worker_queries_the_stacks_prometheus(tmp_path: Path, gpu_met
     url = stack.settings(EngineSettings()).prometheus_url
     assert url == (stack.gpu_metrics.url if stack.gpu_metrics is not None else "")
     assert url.startswith("http://127.0.0.1:") is gpu_metrics
+
+
+@pytest.mark.parametrize("registry", [True, False])
+def test_the_stacks_worker_trusts_the_stacks_registry(tmp_path: Path, registry: bool) -> None:
+    options = StackOptions(
+        cluster=ClusterOptions(),
+        workdir=tmp_path,
+        ui=False,
+        webhook=False,
+        gpu_metrics=False,
+        registry=registry,
+    )
+    stack = LocalStack(options)  # nothing starts before it is entered
+    ca_file = stack.settings(EngineSettings()).registry_ca_file
+    assert ca_file == (str(stack.registry.ca_file) if stack.registry is not None else "")
+    assert bool(ca_file) is registry

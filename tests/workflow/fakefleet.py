@@ -6,6 +6,7 @@ or inspect the rollout mid-flight. Real Kubernetes behaviour is the integration 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,6 +15,7 @@ from temporalio import activity
 
 from fleetwright.activities.health import external_verdict, measure_fleet
 from fleetwright.activities.health import measure as measure_once
+from fleetwright.activities.images import ImageResolver
 from fleetwright.activities.nodeprogress import ends_claim
 from fleetwright.activities.payloads import (
     NAMES,
@@ -50,8 +52,38 @@ from fleetwright.kube import nodestatus
 from fleetwright.local import nodes as fleet_nodes
 from fleetwright.planner.analysis import Measurement
 from fleetwright.planner.nodestate import format_annotation
+from fleetwright.registry import ImageNotFoundError, ImageUnresolvedError, is_pinned, parse_reference
 from fleetwright.stagejob.outcome import StageOutcome, StageReport
 from fleetwright.stagejob.validation import ValidationReport, job_name, tail_of, verdict
+
+
+@dataclass
+class FakeRegistry:
+    """Tags and their digests in memory: a tag not pushed here names ``sha256(reference)``."""
+
+    tags: dict[str, str] = field(default_factory=dict)
+    """reference -> digest, for the references a test pushed (or re-pushed)."""
+    missing: set[str] = field(default_factory=set)
+    """References the registry says do not exist."""
+    reachable: bool = True
+    asked: list[str] = field(default_factory=list)
+    """Every reference resolved, in order (references given by digest never reach it)."""
+
+    def push(self, reference: str, content: str) -> str:
+        digest = "sha256:" + hashlib.sha256(content.encode()).hexdigest()
+        self.tags[reference] = digest
+        return digest
+
+    def resolve(self, reference: str) -> str:
+        if is_pinned(reference):
+            return reference
+        self.asked.append(reference)
+        if not self.reachable:
+            raise ImageUnresolvedError(f"{reference}: registry.test unreachable: NewConnectionError")
+        if reference in self.missing:
+            raise ImageNotFoundError(f"{reference}: the registry has no such manifest")
+        digest = self.tags.get(reference) or "sha256:" + hashlib.sha256(reference.encode()).hexdigest()
+        return f"{parse_reference(reference).name}@{digest}"
 
 
 @dataclass
@@ -105,6 +137,8 @@ class FakeFleet:
     """(node, validation, activity attempt, whether the node was cordoned) of every run, in order."""
     hold_validations: asyncio.Event | None = None
     """When set, a validation's Job runs until this event is set."""
+    registry: FakeRegistry = field(default_factory=FakeRegistry)
+    """What the resolve-images activity asks (the real activity on a fake registry)."""
 
     def __post_init__(self) -> None:
         self.nodes = {}
@@ -318,6 +352,7 @@ class FakeFleet:
     def activities(self) -> list[Any]:
         return [
             self.observe_and_decide,
+            ImageResolver(self.registry).resolve_images,
             self.cordon,
             self.uncordon,
             self.wait_protected_pods,
