@@ -3,9 +3,10 @@
 cordon (only when an interrupt disrupts workloads, or the node gate runs validations) -> wait for
 protected pods -> drain -> each stage as a Job with its check -> interrupts (reboot confirmed by a
 new boot id) -> record the package state after every stage -> the node gate, when the policy has
-one (its validation Jobs one after another, then its metric checks, one activity per measurement
-with durable timers between, and external validators' verdicts; Failed fails the node,
-Inconclusive waits for ``approve_gate``) -> uncordon what we cordoned -> release
+one (a node not cordoned yet is cordoned for it, never drained; its validation Jobs one after
+another, then its metric checks, one activity per measurement with durable timers between, and
+external validators' verdicts; Failed fails the node, Inconclusive waits for ``approve_gate``;
+both keep the cordon) -> uncordon what we cordoned -> release
 the runtime-required taint (runtime-required profiles; it stays while another such profile is
 incomplete here) -> report to the parent. A node worked on under someone else's cordon is
 cordoned as ours (and drained again) if they lift theirs before its next stage.
@@ -163,6 +164,7 @@ class NodeWorkflow:
                 first = None
             await self._run_steps(first)
             if self._gate is not None:
+                await self._cordon_for_gate()
                 await self._gate.run()
         except NodeFailedError as failure:
             return await self._finish_failed(str(failure), held=isinstance(failure, GateFailedError))
@@ -201,6 +203,19 @@ class NodeWorkflow:
         request = CordonRequest(profile=self._input.profile, node=self._input.node, show_before=first)
         self._cordon = await self._call(NodeActivities.cordon, request)
         await self._clear_workloads()
+
+    async def _cordon_for_gate(self) -> None:
+        """A node at its gate takes no new work: one not cordoned yet (its change needs no
+        interrupt, no validation) is cordoned now, not drained (its pods keep running); the cordon
+        is lifted only when the gate passes."""
+        if self._cordon is not None:
+            return
+        # patch gate-cordon: since 0.2; deprecate_patch in 0.3, remove in 0.4
+        if not workflow.patched("gate-cordon"):
+            return
+        self._stage = "cordon-for-gate"
+        request = CordonRequest(profile=self._input.profile, node=self._input.node)
+        self._cordon = await self._call(NodeActivities.cordon, request)
 
     async def _keep_cordoned(self) -> None:
         """Under someone else's cordon, before each further stage: if they lifted it meanwhile, the

@@ -5,8 +5,10 @@ check and value and, with ``action: rollback``, its batch is rolled back; a node
 Inconclusive and the rollout waits, named, until ``fleetwright approve`` passes it; a worker
 stopped mid-gate is replaced without a measurement counted twice, and one stopped mid-validation
 without a second validation Job; a failing validation Job fails the node, keeps it cordoned, and
-``fleetwright logs`` shows its output. The fleet gate, during a soak or in the background while a
-batch runs, halts before the next batch when the updated nodes' XID series changes."""
+``fleetwright logs`` shows its output; a node whose change needs no interrupt fails its gate
+cordoned (no new pod lands) but not drained (its pod keeps running). The fleet gate, during a
+soak or in the background while a batch runs, halts before the next batch when the updated nodes'
+XID series changes."""
 
 from __future__ import annotations
 
@@ -428,3 +430,56 @@ async def test_a_failing_validation_fails_the_node_keeps_it_cordoned_and_logs_sh
     assert "container dcgm-diag <==" in logs, logs
     assert STAGE_LOG[0] in logs
     assert "validate dcgm-diag (Failed)" in await cli.ok("logs", name, node, "--stage", "validate")
+
+
+def running_pods(cluster: ClusterUnderTest, namespace: str) -> dict[str, str]:
+    """pod name -> node, for the namespace's Running pods not being deleted."""
+    pods = kubectl_json(cluster, "pods", "-n", namespace)["items"]
+    return {
+        p["metadata"]["name"]: p["spec"]["nodeName"]
+        for p in pods
+        if p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")
+    }
+
+
+def unschedulable_taint(cluster: ClusterUnderTest, node: str) -> bool:
+    """The node carries the NoSchedule taint the node lifecycle controller puts on a cordoned node:
+    the scheduler places no new pod there."""
+    taints = kubectl_json(cluster, "node", node)["spec"].get("taints") or []
+    return any(t["key"] == "node.kubernetes.io/unschedulable" and t["effect"] == "NoSchedule" for t in taints)
+
+
+async def test_a_no_interrupt_node_failing_its_gate_is_cordoned_not_drained(
+    cluster: ClusterUnderTest, temporal_client: Client, engine: str, exporter: GpuExporter
+) -> None:
+    group, nodes = await asyncio.to_thread(gpu_group, cluster, exporter, 1)
+    (node,) = nodes
+    name = unique("hc")
+    namespace = unique("work")
+    await asyncio.to_thread(cluster.kubectl, "create", "namespace", namespace)
+    job = examples.training_job("train", namespace, node, gpus=2)
+    await asyncio.to_thread(cluster.kubectl, "apply", "-f", "-", input=json.dumps(job))
+    (pod,) = await until(lambda: running_pods(cluster, namespace), 60.0, "the training pod running")
+    profile = examples.profile(name, selector={GROUP_LABEL: group}, interrupt=None)
+    handle = await start(temporal_client, engine, profile, gated_policy(max_unavailable=1, initial=1))
+    at_gate = NodeReason.HEALTH_GATE
+    await until(lambda: reasons(cluster, name, nodes).get(node) == at_gate, 120.0, "the node at its gate")
+    assert kubectl_json(cluster, "node", node)["spec"].get("unschedulable") is True
+    exporter.set(node, XID_ERRORS, 79, gpu=1)
+    halted = await until_phase(handle, "Halted", "Complete", within=120)
+    assert halted.phase == "Halted", halted
+    assert "gpu-xid-errors Failed" in halted.failed_reasons[node], halted.failed_reasons
+    assert reasons(cluster, name, nodes)[node] == NodeReason.GATE_FAILED
+    # Out of service: cordoned, so no new pod is scheduled there ...
+    assert kubectl_json(cluster, "node", node)["spec"].get("unschedulable") is True
+    await until(lambda: unschedulable_taint(cluster, node), 60.0, "the node's unschedulable taint")
+    # ... but not drained: its workload's pod kept running throughout.
+    assert running_pods(cluster, namespace) == {pod: node}
+    history = await temporal_client.get_workflow_handle(node_workflow_id(name, node)).fetch_history()
+    scheduled = [
+        e.activity_task_scheduled_event_attributes.activity_type.name
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    ]
+    assert NAMES.CORDON in scheduled, scheduled
+    assert NAMES.DRAIN not in scheduled, scheduled

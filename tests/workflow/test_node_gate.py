@@ -2,8 +2,9 @@
 measure (one activity per measurement, recorded once), passes and goes back into service, fails
 naming the check and its value (the failure policy applies), waits named while Inconclusive until
 approved, counts an unreachable Prometheus as Error, and resumes after a worker restart without
-re-counting a measurement. Prometheus is faked behind the activity; the real one is the
-integration tier's."""
+re-counting a measurement. A node whose change needs no interrupt is cordoned for its gate, never
+drained, and keeps the cordon when it fails or waits. Prometheus is faked behind the activity; the
+real one is the integration tier's."""
 
 from __future__ import annotations
 
@@ -42,9 +43,13 @@ XID = {
 
 
 def gated(
-    check: dict[str, Any] | None = None, *, action: str = "halt", max_unavailable: int = 2
+    check: dict[str, Any] | None = None,
+    *,
+    action: str = "halt",
+    max_unavailable: int = 2,
+    steps: list[dict[str, Any]] | None = None,
 ) -> DeploymentPolicy:
-    deployment = examples.policy(max_unavailable=max_unavailable)
+    deployment = examples.policy(max_unavailable=max_unavailable, steps=steps)
     spec = deployment.spec.model_dump(by_alias=True)
     spec["healthChecks"] = [check or XID]
     spec["nodeGate"] = {"checks": [(check or XID)["name"]]}
@@ -488,3 +493,52 @@ async def test_an_abort_during_a_validation_ends_the_gate_and_keeps_the_node_cor
     assert fleet.statuses[node] == "Failed"
     assert node in fleet.cordoned()  # its health was never shown
     assert [v for _, v, _, _ in fleet.validated] == ["dcgm-diag"]  # no later validation started
+
+
+async def test_a_no_interrupt_change_is_cordoned_for_its_gate_never_drained(client: Client) -> None:
+    fleet = FakeFleet(size=2)
+    name = unique()
+    handle, queue = await start(client, fleet, without_interrupt(name, gated({**XID, "count": 2})))
+    async with build_worker(client, fleet.activities(), task_queue=queue):
+        done = await in_phase(handle, "Complete")
+        await handle.terminate("test done")
+    assert done.updated == 2
+    # Its stages ran in service; every measurement with the node cordoned; its pods never drained.
+    assert {cordoned for _, _, cordoned in fleet.cordoned_at_stages} == {False}
+    assert sorted(fleet.measured) == sorted((n, "xid", True) for n in fleet.nodes for _ in range(2))
+    assert fleet.drained == []
+    assert not fleet.cordoned()
+    assert sorted(fleet.uncordoned) == sorted(fleet.nodes)
+    activities = await node_activities(client, name, "gpu-node-0000")
+    assert activities == [NAMES.RUN_STAGES, NAMES.CORDON, NAMES.MEASURE, NAMES.MEASURE, NAMES.UNCORDON]
+    assert set(fleet.reasons.values()) == {NodeReason.GATE_PASSED}
+
+
+async def test_a_no_interrupt_node_failing_or_waiting_at_its_gate_keeps_the_cordon(client: Client) -> None:
+    fleet = FakeFleet(size=3)
+    bad, unsure = "gpu-node-0000", "gpu-node-0001"
+    answers = {bad: answer(3), unsure: answer()}  # an XID; no data
+    fleet.metric = lambda node, promql: answers.get(node, answer(0))
+    name = unique()
+    one_batch = [{"name": "all", "batches": {"strategy": "fixed", "initial": 3}}]
+    policy = gated({**XID, "count": 1}, max_unavailable=3, steps=one_batch)
+    handle, queue = await start(client, fleet, without_interrupt(name, policy))
+    async with build_worker(client, fleet.activities(), task_queue=queue):
+        await until(
+            lambda: (
+                fleet.reasons.get(bad) == NodeReason.GATE_FAILED
+                and fleet.reasons.get(unsure) == NodeReason.GATE_INCONCLUSIVE
+            ),
+            30.0,
+            "one node failed and one inconclusive at its gate",
+            blocking=False,
+        )
+        assert fleet.cordoned() == {bad, unsure}
+        assert fleet.statuses[bad] == "Failed"
+        progress = await handle.query(RolloutWorkflow.progress)
+        await handle.terminate("test done")
+    assert fleet.drained == []
+    assert bad not in fleet.uncordoned
+    assert unsure not in fleet.uncordoned
+    assert progress is not None
+    assert progress.failed_nodes == (bad,), progress
