@@ -147,6 +147,13 @@ class NodeReason:
     GATE_INCONCLUSIVE = "HealthGateInconclusive"
     """A node gate check was Inconclusive: the node waits, cordoned, for fleetwright approve
     (``gate/<node>``) or abort."""
+    HARDWARE_SUSPECT = "HardwareSuspect"
+    """A node that failed its health gate failed it again on the version a rollback returned it
+    to (or the rollback stopped before it passed): its hardware, not the change, is suspect. It
+    stays cordoned and Failed until a gate passes or a human releases it (``fleetwright
+    release``)."""
+    RELEASED = "Released"
+    """A human put a node that failed its health gate back into service (``fleetwright release``)."""
 
 
 class ProfileReason:
