@@ -143,7 +143,8 @@ class Engine:
         return True
 
     def _regate(self, node: str) -> bool:
-        """A rollback returns a node whose health gate failed: it runs the gate again there."""
+        """A rollback returns a node whose health gate failed: it runs the gate again there, and
+        failing it again is its hardware's failure."""
         obs = self.view.nodes.get(node)
         return obs is not None and obs.gate_failed and self.view.work[node].returns_to is not None
 
