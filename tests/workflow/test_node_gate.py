@@ -548,13 +548,18 @@ async def test_a_no_interrupt_node_failing_or_waiting_at_its_gate_keeps_the_cord
         )
         assert fleet.cordoned() == {bad, unsure}
         assert fleet.statuses[bad] == "Failed"
-        progress = await handle.query(RolloutWorkflow.progress)
+        halted = await until_progress(handle, lambda p: p.failed_nodes != (), "the failure counted")
         await handle.terminate("test done")
     assert fleet.drained == []
     assert bad not in fleet.uncordoned
     assert unsure not in fleet.uncordoned
-    assert progress is not None
-    assert progress.failed_nodes == (bad,), progress
+    assert halted.failed_nodes == (bad,), halted
+
+
+def rollback_in_one_batch() -> DeploymentPolicy:
+    """Two nodes in one batch, one XID measurement each, a failure rolls back."""
+    one_batch = [{"name": "all", "batches": {"strategy": "fixed", "initial": 2}}]
+    return gated({**XID, "count": 1}, action="rollback", max_unavailable=2, steps=one_batch)
 
 
 async def test_a_gate_failed_node_returned_by_a_rollback_goes_back_into_service_once_its_gate_passes(
@@ -570,9 +575,7 @@ async def test_a_gate_failed_node_returned_by_a_rollback_goes_back_into_service_
 
     fleet.metric = metric
     name = unique()
-    one_batch = [{"name": "all", "batches": {"strategy": "fixed", "initial": 2}}]
-    policy = gated({**XID, "count": 1}, action="rollback", max_unavailable=2, steps=one_batch)
-    handle, queue = await start(client, fleet, without_interrupt(name, policy))
+    handle, queue = await start(client, fleet, without_interrupt(name, rollback_in_one_batch()))
     async with build_worker(client, fleet.activities(), task_queue=queue):
         done = await in_phase(handle, "RolledBack")
         await handle.terminate("test done")
@@ -590,9 +593,7 @@ async def test_a_hardware_suspect_node_stays_out_until_a_human_releases_it(clien
     bad = "gpu-node-0000"
     fleet.metric = lambda node, promql: answer(5) if node == bad else answer(0)
     name = unique()
-    one_batch = [{"name": "all", "batches": {"strategy": "fixed", "initial": 2}}]
-    policy = gated({**XID, "count": 1}, action="rollback", max_unavailable=2, steps=one_batch)
-    handle, queue = await start(client, fleet, without_interrupt(name, policy))
+    handle, queue = await start(client, fleet, without_interrupt(name, rollback_in_one_batch()))
     async with build_worker(client, fleet.activities(), task_queue=queue):
         done = await in_phase(handle, "RolledBack")
         assert fleet.cordoned() == {bad}
@@ -618,9 +619,7 @@ async def test_an_abort_while_a_gate_failed_node_is_returned_keeps_it_cordoned(c
     # The returned node's stages are held, so the abort finds it mid-return.
     fleet.holds = lambda request: request.node == bad and request.stage.value == "uninstall"
     name = unique()
-    one_batch = [{"name": "all", "batches": {"strategy": "fixed", "initial": 2}}]
-    policy = gated({**XID, "count": 1}, action="rollback", max_unavailable=2, steps=one_batch)
-    handle, queue = await start(client, fleet, rollout(name, policy))
+    handle, queue = await start(client, fleet, rollout(name, rollback_in_one_batch()))
     async with build_worker(client, fleet.activities(), task_queue=queue):
         await until(
             lambda: any(r.node == bad and r.stage.value == "uninstall" for r in fleet.stage_requests),
