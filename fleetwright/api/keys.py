@@ -151,6 +151,13 @@ class NodeReason:
     """A node gate check had more Errors in a row than its consecutiveErrorLimit (Prometheus did
     not answer): the node waits, cordoned, measuring on; the first answer lifts the hold, and
     fleetwright approve (``gate/<node>``) or abort end it too."""
+    HARDWARE_SUSPECT = "HardwareSuspect"
+    """A node that failed its health gate failed it again on the version a rollback returned it
+    to (or the rollback stopped before it passed): its hardware, not the change, is suspect. It
+    stays cordoned and Failed until a gate passes or a human releases it (``fleetwright
+    release``)."""
+    RELEASED = "Released"
+    """A human put a node that failed its health gate back into service (``fleetwright release``)."""
 
 
 class ProfileReason:

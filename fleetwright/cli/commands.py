@@ -23,6 +23,7 @@ COMMANDS = {
     "approve": "control",
     "retry-node": "control",
     "skip-node": "control",
+    "release": "control",
     "abort": "control",
     "history": "history",
     "logs": "logs",

@@ -1,11 +1,11 @@
-"""The operator's acts on a rollout: ``pause``, ``resume``, ``approve``, ``abort``, ``retry-node``
-and ``skip-node``.
+"""The operator's acts on a rollout: ``pause``, ``resume``, ``approve``, ``abort``, ``retry-node``,
+``skip-node`` and ``release``.
 
 Pause and resume are durable intent: the ``fleetwright.io/paused`` annotation on the NodeProfile,
 which the controller turns into the workflow's pause/resume signals. A re-apply that keeps the
 annotation, a controller restart or a continue-as-new all keep the rollout paused, and the pause
 is visible in ``kubectl get -o yaml`` and in a GitOps diff. The one-off acts go straight to the
-rollout workflow: approve, retry-node and skip-node as Temporal *updates*, whose validators refuse
+rollout workflow: approve, retry-node, skip-node and release as Temporal *updates*, whose validators refuse
 a wrong step or node with an immediate error; abort as the workflow's signal. Owns the command
 surface and the answers; the rules live in the workflow's validators.
 """
@@ -113,6 +113,7 @@ class Update(StrEnum):
     APPROVE = "approve"
     RETRY_NODE = "retry-node"
     SKIP_NODE = "skip-node"
+    RELEASE = "release"
 
 
 def _method(update: Update) -> UpdateMethodMultiParam[[RolloutWorkflow, str], str]:
@@ -123,6 +124,7 @@ def _method(update: Update) -> UpdateMethodMultiParam[[RolloutWorkflow, str], st
         Update.APPROVE: RolloutWorkflow.approve,
         Update.RETRY_NODE: RolloutWorkflow.retry_node,
         Update.SKIP_NODE: RolloutWorkflow.skip_node,
+        Update.RELEASE: RolloutWorkflow.release_node,
     }
     return methods[update]
 
@@ -233,6 +235,22 @@ def skip_node_command(
 ) -> None:
     """Leave a node out (a failed one no longer holds the rollout); refused while it is updating."""
     _send(ctx, Update.SKIP_NODE, profile=profile, arg=node, output=output, timeout=timeout)
+
+
+@app.command(Update.RELEASE.value)
+def release_command(
+    ctx: typer.Context,
+    profile: ProfileArg,
+    node: Annotated[
+        str, typer.Argument(help="A node this rollout failed on, e.g. one held as hardware suspect.")
+    ],
+    output: OutputOpt = "table",
+    timeout: TimeoutOpt = 30.0,
+) -> None:
+    """Put a failed node back into service: fleetwright lifts its cordon and shows it Released,
+    though its health gate did not pass (recorded in the rollout's history); refused unless the
+    rollout failed on it."""
+    _send(ctx, Update.RELEASE, profile=profile, arg=node, output=output, timeout=timeout)
 
 
 async def _abort(session: Session, profile: str) -> Acted:

@@ -23,7 +23,15 @@ import hashlib
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from fleetwright.api.keys import CLAIM_PREFIX, STATE_PREFIX, claim_key, cordon_key, state_key
+from fleetwright.api.keys import (
+    CLAIM_PREFIX,
+    STATE_PREFIX,
+    NodeReason,
+    claim_key,
+    condition_type,
+    cordon_key,
+    state_key,
+)
 from fleetwright.errors import InvalidSpecError
 from fleetwright.planner.nodestate import NodePackageState, parse_annotation
 from fleetwright.planner.observations import NodeObservation
@@ -36,6 +44,17 @@ def _conditions(node: Mapping[str, Any]) -> dict[str, str]:
         for c in status.get("conditions") or []
         if isinstance(c, Mapping) and c.get("type")
     }
+
+
+GATE_FAILED_REASONS = frozenset({NodeReason.GATE_FAILED, NodeReason.HARDWARE_SUSPECT})
+"""The reasons of a profile's node condition that say the node's health was shown bad."""
+
+
+def _condition_reason(node: Mapping[str, Any], type_: str) -> str:
+    for c in (node.get("status") or {}).get("conditions") or []:
+        if isinstance(c, Mapping) and c.get("type") == type_:
+            return str(c.get("reason") or "")
+    return ""
 
 
 _Cache = dict[tuple[str, str], NodePackageState]
@@ -76,12 +95,14 @@ def observe_node(node: Mapping[str, Any], profile: str, cache: _Cache | None = N
     conditions = _conditions(node)
     own, unreadable = _own_state(annotations, profile, cache)
     unschedulable = bool((node.get("spec") or {}).get("unschedulable", False))
+    own_cordon = unschedulable and cordon_key(profile) in annotations
     return NodeObservation(
         name=str(meta["name"]),
         labels=dict(meta.get("labels") or {}),
         ready=conditions.get("Ready") == "True",
         unschedulable=unschedulable and cordon_key(profile) not in annotations,
-        own_cordon=unschedulable and cordon_key(profile) in annotations,
+        own_cordon=own_cordon,
+        gate_failed=own_cordon and _condition_reason(node, condition_type(profile)) in GATE_FAILED_REASONS,
         conditions=conditions,
         disruptions=_other_profiles_busy(annotations, profile, cache),
         packages=own.packages,

@@ -44,6 +44,10 @@ class NodeObservation(Frozen):
     own_cordon: bool = False
     """This profile's cordon is on the node. Where no node workflow of it runs (a failed node is
     left cordoned), the node counts against maxUnavailable like any other unavailable node."""
+    gate_failed: bool = False
+    """This profile's cordon is on the node and its node condition says its health gate failed
+    (``HealthGateFailed`` or ``HardwareSuspect``): its health was shown bad, so a rollback that
+    returns it runs the node gate again before it goes back into service."""
     conditions: dict[str, str] = Field(default_factory=dict)
     """Node condition type -> status, for soak health gates."""
     disruptions: tuple[str, ...] = ()

@@ -57,12 +57,20 @@ class NodeRun(Frozen):
     batch: int
     """0 for a canary node, else the batch number within its compartment."""
     started_at: datetime
+    regate: bool = False
+    """A rollback returns a node that failed its health gate and runs the gate again there."""
+    _since_0_1_0 = added_fields("regate")
 
 
 class FailedNode(Frozen):
     node: str
     scope: str
     message: str = ""
+    suspect: bool = False
+    """The node failed its health gate again on the version a rollback returned it to: its
+    hardware is suspect, not the change, so the failure rule does not count it (it stays cordoned
+    and Failed, holding its part of the budget)."""
+    _since_0_1_0 = added_fields("suspect")
 
 
 class Halt(Frozen):
@@ -125,6 +133,10 @@ class NodeStart(Frozen):
     batch: int
     work: NodeWork
     expected_seconds: int
+    regate: bool = False
+    """A rollback returns a node that failed its health gate (``NodeObservation.gate_failed``):
+    its node workflow keeps the node cordoned and runs the node gate on the returned version."""
+    _since_0_1_0 = added_fields("regate")
 
 
 class BlockedNode(Frozen):

@@ -110,6 +110,14 @@ HEALTH_GATES = Counter(
     registry=REGISTRY,
 )
 GATE_OUTCOMES = ("passed", "failed", "inconclusive", "monitoring_unavailable")
+HARDWARE_SUSPECT = Gauge(
+    "fleetwright_node_hardware_suspect",
+    "1 while a node is held cordoned as hardware suspect: its health gate failed, and failed again "
+    "(or did not pass) on the version a rollback returned it to. Gone once it passes a gate or is "
+    "released. Set by the worker that showed the status.",
+    ["profile", "node"],
+    registry=REGISTRY,
+)
 DRAIN_DURATION = Histogram(
     "fleetwright_drain_duration_seconds",
     "Duration of one node drain (one activity attempt), by outcome.",

@@ -8,6 +8,7 @@ name each blocker's reason). It never changes an activity's input, result or err
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -126,6 +127,20 @@ def record_gate(profile: str, request: object, outcome: str) -> None:
             for gate in metrics.GATE_OUTCOMES:  # zero until the first of each, as dashboards expect
                 metrics.HEALTH_GATES.labels(profile, gate)
             metrics.HEALTH_GATES.labels(profile, GATE_REASONS[note.reason]).inc()
+        if isinstance(note, StatusNote):
+            record_suspect(profile, str(getattr(request, "node", "")), note.reason)
+
+
+def record_suspect(profile: str, node: str, reason: str) -> None:
+    """A node shown hardware suspect is 1 in ``fleetwright_node_hardware_suspect`` until a later
+    status of the profile on it says otherwise (a passed gate, a release)."""
+    if not node:
+        return
+    if reason == NodeReason.HARDWARE_SUSPECT:
+        metrics.HARDWARE_SUSPECT.labels(profile, node).set(1)
+        return
+    with contextlib.suppress(KeyError):  # it was never suspect here
+        metrics.HARDWARE_SUSPECT.remove(profile, node)
 
 
 def record_stage(fields: Mapping[str, str], report: StageReport) -> None:

@@ -1,6 +1,8 @@
 """What the humans' signals and updates do to a rollout run (``RolloutRun.controls`` and its
-pending requests): pause, resume, abort, approve a step, retry or skip a failed node, and the
-validators that refuse an update the rollout cannot honour. Each asks for a decision now."""
+pending requests): pause, resume, abort, approve a step, retry or skip a failed node, release a
+failed node back into service, and the validators that refuse an update the rollout cannot
+honour. Each asks for a decision now. A release's one side effect (lifting the node's cordon and
+showing it Released) is an activity the loop runs with ``release_nodes``."""
 
 from __future__ import annotations
 
@@ -9,6 +11,10 @@ from temporalio import workflow
 from fleetwright.workflows.rolloutrun import RolloutRun
 
 with workflow.unsafe.imports_passed_through():
+    from fleetwright.activities.node import NodeActivities
+    from fleetwright.activities.payloads import NodePhase, StatusNote, UncordonRequest
+    from fleetwright.api.keys import NodeReason
+    from fleetwright.workflows import retry
     from fleetwright.workflows.payloads import Deletion, SpecChange
 
 
@@ -62,6 +68,41 @@ def check_retry(run: RolloutRun, node: str) -> None:
         raise ValueError(
             f"{node} has not failed in this rollout (failed: {', '.join(sorted(failed)) or 'none'})"
         )
+
+
+def release_node(run: RolloutRun, node: str) -> str:
+    run.releases.append(node)
+    run.decide_now = True
+    return f"releasing {node}: its cordon is lifted and it takes new work (shown Released)"
+
+
+def check_release(run: RolloutRun, node: str) -> None:
+    """Only a node this rollout failed on, that no node workflow runs on, can be released."""
+    check_retry(run, node)
+    if node in run.releases:
+        raise ValueError(f"{node} is already being released")
+
+
+async def release_nodes(run: RolloutRun) -> None:
+    """Lift fleetwright's cordon on each node a human released and show it Released (one activity
+    each; only a ``release_node`` update, which no older history has, queues one)."""
+    assert run.state is not None
+    profile = run.state.spec.profile
+    failed = {f.node: f.message for f in run.state.failed}
+    while run.releases:
+        node = run.releases[0]
+        message = (
+            f"released into service by a human (fleetwright release); it had failed: {failed.get(node, '')}"
+        )
+        shown = StatusNote(phase=NodePhase.COMPLETE, reason=NodeReason.RELEASED, message=message)
+        await workflow.execute_activity_method(
+            NodeActivities.uncordon,
+            UncordonRequest(profile=profile, node=node, show_after=shown),
+            start_to_close_timeout=retry.API_CALL_TIMEOUT,
+            retry_policy=retry.API_CALL,
+            summary=f"uncordon {node}: released",
+        )
+        run.releases.pop(0)
 
 
 def skip_node(run: RolloutRun, node: str) -> str:

@@ -3,12 +3,15 @@
 cordon (only when an interrupt disrupts workloads, or the node gate runs validations) -> wait for
 protected pods -> drain -> each stage as a Job with its check -> interrupts (reboot confirmed by a
 new boot id) -> record the package state after every stage -> the node gate, when the policy has
-one (its validation Jobs one after another, then its metric checks, one activity per measurement
-with durable timers between, and external validators' verdicts; Failed fails the node,
-Inconclusive waits for ``approve_gate``) -> uncordon what we cordoned -> release
+one (a node not cordoned yet is cordoned for it, never drained; its validation Jobs one after
+another, then its metric checks, one activity per measurement with durable timers between, and
+external validators' verdicts; Failed fails the node, Inconclusive waits for ``approve_gate``;
+both keep the cordon) -> uncordon what we cordoned -> release
 the runtime-required taint (runtime-required profiles; it stays while another such profile is
 incomplete here) -> report to the parent. A node worked on under someone else's cordon is
-cordoned as ours (and drained again) if they lift theirs before its next stage.
+cordoned as ours (and drained again) if they lift theirs before its next stage. A rollback's node
+whose gate failed before (``regate``) runs the gate too, and whatever ends its run short of a pass
+leaves it cordoned and Failed as ``HardwareSuspect``.
 
 The first status (InProgress) rides on the first activity and the last one (Complete, Failed or
 Aborted) on the last, with the node's report to its rollout (``activities.report``): the workflow
@@ -91,8 +94,8 @@ class NodeWorkflow:
 
     @workflow.signal(name="abort")
     def abort(self) -> None:
-        """Finish the current stage, start no other, uncordon what we cordoned (the stages'
-        activity is cancelled: it finishes its running stage)."""
+        """Finish the current stage, start no other, uncordon what we cordoned unless the node's
+        health was shown bad (the stages' activity is cancelled: it finishes its running stage)."""
         self._abort = True
 
     @workflow.query(name="stage")
@@ -130,6 +133,8 @@ class NodeWorkflow:
         if self._gated():
             # Only inputs of a policy with a node gate have one: no 0.1.0 history does.
             self._gate = NodeGate(node_input, aborted=lambda: self._abort, show=self._status, at=self._at)
+        # patch gate-quarantine: since 0.2; deprecate_patch in 0.3, remove in 0.4
+        self._quarantined = node_input.regate and workflow.patched("gate-quarantine")
         try:
             return await self._update()
         except NodeDeletedError as gone:
@@ -163,6 +168,7 @@ class NodeWorkflow:
                 first = None
             await self._run_steps(first)
             if self._gate is not None:
+                await self._cordon_for_gate()
                 await self._gate.run()
         except NodeFailedError as failure:
             return await self._finish_failed(str(failure), held=isinstance(failure, GateFailedError))
@@ -201,6 +207,19 @@ class NodeWorkflow:
         request = CordonRequest(profile=self._input.profile, node=self._input.node, show_before=first)
         self._cordon = await self._call(NodeActivities.cordon, request)
         await self._clear_workloads()
+
+    async def _cordon_for_gate(self) -> None:
+        """A node at its gate takes no new work: one not cordoned yet (its change needs no
+        interrupt, no validation) is cordoned now, not drained (its pods keep running); the cordon
+        is lifted only when the gate passes."""
+        if self._cordon is not None:
+            return
+        # patch gate-cordon: since 0.2; deprecate_patch in 0.3, remove in 0.4
+        if not workflow.patched("gate-cordon"):
+            return
+        self._stage = "cordon-for-gate"
+        request = CordonRequest(profile=self._input.profile, node=self._input.node)
+        self._cordon = await self._call(NodeActivities.cordon, request)
 
     async def _keep_cordoned(self) -> None:
         """Under someone else's cordon, before each further stage: if they lifted it meanwhile, the
@@ -371,6 +390,12 @@ class NodeWorkflow:
             await self._status(self._completed())
 
     async def _finish_failed(self, message: str, *, held: bool = False) -> NodeResult:
+        if self._quarantined:
+            # Its health was shown bad before: whatever ended this run (the gate again, a stage,
+            # an abort), it stays cordoned and Failed until a gate passes or a human releases it.
+            message = f"hardware suspect: {message}; {self._quarantine_hint()}"
+            await self._status(self._last(NodePhase.FAILED, NodeReason.HARDWARE_SUSPECT, message))
+            return self._result(RunStatus.FAILED, message)
         if held:
             # A failed or aborted health gate: the node stays cordoned and Failed, naming the check.
             await self._status(self._last(NodePhase.FAILED, NodeReason.GATE_FAILED, message))
@@ -385,6 +410,14 @@ class NodeWorkflow:
         # A failed node stays cordoned (if we cordoned it) so nothing lands on a half-changed host.
         await self._status(self._last(NodePhase.FAILED, NodeReason.FAILED, message))
         return self._result(RunStatus.FAILED, message)
+
+    def _quarantine_hint(self) -> str:
+        """What the message of a quarantined node's failure adds: why, and what ends it."""
+        node_input = self._input
+        return (
+            "its health gate failed on the change the rollback returned it from; kept cordoned "
+            f"until a gate passes or `fleetwright release {node_input.profile} {node_input.node}`"
+        )
 
     def _last(self, phase: NodePhase, reason: str, message: str) -> StatusNote:
         """A status the node's workflow ends with, carrying its report (a failure)."""

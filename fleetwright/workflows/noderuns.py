@@ -69,8 +69,9 @@ def _node_input(
     spec = run.state.spec
     meta = run.profile.metadata
     # Only a policy with a node gate fills these (a payload field no 0.1.0 input carries). A
-    # rollback returns to a known state: like the canary and soak steps, the gate does not run.
-    gated = start.work.returns_to is None
+    # rollback returns to a known state: like the canary and soak steps, the gate does not run,
+    # except on a node whose gate failed: its health was shown bad, so it is shown good again.
+    gated = start.work.returns_to is None or start.regate
     gate = run.policy.spec.node_gate_checks() if gated else ()
     external = run.policy.spec.node_gate_external() if gated else ()
     validations = run.policy.spec.node_gate_validations() if gated else ()
@@ -99,6 +100,7 @@ def _node_input(
         batch=tuple(s.node for s in batch) if gate else (),
         external=external,
         validations=validations,
+        regate=start.regate and bool(gate or external or validations),
     )
 
 

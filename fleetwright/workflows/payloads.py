@@ -98,7 +98,11 @@ class NodeInput(Frozen):
     validations: tuple[ValidationContainer, ...] = ()
     """The node gate's validation containers: run one after another on the node, cordoned and
     drained, after its last stage and before ``gate`` and ``external``."""
-    _since_0_1_0 = added_fields("gate", "batch", "external", "validations")
+    regate: bool = False
+    """A rollback returns this node after its health gate failed: it keeps fleetwright's cordon
+    (an abort never lifts it) and runs the node gate on the returned version; failing it again
+    leaves it Failed as hardware suspect."""
+    _since_0_1_0 = added_fields("gate", "batch", "external", "validations", "regate")
 
 
 class Progress(Frozen):

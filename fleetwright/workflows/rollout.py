@@ -108,6 +108,16 @@ class RolloutWorkflow:
     def _validate_skip(self, node: str) -> None:
         controls.check_skip(self._run, node)
 
+    @workflow.update(name="release_node")
+    def release_node(self, node: str) -> str:
+        """A human puts a node this rollout failed on (one that failed its health gate, or was
+        found hardware suspect) back into service: its cordon is lifted (``fleetwright release``)."""
+        return controls.release_node(self._run, node)
+
+    @release_node.validator
+    def _validate_release(self, node: str) -> None:
+        controls.check_release(self._run, node)
+
     @workflow.query(name="progress")
     def progress(self) -> Progress | None:
         return self._run.progress
@@ -130,6 +140,7 @@ class RolloutWorkflow:
             run.held = report.held
             run.unregistered = report.unregistered_search_attributes
             run.state = decision.state
+            await controls.release_nodes(run)
             if run.controls.aborted and not run.state.running and run.new_spec is None:
                 # A spec change signalled while this turn was decided is applied first: a new
                 # generation lifts the abort, even when the last running node finished meanwhile.

@@ -42,6 +42,8 @@ class RolloutRun:
         self.state: RolloutState | None = None
         self.progress: Progress | None = None
         self.retry: list[str] = []
+        # Failed nodes a human released (``release_node``), not yet uncordoned.
+        self.releases: list[str] = []
         self.abort_sent: set[str] = set()
         self.fresh_pass = False
         self.held: tuple[BlockedNode, ...] = ()
@@ -61,9 +63,9 @@ class RolloutRun:
         )
 
     def should_continue_as_new(self) -> bool:
-        # Requests not yet reported in (a spec change, a retry) are handled first: only the state,
+        # Requests not yet reported in (a spec change, a retry, a release) are handled first: only the state,
         # the controls and node results travel to the next run.
-        if self.new_spec is not None or self.retry:
+        if self.new_spec is not None or self.retry or self.releases:
             return False
         info = workflow.info()
         return (

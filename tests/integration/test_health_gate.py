@@ -6,9 +6,12 @@ Inconclusive and the rollout waits, named, until ``fleetwright approve`` passes 
 stopped mid-gate is replaced without a measurement counted twice, and one stopped mid-validation
 without a second validation Job; a failing validation Job fails the node, keeps it cordoned, and
 ``fleetwright logs`` shows its output; a Prometheus frozen mid-gate holds the node named
-MonitoringUnavailable, with nothing failed, until it answers again. The fleet gate, during a soak
-or in the background while a batch runs, halts before the next batch when the updated nodes' XID
-series changes."""
+MonitoringUnavailable, with nothing failed, until it answers again; a node whose change needs no
+interrupt fails its gate cordoned (no new pod lands) but not drained (its pod keeps running); a
+node with XID 79 at its gate under rollback is returned, fails its gate again and stays cordoned
+as hardware suspect until ``fleetwright release``. The fleet gate, during a soak or in the
+background while a batch runs, halts before the next batch when the updated nodes' XID series
+changes."""
 
 from __future__ import annotations
 
@@ -39,7 +42,7 @@ from fleetwright.workflows.ids import node_workflow_id, rollout_workflow_id
 from fleetwright.workflows.payloads import Progress, RolloutInput, SpecChange
 from fleetwright.workflows.rollout import RolloutWorkflow
 from tests.support.cli import Cli
-from tests.support.engine import engine_worker, kubectl_json, label_nodes, unique
+from tests.support.engine import engine_worker, kubectl_json, label_nodes, running_on, unique
 from tests.support.providers import ClusterUnderTest
 from tests.support.stack import engine_settings
 from tests.support.waiting import query_progress, until, until_phase, until_progress
@@ -94,6 +97,26 @@ def reasons(cluster: ClusterUnderTest, profile: str, nodes: list[str]) -> dict[s
                 if condition["type"] == condition_type(profile):
                     found[item["metadata"]["name"]] = condition.get("reason", "")
     return found
+
+
+async def xid_at_the_gate(
+    cluster: ClusterUnderTest,
+    handle: WorkflowHandle[RolloutWorkflow, Progress],
+    change: SpecChange,
+    nodes: list[str],
+    exporter: GpuExporter,
+) -> str:
+    """Signal ``change``, then give the first of ``nodes`` to reach its health gate XID 79 on one
+    GPU; that node."""
+    await handle.signal(RolloutWorkflow.spec_changed, change)
+    profile = change.profile.metadata.name
+    gated = await until(
+        lambda: [n for n, r in reasons(cluster, profile, nodes).items() if r == NodeReason.HEALTH_GATE],
+        120.0,
+        "a node at its health gate",
+    )
+    exporter.set(gated[0], XID_ERRORS, 79, gpu=1)
+    return str(gated[0])
 
 
 async def start(
@@ -191,14 +214,7 @@ async def test_an_xid_during_the_gate_fails_the_node_and_rolls_its_batch_back(
         handle = await start(temporal_client, engine, v1, policy)
         first = await until_phase(handle, "Complete", "Halted", within=300)
         assert first.phase == "Complete", first
-        await handle.signal(RolloutWorkflow.spec_changed, SpecChange(profile=v2, policy=policy))
-        gated = await until(
-            lambda: [n for n, r in reasons(cluster, name, nodes).items() if r == NodeReason.HEALTH_GATE],
-            120.0,
-            "a node at its health gate",
-        )
-        bad = gated[0]
-        exporter.set(bad, XID_ERRORS, 79, gpu=1)
+        bad = await xid_at_the_gate(cluster, handle, SpecChange(profile=v2, policy=policy), nodes, exporter)
         rolling = await until_phase(handle, "RollingBack", "RolledBack", "Halted", within=120)
         assert rolling.phase in ("RollingBack", "RolledBack"), rolling
         done = await until_phase(handle, "RolledBack", "Halted", within=300)
@@ -481,3 +497,105 @@ async def test_a_failing_validation_fails_the_node_keeps_it_cordoned_and_logs_sh
     assert "container dcgm-diag <==" in logs, logs
     assert STAGE_LOG[0] in logs
     assert "validate dcgm-diag (Failed)" in await cli.ok("logs", name, node, "--stage", "validate")
+
+
+def unschedulable_taint(cluster: ClusterUnderTest, node: str) -> bool:
+    """The node carries the NoSchedule taint the node lifecycle controller puts on a cordoned node:
+    the scheduler places no new pod there."""
+    taints = kubectl_json(cluster, "node", node)["spec"].get("taints") or []
+    return any(t["key"] == "node.kubernetes.io/unschedulable" and t["effect"] == "NoSchedule" for t in taints)
+
+
+async def test_a_no_interrupt_node_failing_its_gate_is_cordoned_not_drained(
+    cluster: ClusterUnderTest, temporal_client: Client, engine: str, exporter: GpuExporter
+) -> None:
+    group, nodes = await asyncio.to_thread(gpu_group, cluster, exporter, 1)
+    (node,) = nodes
+    name = unique("hc")
+    namespace = unique("work")
+    await asyncio.to_thread(cluster.kubectl, "create", "namespace", namespace)
+    job = examples.training_job("train", namespace, node, gpus=2)
+    await asyncio.to_thread(cluster.kubectl, "apply", "-f", "-", input=json.dumps(job))
+    (pod,) = await until(lambda: running_on(cluster, namespace), 60.0, "the training pod running")
+    profile = examples.profile(name, selector={GROUP_LABEL: group}, interrupt=None)
+    handle = await start(temporal_client, engine, profile, gated_policy(max_unavailable=1, initial=1))
+    at_gate = NodeReason.HEALTH_GATE
+    await until(lambda: reasons(cluster, name, nodes).get(node) == at_gate, 120.0, "the node at its gate")
+    assert kubectl_json(cluster, "node", node)["spec"].get("unschedulable") is True
+    exporter.set(node, XID_ERRORS, 79, gpu=1)
+    halted = await until_phase(handle, "Halted", "Complete", within=120)
+    assert halted.phase == "Halted", halted
+    assert "gpu-xid-errors Failed" in halted.failed_reasons[node], halted.failed_reasons
+    assert reasons(cluster, name, nodes)[node] == NodeReason.GATE_FAILED
+    # Out of service: cordoned, so no new pod is scheduled there ...
+    assert kubectl_json(cluster, "node", node)["spec"].get("unschedulable") is True
+    await until(lambda: unschedulable_taint(cluster, node), 60.0, "the node's unschedulable taint")
+    # ... but not drained: its workload's pod kept running throughout.
+    assert running_on(cluster, namespace) == {pod: node}
+    history = await temporal_client.get_workflow_handle(node_workflow_id(name, node)).fetch_history()
+    scheduled = [
+        e.activity_task_scheduled_event_attributes.activity_type.name
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    ]
+    assert NAMES.CORDON in scheduled, scheduled
+    assert NAMES.DRAIN not in scheduled, scheduled
+
+
+XID_VALUE = {
+    "name": "gpu-xid-value",
+    "query": f'max({XID_ERRORS}{{Hostname="{{{{node}}}}"}})',
+    "successCondition": "result[0] == 0",
+    "failureCondition": "result[0] > 0",
+    "count": 3,
+    "intervalSeconds": 2,
+}
+
+
+def value_gated_policy() -> DeploymentPolicy:
+    """Batches of 2 under rollback, gated on the last XID's value: a faulty GPU keeps failing it."""
+    base = gated_policy(action="rollback")
+    spec = base.spec.model_dump(by_alias=True, exclude_none=True)
+    spec |= {"healthChecks": [XID_VALUE], "nodeGate": {"checks": [XID_VALUE["name"]]}}
+    return base.model_copy(update={"spec": type(base.spec).model_validate(spec)})
+
+
+def cordoned(cluster: ClusterUnderTest, node: str) -> bool:
+    return bool(kubectl_json(cluster, "node", node)["spec"].get("unschedulable"))
+
+
+async def test_an_xid_79_node_stays_quarantined_after_the_rollback_until_released(
+    cluster: ClusterUnderTest,
+    temporal_client: Client,
+    temporal_server: LocalTemporal,
+    engine: str,
+    exporter: GpuExporter,
+) -> None:
+    group, nodes = await asyncio.to_thread(gpu_group, cluster, exporter, 2)
+    name = unique("hq")
+    v1 = examples.profile(name, selector={GROUP_LABEL: group}, interrupt=None, generation=1)
+    v2 = examples.profile(name, selector={GROUP_LABEL: group}, interrupt=None, version="1.1.0", generation=2)
+    policy = value_gated_policy()
+    handle = await start(temporal_client, engine, v1, policy)
+    first = await until_phase(handle, "Complete", "Halted", within=300)
+    assert first.phase == "Complete", first
+    bad = await xid_at_the_gate(cluster, handle, SpecChange(profile=v2, policy=policy), nodes, exporter)
+    (good,) = [n for n in nodes if n != bad]
+    done = await until_phase(handle, "RolledBack", "Halted", within=300)
+    # The rollback returned both nodes; the faulty one failed its gate again on 1.0.0 and is held.
+    assert done.phase == "RolledBack", done
+    assert f"hardware suspect, kept cordoned: {bad}" in done.message, done.message
+    for node in nodes:
+        annotations = kubectl_json(cluster, "node", node)["metadata"].get("annotations", {})
+        assert read_profile_state(annotations, name).packages["tuning"].version == "1.0.0", node
+    assert reasons(cluster, name, nodes)[bad] == NodeReason.HARDWARE_SUSPECT
+    assert cordoned(cluster, bad)
+    assert not cordoned(cluster, good)
+    assert await measurements(temporal_client, name, bad) >= 1  # re-gated on the returned version
+    # A human who knows better puts it back into service.
+    cli = Cli(cluster, temporal_server)
+    refused = await cli.fails("release", name, good)
+    assert "has not failed in this rollout" in refused, refused
+    assert f"releasing {bad}" in await cli.ok("release", name, bad)
+    await until(lambda: not cordoned(cluster, bad), 60.0, "the released node uncordoned")
+    assert reasons(cluster, name, nodes)[bad] == NodeReason.RELEASED

@@ -20,7 +20,7 @@ from fleetwright.planner.ordering import order_nodes
 from fleetwright.workflows.ids import rollout_workflow_id
 from fleetwright.workflows.payloads import RolloutInput
 from fleetwright.workflows.rollout import RolloutWorkflow
-from tests.support.engine import decisions, engine_worker, kubectl_json, label_nodes, unique
+from tests.support.engine import decisions, engine_worker, kubectl_json, label_nodes, running_on, unique
 from tests.support.providers import ClusterUnderTest
 from tests.support.stack import GROUP_LABEL, engine_settings
 from tests.support.waiting import until, until_phase, until_progress, wait_for
@@ -85,16 +85,6 @@ class Binder:
             }
             self.cluster.kubectl("create", "-f", "-", input=json.dumps(binding), check=False)
             self.bound.append((pod["metadata"]["name"], node))
-
-
-def running_on(cluster: ClusterUnderTest, namespace: str) -> dict[str, str]:
-    """pod name -> node, for the namespace's Running pods."""
-    pods = kubectl_json(cluster, "pods", "-n", namespace)["items"]
-    return {
-        p["metadata"]["name"]: p["spec"]["nodeName"]
-        for p in pods
-        if p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")
-    }
 
 
 async def test_a_gangs_nodes_are_drained_in_one_batch_after_the_idle_nodes(

@@ -61,6 +61,16 @@ def kubectl_json(cluster: ClusterUnderTest, *args: str) -> Any:
     return json.loads(cluster.kubectl("get", *args, "-o", "json").stdout)
 
 
+def running_on(cluster: ClusterUnderTest, namespace: str) -> dict[str, str]:
+    """pod name -> node, for the namespace's Running pods not being deleted."""
+    pods = kubectl_json(cluster, "pods", "-n", namespace)["items"]
+    return {
+        p["metadata"]["name"]: p["spec"]["nodeName"]
+        for p in pods
+        if p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")
+    }
+
+
 def label_nodes(cluster: ClusterUnderTest, nodes: list[str], label: str) -> None:
     cluster.kubectl("label", "node", *nodes, label, "--overwrite")
 

@@ -212,3 +212,18 @@ def test_health_measurements_and_gate_outcomes_are_counted() -> None:
     interceptor.record_gate("gated", held, "succeeded")
     assert value("fleetwright_health_gates_total", profile="gated", outcome="monitoring_unavailable") == 1
     assert value("fleetwright_health_gates_total", profile="gated", outcome="failed") == 1
+
+
+def test_a_hardware_suspect_node_is_one_until_it_passes_or_is_released() -> None:
+    suspect = NodeStatusRequest(
+        profile="held", node="n1", phase=NodePhase.FAILED, reason=NodeReason.HARDWARE_SUSPECT
+    )
+    interceptor.record_gate("held", suspect, "succeeded")
+    assert value("fleetwright_node_hardware_suspect", profile="held", node="n1") == 1
+    released = UncordonRequest(
+        profile="held",
+        node="n1",
+        show_after=StatusNote(phase=NodePhase.COMPLETE, reason=NodeReason.RELEASED),
+    )
+    interceptor.record_gate("held", released, "succeeded")
+    assert value("fleetwright_node_hardware_suspect", profile="held", node="n1") is None

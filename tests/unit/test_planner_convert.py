@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from fleetwright.api.deploymentpolicy import DeploymentPolicy
-from fleetwright.api.keys import cordon_key
+from fleetwright.api.keys import NodeReason, condition_type, cordon_key
 from fleetwright.api.nodeprofile import NodeProfile
 from fleetwright.planner import convert
 from fleetwright.planner.batches import StrategyKind
@@ -160,6 +160,28 @@ def test_observing_a_node_reads_state_cordons_and_other_profiles() -> None:
     ours = observe_node(node("b", {cordon_key("gpu-host"): "true"}, unschedulable=True), "gpu-host")
     assert not ours.unschedulable
     assert ours.packages == {}
+
+
+@pytest.mark.parametrize(
+    ("reason", "cordoned", "expected"),
+    [
+        (NodeReason.GATE_FAILED, True, True),
+        (NodeReason.HARDWARE_SUSPECT, True, True),
+        (NodeReason.GATE_FAILED, False, False),  # released, or someone else's cordon only
+        (NodeReason.FAILED, True, False),  # a stage failed: its health was never shown bad
+        (NodeReason.RELEASED, False, False),
+    ],
+)
+def test_a_node_whose_health_gate_failed_is_seen_by_its_condition_and_our_cordon(
+    reason: str, cordoned: bool, expected: bool
+) -> None:
+    annotations = {cordon_key("gpu-host"): "true"} if cordoned else {}
+    manifest = node("a", annotations, unschedulable=cordoned)
+    manifest["status"]["conditions"].append(
+        {"type": condition_type("gpu-host"), "status": "True", "reason": reason}
+    )
+    assert observe_node(manifest, "gpu-host").gate_failed is expected
+    assert observe_node(manifest, "other-profile").gate_failed is False
 
 
 def test_equal_annotations_give_equal_state_keys_and_selection_filters() -> None:

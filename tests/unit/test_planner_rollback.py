@@ -1,6 +1,8 @@
 """Automatic rollback as the planner decides it: which nodes a rollback returns, what each package
 returns to and with which stages, the engine's RollingBack and RolledBack phases under the same
-budget, and a rollback that fails halting instead of looping."""
+budget, a rollback that fails halting instead of looping, and a node whose health gate failed
+being re-gated on the returned version (failing again, it is hardware suspect: the rollback goes
+on without it)."""
 
 from __future__ import annotations
 
@@ -159,6 +161,8 @@ class Fleet:
         }
         self.run: dict[str, RunStatus] = {}
         self.failing: set[str] = set()
+        self.gate_failed: set[str] = set()
+        """Nodes whose health gate failed: left cordoned, their condition says so."""
         self.works: dict[str, tuple[NodeWork, tuple[str, datetime]]] = {}
         """Each running node's work and the rollout it runs for (its node workflow's input)."""
         self.policy = RolloutPolicy(
@@ -174,7 +178,13 @@ class Fleet:
 
     def decide(self) -> Decision:
         nodes = tuple(
-            NodeObservation(name=n, packages=self.records[n], run=self.run.get(n))
+            NodeObservation(
+                name=n,
+                packages=self.records[n],
+                run=self.run.get(n),
+                own_cordon=n in self.gate_failed,
+                gate_failed=n in self.gate_failed,
+            )
             for n in sorted(self.records)
         )
         decision = decide(self.state, Observations(nodes=nodes), self.now)
@@ -330,3 +340,60 @@ def test_without_the_replaced_spec_the_return_is_planned_from_the_recorded_befor
     assert [(n.node, n.steps[0]) for n in plan.nodes] == [("a", "tuning:apply")]
     assert plan.eta is not None
     assert plan.blocked == ()
+
+
+def test_a_rollback_re_gates_the_node_whose_gate_failed_and_only_that_one() -> None:
+    fleet = Fleet(6, cap=2)
+    canary = fleet.decide().start[0].node
+    fleet.finish_all()
+    batch = fleet.decide()
+    assert all(not s.regate for s in batch.start)  # a forward change never re-gates
+    bad = batch.start[0].node
+    fleet.failing = {bad}
+    fleet.gate_failed = {bad}
+    fleet.finish_all()
+    fleet.failing = set()
+    rolling = fleet.decide()
+    assert rolling.phase is Phase.ROLLING_BACK
+    regated = {s.node for s in rolling.start if s.regate}
+    assert regated == ({bad} & {s.node for s in rolling.start})
+    starts = {s.node: s for s in rolling.start}
+    run_state = {r.node: r.regate for r in rolling.state.running}
+    assert all(run_state[n] == starts[n].regate for n in starts)
+    assert canary not in regated
+
+
+def test_a_re_gated_node_failing_again_is_hardware_suspect_and_the_rollback_returns_the_rest() -> None:
+    fleet = Fleet(8, cap=1)
+    canary = fleet.decide().start[0].node
+    fleet.failing = {canary}
+    fleet.gate_failed = {canary}
+    fleet.finish(canary)
+    rolling = fleet.decide()
+    assert rolling.phase is Phase.ROLLING_BACK
+    assert [(s.node, s.regate) for s in rolling.start] == [(canary, True)]
+    fleet.finish(canary)  # its gate fails again on the returned version
+    done = fleet.decide()
+    assert done.phase is Phase.ROLLED_BACK, done.message  # not halted: its hardware, not the change
+    assert [(f.node, f.suspect) for f in done.state.failed] == [(canary, True)]
+    assert f"hardware suspect, kept cordoned: {canary}" in done.message, done.message
+
+
+def test_a_node_cordoned_at_its_failed_gate_counts_against_the_budget() -> None:
+    # A gate-failed node keeps fleetwright's cordon (with or without an interrupt): it holds its
+    # part of maxUnavailable, and the rollout's other nodes wait for the room it leaves.
+    fleet = Fleet(4, cap=1)
+    fleet.policy = RolloutPolicy(
+        max_unavailable=Budget(count=1),
+        steps=(BatchesStep(strategy=Strategy(initial_batch=1)),),
+        failure=FailurePolicy(max_failed_nodes=3, action=FailureAction.HALT),
+    )
+    fleet.spec = RolloutSpec(profile="p", packages=(NEW,), policy=fleet.policy, previous=(OLD,))
+    fleet.state = begin(fleet.spec, T0)
+    first = fleet.decide().start[0].node
+    fleet.failing = {first}
+    fleet.gate_failed = {first}
+    fleet.finish(first)
+    held = fleet.decide()
+    assert held.start == ()
+    assert f"{first} (left cordoned by this profile (its change failed))" in held.message, held.message

@@ -47,7 +47,7 @@ from fleetwright.activities.report import send as send_report
 from fleetwright.activities.rollout import cleared_failure, plan_turn
 from fleetwright.activities.stages import resume_index, run_stages
 from fleetwright.activities.starts import NodeStarter
-from fleetwright.api.keys import NodeReason, claim_key, cordon_key, state_key
+from fleetwright.api.keys import NodeReason, claim_key, condition_type, cordon_key, state_key
 from fleetwright.kube import nodestatus
 from fleetwright.local import nodes as fleet_nodes
 from fleetwright.planner.analysis import Measurement
@@ -256,9 +256,21 @@ class FakeFleet:
             self.reasons[target.node] = note.reason
             self.messages[target.node] = note.message
             self.shown.append((target.profile, target.node, note.reason))
+            self._set_condition(target, note)
             if ends_claim(note.phase, note.reason):
                 self.annotations(target.node).pop(claim_key(target.profile), None)
             await send_report(note.report)
+
+    def _set_condition(self, target: NodeTarget, note: StatusNote) -> None:
+        """The profile's node condition, as the real status activity writes it (its reason is
+        what the planner reads back, e.g. a failed health gate)."""
+        node = self.nodes.get(target.node)
+        if node is None:
+            return
+        kind = condition_type(target.profile)
+        conditions = [c for c in node["status"].get("conditions") or [] if c.get("type") != kind]
+        conditions.append({"type": kind, "status": "True", "reason": note.reason, "message": note.message})
+        node["status"]["conditions"] = conditions
 
     @activity.defn(name=NAMES.RECORD_STATE)
     async def record_state(self, request: RecordStateRequest) -> None:

@@ -3,7 +3,9 @@ measure (one activity per measurement, recorded once), passes and goes back into
 naming the check and its value (the failure policy applies), waits named while Inconclusive until
 approved, holds named MonitoringUnavailable while Prometheus does not answer (measuring on until
 an answer lifts the hold), and resumes after a worker restart without re-counting a measurement.
-Prometheus is faked behind the activity; the real one is the integration tier's."""
+A node whose change needs no interrupt is cordoned for its gate, never drained, and keeps the
+cordon when it fails or waits. Prometheus is faked behind the activity; the real one is the
+integration tier's."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from typing import Any
 
 import pytest
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowUpdateFailedError
 
 from fleetwright.activities.payloads import NAMES
 from fleetwright.api.deploymentpolicy import DeploymentPolicy
@@ -42,9 +44,13 @@ XID = {
 
 
 def gated(
-    check: dict[str, Any] | None = None, *, action: str = "halt", max_unavailable: int = 2
+    check: dict[str, Any] | None = None,
+    *,
+    action: str = "halt",
+    max_unavailable: int = 2,
+    steps: list[dict[str, Any]] | None = None,
 ) -> DeploymentPolicy:
-    deployment = examples.policy(max_unavailable=max_unavailable)
+    deployment = examples.policy(max_unavailable=max_unavailable, steps=steps)
     spec = deployment.spec.model_dump(by_alias=True)
     spec["healthChecks"] = [check or XID]
     spec["nodeGate"] = {"checks": [(check or XID)["name"]]}
@@ -112,7 +118,8 @@ async def test_an_xid_during_the_gate_fails_the_node_naming_check_and_value(clie
 
 async def test_a_gate_failure_with_rollback_rolls_the_batch_back(client: Client) -> None:
     fleet = FakeFleet(size=4)
-    fleet.metric = lambda node, promql: answer(5) if node == "gpu-node-0002" else answer(0)
+    bad = "gpu-node-0002"
+    fleet.metric = lambda node, promql: answer(5) if node == bad else answer(0)
     name = unique()
     policy = gated({**XID, "count": 1}, action="rollback", max_unavailable=2)
     handle, queue = await start(client, fleet, rollout(name, policy))
@@ -122,9 +129,18 @@ async def test_a_gate_failure_with_rollback_rolls_the_batch_back(client: Client)
     assert done.rolled_back_generation is not None
     returned = {r.node for r in fleet.stage_requests if r.stage.value == "uninstall"}
     measured = {node for node, _, _ in fleet.measured}
-    assert "gpu-node-0002" in measured
+    assert bad in measured
     assert returned == measured, (returned, measured)  # the nodes it changed, and only those
-    assert not fleet.cordoned()
+    # Returned, the failed node ran its gate again, failed it again and stays out of service; the
+    # rollback does not count it against itself: it returned every other node.
+    assert [n for n, _, _ in fleet.measured].count(bad) == 2
+    assert fleet.cordoned() == {bad}
+    assert fleet.reasons[bad] == NodeReason.HARDWARE_SUSPECT
+    assert fleet.statuses[bad] == "Failed"
+    assert "hardware suspect: health gate failed" in fleet.messages[bad], fleet.messages[bad]
+    assert f"fleetwright release {name} {bad}" in fleet.messages[bad]
+    assert f"hardware suspect, kept cordoned: {bad}" in done.message, done.message
+    assert done.failed_nodes == (bad,)
 
 
 async def test_no_data_waits_named_until_a_human_approves(client: Client) -> None:
@@ -577,8 +593,11 @@ async def test_a_failing_validation_with_rollback_rolls_the_batch_back(client: C
     returned = {r.node for r in fleet.stage_requests if r.stage.value == "uninstall"}
     assert "gpu-node-0002" in validated
     assert returned == validated, (returned, validated)
-    # A node being returned runs no validation: each validated node ran it once.
-    assert len(fleet.validated) == len(validated)
+    # A node being returned runs no validation, but the one that failed its gate runs it again.
+    runs = [node for node, _, _, _ in fleet.validated]
+    assert sorted(runs) == sorted([*validated, "gpu-node-0002"]), runs
+    assert fleet.cordoned() == {"gpu-node-0002"}
+    assert fleet.reasons["gpu-node-0002"] == NodeReason.HARDWARE_SUSPECT
 
 
 async def test_a_worker_killed_mid_validation_adopts_its_job(client: Client) -> None:
@@ -615,3 +634,140 @@ async def test_an_abort_during_a_validation_ends_the_gate_and_keeps_the_node_cor
     assert fleet.statuses[node] == "Failed"
     assert node in fleet.cordoned()  # its health was never shown
     assert [v for _, v, _, _ in fleet.validated] == ["dcgm-diag"]  # no later validation started
+
+
+async def test_a_no_interrupt_change_is_cordoned_for_its_gate_never_drained(client: Client) -> None:
+    fleet = FakeFleet(size=2)
+    name = unique()
+    handle, queue = await start(client, fleet, without_interrupt(name, gated({**XID, "count": 2})))
+    async with build_worker(client, fleet.activities(), task_queue=queue):
+        done = await in_phase(handle, "Complete")
+        await handle.terminate("test done")
+    assert done.updated == 2
+    # Its stages ran in service; every measurement with the node cordoned; its pods never drained.
+    assert {cordoned for _, _, cordoned in fleet.cordoned_at_stages} == {False}
+    assert sorted(fleet.measured) == sorted((n, "xid", True) for n in fleet.nodes for _ in range(2))
+    assert fleet.drained == []
+    assert not fleet.cordoned()
+    assert sorted(fleet.uncordoned) == sorted(fleet.nodes)
+    activities = await node_activities(client, name, "gpu-node-0000")
+    assert activities == [NAMES.RUN_STAGES, NAMES.CORDON, NAMES.MEASURE, NAMES.MEASURE, NAMES.UNCORDON]
+    assert set(fleet.reasons.values()) == {NodeReason.GATE_PASSED}
+
+
+async def test_a_no_interrupt_node_failing_or_waiting_at_its_gate_keeps_the_cordon(client: Client) -> None:
+    fleet = FakeFleet(size=3)
+    bad, unsure = "gpu-node-0000", "gpu-node-0001"
+    answers = {bad: answer(3), unsure: answer()}  # an XID; no data
+    fleet.metric = lambda node, promql: answers.get(node, answer(0))
+    name = unique()
+    one_batch = [{"name": "all", "batches": {"strategy": "fixed", "initial": 3}}]
+    policy = gated({**XID, "count": 1}, max_unavailable=3, steps=one_batch)
+    handle, queue = await start(client, fleet, without_interrupt(name, policy))
+    async with build_worker(client, fleet.activities(), task_queue=queue):
+        await until(
+            lambda: (
+                fleet.reasons.get(bad) == NodeReason.GATE_FAILED
+                and fleet.reasons.get(unsure) == NodeReason.GATE_INCONCLUSIVE
+            ),
+            30.0,
+            "one node failed and one inconclusive at its gate",
+            blocking=False,
+        )
+        assert fleet.cordoned() == {bad, unsure}
+        assert fleet.statuses[bad] == "Failed"
+        halted = await until_progress(handle, lambda p: p.failed_nodes != (), "the failure counted")
+        await handle.terminate("test done")
+    assert fleet.drained == []
+    assert bad not in fleet.uncordoned
+    assert unsure not in fleet.uncordoned
+    assert halted.failed_nodes == (bad,), halted
+
+
+def rollback_in_one_batch() -> DeploymentPolicy:
+    """Two nodes in one batch, one XID measurement each, a failure rolls back."""
+    one_batch = [{"name": "all", "batches": {"strategy": "fixed", "initial": 2}}]
+    return gated({**XID, "count": 1}, action="rollback", max_unavailable=2, steps=one_batch)
+
+
+async def test_a_gate_failed_node_returned_by_a_rollback_goes_back_into_service_once_its_gate_passes(
+    client: Client,
+) -> None:
+    fleet = FakeFleet(size=2)
+    bad = "gpu-node-0001"
+    seen: list[str] = []
+
+    def metric(node: str, promql: str) -> Any:
+        seen.append(node)
+        return answer(5) if node == bad and seen.count(bad) == 1 else answer(0)  # the fault cleared
+
+    fleet.metric = metric
+    name = unique()
+    handle, queue = await start(client, fleet, without_interrupt(name, rollback_in_one_batch()))
+    async with build_worker(client, fleet.activities(), task_queue=queue):
+        done = await in_phase(handle, "RolledBack")
+        await handle.terminate("test done")
+    assert seen.count(bad) == 2  # its gate, then its gate again on the returned version
+    assert not fleet.cordoned()
+    assert fleet.reasons[bad] == NodeReason.GATE_PASSED
+    assert fleet.drained == []  # no interrupt: cordoned for each gate, never drained
+    activities = await node_activities(client, name, bad)
+    assert activities == [NAMES.RUN_STAGES, NAMES.CORDON, NAMES.MEASURE, NAMES.UNCORDON]
+    assert "hardware suspect" not in done.message
+
+
+async def test_a_hardware_suspect_node_stays_out_until_a_human_releases_it(client: Client) -> None:
+    fleet = FakeFleet(size=2)
+    bad = "gpu-node-0000"
+    fleet.metric = lambda node, promql: answer(5) if node == bad else answer(0)
+    name = unique()
+    handle, queue = await start(client, fleet, without_interrupt(name, rollback_in_one_batch()))
+    async with build_worker(client, fleet.activities(), task_queue=queue):
+        done = await in_phase(handle, "RolledBack")
+        assert fleet.cordoned() == {bad}
+        assert fleet.reasons[bad] == NodeReason.HARDWARE_SUSPECT
+        with pytest.raises(WorkflowUpdateFailedError) as refused:
+            await handle.execute_update(RolloutWorkflow.release_node, "gpu-node-0001")
+        assert "has not failed in this rollout" in str(refused.value.cause)
+        answered = await handle.execute_update(RolloutWorkflow.release_node, bad)
+        assert f"releasing {bad}" in answered
+        await until(lambda: not fleet.cordoned(), 30.0, "the released node uncordoned", blocking=False)
+        await handle.terminate("test done")
+    assert fleet.reasons[bad] == NodeReason.RELEASED
+    assert fleet.statuses[bad] == "Complete"
+    assert "released into service by a human" in fleet.messages[bad]
+    assert "hardware suspect" in fleet.messages[bad]  # what it had failed with
+    assert done.failed_nodes == (bad,)
+
+
+async def test_an_abort_while_a_gate_failed_node_is_returned_keeps_it_cordoned(client: Client) -> None:
+    fleet = FakeFleet(size=2)
+    bad = "gpu-node-0000"
+    fleet.metric = lambda node, promql: answer(5) if node == bad else answer(0)
+    # The returned node's stages are held, so the abort finds it mid-return.
+    fleet.holds = lambda request: request.node == bad and request.stage.value == "uninstall"
+    name = unique()
+    handle, queue = await start(client, fleet, rollout(name, rollback_in_one_batch()))
+    async with build_worker(client, fleet.activities(), task_queue=queue):
+        await until(
+            lambda: any(r.node == bad and r.stage.value == "uninstall" for r in fleet.stage_requests),
+            30.0,
+            "the failed node being returned",
+            blocking=False,
+        )
+        await handle.signal(RolloutWorkflow.abort)
+        node = client.get_workflow_handle(node_workflow_id(name, bad))
+
+        async def aborted() -> bool:
+            history = await node.fetch_history()
+            return any(
+                e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED for e in history.events
+            )
+
+        await until(aborted, 30.0, "the abort at the returned node", blocking=False)
+        fleet.release.set()
+        result = await handle.result()
+    assert result.phase == "Aborted", result
+    assert bad in fleet.cordoned()  # an abort hands other nodes back, never a gate-failed one
+    assert fleet.reasons[bad] == NodeReason.HARDWARE_SUSPECT
+    assert "aborted" in fleet.messages[bad], fleet.messages[bad]

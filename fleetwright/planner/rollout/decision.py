@@ -95,6 +95,9 @@ def _conclude(engine: Engine, state: RolloutState) -> Decision:
             message = f"{len(state.updated)} node(s) returned ({of.reason})"
         if state.failed or engine.blocked:
             message += f", {len(state.failed)} failed, {len(engine.blocked)} left out (see blocked)"
+        suspect = [f.node for f in state.failed if f.suspect]
+        if suspect:
+            message += f"; hardware suspect, kept cordoned: {', '.join(suspect)}"
         return _decision(engine, state, Phase.ROLLED_BACK if of is not None else Phase.COMPLETE, message)
     if engine.starts or state.running:
         phase = Phase.PROGRESSING

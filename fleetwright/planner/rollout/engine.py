@@ -137,9 +137,16 @@ class Engine:
                 batch=batch,
                 work=self.view.work[node],
                 expected_seconds=self.view.expected_seconds(node),
+                regate=self._regate(node),
             )
         )
         return True
+
+    def _regate(self, node: str) -> bool:
+        """A rollback returns a node whose health gate failed: it runs the gate again there, and
+        failing it again is its hardware's failure."""
+        obs = self.view.nodes.get(node)
+        return obs is not None and obs.gate_failed and self.view.work[node].returns_to is not None
 
     def start_free(self, members: list[str], want: int, scope: str, batch: int) -> list[str]:
         """Start up to ``want`` of ``members`` that cost the budget nothing (already unavailable)."""

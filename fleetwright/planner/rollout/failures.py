@@ -1,6 +1,8 @@
 """The failure rules: a failed canary, more failed nodes than a ``maxFailedNodes`` allows
 (rollout-wide or a compartment's), and a budget held by nothing but this rollout's own failed
-nodes each halt the rollout with the scope's failure action (halt, or roll back)."""
+nodes each halt the rollout with the scope's failure action (halt, or roll back). A node whose
+health gate failed again on the version a rollback returned it to (``FailedNode.suspect``) is its
+hardware's failure, not the change's: no rule counts it, so the rollback returns the rest."""
 
 from __future__ import annotations
 
@@ -14,7 +16,8 @@ def check_failures(engine: Engine, state: RolloutState) -> RolloutState:
     """``state`` halted when a rule fires on its failed nodes (``state`` itself when none does)."""
     policy = engine.policy
     canaries = {n for s in (state.gates, *state.compartments) for n in s.canary or ()}
-    broken = [f for f in state.failed if f.node in canaries]
+    counted = [f for f in state.failed if not f.suspect]
+    broken = [f for f in counted if f.node in canaries]
     if broken:
         # A failed canary fires the failure action whatever maxFailedNodes says.
         detail = "; ".join(f"{f.node}: {f.message}" if f.message else f.node for f in broken)
@@ -23,7 +26,7 @@ def check_failures(engine: Engine, state: RolloutState) -> RolloutState:
             reason=f"canary failed ({detail})", action=failure.action, scope=broken[0].scope, at=engine.now
         )
         return state.model_copy(update={"halt": halt})
-    total = len(state.failed)
+    total = len(counted)
     if _exceeded(policy.failure, total):
         return _halted(
             engine,
@@ -35,7 +38,7 @@ def check_failures(engine: Engine, state: RolloutState) -> RolloutState:
     for compartment in policy.compartments:
         if compartment.failure is None:
             continue
-        count = sum(1 for f in state.failed if engine.view.compartment_of.get(f.node) == compartment.name)
+        count = sum(1 for f in counted if engine.view.compartment_of.get(f.node) == compartment.name)
         if _exceeded(compartment.failure, count):
             reason = f"compartment {compartment.name}: {count} node(s) failed"
             return _halted(engine, state, reason, compartment.failure, compartment.name)
@@ -57,8 +60,9 @@ def fire_held_by_failed(engine: Engine) -> None:
 def _halted(
     engine: Engine, state: RolloutState, reason: str, failure: FailurePolicy, scope: str
 ) -> RolloutState:
-    if state.failed:
-        first = state.failed[0]
+    counted = [f for f in state.failed if not f.suspect]
+    if counted:
+        first = counted[0]
         reason += f"; first: {first.node}" + (f" ({first.message})" if first.message else "")
     halt = Halt(reason=reason, action=failure.action, scope=scope, at=engine.now)
     return state.model_copy(update={"halt": halt})

@@ -23,9 +23,8 @@ def absorb(state: RolloutState, view: FleetView) -> RolloutState:
             continue
         work = view.work[run.node]
         if obs.run is RunStatus.FAILED or work.failed is not None:
-            failed.append(
-                FailedNode(node=run.node, scope=run.scope, message=obs.message or work.failed or "")
-            )
+            message = obs.message or work.failed or ""
+            failed.append(FailedNode(node=run.node, scope=run.scope, message=message, suspect=run.regate))
             ok = False
         elif obs.run is RunStatus.SUCCEEDED or (obs.run is None and not work.needs_work):
             # A node is done when its workflow says so. Its recorded state needing no work is not

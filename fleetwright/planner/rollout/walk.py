@@ -34,7 +34,8 @@ def walk(engine: Engine, state: RolloutState) -> RolloutState:
     if engine.halt is not None:
         engine.starts = []  # a halt found later in this call cancels this call's starts too
     running = state.running + tuple(
-        NodeRun(node=s.node, scope=s.scope, batch=s.batch, started_at=engine.now) for s in engine.starts
+        NodeRun(node=s.node, scope=s.scope, batch=s.batch, started_at=engine.now, regate=s.regate)
+        for s in engine.starts
     )
     return state.model_copy(
         update={
