@@ -4,7 +4,8 @@ It reads every Node once, keeps those the profile targets (minus skipped ones), 
 workflow learned from its node workflows, marks nodes where an earlier-priority profile is not
 complete yet, on the node or, for ``sequencing: all``, on any of its nodes (``planner.priority``;
 it reads the NodeProfiles for that), attaches the workloads whose pods run on each node (for the
-order) and the pods the policy's ``workloadWait`` waits for (``kube.workloads``), and calls
+order) and the pods the policy's ``workloadWait`` waits for (``kube.workloads``; one list of the
+bound pods, made only when the policy reads pods: ``RolloutPolicy.reads_pods``), and calls
 ``planner.rollout.decide`` with the workflow's ``now``. The decision is recorded in history, so the
 workflow stays deterministic while the fleet read stays out of it.
 """
@@ -47,6 +48,7 @@ from fleetwright.planner.analysis import ScopedMeasurement
 from fleetwright.planner.nodelist import observe_node
 from fleetwright.planner.nodestate import format_annotation, read_profile_state
 from fleetwright.planner.observations import NodeObservation, NodeWorkload, Observations, RunStatus
+from fleetwright.planner.policy import RolloutPolicy
 from fleetwright.planner.priority import earlier_profiles, fleet_completion, sequencing_hold, waiting_on
 from fleetwright.planner.rollout import decide
 from fleetwright.planner.rolloutstate import BlockedNode, RolloutState
@@ -220,11 +222,7 @@ class RolloutActivities:
         patch_nodes(lambda node: self._show_ended(name, ended[node]), ended)
         profiles = parse_profiles(resources.list_objects(self._api, PROFILE_PLURAL))
         nodes = kube_nodes.list_nodes(self._api)
-        pods = kube_workloads.running_pods(self._api)
-        policy = request.state.spec.policy
-        workloads = kube_workloads.node_workloads(pods, policy.workload_label)
-        wait = policy.workload_wait
-        finishing = kube_workloads.waited_pods(pods, wait.selector) if wait is not None else None
+        workloads, finishing = self._pods_on_nodes(request.state.spec.policy)
         # The fleet gate's measurements due now: taken before deciding, recorded in this result.
         measured = measure_fleet(self._prometheus, request.state, request.now)
         report = plan_turn(nodes, request, profiles, workloads, finishing, measured=measured)
@@ -235,6 +233,18 @@ class RolloutActivities:
         if starts and any(p.metadata.name != name for p in profiles):
             self._verify_claims(request.profile, nodes, starts)
         return report.model_copy(update={"unregistered_search_attributes": self._unregistered()})
+
+    def _pods_on_nodes(
+        self, policy: RolloutPolicy
+    ) -> tuple[dict[str, tuple[NodeWorkload, ...]] | None, dict[str, tuple[str, ...]] | None]:
+        """The workloads on each node and the pods ``workloadWait`` waits for there, from one list
+        of the bound pods, made only when the policy reads pods (``RolloutPolicy.reads_pods``)."""
+        if not policy.reads_pods():
+            return None, None
+        pods = kube_workloads.bound_pods(self._api)
+        wait = policy.workload_wait
+        finishing = kube_workloads.waited_pods(pods, wait.selector) if wait is not None else None
+        return kube_workloads.node_workloads(pods, policy.workload_label), finishing
 
     def _verify_claims(self, profile: NodeProfile, before: list[dict[str, Any]], starts: list[str]) -> None:
         """Read the fleet again after claiming: another profile that claimed nodes between this

@@ -138,10 +138,13 @@ def load_pods(path: Path) -> list[dict[str, Any]]:
 
 
 def with_pods(observed: Observations, pods: list[dict[str, Any]], policy: DeploymentPolicy) -> Observations:
-    """The observations with the workloads on each node and the pods ``workloadWait`` waits for."""
+    """The observations with the workloads on each node and the pods ``workloadWait`` waits for,
+    when the policy reads pods as the rollout does (``RolloutPolicy.reads_pods``)."""
     from fleetwright.kube.workloads import node_workloads, waited_pods
     from fleetwright.planner import convert
 
+    if not convert.policy(policy).reads_pods():
+        return observed
     workloads = node_workloads(pods, policy.spec.workload_label)
     wait = policy.spec.workload_wait
     finishing = waited_pods(pods, convert.selector(wait.selector)) if wait is not None else {}

@@ -22,6 +22,9 @@ CONNECTION_POOL_SIZE = 200
 # The route template of the request being built (``/api/v1/nodes/{name}``): the generated client
 # serializes the parameters, then sends, on the same thread.
 _route: contextvars.ContextVar[str] = contextvars.ContextVar("fleetwright_kube_route", default="")
+# A list as the apiserver's Table (what ``kubectl get`` prints): its columns, and with
+# ``includeObject=Metadata`` each row's object as PartialObjectMetadata (no spec, no status).
+TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"
 
 
 def traced(api: client.ApiClient) -> client.ApiClient:
@@ -95,18 +98,24 @@ def fetch_json(call: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str,
 
 
 def get_json(
-    api: client.ApiClient, path: str, query: Sequence[tuple[str, str]] = (), *, timeout: float | None = None
+    api: client.ApiClient,
+    path: str,
+    query: Sequence[tuple[str, str]] = (),
+    *,
+    timeout: float | None = None,
+    accept: str = "application/json",
 ) -> dict[str, Any]:
     """GET ``path`` (``/api/v1/nodes``, with ``query`` parameters) and return the apiserver's JSON
     as plain dicts, through the client's connection, credentials and tracing but without the
     generated API classes: importing one (``CoreV1Api`` builds hundreds of model classes) would
-    cost a short command such as ``fleetwright status`` most of its run. A non-2xx answer raises
-    ``ApiException``, as the generated methods do."""
+    cost a short command such as ``fleetwright status`` most of its run. ``accept`` asks for another
+    representation (a Table, ``TABLE``). A non-2xx answer raises ``ApiException``, as the generated
+    methods do."""
     request = api.param_serialize(
         "GET",
         path,
         query_params=list(query),
-        header_params={"Accept": "application/json"},
+        header_params={"Accept": accept},
         auth_settings=["BearerToken"],
     )
     response = api.call_api(*request, _request_timeout=timeout)

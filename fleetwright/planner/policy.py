@@ -160,6 +160,14 @@ class RolloutPolicy(Frozen):
     its gate (``Counts.unproven`` until then); the workflows run the gate itself."""
     _since_0_1_0 = added_fields("workload_label", "workload_wait", "node_gate")
 
+    def reads_pods(self) -> bool:
+        """Whether a rollout turn reads the pods bound to nodes: the one rule for it. Only the
+        workload settings use them: ``workload_label`` for the workload-aware order, ``workload_wait``
+        for its wait (with either, the order traces every pod as ``kube.workloads`` does). Without
+        them the order is the zone-spread one and the turn lists no pod; steps, gates, compartments
+        and windows read only Nodes, and drains list their own node's pods."""
+        return self.workload_label is not None or self.workload_wait is not None
+
     @model_validator(mode="after")
     def _unique_names(self) -> RolloutPolicy:
         names = [c.name for c in self.compartments]

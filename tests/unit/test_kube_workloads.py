@@ -10,7 +10,8 @@ import pytest
 
 from fleetwright.activities.payloads import DecideRequest
 from fleetwright.activities.rollout import observe, plan_turn
-from fleetwright.kube.workloads import gpus_of, node_workloads, waited_pods, workload_of
+from fleetwright.errors import PermanentError
+from fleetwright.kube.workloads import gpus_of, node_workloads, table_pods, waited_pods, workload_of
 from fleetwright.local import examples
 from fleetwright.local import nodes as fleet_nodes
 from fleetwright.planner import convert
@@ -143,3 +144,56 @@ def test_the_pods_a_workload_wait_waits_for_are_listed_by_node() -> None:
         named(pod("gpu-2", labels={"app": "train", "app.kubernetes.io/managed-by": "fleetwright"}), "s-0"),
     ]
     assert waited_pods(pods, Selector(match_labels={"app": "train"})) == {"gpu-1": ("ml/t-1",)}
+
+
+# The columns kube-apiserver prints for pods (``kubectl get pods -o wide``).
+POD_COLUMNS = [
+    "Name",
+    "Ready",
+    "Status",
+    "Restarts",
+    "Age",
+    "IP",
+    "Node",
+    "Nominated Node",
+    "Readiness Gates",
+]
+
+
+def table(pods: list[dict[str, Any]], columns: list[str] = POD_COLUMNS) -> dict[str, Any]:
+    """The pods as the apiserver's Table with each row's metadata (``includeObject=Metadata``)."""
+    rows = []
+    for made in pods:
+        cells: list[Any] = ["x"] * len(columns)
+        if "Node" in columns:
+            cells[columns.index("Node")] = made["spec"]["nodeName"]
+        rows.append(
+            {"cells": cells, "object": {"kind": "PartialObjectMetadata", "metadata": made["metadata"]}}
+        )
+    return {"kind": "Table", "columnDefinitions": [{"name": c} for c in columns], "rows": rows}
+
+
+def test_a_pods_table_gives_the_turn_the_same_workloads_and_waits_without_gpus() -> None:
+    pods = [
+        pod("gpu-1", owner="Job/a", gpus="8"),
+        pod("gpu-1", labels={"jobset.sigs.k8s.io/jobset-name": "js", "app": "train"}, gpus="8"),
+        pod("gpu-2", annotations={"scheduling.k8s.io/group-name": "pg"}),
+        pod("gpu-2", labels={"example.com/run": "r1", "app": "train"}),
+        pod("gpu-3", owner="ReplicaSet/web"),
+    ]
+    listed = table_pods(table(pods))
+    assert [p["spec"]["nodeName"] for p in listed] == ["gpu-1", "gpu-1", "gpu-2", "gpu-2", "gpu-3"]
+    whole = node_workloads(pods, "example.com/run")
+    assert whole["gpu-1"][0].gpus == 8  # the whole pods carry their GPUs; the table's do not
+    assert node_workloads(listed, "example.com/run") == {
+        node: tuple(w.model_copy(update={"gpus": 0}) for w in shares) for node, shares in whole.items()
+    }
+    train = Selector(match_labels={"app": "train"})
+    assert waited_pods(listed, train) == waited_pods(pods, train)
+
+
+def test_a_pods_table_without_a_node_column_is_an_error_naming_it() -> None:
+    columns = [c for c in POD_COLUMNS if c != "Node"]
+    with pytest.raises(PermanentError, match="no 'Node' column"):
+        table_pods(table([pod()], columns))
+    assert table_pods(table([], columns)) == []

@@ -1,17 +1,21 @@
 """Workload-aware ordering: idle nodes first, a workload's nodes in one batch when they fit the
 cap (consecutive batches when they do not, said so), the budget never exceeded, the same order for
 the same fleet whatever order it is read in, and exactly the plain zone-spread order when nothing is
-known about workloads; and the policy's bounded wait for a node's workloads to finish."""
+known about workloads; the policy's bounded wait for a node's workloads to finish; and which
+policies make a turn read pods at all."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fleetwright.local import examples
+from fleetwright.planner import convert
 from fleetwright.planner.batches import Strategy, StrategyKind
 from fleetwright.planner.interrupts import REBOOT
 from fleetwright.planner.nodestate import PackageRecord
@@ -30,6 +34,7 @@ from fleetwright.planner.preview import Plan, preview
 from fleetwright.planner.rollout import begin, decide
 from fleetwright.planner.selectors import Selector
 from fleetwright.planner.spec import RolloutSpec
+from fleetwright.planner.windows import Window
 
 pytestmark = pytest.mark.unit
 
@@ -278,3 +283,39 @@ def test_a_unit_waits_whole_when_one_of_its_nodes_waits() -> None:
     decision = decide(begin(waiting_spec(cap=3), T0), Observations(nodes=tuple(nodes)), T0)
     assert [s.node for s in decision.start] == ["gpu-002"]
     assert {b.node for b in decision.waiting} == {"gpu-000", "gpu-001"}
+
+
+WAIT = {"selector": {"matchLabels": {"app": "train"}}, "timeoutSeconds": 600}
+EVERY_STEP = [
+    {"name": "canary", "canary": {"count": 1}},
+    {"name": "soak", "soak": {"durationSeconds": 600}},
+    {"name": "approval", "approval": {}},
+    {"name": "rest", "batches": {"strategy": "exponential", "initial": 2}},
+]
+
+
+@pytest.mark.parametrize(
+    ("shape", "reads"),
+    [
+        ({}, False),
+        ({"steps": EVERY_STEP, "max_unavailable": "10%", "max_failed_nodes": 3}, False),
+        ({"workload_label": "example.com/run"}, True),
+        ({"workload_wait": WAIT}, True),
+        ({"workload_label": "example.com/run", "workload_wait": WAIT, "steps": EVERY_STEP}, True),
+    ],
+)
+def test_a_turn_reads_pods_only_for_a_policy_with_a_workload_setting(
+    shape: dict[str, Any], reads: bool
+) -> None:
+    policy = convert.policy(examples.policy(**shape))
+    assert policy.reads_pods() is reads
+
+
+def test_compartments_and_windows_read_no_pods() -> None:
+    policy = RolloutPolicy(
+        compartments=(Compartment(name="a", selector=Selector(match_labels={"zone": "a"})),),
+        windows=(Window(cron="0 2 * * 6", duration_seconds=7200),),
+    )
+    assert not policy.reads_pods()
+    wait = WorkloadWait(selector=Selector(), timeout_seconds=60)
+    assert policy.model_copy(update={"workload_wait": wait}).reads_pods()
