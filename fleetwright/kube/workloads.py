@@ -10,8 +10,10 @@ a service survives one node's drain. The GPUs are the pod's containers' ``nvidia
 ``amd.com/gpu`` limits (requests where no limit is set).
 
 Also the pods a DeploymentPolicy's ``workloadWait`` waits for, by node (its selector over the same
-pods). Owns one paginated list of the bound, unfinished pods of all namespaces and the pure parsing
-of a pod's JSON into its workload; must not decide anything about the order or the wait.
+pods). Owns the paginated list of the bound, unfinished pods of all namespaces (whole, for the plan
+preview's GPU counts, or as the apiserver's Table of their metadata and node, for a rollout turn)
+and the pure parsing of a pod's JSON into its workload; must not decide anything about the order or
+the wait, nor whether to list (``RolloutPolicy.reads_pods``).
 """
 
 from __future__ import annotations
