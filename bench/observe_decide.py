@@ -1,7 +1,8 @@
 """Benchmark: one rollout turn (the observe-and-decide activity) on a large fleet with pods, p50 and
-p99, for a policy without workload settings and for one with ``workloadLabel`` and
-``workloadWait``; the pod lists each turn made, counted by the apiserver; and the pod list alone,
-whole pods as JSON against the Table of their metadata a turn asks for.
+p99, for a policy with ``workloadOrder: false`` (no pod read) and for one with the workload
+order, ``workloadLabel`` and ``workloadWait``; the pod lists each turn made, counted by the
+apiserver; and the pod list alone, whole pods as JSON against the Table of their metadata a turn
+asks for.
 
 Reproduce from the repository root with:  .venv/bin/python bench/observe_decide.py   (--nodes,
 --pods-per-node, --turns, --list-rounds)
@@ -56,8 +57,8 @@ STEPS = [
     {"name": "rest", "batches": {"strategy": "fixed", "initial": 32}},
 ]
 POLICIES = {
-    "no workload settings": examples.policy(max_unavailable=32, steps=STEPS),
-    "workloadLabel + workloadWait": examples.policy(
+    "workloadOrder false": examples.policy(max_unavailable=32, steps=STEPS, workload_order=False),
+    "workload order + workloadLabel + workloadWait": examples.policy(
         max_unavailable=32,
         steps=STEPS,
         workload_label="example.com/training-run",

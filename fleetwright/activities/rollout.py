@@ -244,6 +244,8 @@ class RolloutActivities:
         pods = kube_workloads.bound_pods(self._api)
         wait = policy.workload_wait
         finishing = kube_workloads.waited_pods(pods, wait.selector) if wait is not None else None
+        if not policy.workload_order:
+            return None, finishing
         return kube_workloads.node_workloads(pods, policy.workload_label), finishing
 
     def _verify_claims(self, profile: NodeProfile, before: list[dict[str, Any]], starts: list[str]) -> None:

@@ -522,6 +522,13 @@ class DeploymentPolicySpec(ApiModel):
         description="Wait, bounded, for the workloads on a node to finish before it starts. Absent: a "
         "node starts when its turn comes and its drain evicts what runs.",
     )
+    workload_order: bool = Field(
+        default=True,
+        description="Order nodes by the workloads their pods belong to: idle nodes first, the nodes of "
+        "each workload (its owners, or workloadLabel) in one batch. Every rollout turn then lists the "
+        "pods bound to nodes. false: zones round-robin, and a turn lists no pod unless workloadWait "
+        "is set (for fleets whose nodes run no multi-node jobs, to spare the API server).",
+    )
     health_checks: list[MetricCheck] = Field(
         default_factory=list,
         description="Metric checks (Prometheus queries judged by conditions) the gates refer to by name.",
@@ -533,7 +540,9 @@ class DeploymentPolicySpec(ApiModel):
         description="Checks every node must pass after its last stage, before its cordon is lifted. "
         "Absent: a node goes back into service when its stages pass.",
     )
-    _since_0_1_0 = added_fields("workload_label", "workload_wait", "health_checks", "node_gate")
+    _since_0_1_0 = added_fields(
+        "workload_label", "workload_wait", "workload_order", "health_checks", "node_gate"
+    )
 
     local_rules = (
         LocalRule(

@@ -143,9 +143,10 @@ def with_pods(observed: Observations, pods: list[dict[str, Any]], policy: Deploy
     from fleetwright.kube.workloads import node_workloads, waited_pods
     from fleetwright.planner import convert
 
-    if not convert.policy(policy).reads_pods():
+    rollout_policy = convert.policy(policy)
+    if not rollout_policy.reads_pods():
         return observed
-    workloads = node_workloads(pods, policy.spec.workload_label)
+    workloads = node_workloads(pods, policy.spec.workload_label) if rollout_policy.workload_order else {}
     wait = policy.spec.workload_wait
     finishing = waited_pods(pods, convert.selector(wait.selector)) if wait is not None else {}
     nodes = tuple(

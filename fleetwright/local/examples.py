@@ -63,6 +63,7 @@ def policy(
     max_failed_nodes: int = 0,
     workload_label: str | None = None,
     workload_wait: dict[str, Any] | None = None,
+    workload_order: bool = True,
 ) -> DeploymentPolicy:
     spec: dict[str, Any] = {
         "maxUnavailable": max_unavailable,
@@ -77,6 +78,8 @@ def policy(
         spec["workloadLabel"] = workload_label
     if workload_wait is not None:
         spec["workloadWait"] = workload_wait
+    if not workload_order:
+        spec["workloadOrder"] = False
     return DeploymentPolicy.model_validate(
         {
             "apiVersion": API_VERSION,

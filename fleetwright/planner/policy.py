@@ -155,18 +155,19 @@ class RolloutPolicy(Frozen):
     """A pod label key whose value names a workload (with the pod's namespace), besides the owners
     ``kube.workloads`` recognises; read by whoever observes the pods."""
     workload_wait: WorkloadWait | None = None
+    workload_order: bool = True
+    """Order nodes by their workloads (``planner.ordering``); False: zones round-robin."""
     node_gate: bool = False
     """The policy has a node gate: a node whose stages are done counts updated only once it passed
     its gate (``Counts.unproven`` until then); the workflows run the gate itself."""
-    _since_0_1_0 = added_fields("workload_label", "workload_wait", "node_gate")
+    _since_0_1_0 = added_fields("workload_label", "workload_wait", "workload_order", "node_gate")
 
     def reads_pods(self) -> bool:
-        """Whether a rollout turn reads the pods bound to nodes: the one rule for it. Only the
-        workload settings use them: ``workload_label`` for the workload-aware order, ``workload_wait``
-        for its wait (with either, the order traces every pod as ``kube.workloads`` does). Without
-        them the order is the zone-spread one and the turn lists no pod; steps, gates, compartments
-        and windows read only Nodes, and drains list their own node's pods."""
-        return self.workload_label is not None or self.workload_wait is not None
+        """Whether a rollout turn reads the pods bound to nodes: the one rule for it. The
+        workload-aware order (on unless ``workload_order`` is False) and ``workload_wait`` use
+        them; steps, gates, compartments and windows read only Nodes, and drains list their own
+        node's pods."""
+        return self.workload_order or self.workload_wait is not None
 
     @model_validator(mode="after")
     def _unique_names(self) -> RolloutPolicy:

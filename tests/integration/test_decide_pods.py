@@ -1,6 +1,7 @@
 """The rollout turn lists pods only when its policy reads them (``RolloutPolicy.reads_pods``), against
-the real apiserver: a policy without workload settings makes no pod list, one with ``workloadWait``
-makes one (the apiserver's Table of the pods' metadata) and holds the node its waited pod runs on."""
+the real apiserver: a policy with ``workloadOrder: false`` makes no pod list; one with
+``workloadWait`` makes one (the apiserver's Table of the pods' metadata) and holds the node its
+waited pod runs on, and so does the default, whose workload order reads the pods too."""
 
 from __future__ import annotations
 
@@ -82,21 +83,25 @@ async def turn(
     return started, [w.node for w in report.decision.waiting]
 
 
-async def test_a_turn_lists_pods_only_for_a_policy_with_a_workload_setting(
+async def test_a_turn_lists_pods_only_for_a_policy_that_reads_them(
     cluster: ClusterUnderTest, fleet: tuple[NodeProfile, list[str], str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     profile, nodes, label = fleet
     lists = counted(monkeypatch)
 
-    started, held = await turn(cluster, profile, examples.policy(max_unavailable=2, steps=BOTH))
+    unordered = examples.policy(max_unavailable=2, steps=BOTH, workload_order=False)
+    started, held = await turn(cluster, profile, unordered)
     assert lists() == 0
     assert sorted(started) == sorted(nodes)
     assert held == []
 
     wait = {"selector": {"matchLabels": {"app": label}}, "timeoutSeconds": 600}
-    started, held = await turn(
-        cluster, profile, examples.policy(max_unavailable=2, steps=BOTH, workload_wait=wait)
-    )
+    waiting = examples.policy(max_unavailable=2, steps=BOTH, workload_order=False, workload_wait=wait)
+    started, held = await turn(cluster, profile, waiting)
     assert lists() == 1
     assert started == [nodes[1]]
     assert held == [nodes[0]]  # its pod, seen in the Table of the pods' metadata, still runs
+
+    started, held = await turn(cluster, profile, examples.policy(max_unavailable=2, steps=BOTH))
+    assert lists() == 2  # the default's workload order reads the pods too
+    assert sorted(started) == sorted(nodes)

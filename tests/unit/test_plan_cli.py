@@ -296,12 +296,6 @@ def test_the_plan_shows_the_workloads_each_batch_interrupts_and_the_gpu_hours(
     args = [*map(str, manifests), "--fleet", str(FLEET), "--pods", str(pods), "--now", NOW]
     code, out, _ = run(*args, "-o", "json")
     assert code == 0, out
-    # A policy without workload settings: its rollout lists no pods, so neither does its plan.
-    assert Plan.model_validate_json(out).workloads == 0
-    labelled = POLICY.replace("  failure:", "  workloadLabel: example.com/training-run\n  failure:")
-    manifests[1].write_text(labelled)
-    code, out, _ = run(*args, "-o", "json")
-    assert code == 0, out
     plan = Plan.model_validate_json(out)
     hit = [b for b in plan.batches if b.workloads]
     assert [b.workloads for b in hit] == [("Job/ml/train",)]  # one batch, the service is no workload
@@ -317,6 +311,11 @@ def test_the_plan_shows_the_workloads_each_batch_interrupts_and_the_gpu_hours(
     assert "Workloads: 1 of 1 interrupted; expected GPU-hours lost" in out
     assert "Job/ml/train" in out
     assert "none (idle nodes)" in out
+    # workloadOrder: false: the rollout reads no pods, so neither does its plan.
+    manifests[1].write_text(POLICY.replace("  failure:", "  workloadOrder: false\n  failure:"))
+    code, out, _ = run(*args, "-o", "json")
+    assert code == 0, out
+    assert Plan.model_validate_json(out).workloads == 0
 
 
 def test_the_plan_shows_the_node_gate_and_counts_its_time_in_each_node(

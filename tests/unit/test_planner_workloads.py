@@ -297,22 +297,23 @@ EVERY_STEP = [
 @pytest.mark.parametrize(
     ("shape", "reads"),
     [
-        ({}, False),
-        ({"steps": EVERY_STEP, "max_unavailable": "10%", "max_failed_nodes": 3}, False),
-        ({"workload_label": "example.com/run"}, True),
-        ({"workload_wait": WAIT}, True),
+        ({}, True),
+        ({"steps": EVERY_STEP, "max_unavailable": "10%", "max_failed_nodes": 3}, True),
+        ({"workload_order": False}, False),
+        ({"workload_order": False, "steps": EVERY_STEP, "max_unavailable": "10%"}, False),
+        ({"workload_order": False, "workload_label": "example.com/run"}, False),
+        ({"workload_order": False, "workload_wait": WAIT}, True),
         ({"workload_label": "example.com/run", "workload_wait": WAIT, "steps": EVERY_STEP}, True),
     ],
 )
-def test_a_turn_reads_pods_only_for_a_policy_with_a_workload_setting(
-    shape: dict[str, Any], reads: bool
-) -> None:
+def test_a_turn_reads_pods_for_the_workload_order_or_the_wait(shape: dict[str, Any], reads: bool) -> None:
     policy = convert.policy(examples.policy(**shape))
     assert policy.reads_pods() is reads
 
 
 def test_compartments_and_windows_read_no_pods() -> None:
     policy = RolloutPolicy(
+        workload_order=False,
         compartments=(Compartment(name="a", selector=Selector(match_labels={"zone": "a"})),),
         windows=(Window(cron="0 2 * * 6", duration_seconds=7200),),
     )
