@@ -21,7 +21,13 @@ def activities(cluster: ClusterUnderTest) -> NodeActivities:
 @pytest.fixture(scope="package")
 def spare_nodes(cluster: ClusterUnderTest) -> Iterator[str]:
     """A pool of these tests' own kwok nodes, handed out one per use."""
-    return iter(cluster.add_nodes(26))
+
+    def pool() -> Iterator[str]:
+        yield from cluster.add_nodes(32)  # what these tests take, added at once
+        while True:  # a test added later never finds the pool empty
+            yield from cluster.add_nodes(4)
+
+    return pool()
 
 
 @pytest.fixture
