@@ -522,12 +522,15 @@ class DeploymentPolicySpec(ApiModel):
         description="Wait, bounded, for the workloads on a node to finish before it starts. Absent: a "
         "node starts when its turn comes and its drain evicts what runs.",
     )
-    workload_order: bool = Field(
-        default=True,
+    # No CRD default: the API server would write it into every stored policy, which the previous
+    # release's webhook and models refuse as an unknown field (absent means true).
+    workload_order: bool | None = Field(
+        default=None,
         description="Order nodes by the workloads their pods belong to: idle nodes first, the nodes of "
-        "each workload (its owners, or workloadLabel) in one batch. Every rollout turn then lists the "
-        "pods bound to nodes. false: zones round-robin, and a turn lists no pod unless workloadWait "
-        "is set (for fleets whose nodes run no multi-node jobs, to spare the API server).",
+        "each workload (its owners, or workloadLabel) in one batch; absent is true. Every rollout "
+        "turn then lists the pods bound to nodes. false: zones round-robin, and a turn lists no pod "
+        "unless workloadWait is set (for fleets whose nodes run no multi-node jobs, to spare the API "
+        "server).",
     )
     health_checks: list[MetricCheck] = Field(
         default_factory=list,

@@ -154,7 +154,7 @@ def policy(api: DeploymentPolicy) -> RolloutPolicy:
         windows=windows,
         compartments=compartments,
         workload_label=spec.workload_label,
-        workload_order=spec.workload_order,
+        workload_order=spec.workload_order is not False,
         workload_wait=(
             WorkloadWait(
                 selector=selector(spec.workload_wait.selector),

@@ -3,6 +3,7 @@ documented, and the CEL rules come with the bounds the apiserver's cost estimato
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ import pytest
 import yaml
 
 from fleetwright.api import crdgen
+from tests.support.releases import SUPPORTED, previous
 
 pytestmark = pytest.mark.unit
 
@@ -134,3 +136,53 @@ def test_list_map_keys_make_names_unique() -> None:
     assert packages["x-kubernetes-list-type"] == "map"
     assert packages["x-kubernetes-list-map-keys"] == ["name"]
     assert np["required"] == ["spec"]
+
+
+def _defaults(schema: Any, path: str = "") -> Iterator[str]:
+    """The paths of a CRD schema's properties that carry a ``default``."""
+    if not isinstance(schema, dict):
+        return
+    if "default" in schema:
+        yield path
+    for name, sub in (schema.get("properties") or {}).items():
+        yield from _defaults(sub, f"{path}.{name}")
+    yield from _defaults(schema.get("items"), f"{path}[]")
+
+
+@pytest.mark.parametrize("name", [p.name for p in sorted((REPO / "crds").glob("*.yaml"))])
+def test_no_field_added_since_the_previous_release_has_a_default(name: str) -> None:
+    """The API server writes a CRD's defaults into every object it stores, before admission: a
+    default on a field the previous release does not know makes its webhook and models refuse
+    every object (an upgrade or a downgrade running both). A new field's absence means its
+    default instead."""
+    release = previous()
+    old_text = subprocess.run(
+        ["git", "-C", str(REPO), "show", f"{SUPPORTED[release]}:crds/{name}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+
+    def schema(text: str) -> Any:
+        return yaml.safe_load(text)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+
+    old_paths = set(_paths(schema(old_text)))
+    added = [p for p in _defaults(schema((REPO / "crds" / name).read_text())) if p not in old_paths]
+    # A default below a new field is written only into objects that use that field (which the
+    # previous release refuses anyway); one whose parent the previous release knows is written
+    # into every object.
+    assert [p for p in added if _parent(p) in old_paths] == [], release
+
+
+def _paths(schema: Any, path: str = "") -> Iterator[str]:
+    """Every property path of a CRD schema."""
+    if not isinstance(schema, dict):
+        return
+    yield path
+    for name, sub in (schema.get("properties") or {}).items():
+        yield from _paths(sub, f"{path}.{name}")
+    yield from _paths(schema.get("items"), f"{path}[]")
+
+
+def _parent(path: str) -> str:
+    return path[:-2] if path.endswith("[]") else path.rsplit(".", 1)[0]
