@@ -46,7 +46,7 @@ with workflow.unsafe.imports_passed_through():
 R = TypeVar("R")
 
 
-class NodeGate:
+class GateRun:
     """One node workflow's gate. ``aborted`` reads the workflow's abort, ``show`` publishes a node
     status (an activity) and ``at`` names the workflow's current stage."""
 
