@@ -1,116 +1,37 @@
-"""The health-check measurement activity: one Prometheus instant query (``/api/v1/query``) for one
-check of a node gate, judged by the pure ``planner.analysis`` into a typed measurement.
+"""The health-check measurement activity: one Prometheus instant query (``/api/v1/query``, through
+the ``fleetwright.prometheus`` adapter) for one check of a node gate, judged by the pure
+``planner.analysis`` into a typed measurement; and the external validators' wait.
 
 Thin: render the query's placeholders, ask Prometheus, parse and classify. A Prometheus that cannot
 be reached or refuses the query is an Error *measurement* (returned, so it is recorded once in the
 history and counts toward the check's consecutiveErrorLimit), never a retried activity; only a
-crashed worker makes Temporal run it again. Credentials (a bearer token or a basic-auth password,
-read from files a mounted Secret provides) are sent, never logged or returned. Before its query it
-may show the node's gate status (``show_before``), so a measurement costs one activity.
+crashed worker makes Temporal run it again. Before its query it may show the node's gate status
+(``show_before``), so a measurement costs one activity.
 """
 
 from __future__ import annotations
 
-import base64
-import json
 from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
 from datetime import datetime
-from pathlib import Path
-from typing import Any, Protocol
-from urllib.parse import urlencode
+from typing import Any
 
-import urllib3
 from temporalio import activity
 
 from fleetwright.activities import nodeprogress, report
 from fleetwright.activities.errors import temporal_errors
-from fleetwright.activities.payloads import (
-    NAMES,
-    ExternalVerdict,
-    ExternalWaitRequest,
-    MeasureRequest,
-    PrometheusAccess,
-)
+from fleetwright.activities.payloads import NAMES, ExternalVerdict, ExternalWaitRequest, MeasureRequest
 from fleetwright.activities.waiting import Clock, blocking, heartbeat_window
 from fleetwright.api.health import ExternalValidator, render_query
 from fleetwright.errors import (
     FleetwrightError,
-    PrometheusUnavailableError,
-    QueryRejectedError,
 )
 from fleetwright.kube import nodestatus
 from fleetwright.kube.client import ApiClient
 from fleetwright.planner import fleetgate
 from fleetwright.planner.analysis import Measurement, ScopedMeasurement, classify, error, parse_answer
 from fleetwright.planner.rolloutstate import RolloutState
-
-QUERY_PATH = "/api/v1/query"
-
-
-class Prometheus:
-    """Instant queries against one Prometheus server with the configured auth and CA bundle."""
-
-    def __init__(self, access: PrometheusAccess) -> None:
-        self.access = access
-        self._pool: urllib3.PoolManager | None = None
-
-    def query(self, promql: str) -> Any:
-        """The decoded JSON answer; PrometheusUnavailableError or QueryRejectedError."""
-        if not self.access.url:
-            raise PrometheusUnavailableError(
-                "no Prometheus address is configured (setting prometheus_url)",
-                reason="PrometheusNotConfigured",
-            )
-        url = self.access.url.rstrip("/") + QUERY_PATH + "?" + urlencode({"query": promql})
-        try:
-            response = self._manager().request(
-                "GET", url, headers=self._headers(), timeout=self.access.timeout_seconds, retries=False
-            )
-        except urllib3.exceptions.HTTPError as exc:
-            raise PrometheusUnavailableError(
-                f"Prometheus at {self.access.url} unreachable: {type(exc).__name__}"
-            ) from None
-        if response.status >= 500:
-            raise PrometheusUnavailableError(f"Prometheus answered HTTP {response.status}")
-        if response.status in (401, 403):
-            raise QueryRejectedError(f"Prometheus refused the credentials (HTTP {response.status})")
-        try:
-            return json.loads(response.data)
-        except ValueError:
-            raise QueryRejectedError(f"Prometheus answered HTTP {response.status} with no JSON") from None
-
-    def _manager(self) -> urllib3.PoolManager:
-        if self._pool is None:
-            ca = self.access.ca_file
-            self._pool = urllib3.PoolManager(ca_certs=ca) if ca else urllib3.PoolManager()
-        return self._pool
-
-    def _headers(self) -> dict[str, str]:
-        access = self.access
-        if access.bearer_token_file:
-            token = _secret(access.bearer_token_file)
-            return {"Authorization": f"Bearer {token}"}
-        if access.basic_auth_user:
-            password = _secret(access.basic_auth_password_file) if access.basic_auth_password_file else ""
-            pair = base64.b64encode(f"{access.basic_auth_user}:{password}".encode()).decode()
-            return {"Authorization": f"Basic {pair}"}
-        return {}
-
-
-def _secret(path: str) -> str:
-    """A credential file's content (a mounted Secret's key), read at every query so a rotated
-    Secret takes effect; its content never reaches an error message."""
-    try:
-        return Path(path).read_text(encoding="utf-8").strip()
-    except OSError as exc:
-        raise QueryRejectedError(
-            f"cannot read the Prometheus credential file {path}: {exc.strerror}"
-        ) from None
-
-
-class Querier(Protocol):
-    def query(self, promql: str) -> Any: ...
+from fleetwright.prometheus import Prometheus, PrometheusAccess, Querier
 
 
 def measure(prometheus: Querier, request: MeasureRequest) -> Measurement:

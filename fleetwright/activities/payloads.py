@@ -321,17 +321,6 @@ class ResolvedImages(Frozen):
     pinned: dict[str, str] = Field(default_factory=dict)
 
 
-class PrometheusAccess(Frozen):
-    """Where the health checks' Prometheus is and how to authenticate (the worker's settings)."""
-
-    url: str = ""
-    bearer_token_file: str = ""
-    basic_auth_user: str = ""
-    basic_auth_password_file: str = ""
-    ca_file: str = ""
-    timeout_seconds: float = Field(default=10.0, gt=0)
-
-
 class MeasureRequest(NodeTarget):
     """One measurement of one check of a node gate."""
 

@@ -24,16 +24,9 @@ from temporalio.client import Interceptor
 from fleetwright.activities import nodeprogress
 from fleetwright.activities.drain import DRAIN_WAIT_REASONS
 from fleetwright.activities.errors import temporal_errors
-from fleetwright.activities.health import Prometheus, Querier, measure_fleet
+from fleetwright.activities.health import measure_fleet
 from fleetwright.activities.images import ImageResolver
-from fleetwright.activities.payloads import (
-    NAMES,
-    DecideReport,
-    DecideRequest,
-    NodePhase,
-    NodeResult,
-    PrometheusAccess,
-)
+from fleetwright.activities.payloads import NAMES, DecideReport, DecideRequest, NodePhase, NodeResult
 from fleetwright.activities.starts import NodeStarter
 from fleetwright.api.keys import CLAIM_PREFIX, NodeReason, claim_key, condition_type
 from fleetwright.api.nodeprofile import PLURAL as PROFILE_PLURAL
@@ -52,6 +45,7 @@ from fleetwright.planner.policy import RolloutPolicy
 from fleetwright.planner.priority import earlier_profiles, fleet_completion, sequencing_hold, waiting_on
 from fleetwright.planner.rollout import decide
 from fleetwright.planner.rolloutstate import BlockedNode, RolloutState
+from fleetwright.prometheus import Prometheus, PrometheusAccess, Querier
 from fleetwright.registry import Registry, RegistryAccess
 
 # Concurrent claim and release patches of one decision (the apiserver serves them in parallel).

@@ -30,10 +30,9 @@ from fleetwright.api.conditions import Condition
 from fleetwright.api.health import (
     MAX_CHECKS,
     CheckName,
-    ExternalValidator,
     MetricCheck,
     NodeGate,
-    ValidationContainer,
+    ResolvedGate,
 )
 
 KIND = "DeploymentPolicy"
@@ -563,20 +562,15 @@ class DeploymentPolicySpec(ApiModel):
         """The steps to run: the declared ones, or the conservative default."""
         return list(self.steps) if self.steps else [s.model_copy(deep=True) for s in DEFAULT_STEPS]
 
-    def node_gate_external(self) -> tuple[ExternalValidator, ...]:
-        """The node gate's external validators."""
-        return tuple(self.node_gate.external) if self.node_gate is not None else ()
-
-    def node_gate_validations(self) -> tuple[ValidationContainer, ...]:
-        """The node gate's validation containers, in their order."""
-        return tuple(self.node_gate.validations) if self.node_gate is not None else ()
-
-    def node_gate_checks(self) -> tuple[MetricCheck, ...]:
-        """The node gate's checks, in its order (names without a check are admission's error)."""
-        if self.node_gate is None:
-            return ()
+    def resolved_gate(self) -> ResolvedGate:
+        """The node gate, its check names resolved (a name without a check is admission's error):
+        the one place a gate is read from the policy."""
+        gate = self.node_gate
+        if gate is None:
+            return ResolvedGate()
         by_name = {c.name: c for c in self.health_checks}
-        return tuple(by_name[n] for n in self.node_gate.checks if n in by_name)
+        checks = tuple(by_name[n] for n in gate.checks if n in by_name)
+        return ResolvedGate(tuple(gate.validations), checks, tuple(gate.external))
 
 
 class DeploymentPolicyStatus(ApiModel):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field
@@ -288,6 +289,16 @@ class ValidationContainer(ApiModel):
         run = " ".join([self.image, *self.command, *self.args])
         privileged = ", privileged" if self.privileged else ""
         return f"{self.name}: {run} (at most {self.timeout_seconds}s{privileged})"
+
+
+@dataclass(frozen=True)
+class ResolvedGate:
+    """A policy's node gate with its check names resolved to the checks: what a node runs, in
+    order (validations, then the checks and external validators together). Empty without a gate."""
+
+    validations: tuple[ValidationContainer, ...] = ()
+    checks: tuple[MetricCheck, ...] = ()
+    external: tuple[ExternalValidator, ...] = ()
 
 
 def _unique_names(gate: NodeGate) -> bool:

@@ -362,12 +362,12 @@ def _with_node_gate(result: Plan, policy: DeploymentPolicy) -> Plan:
     """The plan with the node gate's validations, checks and external validators named; a node
     the gate validates is cordoned and drained whatever its interrupt (its validations need it to
     themselves), so every node that needs work counts as drained."""
-    spec = policy.spec
-    validations = spec.node_gate_validations()
+    resolved = policy.spec.resolved_gate()
+    validations = resolved.validations
     gate = (
         tuple(f"validation {v.describe()}" for v in validations)
-        + tuple(c.describe() for c in spec.node_gate_checks())
-        + tuple(v.describe() for v in spec.node_gate_external())
+        + tuple(c.describe() for c in resolved.checks)
+        + tuple(v.describe() for v in resolved.external)
     )
     update: dict[str, Any] = {"node_gate": gate}
     if validations:

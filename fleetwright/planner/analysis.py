@@ -182,6 +182,13 @@ def replaces(check: MetricCheck, measurements: Sequence[Measurement], new: Measu
     return judge(check, measurements).outcome is Phase.MONITORING_UNAVAILABLE
 
 
+def gap_before(check: MetricCheck, measured: int) -> int:
+    """Seconds before a check's next measurement when it has ``measured`` so far: its initial
+    delay (from the gate's start) before the first, its interval (from the last) after that,
+    Errors included. The one schedule of the node gate and both fleet gates."""
+    return check.initial_delay_seconds if measured == 0 else check.interval_seconds
+
+
 def recorded(check: MetricCheck, measurements: Sequence[Measurement], new: Measurement) -> list[Measurement]:
     """``measurements`` with ``new`` taken after them (``replaces`` says how)."""
     kept = list(measurements[:-1] if replaces(check, measurements, new) else measurements)

@@ -193,7 +193,7 @@ def rollout_spec(
 def gate_seconds(deployment_policy: DeploymentPolicy) -> int:
     """How long the node gate holds a node when every measurement passes (its checks run
     together, so the longest one), with a second per measurement for the queries."""
-    checks = deployment_policy.spec.node_gate_checks()
+    checks = deployment_policy.spec.resolved_gate().checks
     return max((c.span_seconds() + c.count for c in checks), default=0)
 
 

@@ -29,6 +29,7 @@ from fleetwright.planner.analysis import (
     Measurement,
     Phase,
     ScopedMeasurement,
+    gap_before,
     gate_outcome,
     judge,
     replaces,
@@ -72,7 +73,7 @@ def due_at(scope: ScopeState, check: MetricCheck) -> datetime | None:
         return None
     if check.name in scope.fleet_gate_next:
         return scope.fleet_gate_next[check.name]
-    offset = check.initial_delay_seconds + check.interval_seconds * len(so_far)
+    offset = sum(gap_before(check, measured) for measured in range(len(so_far) + 1))
     return scope.entered_at + timedelta(seconds=offset)
 
 
@@ -130,7 +131,7 @@ def _scheduled(
     following = dict(scope.fleet_gate_next)
     for check in step.checks:
         if check.name in got:
-            following[check.name] = now + timedelta(seconds=check.interval_seconds)
+            following[check.name] = now + timedelta(seconds=gap_before(check, measured=1))
     return scope.model_copy(update={"fleet_gate_next": following}) if got else scope
 
 

@@ -16,8 +16,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from fleetwright.activities.payloads import PrometheusAccess
 from fleetwright.process.defaults import TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE
+from fleetwright.prometheus import PrometheusAccess
 from fleetwright.registry import RegistryAccess
 from fleetwright.workflows.enginesettings import EngineSettings
 

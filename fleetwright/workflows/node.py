@@ -45,7 +45,7 @@ from fleetwright.workflows.nodeerrors import (
     NodeFailedError,
     activity_failure,
 )
-from fleetwright.workflows.nodegate import NodeGate
+from fleetwright.workflows.nodegate import GateRun
 
 with workflow.unsafe.imports_passed_through():
     from fleetwright.activities.node import NodeActivities
@@ -90,7 +90,7 @@ class NodeWorkflow:
         self._abort = False
         self._stage = "starting"
         self._cordon: CordonReport | None = None
-        self._gate: NodeGate | None = None
+        self._gate: GateRun | None = None
 
     @workflow.signal(name="abort")
     def abort(self) -> None:
@@ -132,7 +132,7 @@ class NodeWorkflow:
         self._packages = {p.name: p for p in node_input.packages}
         if self._gated():
             # Only inputs of a policy with a node gate have one: no 0.1.0 history does.
-            self._gate = NodeGate(node_input, aborted=lambda: self._abort, show=self._status, at=self._at)
+            self._gate = GateRun(node_input, aborted=lambda: self._abort, show=self._status, at=self._at)
         # patch gate-quarantine: since 0.2; deprecate_patch in 0.3, remove in 0.4
         self._quarantined = node_input.regate and workflow.patched("gate-quarantine")
         try:

@@ -46,7 +46,7 @@ with workflow.unsafe.imports_passed_through():
 R = TypeVar("R")
 
 
-class NodeGate:
+class GateRun:
     """One node workflow's gate. ``aborted`` reads the workflow's abort, ``show`` publishes a node
     status (an activity) and ``at`` names the workflow's current stage."""
 
@@ -161,7 +161,7 @@ class NodeGate:
         is taken again one interval on, also while the check holds the gate MonitoringUnavailable.
         No 0.1.0 history reaches this (no 0.1.0 input has a node gate): no patch marker."""
         measurements: list[Measurement] = []
-        wait = check.initial_delay_seconds
+        wait = analysis.gap_before(check, 0)
         while True:
             if wait and not await self._sleep(wait, f"{check.name}: next measurement"):
                 return
@@ -173,7 +173,7 @@ class NodeGate:
             await self._follow_monitoring(check)
             if self.states[check.name].outcome in analysis.ENDED:
                 return
-            wait = check.interval_seconds
+            wait = analysis.gap_before(check, self.states[check.name].measured)
 
     def _stopped(self) -> bool:
         """An abort, an approval while Prometheus did not answer, a check's outcome that ends the

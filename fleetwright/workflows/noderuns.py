@@ -16,6 +16,7 @@ from fleetwright.workflows.rolloutrun import RolloutRun
 with workflow.unsafe.imports_passed_through():
     from fleetwright.activities.payloads import EndedNodesRequest, StartNodesRequest, WorkflowStart
     from fleetwright.activities.starts import NodeStarter
+    from fleetwright.api.health import ResolvedGate
     from fleetwright.api.nodeprofile import Package
     from fleetwright.planner.rolloutstate import NodeStart
     from fleetwright.workflows import retry
@@ -72,9 +73,8 @@ def _node_input(
     # rollback returns to a known state: like the canary and soak steps, the gate does not run,
     # except on a node whose gate failed: its health was shown bad, so it is shown good again.
     gated = start.work.returns_to is None or start.regate
-    gate = run.policy.spec.node_gate_checks() if gated else ()
-    external = run.policy.spec.node_gate_external() if gated else ()
-    validations = run.policy.spec.node_gate_validations() if gated else ()
+    resolved = run.policy.spec.resolved_gate() if gated else ResolvedGate()
+    gate, external, validations = resolved.checks, resolved.external, resolved.validations
     return NodeInput(
         profile=spec.profile,
         profile_uid=meta.uid or "",

@@ -20,13 +20,14 @@ from pathlib import Path
 import bcrypt
 import pytest
 
-from fleetwright.activities.health import Prometheus, measure
-from fleetwright.activities.payloads import MeasureRequest, PrometheusAccess
+from fleetwright.activities.health import measure
+from fleetwright.activities.payloads import MeasureRequest
 from fleetwright.api.health import MetricCheck
 from fleetwright.local.controlplane import LOOPBACK
 from fleetwright.local.pki import LocalCA
 from fleetwright.local.prometheus import LocalPrometheus, WebAccess
 from fleetwright.planner.analysis import Measurement, Phase
+from fleetwright.prometheus import Prometheus, PrometheusAccess
 
 pytestmark = pytest.mark.integration
 

@@ -17,12 +17,13 @@ from temporalio.client import Client, WorkflowHandle
 
 from fleetwright.activities.health import health_activities
 from fleetwright.activities.node import all_activities
-from fleetwright.activities.payloads import NAMES, DecideReport, PrometheusAccess
+from fleetwright.activities.payloads import NAMES, DecideReport
 from fleetwright.activities.rollout import rollout_activities
 from fleetwright.api.keys import cordon_key
 from fleetwright.kube.client import from_kubeconfig
 from fleetwright.local.nodes import stage_pod_timing
 from fleetwright.local.ticker import Ticker
+from fleetwright.prometheus import PrometheusAccess
 from fleetwright.registry import RegistryAccess
 from fleetwright.worker.temporalworker import build_worker
 from tests.support.providers import ClusterUnderTest

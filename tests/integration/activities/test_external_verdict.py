@@ -15,9 +15,10 @@ import pytest
 from temporalio.testing import ActivityEnvironment
 
 from fleetwright.activities.health import HealthActivities
-from fleetwright.activities.payloads import ExternalVerdict, ExternalWaitRequest, PrometheusAccess
+from fleetwright.activities.payloads import ExternalVerdict, ExternalWaitRequest
 from fleetwright.api.health import ExternalValidator
 from fleetwright.kube import client as kube_client
+from fleetwright.prometheus import PrometheusAccess
 from tests.support.engine import kubectl_json
 from tests.support.providers import ClusterUnderTest
 from tests.support.waiting import until
