@@ -501,6 +501,7 @@ async def until_held(
 async def test_a_frozen_prometheus_holds_the_soak_named_and_the_rollout_completes_once_it_answers(
     cluster: ClusterUnderTest,
     temporal_client: Client,
+    temporal_server: LocalTemporal,
     engine: str,
     prometheus: LocalPrometheus,
     exporter: GpuExporter,
@@ -517,6 +518,8 @@ async def test_a_frozen_prometheus_holds_the_soak_named_and_the_rollout_complete
             shown = await until_held(handle, "soak watch", frozen_at)
             assert "waiting for Prometheus to answer (measuring on)" in shown.message, shown.message
             assert (shown.phase, shown.updated) == ("Waiting", 1), shown  # the next batch held
+            status = await Cli(cluster, temporal_server).ok("status", profile.metadata.name)
+            assert "soak watch fleet gate MonitoringUnavailable" in status, status
         finally:
             prometheus.process.thaw()
         done = await until_phase(handle, "Complete", "Halted", "RolledBack", within=180)
