@@ -11,7 +11,10 @@ interrupt fails its gate cordoned (no new pod lands) but not drained (its pod ke
 node with XID 79 at its gate under rollback is returned, fails its gate again and stays cordoned
 as hardware suspect until ``fleetwright release``. The fleet gate, during a soak or in the
 background while a batch runs, halts before the next batch when the updated nodes' XID series
-changes."""
+changes; a Prometheus frozen while either measures holds it named MonitoringUnavailable, nothing
+failed and no failure action fired, until it answers again and the rollout completes by itself;
+with Prometheus still frozen, ``fleetwright approve`` passes a held soak and ``abort`` ends a
+rollout held there."""
 
 from __future__ import annotations
 
@@ -342,6 +345,15 @@ async def test_a_worker_stopped_mid_gate_is_replaced_without_recounting(
     assert await measurements(temporal_client, name, node) == 4  # none taken twice
 
 
+async def scraped(prometheus: LocalPrometheus, nodes: list[str]) -> None:
+    """Until Prometheus holds the XID gauges of ``nodes`` (two GPUs each)."""
+    await until(
+        lambda: len(prometheus.query(f'{XID_ERRORS}{{Hostname=~"{"|".join(nodes)}"}}')) == 2 * len(nodes),
+        60.0,
+        "Prometheus to scrape the new nodes' XID gauges",
+    )
+
+
 async def test_a_fleet_gate_failure_during_the_soak_stops_the_next_batch(
     cluster: ClusterUnderTest, temporal_client: Client, engine: str, exporter: GpuExporter
 ) -> None:
@@ -389,11 +401,7 @@ async def test_a_background_fleet_gate_failure_while_a_batch_runs_stops_the_next
     group, nodes = await asyncio.to_thread(gpu_group, cluster, exporter, 4)
     # Prometheus must hold the gauges' first value (0) before the XID below changes it: a series
     # first scraped at 48 has no change for changes() to count.
-    await until(
-        lambda: len(prometheus.query(f'{XID_ERRORS}{{Hostname=~"{"|".join(nodes)}"}}')) == 2 * len(nodes),
-        60.0,
-        "Prometheus to scrape the new nodes' XID gauges",
-    )
+    await scraped(prometheus, nodes)
     name = unique("hb")
     profile = examples.profile(name, selector={GROUP_LABEL: group}, interrupt="reboot")
     check = {
@@ -425,6 +433,169 @@ async def test_a_background_fleet_gate_failure_while_a_batch_runs_stops_the_next
     ran = {j["spec"]["template"]["spec"]["nodeName"] for j in jobs["items"]}
     assert canary in ran
     assert len(ran) == 2  # the canary and the first batch's node: no second batch
+
+
+# A fleet check that sees no change on the updated nodes' GPUs over 5 minutes (a range an outage
+# does not empty: the first answer after one still has samples); one Error in a row tolerated,
+# the second holds the gate MonitoringUnavailable.
+FLEET_XID = {
+    "name": "fleet-xid",
+    "query": f'sum(changes({XID_ERRORS}{{Hostname=~"{{{{nodes}}}}"}}[5m]))',
+    "successCondition": "result[0] == 0",
+    "failureCondition": "result[0] > 0",
+    "intervalSeconds": 1,
+    "consecutiveErrorLimit": 1,
+}
+SOAKED = [
+    {"name": "canary", "canary": {"count": 1}},
+    {"name": "watch", "soak": {"durationSeconds": 2, "checks": ["fleet-xid"]}},
+    {"name": "rest", "batches": {"strategy": "fixed", "initial": 1}},
+]
+
+
+def fleet_gated_policy(steps: list[dict[str, Any]], count: int) -> DeploymentPolicy:
+    """One node at a time through ``steps``, their fleet gates measuring ``FLEET_XID`` ``count``
+    times a run, a failure rolling back (so any failure action fired shows)."""
+    base = examples.policy(max_unavailable=1, steps=steps)
+    spec = base.spec.model_dump(by_alias=True, exclude_none=True)
+    spec |= {"healthChecks": [{**FLEET_XID, "count": count}], "failure": {"action": "rollback"}}
+    return base.model_copy(update={"spec": type(base.spec).model_validate(spec)})
+
+
+async def gpu_profile(
+    cluster: ClusterUnderTest, exporter: GpuExporter, prometheus: LocalPrometheus, count: int
+) -> NodeProfile:
+    """A rebooting profile over ``count`` new GPU nodes Prometheus already scrapes, applied (the
+    CLI reads it)."""
+    group, nodes = await asyncio.to_thread(gpu_group, cluster, exporter, count)
+    await scraped(prometheus, nodes)
+    profile = examples.profile(unique("ho"), selector={GROUP_LABEL: group}, interrupt="reboot")
+    body = profile.model_dump(mode="json", by_alias=True, exclude_none=True)
+    await asyncio.to_thread(cluster.kubectl, "apply", "-f", "-", input=json.dumps(body))
+    return profile
+
+
+def in_the_soak(progress: Progress) -> bool:
+    """The canary updated, the rollout in the ``watch`` soak of ``SOAKED``."""
+    return progress.updated == 1 and "watch" in progress.step
+
+
+def held(progress: Progress, gate: str) -> bool:
+    """The rollout holds ``gate`` (e.g. ``soak watch``) named MonitoringUnavailable, nothing failed."""
+    return f"{gate} fleet gate MonitoringUnavailable: fleet-xid MonitoringUnavailable" in progress.message
+
+
+async def until_held(
+    handle: WorkflowHandle[RolloutWorkflow, Progress], gate: str, frozen_at: float
+) -> Progress:
+    """The first progress naming the hold of ``gate``: no failure phase (Progressing while a node
+    runs, else Waiting: it goes on by itself), nothing failed. Prints the time from the freeze."""
+    shown = await until_progress(handle, lambda p: held(p, gate), f"{gate} held", within=120)
+    print(f"Prometheus frozen -> {gate} named MonitoringUnavailable: {time.monotonic() - frozen_at:.1f}s")
+    assert shown.phase in ("Progressing", "Waiting"), shown
+    assert shown.failed == 0, shown
+    assert "PrometheusUnavailable" in shown.message, shown.message
+    return shown
+
+
+async def test_a_frozen_prometheus_holds_the_soak_named_and_the_rollout_completes_once_it_answers(
+    cluster: ClusterUnderTest,
+    temporal_client: Client,
+    temporal_server: LocalTemporal,
+    engine: str,
+    prometheus: LocalPrometheus,
+    exporter: GpuExporter,
+) -> None:
+    profile = await gpu_profile(cluster, exporter, prometheus, 2)
+    # Enough measurements that the soak is still measuring when Prometheus freezes.
+    policy = fleet_gated_policy(SOAKED, count=12)
+    with SimulatedKubelet(cluster.kubectl):
+        handle = await start(temporal_client, engine, profile, policy)
+        await until_progress(handle, in_the_soak, "the soak", within=180)
+        frozen_at = time.monotonic()
+        prometheus.process.freeze()
+        try:
+            shown = await until_held(handle, "soak watch", frozen_at)
+            assert "waiting for Prometheus to answer (measuring on)" in shown.message, shown.message
+            assert (shown.phase, shown.updated) == ("Waiting", 1), shown  # the next batch held
+            status = await Cli(cluster, temporal_server).ok("status", profile.metadata.name)
+            assert "soak watch fleet gate MonitoringUnavailable" in status, status
+        finally:
+            prometheus.process.thaw()
+        done = await until_phase(handle, "Complete", "Halted", "RolledBack", within=180)
+    assert (done.phase, done.failed, done.updated) == ("Complete", 0, 2), done
+
+
+async def test_a_frozen_prometheus_holds_new_batches_named_and_the_rollout_completes_once_it_answers(
+    cluster: ClusterUnderTest,
+    temporal_client: Client,
+    engine: str,
+    prometheus: LocalPrometheus,
+    exporter: GpuExporter,
+) -> None:
+    profile = await gpu_profile(cluster, exporter, prometheus, 4)
+    steps = [
+        {"name": "canary", "canary": {"count": 1}},
+        {"name": "rest", "batches": {"strategy": "fixed", "initial": 1, "checks": ["fleet-xid"]}},
+    ]
+    policy = fleet_gated_policy(steps, count=3)
+    with SimulatedKubelet(cluster.kubectl):
+        handle = await start(temporal_client, engine, profile, policy)
+        await until_progress(
+            handle, lambda p: p.updated == 1 and p.running == 1 and "rest" in p.step, "a batch", within=180
+        )
+        frozen_at = time.monotonic()
+        prometheus.process.freeze()
+        try:
+            await until_held(handle, "batches rest", frozen_at)
+            # The batch running when it froze finishes; no new one starts while the hold lasts.
+            idle = await until_progress(
+                handle,
+                lambda p: p.running == 0 and held(p, "batches rest"),
+                "the batch done, held",
+                within=120,
+            )
+            assert (idle.phase, idle.failed) == ("Waiting", 0), idle
+            assert idle.updated < idle.targeted == 4, idle
+            assert "no new batch until Prometheus answers" in idle.message, idle.message
+        finally:
+            prometheus.process.thaw()
+        done = await until_phase(handle, "Complete", "Halted", "RolledBack", within=180)
+    assert (done.phase, done.failed, done.updated) == ("Complete", 0, 4), done
+
+
+async def test_with_prometheus_frozen_approve_passes_a_held_soak_and_abort_ends_one(
+    cluster: ClusterUnderTest,
+    temporal_client: Client,
+    temporal_server: LocalTemporal,
+    engine: str,
+    prometheus: LocalPrometheus,
+    exporter: GpuExporter,
+) -> None:
+    approved, aborted = [await gpu_profile(cluster, exporter, prometheus, 2) for _ in range(2)]
+    policy = fleet_gated_policy(SOAKED, count=30)  # a soak that outlasts the test unless approved
+    cli = Cli(cluster, temporal_server)
+    with SimulatedKubelet(cluster.kubectl):
+        handles = [await start(temporal_client, engine, p, policy) for p in (approved, aborted)]
+        for handle in handles:
+            await until_progress(handle, in_the_soak, "the soak", within=180)
+        frozen_at = time.monotonic()
+        prometheus.process.freeze()
+        try:
+            for handle in handles:
+                shown = await until_held(handle, "soak watch", frozen_at)
+                assert "`fleetwright approve <profile> rollout/watch` (or abort)" in shown.message
+            name = approved.metadata.name
+            assert "approved rollout/watch" in await cli.ok("approve", name, "rollout/watch")
+            other = aborted.metadata.name
+            assert f"aborting the rollout of {other}" in await cli.ok("abort", other, "--yes")
+            ended = await asyncio.wait_for(handles[1].result(), 120)
+            assert (ended.phase, ended.failed) == ("Aborted", 0), ended
+            # Prometheus still frozen: the approved soak is passed and the last batch runs.
+            done = await until_phase(handles[0], "Complete", "Halted", "RolledBack", within=180)
+            assert (done.phase, done.failed, done.updated) == ("Complete", 0, 2), done
+        finally:
+            prometheus.process.thaw()
 
 
 async def test_a_worker_stopped_mid_validation_neither_duplicates_its_job_nor_recounts(
