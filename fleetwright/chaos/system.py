@@ -38,7 +38,9 @@ class ChaosStack:
 
     def __post_init__(self) -> None:
         # No GPU metrics: no chaos run has a metric check, and Prometheus's first scrape would
-        # add about 5 s to an attached stack's start.
+        # add about 5 s to an attached stack's start. No registry: no chaos run pins images, and
+        # its CA in the settings would reach the previous release's processes the upgrade test
+        # runs, which refuse a setting they do not know.
         options = StackOptions(
             cluster=ClusterOptions(),
             workdir=self.workdir,
@@ -46,6 +48,7 @@ class ChaosStack:
             ui=False,
             webhook=False,
             gpu_metrics=False,
+            registry=False,
         )
         self.stack = LocalStack(options, attached=self.attached)
         if self.attached is not None:
