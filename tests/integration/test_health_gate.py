@@ -19,9 +19,10 @@ rollout held there."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
@@ -266,6 +267,18 @@ async def test_no_data_waits_named_until_approved_then_completes(
     assert not kubectl_json(cluster, "node", node)["spec"].get("unschedulable")
 
 
+@contextlib.contextmanager
+def frozen(prometheus: LocalPrometheus) -> Iterator[float]:
+    """Prometheus frozen (SIGSTOP: it keeps its sockets and answers nothing) for the block, thawed
+    whatever happens in it; yields when it froze."""
+    frozen_at = time.monotonic()
+    prometheus.process.freeze()
+    try:
+        yield frozen_at
+    finally:
+        prometheus.process.thaw()
+
+
 async def test_a_frozen_prometheus_holds_the_node_named_and_the_rollout_completes_once_it_answers(
     cluster: ClusterUnderTest,
     temporal_client: Client,
@@ -290,9 +303,7 @@ async def test_a_frozen_prometheus_holds_the_node_named_and_the_rollout_complete
         await until(
             lambda: reasons(cluster, name, nodes).get(node) == NodeReason.HEALTH_GATE, 180.0, "the gate"
         )
-        frozen_at = time.monotonic()
-        prometheus.process.freeze()
-        try:
+        with frozen(prometheus) as frozen_at:
             await until(
                 lambda: reasons(cluster, name, nodes).get(node) == NodeReason.MONITORING_UNAVAILABLE,
                 120.0,
@@ -307,8 +318,6 @@ async def test_a_frozen_prometheus_holds_the_node_named_and_the_rollout_complete
             progress = await query_progress(handle)
             assert progress is not None
             assert (progress.phase, progress.failed) == ("Progressing", 0), progress
-        finally:
-            prometheus.process.thaw()
         print(f"Prometheus frozen -> node named MonitoringUnavailable: {named_after:.1f}s")
         done = await until_phase(handle, "Complete", "Halted", "RolledBack", within=180)
     assert (done.phase, done.failed) == ("Complete", 0), done
@@ -512,16 +521,12 @@ async def test_a_frozen_prometheus_holds_the_soak_named_and_the_rollout_complete
     with SimulatedKubelet(cluster.kubectl):
         handle = await start(temporal_client, engine, profile, policy)
         await until_progress(handle, in_the_soak, "the soak", within=180)
-        frozen_at = time.monotonic()
-        prometheus.process.freeze()
-        try:
+        with frozen(prometheus) as frozen_at:
             shown = await until_held(handle, "soak watch", frozen_at)
             assert "waiting for Prometheus to answer (measuring on)" in shown.message, shown.message
             assert (shown.phase, shown.updated) == ("Waiting", 1), shown  # the next batch held
             status = await Cli(cluster, temporal_server).ok("status", profile.metadata.name)
             assert "soak watch fleet gate MonitoringUnavailable" in status, status
-        finally:
-            prometheus.process.thaw()
         done = await until_phase(handle, "Complete", "Halted", "RolledBack", within=180)
     assert (done.phase, done.failed, done.updated) == ("Complete", 0, 2), done
 
@@ -544,9 +549,7 @@ async def test_a_frozen_prometheus_holds_new_batches_named_and_the_rollout_compl
         await until_progress(
             handle, lambda p: p.updated == 1 and p.running == 1 and "rest" in p.step, "a batch", within=180
         )
-        frozen_at = time.monotonic()
-        prometheus.process.freeze()
-        try:
+        with frozen(prometheus) as frozen_at:
             await until_held(handle, "batches rest", frozen_at)
             # The batch running when it froze finishes; no new one starts while the hold lasts.
             idle = await until_progress(
@@ -558,8 +561,6 @@ async def test_a_frozen_prometheus_holds_new_batches_named_and_the_rollout_compl
             assert (idle.phase, idle.failed) == ("Waiting", 0), idle
             assert idle.updated < idle.targeted == 4, idle
             assert "no new batch until Prometheus answers" in idle.message, idle.message
-        finally:
-            prometheus.process.thaw()
         done = await until_phase(handle, "Complete", "Halted", "RolledBack", within=180)
     assert (done.phase, done.failed, done.updated) == ("Complete", 0, 4), done
 
@@ -579,9 +580,7 @@ async def test_with_prometheus_frozen_approve_passes_a_held_soak_and_abort_ends_
         handles = [await start(temporal_client, engine, p, policy) for p in (approved, aborted)]
         for handle in handles:
             await until_progress(handle, in_the_soak, "the soak", within=180)
-        frozen_at = time.monotonic()
-        prometheus.process.freeze()
-        try:
+        with frozen(prometheus) as frozen_at:
             for handle in handles:
                 shown = await until_held(handle, "soak watch", frozen_at)
                 assert "`fleetwright approve <profile> rollout/watch` (or abort)" in shown.message
@@ -594,8 +593,6 @@ async def test_with_prometheus_frozen_approve_passes_a_held_soak_and_abort_ends_
             # Prometheus still frozen: the approved soak is passed and the last batch runs.
             done = await until_phase(handles[0], "Complete", "Halted", "RolledBack", within=180)
             assert (done.phase, done.failed, done.updated) == ("Complete", 0, 2), done
-        finally:
-            prometheus.process.thaw()
 
 
 async def test_a_worker_stopped_mid_validation_neither_duplicates_its_job_nor_recounts(
