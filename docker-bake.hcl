@@ -9,15 +9,15 @@ group "packages" {
 }
 target "fleetwright" {
   dockerfile = "worker/Dockerfile"
-  tags = ["ghcr.io/fleetwright/fleetwright:0.1.0"]
+  tags = ["ghcr.io/fleetwright/fleetwright:0.2.0"]
 }
 target "agent" {
   dockerfile = "agent/Dockerfile"
-  tags = ["ghcr.io/fleetwright/agent:0.1.0"]
+  tags = ["ghcr.io/fleetwright/agent:0.2.0"]
 }
 target "temporal" {
   dockerfile = "deploy/temporal/Dockerfile"
-  tags = ["ghcr.io/fleetwright/temporal:0.1.0"]
+  tags = ["ghcr.io/fleetwright/temporal:0.2.0"]
 }
 target "package-bind-mount" {
   context = "packages/bind-mount"

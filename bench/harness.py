@@ -31,12 +31,8 @@ from pydantic import BaseModel
 
 from fleetwright.api.crdgen import CRDS, rendered_files
 from fleetwright.kube.client import ApiClient, from_kubeconfig
-from fleetwright.local.controlplane import (
-    ClusterOptions,
-    LocalCluster,
-    create_package_namespace,
-    wait_established,
-)
+from fleetwright.local.controlplane import ClusterOptions, LocalCluster
+from fleetwright.local.kubectl import create_package_namespace, wait_established
 from fleetwright.local.kubelet import KUBELET_AGENT, watched_kubelet
 from fleetwright.local.processes import Supervised
 from fleetwright.local.temporalserver import Backend, TemporalServer, local_temporal

@@ -16,7 +16,7 @@ as the rollout activity finds them, and given to the observations as it gives th
 ``tuning`` package with a reboot on every node, under one DeploymentPolicy (canary 1, then
 ``--strategy`` batches of ``--batch`` nodes, ``maxUnavailable`` ``--max-unavailable``).
 
-Zone spread and workload-aware are the planner's own simulation (``planner.preview``, the engine
+Zone spread and workload-aware are the planner's own simulation (``planner.rollout.preview``, the engine
 the rollout workflow runs, every node taking its expected time from ``StageDurations``'s
 defaults), without and with the workloads. NodeWright's operator sorts a compartment's nodes by
 creation time, oldest first, name as tie-break, and fills each batch in that order, looking at no
@@ -38,7 +38,6 @@ import argparse
 import itertools
 import json
 import math
-import random
 import sys
 import time
 from collections import defaultdict
@@ -51,17 +50,17 @@ from typing import Any
 from fleetwright.kube.workloads import node_workloads
 from fleetwright.local import examples
 from fleetwright.local.nodes import RACK_LABEL
-from fleetwright.local.trainingfleet import GPUS_PER_NODE, FleetShape, Placement, place_packed, training_fleet
+from fleetwright.local.trainingfleet import GPUS_PER_NODE, FleetShape, Placement, training_fleet
 from fleetwright.planner import convert
-from fleetwright.planner.nodelist import observe_fleet
-from fleetwright.planner.observations import NodeWorkload, Observations
-from fleetwright.planner.preview import Plan, preview
-from fleetwright.planner.spec import RolloutSpec
+from fleetwright.planner.rollout.observations import NodeWorkload, Observations
+from fleetwright.planner.rollout.preview import Plan, preview
+from fleetwright.planner.rollout.snapshot import observe_fleet
+from fleetwright.planner.rollout.spec import RolloutSpec
 
 START = datetime(2026, 6, 1, 8, 0, tzinfo=UTC)
 ZONE_SPREAD, NODEWRIGHT, AWARE = "zone spread", "NodeWright", "workload-aware"
 # What the workload-aware order must beat each other order by, in GPU-hours lost (issue 46).
-TARGETS = {ZONE_SPREAD: 4.0, "today's order": 4.0, NODEWRIGHT: 2.0}
+TARGETS = {ZONE_SPREAD: 4.0, NODEWRIGHT: 2.0}
 # The fleets --sweep runs: placement x replaced percent x largest job.
 PLACEMENTS: tuple[Placement, ...] = ("over-time", "packed")
 SWEEP = tuple(itertools.product(PLACEMENTS, (0, 10, 30), (16, 64)))
@@ -90,15 +89,6 @@ class Figures:
     wall_seconds: float
     ideal_seconds: float
     ratio: float
-
-
-def place_jobs(names: list[str], rng: random.Random, idle_percent: int, max_job_nodes: int) -> list[Job]:
-    """Jobs packed by rack (``names`` are in rack order), idle nodes spread through the fleet; each
-    of its nodes runs one pod using its 8 GPUs (``bench/interruptions_live.py`` lays these)."""
-    placed = place_packed(names, rng, idle_percent, max_job_nodes)
-    return [
-        Job(f"Job/train/job-{i:03d}", nodes, len(nodes) * GPUS_PER_NODE) for i, nodes in enumerate(placed)
-    ]
 
 
 def jobs_of(workloads: Mapping[str, tuple[NodeWorkload, ...]]) -> list[Job]:

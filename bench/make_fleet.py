@@ -12,9 +12,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from fleetwright.planner.nodestate import NodePackageState, PackageRecord, PendingChange, format_annotation
-from fleetwright.planner.packages import config_digests
-from fleetwright.planner.stages import Stage
+from fleetwright.planner.node.packages import config_digests
+from fleetwright.planner.node.stages import Stage
+from fleetwright.planner.node.state import NodePackageState, PackageRecord, PendingChange, format_annotation
 
 PROFILE = "gpu-host"
 PRODUCTS = ("NVIDIA-H100-80GB-HBM3", "NVIDIA-H100-80GB-HBM3", "NVIDIA-GB200", "NVIDIA-A100-SXM4-80GB")

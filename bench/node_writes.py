@@ -24,7 +24,7 @@ if not __package__:  # run as a file (python bench/node_writes.py): the reposito
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fleetwright.kube import nodestatus
 from fleetwright.kube.client import from_kubeconfig
-from fleetwright.kube.nodestatus import MERGE_PATCH, STRATEGIC_MERGE_PATCH, Condition, NodeFacts
+from fleetwright.kube.nodestatus import MERGE_PATCH, STRATEGIC_MERGE_PATCH, NodeFacts, NodeStatusCondition
 from fleetwright.local.controlplane import ClusterOptions, LocalCluster
 
 NODE = "gpu-node-0000"
@@ -35,7 +35,7 @@ def as_json(api: client.ApiClient) -> Callable[[int], None]:
     def one(i: int) -> None:
         nodestatus.read_node(api, NODE)
         nodestatus.merge_metadata(api, NODE, annotations={KEY: str(i)})
-        condition = Condition(KEY, "Unknown", "Round", str(i))
+        condition = NodeStatusCondition(KEY, "Unknown", "Round", str(i))
         nodestatus.set_condition(api, NODE, condition, current=NodeFacts(NODE, "", "", True))
 
     return one

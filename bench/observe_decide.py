@@ -42,11 +42,12 @@ from fleetwright.api.nodeprofile import NodeProfile
 from fleetwright.kube import inventory, workloads
 from fleetwright.kube.client import ApiClient, from_kubeconfig, send
 from fleetwright.local import examples
-from fleetwright.local.controlplane import ClusterOptions, LocalCluster, wait_established
+from fleetwright.local.controlplane import ClusterOptions, LocalCluster
+from fleetwright.local.kubectl import wait_established
 from fleetwright.local.nodes import OUTCOME_LABEL
 from fleetwright.local.processes import wait_until
 from fleetwright.planner import convert
-from fleetwright.planner.rollout import begin
+from fleetwright.planner.rollout.lifecycle import begin
 
 NAMESPACE = "bench-pods"
 GANG_LABEL = "jobset.sigs.k8s.io/jobset-name"

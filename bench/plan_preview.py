@@ -22,18 +22,27 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from fleetwright.planner.batches import Strategy, StrategyKind
-from fleetwright.planner.interrupts import NO_INTERRUPT, REBOOT, Interrupt, service_restart
-from fleetwright.planner.nodelist import observe_fleet
-from fleetwright.planner.nodestate import NodePackageState, PackageRecord, format_annotation
-from fleetwright.planner.observations import Observations
-from fleetwright.planner.packages import ConfigInterruptRule, DesiredPackage, config_digests
-from fleetwright.planner.policy import BatchesStep, Budget, CanaryStep, Compartment, RolloutPolicy, SoakStep
-from fleetwright.planner.preview import preview
-from fleetwright.planner.rollout import begin, decide
-from fleetwright.planner.selectors import Selector
-from fleetwright.planner.spec import RolloutSpec
-from fleetwright.planner.targets import Prepared
+from fleetwright.planner.node.interrupts import NO_INTERRUPT, REBOOT, Interrupt, service_restart
+from fleetwright.planner.node.packages import ConfigInterruptRule, DesiredPackage, config_digests
+from fleetwright.planner.node.state import NodePackageState, PackageRecord, format_annotation
+from fleetwright.planner.policy.model import (
+    BatchesStep,
+    Budget,
+    CanaryStep,
+    Compartment,
+    RolloutPolicy,
+    SoakStep,
+    Strategy,
+    StrategyKind,
+)
+from fleetwright.planner.policy.selectors import Selector
+from fleetwright.planner.rollout.decision import decide
+from fleetwright.planner.rollout.lifecycle import begin
+from fleetwright.planner.rollout.observations import Observations
+from fleetwright.planner.rollout.preview import preview
+from fleetwright.planner.rollout.snapshot import observe_fleet
+from fleetwright.planner.rollout.spec import RolloutSpec
+from fleetwright.planner.rollout.targets import Prepared
 
 NOW = datetime(2026, 3, 2, 8, 0, tzinfo=UTC)
 TARGET_SECONDS = 1.0

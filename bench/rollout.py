@@ -45,10 +45,10 @@ from fleetwright.local import examples
 from fleetwright.local.nodes import stage_pod_timing
 from fleetwright.local.temporalserver import Backend
 from fleetwright.planner import convert
-from fleetwright.planner.durations import StageDurations
-from fleetwright.planner.nodelist import observe_fleet
-from fleetwright.planner.observations import Observations
-from fleetwright.planner.preview import preview
+from fleetwright.planner.node.durations import StageDurations
+from fleetwright.planner.rollout.observations import Observations
+from fleetwright.planner.rollout.preview import preview
+from fleetwright.planner.rollout.snapshot import observe_fleet
 from fleetwright.process.shutdown import run_and_exit
 from fleetwright.process.temporalclient import connect
 from fleetwright.workflows.enginesettings import EngineSettings

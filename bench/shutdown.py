@@ -30,14 +30,10 @@ import yaml
 from fleetwright import certs
 from fleetwright.api.crdgen import CRDS, rendered_files
 from fleetwright.local import examples
-from fleetwright.local.controlplane import (
-    LOOPBACK,
-    ClusterOptions,
-    LocalCluster,
-    free_port,
-    wait_established,
-)
+from fleetwright.local.controlplane import ClusterOptions, LocalCluster
+from fleetwright.local.kubectl import wait_established
 from fleetwright.local.kubelet import SimulatedKubelet
+from fleetwright.local.loopback import LOOPBACK, free_port
 from fleetwright.local.nodes import stage_pod_timing
 from fleetwright.local.temporalserver import LocalTemporal
 from fleetwright.process.settings import WorkerSettings, process_environment

@@ -8,4 +8,4 @@ Shell: ``fleetwright.kube`` (the only importer of the ``kubernetes`` client),
 ``fleetwright.cli``.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -3,7 +3,7 @@ the worker's settings name (``PrometheusAccess``), with its bearer token or basi
 read from files (a mounted Secret's keys, read again at every query so a rotated Secret takes
 effect) and an optional CA bundle.
 
-Owns those HTTP calls and the decoded answer; it judges nothing (``planner.analysis`` does). A
+Owns those HTTP calls and the decoded answer; it judges nothing (``planner.health.analysis`` does). A
 Prometheus that cannot be reached or answers 5xx is ``PrometheusUnavailableError``; one that
 refuses the credentials or sends no JSON is ``QueryRejectedError``. Credentials are sent, never
 logged or put in an error.

@@ -4,6 +4,9 @@ registry serves for it now (``host/repo@sha256:...``), with the registry v2 API'
 manifest's sha256), over TLS with an optional CA bundle, anonymously or with the credentials of a
 Docker config file (basic, or the bearer token a ``WWW-Authenticate: Bearer`` challenge names).
 
+It also fetches an image digest's cosign signatures (the ``sha256-<hex>.sig`` manifest and its
+simple-signing blobs, each checked against its digest) for ``fleetwright.signatures`` to verify.
+
 Owns the reference syntax and those HTTP calls; it decides nothing about when to resolve. A
 reference given by digest is returned as it is, without a call. A registry that cannot be reached,
 answers 5xx or 429, or refuses the credentials is retryable (``ImageUnresolvedError``); a manifest
@@ -25,6 +28,7 @@ from urllib.parse import urlencode
 import urllib3
 
 from fleetwright.errors import PermanentError, RetryableError
+from fleetwright.signatures import SignatureLayer, blob_matches, signature_layers, signature_tag
 
 DOCKER_HUB = "registry-1.docker.io"
 # What a manifest HEAD accepts: an image index or a single-platform manifest, OCI or Docker.
@@ -128,6 +132,34 @@ class Registry:
             # The same kind of error, naming the reference: the rollout shows it as it is.
             raise type(error)(f"{reference}: {error.message}") from None
 
+    def signatures(self, pinned: str) -> tuple[SignatureLayer, ...]:
+        """The cosign signature layers stored for ``pinned`` (``host/repo@sha256:...``): none when
+        its ``.sig`` tag does not exist. A blob that is missing or whose bytes do not match its
+        digest is left out. Unreachable: ``ImageUnresolvedError`` naming ``pinned``."""
+        ref = parse_reference(pinned)
+        if ref.digest is None:
+            raise InvalidImageReferenceError(f"{pinned}: signatures are looked up by digest")
+        try:
+            return self._signature_layers(ref, ref.digest)
+        except ImageUnresolvedError as error:
+            raise ImageUnresolvedError(f"{pinned}: signatures: {error.message}") from None
+
+    def _signature_layers(self, ref: ImageReference, digest: str) -> tuple[SignatureLayer, ...]:
+        base = f"https://{ref.host}/v2/{ref.repository}"
+        try:
+            document = json.loads(self._call("GET", f"{base}/manifests/{signature_tag(digest)}", ref).data)
+        except (ImageNotFoundError, ValueError):
+            return ()
+        layers = []
+        for blob_digest, signature in signature_layers(document if isinstance(document, dict) else {}):
+            try:
+                blob = self._call("GET", f"{base}/blobs/{blob_digest}", ref, redirects=True).data
+            except ImageNotFoundError:
+                continue
+            if blob_matches(blob, blob_digest):
+                layers.append(SignatureLayer(blob, signature))
+        return tuple(layers)
+
     def _digest(self, ref: ImageReference) -> str:
         url = f"https://{ref.host}/v2/{ref.repository}/manifests/{ref.tag}"
         response = self._call("HEAD", url, ref)
@@ -138,12 +170,14 @@ class Registry:
         return digest
 
     # ----- HTTP ------------------------------------------------------------------------------
-    def _call(self, method: str, url: str, ref: ImageReference) -> urllib3.BaseHTTPResponse:
+    def _call(
+        self, method: str, url: str, ref: ImageReference, *, redirects: bool = False
+    ) -> urllib3.BaseHTTPResponse:
         headers = {"Accept": ", ".join(MANIFEST_TYPES)}
-        response = self._request(method, url, headers, ref)
+        response = self._request(method, url, headers, ref, redirects=redirects)
         if response.status == 401:
             headers["Authorization"] = self._authorization(response.headers.get("WWW-Authenticate", ""), ref)
-            response = self._request(method, url, headers, ref)
+            response = self._request(method, url, headers, ref, redirects=redirects)
         if response.status == 404:
             raise ImageNotFoundError("the registry has no such manifest")
         if response.status != 200:
@@ -151,11 +185,14 @@ class Registry:
         return response
 
     def _request(
-        self, method: str, url: str, headers: dict[str, str], ref: ImageReference
+        self, method: str, url: str, headers: dict[str, str], ref: ImageReference, *, redirects: bool = False
     ) -> urllib3.BaseHTTPResponse:
+        # Blobs may be served from elsewhere (a redirect to storage): urllib3 drops the
+        # Authorization header when a redirect leaves the host.
+        retries = urllib3.Retry(total=None, connect=0, read=0, status=0, redirect=3) if redirects else False
         try:
             return self._manager().request(
-                method, url, headers=headers, timeout=self.access.timeout_seconds, retries=False
+                method, url, headers=headers, timeout=self.access.timeout_seconds, retries=retries
             )
         except urllib3.exceptions.HTTPError as exc:
             raise ImageUnresolvedError(f"{ref.host} unreachable: {type(exc).__name__}") from None

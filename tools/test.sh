@@ -1,17 +1,81 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: the commit message rule (tools/commitmsg.py), lint and type
-# gates, layering contracts, shellcheck, generated-file drift, then all three pytest tiers (unit,
-# workflow with fake activities on Temporal, integration on the real local control plane and the
-# Temporal dev server or temporal-server on PostgreSQL, which the fixtures start themselves).
+# gates, layering contracts, shellcheck and generated-file drift, beside all three pytest tiers
+# (unit, workflow with fake activities on Temporal, integration on the real local control plane and
+# the Temporal dev server or temporal-server on PostgreSQL, which the fixtures start themselves).
 # Extra arguments go to pytest, e.g. tools/test.sh -m unit
+#
+# Each gate runs in the background into a log of its own, printed (each line prefixed with the
+# gate's name) once pytest has ended, then a summary; the script fails if any gate or pytest
+# fails. Without arguments each tier but the node tier runs in a pytest process of its own: the
+# integration tier (with the node tier) mostly waits on servers, so the unit tier (tests/unit: pure,
+# no servers) and the workflow tier (its own Temporal servers, workers in-process) run beside it.
+# The workflow tier's process leaves the CRD fields it drove in a shared directory as it ends; the
+# CRD field coverage test, last in the integration tier, waits for that record and judges both.
+# With arguments one pytest process runs exactly what they ask.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bin=.venv/bin
+logs=$(mktemp -d)
+names=()
+pids=()
+# Jobs still running when the script stops early (pytest interrupted) go with it: a script's
+# background jobs ignore the terminal's SIGINT.
+trap '((${#pids[@]} == 0)) || kill "${pids[@]}" 2>/dev/null || true; rm -rf "$logs"' EXIT
 
-echo "== commit messages"; "$bin/python" tools/commitmsg.py
-echo "== ruff"; "$bin/ruff" check .
-echo "== mypy --strict"; "$bin/mypy"
-echo "== import-linter"; "$bin/lint-imports"
-echo "== shellcheck"; tools/shellcheck.sh
-echo "== CRD drift"; "$bin/python" -m fleetwright.api.crdgen --check
-echo "== pytest"; "$bin/pytest" "$@"
+# background NAME COMMAND...: run COMMAND into NAME's log, which ends with how long it took; the
+# job's shell passes a SIGTERM on to COMMAND.
+background() {
+  local name=$1
+  shift
+  {
+    local began=$SECONDS rc=0 command
+    "$@" &
+    command=$!
+    trap 'kill "$command" 2>/dev/null' TERM
+    wait "$command" || rc=$?
+    echo "($((SECONDS - began)) s)"
+    exit "$rc"
+  } >"$logs/$name" 2>&1 &
+  names+=("$name")
+  pids+=("$!")
+}
+
+background "commit messages" "$bin/python" tools/commitmsg.py
+background ruff "$bin/ruff" check .
+background "mypy --strict" "$bin/mypy"
+background import-linter "$bin/lint-imports"
+background shellcheck tools/shellcheck.sh
+background "CRD drift" "$bin/python" -m fleetwright.api.crdgen --check
+
+status=0 result=ok
+if (($# == 0)); then
+  coverage="$logs/field-coverage"
+  mkdir "$coverage"
+  # Niced: the integration tier's servers answer within their timeouts first, the workflow tier
+  # takes most of what CPU is left, the unit tier the rest.
+  background "pytest unit tier" nice -n 10 "$bin/pytest" tests/unit
+  background "pytest workflow tier" env FIELD_COVERAGE_DIR="$coverage" \
+    nice -n 5 "$bin/pytest" tests/workflow
+  name="pytest integration tier"
+  echo "== $name"
+  FIELD_COVERAGE_DIR=$coverage "$bin/pytest" tests --ignore=tests/unit --ignore=tests/workflow ||
+    result=FAILED status=1
+else
+  name="pytest"
+  echo "== $name"
+  "$bin/pytest" "$@" || result=FAILED status=1
+fi
+summary=("$name: $result")
+
+for i in "${!pids[@]}"; do
+  name=${names[$i]}
+  if wait "${pids[$i]}"; then result=ok; else result=FAILED status=1; fi
+  echo "== $name: $result"
+  sed "s/^/[$name] /" "$logs/$name"
+  summary+=("$name: $result")
+done
+pids=()
+echo "== summary"
+printf '%s\n' "${summary[@]}"
+exit "$status"

@@ -3,8 +3,9 @@ rollout is complete, and then releasing the NodeProfile's finalizer.
 
 Owns the list of what fleetwright writes on a Node per profile: the package-state annotation, the
 cordon marker and the cordon it made (a foreign cordon is never lifted: ``kube.nodes.uncordon``
-only lifts a cordon no other owner holds), the status label and the node condition; the shared
-runtime-required taint comes off where no other profile still holds it. Idempotent:
+only lifts a cordon no other owner holds), the status label and the node conditions (its progress
+and its unit wait); the shared runtime-required taint comes off where no other profile still holds
+it. Idempotent:
 each removal reads first and touches only what is still there, so a retry after a crash finishes
 the job. It must not decide *when* to clean up; the rollout workflow does.
 """
@@ -17,7 +18,15 @@ from typing import Any
 
 from fleetwright.activities import runtime_taint
 from fleetwright.activities.payloads import CleanupReport, CleanupRequest
-from fleetwright.api.keys import FINALIZER, claim_key, condition_type, cordon_key, state_key, status_label_key
+from fleetwright.api.keys import (
+    FINALIZER,
+    claim_key,
+    condition_type,
+    cordon_key,
+    state_key,
+    status_label_key,
+    unit_wait_condition_type,
+)
 from fleetwright.api.nodeprofile import PLURAL as PROFILE_PLURAL
 from fleetwright.errors import NodeGoneError
 from fleetwright.kube import nodes, nodestatus, resources
@@ -31,10 +40,10 @@ class Leftovers:
     annotations: tuple[str, ...] = ()
     cordon: bool = False
     label: bool = False
-    condition: bool = False
+    conditions: tuple[str, ...] = ()
 
     def __bool__(self) -> bool:
-        return bool(self.annotations) or self.cordon or self.label or self.condition
+        return bool(self.annotations) or self.cordon or self.label or bool(self.conditions)
 
 
 def leftovers(node: Mapping[str, Any], profile: str) -> Leftovers:
@@ -46,7 +55,9 @@ def leftovers(node: Mapping[str, Any], profile: str) -> Leftovers:
         annotations=tuple(k for k in (state_key(profile), claim_key(profile)) if k in annotations),
         cordon=cordon_key(profile) in annotations,
         label=status_label_key(profile) in (meta.get("labels") or {}),
-        condition=condition_type(profile) in conditions,
+        conditions=tuple(
+            t for t in (condition_type(profile), unit_wait_condition_type(profile)) if t in conditions
+        ),
     )
 
 
@@ -60,8 +71,8 @@ def clean_node(api: ApiClient, profile: str, name: str, left: Leftovers) -> None
         labels={status_label_key(profile): None} if left.label else None,
         annotations=dict.fromkeys(left.annotations) or None,
     )
-    if left.condition:
-        nodestatus.remove_condition(api, name, condition_type(profile))
+    for type_ in left.conditions:
+        nodestatus.remove_condition(api, name, type_)
 
 
 def clean_up(api: ApiClient, request: CleanupRequest) -> CleanupReport:

@@ -1,6 +1,6 @@
 """The health-check measurement activity: one Prometheus instant query (``/api/v1/query``, through
 the ``fleetwright.prometheus`` adapter) for one check of a node gate, judged by the pure
-``planner.analysis`` into a typed measurement; and the external validators' wait.
+``planner.health.analysis`` into a typed measurement; and the external validators' wait.
 
 Thin: render the query's placeholders, ask Prometheus, parse and classify. A Prometheus that cannot
 be reached or refuses the query is an Error *measurement* (returned, so it is recorded once in the
@@ -28,9 +28,9 @@ from fleetwright.errors import (
 )
 from fleetwright.kube import nodestatus
 from fleetwright.kube.client import ApiClient
-from fleetwright.planner import fleetgate
-from fleetwright.planner.analysis import Measurement, ScopedMeasurement, classify, error, parse_answer
-from fleetwright.planner.rolloutstate import RolloutState
+from fleetwright.planner.health.analysis import Measurement, ScopedMeasurement, classify, error, parse_answer
+from fleetwright.planner.rollout import fleetgate
+from fleetwright.planner.rollout.state import RolloutState
 from fleetwright.prometheus import Prometheus, PrometheusAccess, Querier
 
 
@@ -76,7 +76,7 @@ def _instant(text: str) -> datetime:
 
 
 def measure_fleet(prometheus: Querier, state: RolloutState, now: datetime) -> tuple[ScopedMeasurement, ...]:
-    """The fleet-gate measurements due at ``now`` (``planner.fleetgate.due``), taken."""
+    """The fleet-gate measurements due at ``now`` (``planner.rollout.fleetgate.due``), taken."""
     taken = []
     for due in fleetgate.due(state, now):
         request = MeasureRequest(

@@ -52,7 +52,7 @@ from fleetwright.errors import NodeGoneError
 from fleetwright.kube import nodes, nodestatus
 from fleetwright.kube.client import ApiClient
 from fleetwright.kube.jobwatch import JobWatches
-from fleetwright.planner.nodestate import NodePackageState, format_annotation
+from fleetwright.planner.node.state import NodePackageState, format_annotation
 from fleetwright.stagejob.outcome import StageReport
 from fleetwright.stagejob.validation import ValidationReport
 

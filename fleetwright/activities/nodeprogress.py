@@ -57,7 +57,7 @@ def publish(
     if facts.labels.get(label_key) != phase.value or notes:
         nodestatus.merge_metadata(api, node, labels={label_key: phase.value}, annotations=notes)
     text = message[:MAX_MESSAGE]
-    wanted = nodestatus.Condition(condition_type(profile), CONDITION_STATUS[phase], reason, text)
+    wanted = nodestatus.NodeStatusCondition(condition_type(profile), CONDITION_STATUS[phase], reason, text)
     nodestatus.set_condition(api, node, wanted, current=facts)
     if phase in WARNING_PHASES:
         events.emit(

@@ -14,12 +14,13 @@ from typing import Any
 from pydantic import Field
 
 from fleetwright.api.common import LabelSelector
+from fleetwright.api.compat import added_fields
 from fleetwright.api.health import ExternalValidator, MetricCheck
 from fleetwright.api.nodeprofile import DrainSpec, NodeProfile
 from fleetwright.planner.base import Frozen
-from fleetwright.planner.nodestate import NodePackageState, PackageRecord
-from fleetwright.planner.observations import RunStatus
-from fleetwright.planner.rolloutstate import BlockedNode, Decision, RolloutState
+from fleetwright.planner.node.state import NodePackageState, PackageRecord
+from fleetwright.planner.rollout.observations import RunStatus
+from fleetwright.planner.rollout.state import BlockedNode, Decision, RolloutState
 from fleetwright.stagejob.outcome import StageReport
 from fleetwright.stagejob.render import PACKAGE_NAMESPACE
 from fleetwright.stagejob.request import StageJob
@@ -40,6 +41,9 @@ class NodePhase(StrEnum):
 
 NODE_FINISHED_SIGNAL = "node_finished"
 """The rollout workflow's signal that carries a node workflow's ``NodeResult``."""
+END_QUARANTINE_SIGNAL = "end_quarantine"
+"""The node workflow's signal that stops re-gating a hardware-suspect node: a human released it
+(``fleetwright release``), or a new pass over the node is starting."""
 
 
 class NodeResult(Frozen):
@@ -48,6 +52,9 @@ class NodeResult(Frozen):
     """The rollout target (``RolloutSpec.target``) the node worked towards."""
     status: RunStatus
     message: str = ""
+    spared: bool = False
+    """Succeeded through its preflight: its checks passed in service, it was never cordoned."""
+    _since_0_1_0 = added_fields("spared")
 
 
 class NodeReport(Frozen):
@@ -308,17 +315,34 @@ class EndedNodes(Frozen):
     not found): nothing showed their end on the node."""
 
 
+class SignatureCheck(Frozen):
+    """The policy's ``imageSignatures``, for one generation: which references must carry a cosign
+    signature by a key of Secret ``namespace/secret`` over the digest they resolve to."""
+
+    mode: str
+    """``enforce`` (refuse the generation) or ``warn`` (report the image and go on)."""
+    namespace: str
+    secret: str
+    references: tuple[str, ...]
+
+
 class ResolveImagesRequest(Frozen):
     """The image references one rollout generation runs: each resolved once to a digest."""
 
     profile: str
     references: tuple[str, ...]
+    signatures: SignatureCheck | None = None
+    """Set only when the policy asks for signatures."""
+    _since_0_2_0 = added_fields("signatures")
 
 
 class ResolvedImages(Frozen):
     """reference -> ``repository@sha256:...``: what every stage Job of the generation runs."""
 
     pinned: dict[str, str] = Field(default_factory=dict)
+    warnings: dict[str, str] = Field(default_factory=dict)
+    """reference -> why its signature does not verify (``warn`` mode only)."""
+    _since_0_2_0 = added_fields("warnings")
 
 
 class MeasureRequest(NodeTarget):

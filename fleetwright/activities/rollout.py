@@ -2,12 +2,13 @@
 
 It reads every Node once, keeps those the profile targets (minus skipped ones), folds in what the
 workflow learned from its node workflows, marks nodes where an earlier-priority profile is not
-complete yet, on the node or, for ``sequencing: all``, on any of its nodes (``planner.priority``;
+complete yet, on the node or, for ``sequencing: all``, on any of its nodes (``planner.profile.priority``;
 it reads the NodeProfiles for that), attaches the workloads whose pods run on each node (for the
 order) and the pods the policy's ``workloadWait`` waits for (``kube.workloads``; one list of the
 bound pods, made only when the policy reads pods: ``RolloutPolicy.reads_pods``), and calls
-``planner.rollout.decide`` with the workflow's ``now``. The decision is recorded in history, so the
-workflow stays deterministic while the fleet read stays out of it.
+``planner.rollout.decision.decide`` with the workflow's ``now``. The decision is recorded in history, so the
+workflow stays deterministic while the fleet read stays out of it. Once its starts are claimed it
+shows the decision's unit waits as node conditions (``unitwaits``).
 """
 
 from __future__ import annotations
@@ -16,35 +17,44 @@ import contextlib
 import contextvars
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 from temporalio import activity
 from temporalio.client import Interceptor
 
-from fleetwright.activities import nodeprogress
+from fleetwright.activities import nodeprogress, unitwaits
 from fleetwright.activities.drain import DRAIN_WAIT_REASONS
 from fleetwright.activities.errors import temporal_errors
 from fleetwright.activities.health import measure_fleet
 from fleetwright.activities.images import ImageResolver
 from fleetwright.activities.payloads import NAMES, DecideReport, DecideRequest, NodePhase, NodeResult
 from fleetwright.activities.starts import NodeStarter
-from fleetwright.api.keys import CLAIM_PREFIX, NodeReason, claim_key, condition_type
+from fleetwright.activities.unitwaits import unit_wait_changes
+from fleetwright.api.keys import CLAIM_PREFIX, NodeReason, claim_key, condition_type, unit_wait_condition_type
 from fleetwright.api.nodeprofile import PLURAL as PROFILE_PLURAL
 from fleetwright.api.nodeprofile import NodeProfile, parse_profiles
 from fleetwright.errors import InvalidSpecError, NotFoundError, RetryableError
 from fleetwright.kube import nodes as kube_nodes
-from fleetwright.kube import nodestatus, resources
+from fleetwright.kube import nodestatus, resources, secrets
 from fleetwright.kube import workloads as kube_workloads
 from fleetwright.kube.client import ApiClient
+from fleetwright.kube.nodestatus import NodeStatusCondition
 from fleetwright.planner import convert
-from fleetwright.planner.analysis import ScopedMeasurement
-from fleetwright.planner.nodelist import observe_node
-from fleetwright.planner.nodestate import format_annotation, read_profile_state
-from fleetwright.planner.observations import NodeObservation, NodeWorkload, Observations, RunStatus
-from fleetwright.planner.policy import RolloutPolicy
-from fleetwright.planner.priority import earlier_profiles, fleet_completion, sequencing_hold, waiting_on
-from fleetwright.planner.rollout import decide
-from fleetwright.planner.rolloutstate import BlockedNode, RolloutState
+from fleetwright.planner.health.analysis import ScopedMeasurement
+from fleetwright.planner.node.state import format_annotation, read_profile_state
+from fleetwright.planner.policy.model import RolloutPolicy
+from fleetwright.planner.profile.priority import (
+    earlier_profiles,
+    fleet_completion,
+    sequencing_hold,
+    waiting_on,
+)
+from fleetwright.planner.rollout.decision import decide
+from fleetwright.planner.rollout.observations import NodeObservation, NodeWorkload, Observations, RunStatus
+from fleetwright.planner.rollout.snapshot import observe_node
+from fleetwright.planner.rollout.state import BlockedNode, RolloutState
+from fleetwright.planner.rollout.targets import Prepared
 from fleetwright.prometheus import Prometheus, PrometheusAccess, Querier
 from fleetwright.registry import Registry, RegistryAccess
 
@@ -64,7 +74,8 @@ def _run_status(
     result = results.get(observation.name)
     if result is None or (observation.name in own and result.target != state.spec.target):
         return observation.model_copy(update={"run": RunStatus.RUNNING})
-    return observation.model_copy(update={"run": result.status, "message": result.message})
+    update = {"run": result.status, "message": result.message, "spared": result.spared}
+    return observation.model_copy(update=update)
 
 
 def _identity(node: Mapping[str, Any]) -> tuple[str, Mapping[str, str], Mapping[str, str]]:
@@ -139,16 +150,20 @@ def held_waits(
         name = str((node.get("metadata") or {}).get("name"))
         if name not in busy:
             continue
-        for condition in (node.get("status") or {}).get("conditions") or []:
-            if (
-                condition.get("type") == wanted
-                and condition.get("status") == "False"
-                and condition.get("reason") in HELD_WAIT_REASONS
-            ):
-                held.append(
-                    BlockedNode(node=name, reason=f"{condition['reason']}: {condition.get('message', '')}")
-                )
+        condition = nodestatus.listed_condition(node, wanted)
+        if condition is not None and condition.status == "False" and condition.reason in HELD_WAIT_REASONS:
+            held.append(BlockedNode(node=name, reason=f"{condition.reason}: {condition.message}"))
     return tuple(sorted(held, key=lambda b: b.node))
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One turn's decision and what its nodes must show of it."""
+
+    report: DecideReport
+    unit_waits: dict[str, NodeStatusCondition | None]
+    """node -> the unit-wait condition it must carry now (None: none), where that changed
+    (``unitwaits.unit_wait_changes``)."""
 
 
 def plan_turn(
@@ -159,20 +174,23 @@ def plan_turn(
     finishing: Mapping[str, tuple[str, ...]] | None = None,
     *,
     measured: tuple[ScopedMeasurement, ...] = (),
-) -> DecideReport:
-    """Pure: one turn of the rollout from raw Nodes — observe, decide, and what new nodes need;
-    ``measured``: the fleet-gate measurements taken for it."""
+) -> Turn:
+    """Pure: one turn of the rollout from raw Nodes — observe, decide, what new nodes need and
+    which nodes' unit-wait conditions change; ``measured``: the fleet-gate measurements taken for it."""
     observations, observed = observe(nodes, request, profiles, workloads, finishing)
     if measured:
         observations = observations.model_copy(update={"fleet_measurements": measured})
-    decision = decide(request.state, observations, request.now)
+    prepared = Prepared(request.state.spec, observations)
+    decision = decide(request.state, observations, request.now, prepared)
     first = len(request.state.updated) + len(request.state.failed) + len(request.state.running)
-    return DecideReport(
+    profile = request.profile.metadata.name
+    report = DecideReport(
         decision=decision,
         records={s.node: dict(observed[s.node].packages) for s in decision.start},
         node_order={s.node: first + i for i, s in enumerate(decision.start)},
-        held=held_waits(nodes, request.profile.metadata.name, (r.node for r in decision.state.running)),
+        held=held_waits(nodes, profile, (r.node for r in decision.state.running)),
     )
+    return Turn(report, unit_wait_changes(nodes, profile, decision, prepared.ordering.units))
 
 
 def raced_claims(
@@ -219,14 +237,24 @@ class RolloutActivities:
         workloads, finishing = self._pods_on_nodes(request.state.spec.policy)
         # The fleet gate's measurements due now: taken before deciding, recorded in this result.
         measured = measure_fleet(self._prometheus, request.state, request.now)
-        report = plan_turn(nodes, request, profiles, workloads, finishing, measured=measured)
+        turn = plan_turn(nodes, request, profiles, workloads, finishing, measured=measured)
+        report = turn.report
         starts = [s.node for s in report.decision.start]
         # Claim the nodes to start before the workflow acts on the decision, so other profiles'
         # decisions count them against their budgets at once (the node workflow drops the claim).
         patch_nodes(lambda node: nodeprogress.claim(self._api, profile=name, node=node), starts)
         if starts and any(p.metadata.name != name for p in profiles):
             self._verify_claims(request.profile, nodes, starts)
+        self._show_unit_waits(name, nodes, turn.unit_waits)
         return report.model_copy(update={"unregistered_search_attributes": self._unregistered()})
+
+    def _show_unit_waits(
+        self, profile: str, nodes: list[dict[str, Any]], changes: Mapping[str, NodeStatusCondition | None]
+    ) -> None:
+        """Write the unit-wait conditions the decision changed, once its claims stand."""
+        listed = {str(n["metadata"]["name"]): n for n in nodes if n["metadata"]["name"] in changes}
+        type_ = unit_wait_condition_type(profile)
+        patch_nodes(lambda node: unitwaits.show(self._api, listed[node], changes[node], type_), changes)
 
     def _pods_on_nodes(
         self, policy: RolloutPolicy
@@ -235,12 +263,7 @@ class RolloutActivities:
         of the bound pods, made only when the policy reads pods (``RolloutPolicy.reads_pods``)."""
         if not policy.reads_pods():
             return None, None
-        pods = kube_workloads.bound_pods(self._api)
-        wait = policy.workload_wait
-        finishing = kube_workloads.waited_pods(pods, wait.selector) if wait is not None else None
-        if not policy.workload_order:
-            return None, finishing
-        return kube_workloads.node_workloads(pods, policy.workload_label), finishing
+        return kube_workloads.policy_pods(kube_workloads.bound_pods(self._api), policy)
 
     def _verify_claims(self, profile: NodeProfile, before: list[dict[str, Any]], starts: list[str]) -> None:
         """Read the fleet again after claiming: another profile that claimed nodes between this
@@ -310,7 +333,10 @@ def rollout_activities(
     ``interceptors``."""
     starter = NodeStarter(interceptors)
     decide = RolloutActivities(api, unregistered, Prometheus(prometheus or PrometheusAccess()))
-    images = ImageResolver(Registry(registry or RegistryAccess()))
+    images = ImageResolver(
+        Registry(registry or RegistryAccess()),
+        lambda namespace, name: secrets.secret_text(api, namespace, name),
+    )
     return [decide.observe_and_decide, starter.start_nodes, starter.ended_nodes, images.resolve_images]
 
 

@@ -1,5 +1,5 @@
 """The runtime-required taint on a node: released once no runtime-required profile targeting the
-node is still incomplete there (``planner.runtime.holding_taint`` decides; this reads the node and
+node is still incomplete there (``planner.profile.runtime.holding_taint`` decides; this reads the node and
 the NodeProfiles and makes the one write). Idempotent: an absent taint is not removed twice.
 It must not taint nodes; the controller does that when a node joins.
 """
@@ -13,7 +13,7 @@ from fleetwright.api.nodeprofile import PLURAL as PROFILE_PLURAL
 from fleetwright.api.nodeprofile import parse_profiles
 from fleetwright.kube import nodes, nodestatus, resources
 from fleetwright.kube.client import ApiClient
-from fleetwright.planner.runtime import carries, holding_taint
+from fleetwright.planner.profile.runtime import carries, holding_taint
 
 
 def carries_taint(node: dict[str, Any]) -> bool:

@@ -22,7 +22,7 @@ from temporalio import activity
 from temporalio.client import AsyncActivityCancelledError
 
 from fleetwright.activities.payloads import StageRequest, StagesReport, StagesRequest
-from fleetwright.planner.nodestate import format_annotation
+from fleetwright.planner.node.state import format_annotation
 from fleetwright.stagejob.outcome import StageReport
 
 T = TypeVar("T")

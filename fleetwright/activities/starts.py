@@ -10,8 +10,10 @@ children.
 Idempotent: a run started since the decision (by this attempt's duplicate or an earlier attempt,
 even one that has finished since) is left as it is. A run still open from before the decision is
 an earlier pass's that has reported and is closing (the planner starts no node whose workflow it
-still waits on): the start waits for it to close and then begins the node's workflow afresh, since
-adopting it would leave the decision's work undone and take its report for this one's. It must not
+still waits on), or a hardware-suspect node's that re-gates it in quarantine (``workflows.quarantine``),
+which the start ends (``END_QUARANTINE_SIGNAL``): the start waits for it to close and then begins
+the node's workflow afresh, since adopting it would leave the decision's work undone and take its
+report for this one's. It must not
 decide what starts; the planner did.
 
 A node workflow terminated, timed out or cancelled (a human in the Temporal UI, a reset gone wrong)
@@ -47,6 +49,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from fleetwright.activities.errors import temporal_errors
 from fleetwright.activities.payloads import (
+    END_QUARANTINE_SIGNAL,
     NAMES,
     EndedNodes,
     EndedNodesRequest,
@@ -55,7 +58,7 @@ from fleetwright.activities.payloads import (
     WorkflowStart,
 )
 from fleetwright.errors import RetryableError
-from fleetwright.planner.observations import RunStatus
+from fleetwright.planner.rollout.observations import RunStatus
 
 # Start requests in flight at once: enough to keep the server busy, few enough that one decision
 # does not crowd out every other client call of the worker.
@@ -92,6 +95,7 @@ class NodeStarter:
                 except WorkflowAlreadyStartedError:
                     if await _started_since(client, one.id, request.decided_at):
                         return True  # this decision's own run (a duplicate delivery)
+                    await _ended_quarantine(client, one.id)
                     await _closed(client, one.id)
                     await _start(client, request, one)
                 activity.heartbeat()
@@ -159,6 +163,16 @@ def _search_attributes(one: WorkflowStart) -> TypedSearchAttributes:
         for name, value in sorted(one.search_attributes.items())
     ]
     return TypedSearchAttributes(pairs)
+
+
+async def _ended_quarantine(client: Client, workflow_id: str) -> None:
+    """Tell the open run of ``workflow_id`` to stop re-gating its node, if it does (a run that is
+    merely closing ignores it; one that closed meanwhile cannot take it)."""
+    try:
+        await client.get_workflow_handle(workflow_id).signal(END_QUARANTINE_SIGNAL)
+    except RPCError as error:
+        if error.status is not RPCStatusCode.NOT_FOUND:
+            raise
 
 
 async def _closed(client: Client, workflow_id: str) -> None:

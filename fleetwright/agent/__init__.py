@@ -8,4 +8,4 @@ It must stay standalone: stdlib only (no pydantic, temporalio, kubernetes, nor o
 packages), because it ships alone in a small image that runs privileged on every node.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -1,7 +1,7 @@
 """Loads and validates a package's ``config.json``: schema v1 plus the loading rules
 (docs/package-format.md §5-§6).
 
-It owns the typed view of the manifest (``PackageConfig``/``Step``) and every structural rule.
+It owns the typed view of the manifest (``PackageConfig``/``ScriptStep``) and every structural rule.
 It reports every problem at once, each naming its field (``modes.apply[0].returncodes``), and it
 never touches the host: callers decide what happens after a successful load.
 """
@@ -40,7 +40,7 @@ class ConfigError(Exception):
 
 
 @dataclass(frozen=True)
-class Step:
+class ScriptStep:
     name: str
     path: str
     arguments: tuple[str, ...]
@@ -56,10 +56,10 @@ class PackageConfig:
     package_name: str
     package_version: str
     expected_config_files: tuple[str, ...]
-    modes: dict[str, tuple[Step, ...]]
+    modes: dict[str, tuple[ScriptStep, ...]]
     warnings: tuple[str, ...] = ()
 
-    def steps(self, mode: str) -> tuple[Step, ...]:
+    def steps(self, mode: str) -> tuple[ScriptStep, ...]:
         return self.modes.get(mode, ())
 
 
@@ -134,7 +134,7 @@ def _check_step_path(value: object, path: str, errs: _Errors) -> str:
     return value
 
 
-def _build_step(raw: object, mode: str, path: str, errs: _Errors) -> Step | None:
+def _build_step(raw: object, mode: str, path: str, errs: _Errors) -> ScriptStep | None:
     if not isinstance(raw, dict):
         errs.add(path, f"must be an object, got {_type_name(raw)}")
         return None
@@ -156,7 +156,7 @@ def _build_step(raw: object, mode: str, path: str, errs: _Errors) -> Step | None
         errs.add(f"{path}.upgrade_step", "is only allowed in the upgrade and upgrade-check modes")
     if flags["upgrade_step"] and arguments:
         errs.add(f"{path}.arguments", "must be empty for an upgrade_step (the agent appends the versions)")
-    return Step(
+    return ScriptStep(
         name=name if isinstance(name, str) else step_path,
         path=step_path,
         arguments=arguments,
@@ -168,11 +168,11 @@ def _build_step(raw: object, mode: str, path: str, errs: _Errors) -> Step | None
     )
 
 
-def _build_modes(raw: object, errs: _Errors) -> dict[str, tuple[Step, ...]]:
+def _build_modes(raw: object, errs: _Errors) -> dict[str, tuple[ScriptStep, ...]]:
     if not isinstance(raw, dict):
         errs.add("modes", f"must be an object, got {_type_name(raw)}")
         return {}
-    modes: dict[str, tuple[Step, ...]] = {}
+    modes: dict[str, tuple[ScriptStep, ...]] = {}
     for mode, steps in raw.items():
         if mode not in ALL_MODES:
             errs.add(f"modes.{mode}", f"is not a known mode (known: {', '.join(ALL_MODES)})")
@@ -201,7 +201,7 @@ def _check_top(raw: dict[str, Any], errs: _Errors) -> None:
         errs.add("package_version", f"must be a SemVer 2.0 version such as 1.2.3, got {pkg_version!r}")
 
 
-def _check_structure(raw_modes: object, modes: dict[str, tuple[Step, ...]], errs: _Errors) -> None:
+def _check_structure(raw_modes: object, modes: dict[str, tuple[ScriptStep, ...]], errs: _Errors) -> None:
     if not isinstance(raw_modes, dict):
         return
     if not any(steps for mode, steps in modes.items() if mode != INTERRUPT):
@@ -213,14 +213,14 @@ def _check_structure(raw_modes: object, modes: dict[str, tuple[Step, ...]], errs
             errs.add(f"modes.{check_of(mode)}", f"must have at least one step because {mode} has steps")
 
 
-def _check_paths_exist(modes: dict[str, tuple[Step, ...]], skyhook_dir: str, errs: _Errors) -> None:
+def _check_paths_exist(modes: dict[str, tuple[ScriptStep, ...]], skyhook_dir: str, errs: _Errors) -> None:
     for mode, steps in modes.items():
         for i, step in enumerate(steps):
             if step.path and not os.path.isfile(os.path.join(skyhook_dir, step.path)):
                 errs.add(f"modes.{mode}[{i}].path", f"{step.path} does not exist under skyhook_dir/")
 
 
-def _naming_warnings(modes: dict[str, tuple[Step, ...]]) -> tuple[str, ...]:
+def _naming_warnings(modes: dict[str, tuple[ScriptStep, ...]]) -> tuple[str, ...]:
     """A naming convention, warned about only (docs/package-format.md §6): a work step ``dir/x.sh``
     is expected to have a check ``dir/x_check.sh``."""
     warnings = []
@@ -234,7 +234,7 @@ def _naming_warnings(modes: dict[str, tuple[Step, ...]]) -> tuple[str, ...]:
     return tuple(warnings)
 
 
-def _on_host_warnings(modes: dict[str, tuple[Step, ...]]) -> tuple[str, ...]:
+def _on_host_warnings(modes: dict[str, tuple[ScriptStep, ...]]) -> tuple[str, ...]:
     """``on_host: false`` is accepted and ignored, as NodeWright's production agent does."""
     return tuple(
         f"modes.{mode}[{i}].on_host: false is ignored: every step runs in the host's chroot"

@@ -19,7 +19,7 @@ from fleetwright.agent import logs
 
 
 @dataclass(frozen=True)
-class Result:
+class ProcessOutcome:
     """``returncode`` is negative when a signal killed the process; None when it never started."""
 
     returncode: int | None
@@ -51,7 +51,7 @@ def run(
     cwd: str,
     env: Mapping[str, str],
     log_base: str | None = None,
-) -> Result:
+) -> ProcessOutcome:
     """Run ``argv`` (a path inside the chroot of ``root``) and wait for it.
 
     ``cwd`` is a host path. A missing working directory falls back to ``/`` with a warning,
@@ -81,7 +81,7 @@ def _spawn(
     cwd: str,
     env: Mapping[str, str],
     sinks: tuple[TextIO | None, TextIO | None],
-) -> Result:
+) -> ProcessOutcome:
     try:
         proc = subprocess.Popen(
             list(argv),
@@ -97,7 +97,7 @@ def _spawn(
             process_group=0,
         )
     except (OSError, subprocess.SubprocessError) as exc:
-        return Result(None, f"cannot execute {argv[0]}: {exc}")
+        return ProcessOutcome(None, f"cannot execute {argv[0]}: {exc}")
     assert proc.stdout is not None
     assert proc.stderr is not None
     pumps = [
@@ -110,4 +110,4 @@ def _spawn(
     code = proc.wait()
     for pump in pumps:
         pump.join()
-    return Result(code)
+    return ProcessOutcome(code)

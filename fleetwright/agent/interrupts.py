@@ -35,7 +35,7 @@ class InterruptError(Exception):
 
 
 @dataclass(frozen=True)
-class Interrupt:
+class InterruptRequest:
     type: str
     services: tuple[str, ...] = ()
 
@@ -51,7 +51,7 @@ class Interrupt:
         return []
 
 
-def decode(data: str) -> Interrupt:
+def decode(data: str) -> InterruptRequest:
     """Decode base64 JSON ``{"type": ..., "services": [...]}``; every problem names its field."""
     try:
         doc = json.loads(base64.b64decode(data, validate=True).decode("utf-8"))
@@ -72,10 +72,10 @@ def decode(data: str) -> Interrupt:
         problems.append("interrupt.services: must be a non-empty array of unit names")
     if problems:
         raise InterruptError("; ".join(problems))
-    return Interrupt(type=str(kind), services=tuple(services or ()))
+    return InterruptRequest(type=str(kind), services=tuple(services or ()))
 
 
-def encode(interrupt: Interrupt) -> str:
+def encode(interrupt: InterruptRequest) -> str:
     doc: dict[str, object] = {"type": interrupt.type}
     if interrupt.services:
         doc["services"] = list(interrupt.services)
@@ -109,7 +109,7 @@ class _Runner:
     def flag(self, kind: str, index: int, suffix: str) -> str:
         return os.path.join(self.flags, f"{kind}_{index}.{suffix}")
 
-    def execute(self, kind: str, index: int, argv: list[str]) -> executor.Result:
+    def execute(self, kind: str, index: int, argv: list[str]) -> executor.ProcessOutcome:
         logs.say(f"interrupt {kind}[{index}]: running {' '.join(argv)}")
         base = None
         if self.paths.settings.write_logs:
@@ -167,7 +167,7 @@ class _Runner:
         return False
 
 
-def run(paths: HostPaths, rid: ResourceId, interrupt: Interrupt, env: Mapping[str, str]) -> bool:
+def run(paths: HostPaths, rid: ResourceId, interrupt: InterruptRequest, env: Mapping[str, str]) -> bool:
     runner = _Runner(paths, rid, env)
     if interrupt.type == NO_OP:
         _write(os.path.join(runner.flags, f"{NO_OP}.complete"), str(time.time()))

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from fleetwright.agent import config, interrupts, logs, overlay, signals, state, steps
 from fleetwright.agent.modes import (
+    CHECK_MODES,
     FLAG_SKIP_MODES,
     HISTORY_MODES,
     INTERRUPT,
@@ -25,6 +26,8 @@ from fleetwright.agent.modes import (
 from fleetwright.agent.settings import HostPaths, Settings
 
 OK, FAILED = 0, 1
+TERMINATION_LOG = "/dev/termination-log"
+"""Where the kubelet reads a container's termination message (the pod's default path)."""
 
 
 @dataclass(frozen=True)
@@ -64,7 +67,7 @@ class _Stage:
         previous = state.current_version(self.history) if self.inv.mode in UPGRADE_MODES else ""
         return steps.Versions(previous=previous, current=self.cfg.package_version)
 
-    def run_one(self, step: config.Step) -> bool:
+    def run_one(self, step: config.ScriptStep) -> bool:
         return steps.run(
             step,
             self.inv.mode,
@@ -74,7 +77,7 @@ class _Stage:
             base_env=self.env,
         )
 
-    def skip_by_flag(self, step: config.Step, flag: str) -> bool:
+    def skip_by_flag(self, step: config.ScriptStep, flag: str) -> bool:
         if self.inv.mode not in FLAG_SKIP_MODES or step.idempotence or not os.path.exists(flag):
             return False
         if self.paths.settings.always_run_step:
@@ -134,25 +137,44 @@ def _run_steps(inv: Invocation, paths: HostPaths, env: Mapping[str, str]) -> int
         return FAILED
     for warning in cfg.warnings:
         logs.warn(warning)
+    preflight = paths.settings.preflight and is_check(inv.mode)
     if inv.mode not in UNINSTALL_MODES:
         missing = _missing_config_files(paths, cfg)
         if missing:
             logs.error(f"expected_config_files missing from configmaps/: {', '.join(missing)}")
             return FAILED
-        overlay.apply(paths.root, paths.copy_dir)
+        if not preflight:  # a preflight changes nothing on the node in service
+            overlay.apply(paths.root, paths.copy_dir)
     state.touch(os.path.join(paths.flags, "START"))
     stage = _Stage(inv, paths, cfg, env)
     if not cfg.steps(inv.mode):
-        logs.warn(f"{cfg.package_name} defines no steps for {inv.mode}: successful no-op")
-        if is_check(inv.mode):
-            stage.finish_check()
-        return OK
+        return _no_steps(stage, preflight)
     if not is_check(inv.mode):
         return OK if stage.work() else FAILED
     if not stage.check():
         return FAILED
     stage.finish_check()
     return OK
+
+
+def _no_steps(stage: _Stage, preflight: bool) -> int:
+    """A mode without steps is a successful no-op (its work mode has none either: §6), also in a
+    preflight while the package has checks on the same side (install or uninstall); a package
+    with none there proves nothing before its work ran: its preflight fails, saying why in the
+    pod's termination message (the stage's failure, hence the node's status, shows it)."""
+    mode = stage.inv.mode
+    side = [c for c in CHECK_MODES if (c in UNINSTALL_MODES) == (mode in UNINSTALL_MODES)]
+    if not preflight or any(stage.cfg.steps(check) for check in side):
+        logs.warn(f"{stage.cfg.package_name} defines no steps for {mode}: successful no-op")
+        if is_check(mode):
+            stage.finish_check()
+        return OK
+    message = f"{stage.cfg.package_name} defines no check step a preflight of {mode} can run"
+    logs.error(message)
+    if os.path.exists(TERMINATION_LOG):
+        with open(TERMINATION_LOG, "w") as out:
+            out.write(message)
+    return FAILED
 
 
 def _banner(inv: Invocation, paths: HostPaths) -> None:

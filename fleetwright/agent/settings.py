@@ -58,6 +58,9 @@ class Settings:
     copy_resolv_requested: bool
     data_dir: str
     reboot_wait_seconds: float
+    preflight: bool = False
+    """``FLEETWRIGHT_PREFLIGHT``: a check mode run before its work, on a node in service
+    (docs/package-format.md §10): no overlay, and a mode without steps fails."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -76,6 +79,7 @@ class Settings:
             copy_resolv_requested=_bool(env, "COPY_RESOLV", False),
             data_dir=env.get("SKYHOOK_DATA_DIR") or DEFAULT_DATA_DIR,
             reboot_wait_seconds=wait,
+            preflight=_bool(env, "FLEETWRIGHT_PREFLIGHT", False),
         )
 
 

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from fleetwright.agent import executor, logs
-from fleetwright.agent.config import Step
+from fleetwright.agent.config import ScriptStep
 from fleetwright.agent.modes import UPGRADE_MODES
 from fleetwright.agent.settings import HostPaths
 
@@ -44,7 +44,7 @@ def substitute(arguments: tuple[str, ...], env: Mapping[str, str]) -> list[str]:
 
 
 def step_env(
-    base: Mapping[str, str], step: Step, mode: str, versions: Versions, paths: HostPaths
+    base: Mapping[str, str], step: ScriptStep, mode: str, versions: Versions, paths: HostPaths
 ) -> dict[str, str]:
     env = dict(base)
     env.update(step.env)
@@ -64,7 +64,7 @@ def _make_executable(path: str) -> None:
 
 
 def argv_for(
-    step: Step, mode: str, versions: Versions, env: Mapping[str, str], paths: HostPaths
+    step: ScriptStep, mode: str, versions: Versions, env: Mapping[str, str], paths: HostPaths
 ) -> list[str]:
     argv = [os.path.join(paths.copy_dir, "skyhook_dir", step.path), *substitute(step.arguments, env)]
     if step.upgrade_step and mode in UPGRADE_MODES:
@@ -73,7 +73,7 @@ def argv_for(
 
 
 def run(
-    step: Step,
+    step: ScriptStep,
     mode: str,
     *,
     paths: HostPaths,

@@ -243,6 +243,18 @@ def selector_nonempty_cel(path: str) -> str:
     return SELECTOR_NONEMPTY_CEL.format(s=path)
 
 
+def selector_required(name: str, empty_would: str) -> LocalRule:
+    """The rule that a model's ``selector`` has at least one requirement."""
+    return LocalRule(
+        name=name,
+        cel=selector_nonempty_cel("self.selector"),
+        message=f"selector must have at least one requirement (an empty selector would {empty_would})",
+        field_path=".selector",
+        reason="FieldValueRequired",
+        check=lambda m: not m.selector.is_empty(),
+    )
+
+
 class Toleration(ApiModel):
     """A toleration added to fleetwright's package pods (corev1.Toleration)."""
 

@@ -1,17 +1,17 @@
 """The DeploymentPolicy resource (short name ``dp``): how fast and how safely changes roll out.
 
-Owns the policy schema (the hard ``maxUnavailable`` cap, the ordered steps canary / soak /
-approval / batches, failure rules, maintenance windows, compartments) and its single-object rules
-(mirrored as CEL in the CRD). Turning a policy into batches is the planner's job. Must not do I/O.
+Owns the policy schema (the hard ``maxUnavailable`` cap, the ordered steps with the batches step,
+failure rules, compartments) and its single-object rules (mirrored as CEL in the CRD). Its parts
+live beside it: the gate steps (``gatesteps``), maintenance windows (``windows``), the workload
+wait (``workloadwait``), image signatures (``imagesignatures``) and the health checks (``health``).
+Turning a policy into batches is the planner's job. Must not do I/O.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any, Literal
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import AfterValidator, Field
+from pydantic import Field
 
 from fleetwright.api.common import (
     DNS_LABEL_PATTERN,
@@ -23,115 +23,21 @@ from fleetwright.api.common import (
     LabelSelector,
     LocalRule,
     ObjectMeta,
-    selector_nonempty_cel,
+    selector_required,
 )
 from fleetwright.api.compat import added_fields
 from fleetwright.api.conditions import Condition
-from fleetwright.api.health import (
-    MAX_CHECKS,
-    CheckName,
-    MetricCheck,
-    NodeGate,
-    ResolvedGate,
-)
+from fleetwright.api.gatesteps import ApprovalStep, CanaryStep, SoakStep
+from fleetwright.api.health import MAX_CHECKS, CheckName, MetricCheck, NodeGate, ResolvedGate
+from fleetwright.api.imagesignatures import ImageSignatures
+from fleetwright.api.windows import MAX_WINDOWS, MaintenanceWindow
+from fleetwright.api.workloadwait import WorkloadWait
 
 KIND = "DeploymentPolicy"
 PLURAL = "deploymentpolicies"
 BUILTIN_POLICY_NAME = "builtin-default"
 MAX_STEPS = 16
 MAX_COMPARTMENTS = 32
-MAX_WINDOWS = 16
-
-
-# ---------------------------------------------------------------------------------------------
-# Steps
-
-
-class CanaryStep(ApiModel):
-    """Update a few nodes first; a failed canary stops the rollout before any other node is touched."""
-
-    count: int | None = Field(
-        default=None,
-        description="How many nodes (deterministically chosen) form the canary. Exclusive with selector.",
-        ge=1,
-        le=1000,
-    )
-    selector: LabelSelector | None = Field(
-        default=None,
-        description="Nodes (among the targeted ones) that form the canary. Exclusive with count; must not "
-        "be empty.",
-    )
-
-    local_rules = (
-        LocalRule(
-            name="canary-count-or-selector",
-            cel="has(self.count) != has(self.selector)",
-            message="exactly one of count or selector must be set",
-            check=lambda m: (m.count is None) != (m.selector is None),
-        ),
-        LocalRule(
-            name="canary-selector-nonempty",
-            cel="!has(self.selector) || " + "(" + selector_nonempty_cel("self.selector") + ")",
-            message="selector must have at least one requirement (an empty selector would select every node)",
-            field_path=".selector",
-            reason="FieldValueRequired",
-            check=lambda m: m.selector is None or not m.selector.is_empty(),
-        ),
-    )
-
-
-class NodeConditionRequirement(ApiModel):
-    """A node condition that must have a given status on updated nodes."""
-
-    type: str = Field(
-        description="Node condition type, e.g. Ready or GpuHealthy.", min_length=1, max_length=316
-    )
-    status: Literal["True", "False", "Unknown"] = Field(description="Required status of the condition.")
-
-
-class HealthGate(ApiModel):
-    """What must hold on every updated node throughout a soak; otherwise the soak fails."""
-
-    node_ready: bool = Field(default=True, description="Every updated node must stay Ready.")
-    node_conditions: list[NodeConditionRequirement] = Field(
-        default_factory=list,
-        description="Further node conditions (e.g. from node-problem-detector) with their required status.",
-        max_length=16,
-    )
-
-
-class SoakStep(ApiModel):
-    """Wait and watch the nodes updated so far before going on."""
-
-    duration_seconds: int = Field(description="How long to soak.", ge=1, le=30 * 86400)
-    health_gate: HealthGate = Field(
-        default_factory=HealthGate,
-        json_schema_extra={"default": {}},
-        description="What must hold during the soak.",
-    )
-    checks: list[CheckName] = Field(
-        default_factory=list,
-        description="Fleet gate: names of spec.healthChecks measured while the soak lasts, over the nodes "
-        "updated so far ({{nodes}}). The soak ends only once its duration passed and every check "
-        "passed; a Failed check fires the failure rule before the next batch, an Inconclusive one "
-        "waits for `fleetwright approve <scope>/<soak>`, a MonitoringUnavailable one (Prometheus "
-        "does not answer) holds the soak until it answers (or that approval).",
-        max_length=MAX_CHECKS,
-    )
-    _since_0_1_0 = added_fields("checks")
-
-
-class ApprovalStep(ApiModel):
-    """Wait for a human (`fleetwright approve` or the approve annotation) before going on."""
-
-    timeout_seconds: int | None = Field(
-        default=None,
-        description="Halt the rollout when nobody approves within this time. Absent: wait indefinitely, "
-        "visibly "
-        "(condition Paused, reason AwaitingApproval).",
-        ge=60,
-        le=90 * 86400,
-    )
 
 
 BatchStrategy = Literal["fixed", "linear", "exponential"]
@@ -282,10 +188,6 @@ def _batches_last(steps: list[Step]) -> bool:
     return not positions or positions == [len(steps) - 1]
 
 
-# ---------------------------------------------------------------------------------------------
-# Failure, windows, compartments
-
-
 class FailurePolicy(ApiModel):
     """When a rollout stops, and what it does then."""
 
@@ -315,115 +217,6 @@ class FailurePolicy(ApiModel):
         "rollback). It cannot undo what scripts did beyond the package's own stages. Afterwards the "
         "profile shows RolledBack and waits for a spec with other packages.",
     )
-
-
-_CRON_FIELD_RANGES = ((0, 59), (0, 23), (1, 31), (1, 12), (0, 7))
-_CRON_NAMES: tuple[dict[str, int], ...] = (
-    {},
-    {},
-    {},
-    {
-        m: i + 1
-        for i, m in enumerate(
-            ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
-        )
-    },
-    {d: i for i, d in enumerate(["sun", "mon", "tue", "wed", "thu", "fri", "sat"])},
-)
-_CRON_ITEM = re.compile(r"^(\*|[a-z0-9]+(-[a-z0-9]+)?)(/[0-9]+)?$")
-
-
-def _cron_value(token: str, names: dict[str, int]) -> int:
-    if token in names:
-        return names[token]
-    if not token.isdigit():
-        raise ValueError(f"unknown value {token!r}")
-    return int(token)
-
-
-def _check_cron_field(field: str, bounds: tuple[int, int], names: dict[str, int]) -> None:
-    low, high = bounds
-    for item in field.lower().split(","):
-        if not _CRON_ITEM.match(item):
-            raise ValueError(f"invalid item {item!r}")
-        span, _, step = item.partition("/")
-        if step and int(step) == 0:
-            raise ValueError(f"step must be >= 1 in {item!r}")
-        if span == "*":
-            continue
-        values = [_cron_value(v, names) for v in span.split("-")]
-        if any(v < low or v > high for v in values):
-            raise ValueError(f"{item!r} is outside {low}-{high}")
-        if len(values) == 2 and values[0] > values[1]:
-            raise ValueError(f"range {item!r} is reversed")
-
-
-def check_cron(expr: str) -> str:
-    """Validate a 5-field cron expression (minute hour day-of-month month day-of-week)."""
-    fields = expr.split()
-    if len(fields) != 5:
-        raise ValueError(
-            f"must have 5 fields (minute hour day-of-month month day-of-week), got {len(fields)}"
-        )
-    for field, bounds, names in zip(fields, _CRON_FIELD_RANGES, _CRON_NAMES, strict=True):
-        _check_cron_field(field, bounds, names)
-    return expr
-
-
-def check_time_zone(name: str) -> str:
-    """Validate an IANA time zone name such as Europe/Berlin."""
-    if name.startswith(("/", ".")) or ".." in name:
-        raise ValueError(f"{name!r} is not an IANA time zone name")
-    try:
-        ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError, OSError) as exc:
-        raise ValueError(f"unknown time zone {name!r} (use an IANA name such as Europe/Berlin)") from exc
-    return name
-
-
-class MaintenanceWindow(ApiModel):
-    """A recurring window in which nodes may start; a node that cannot finish in the window does not start."""
-
-    schedule: Annotated[str, AfterValidator(check_cron)] = Field(
-        description="Cron expression (5 fields: minute hour day-of-month month day-of-week) for the "
-        "window's start.",
-        min_length=9,
-        max_length=128,
-    )
-    duration_seconds: int = Field(description="Length of the window.", ge=60, le=7 * 86400)
-    time_zone: Annotated[str, AfterValidator(check_time_zone)] = Field(
-        default="UTC",
-        description="IANA time zone the schedule is read in, e.g. Europe/Berlin.",
-        min_length=1,
-        max_length=64,
-    )
-
-
-def _selector_required(name: str, empty_would: str) -> LocalRule:
-    """The rule that a model's ``selector`` has at least one requirement."""
-    return LocalRule(
-        name=name,
-        cel=selector_nonempty_cel("self.selector"),
-        message=f"selector must have at least one requirement (an empty selector would {empty_would})",
-        field_path=".selector",
-        reason="FieldValueRequired",
-        check=lambda m: not m.selector.is_empty(),
-    )
-
-
-class WorkloadWait(ApiModel):
-    """Before a node starts (is cordoned and drained), wait for the pods on it that ``selector``
-    matches to finish, up to ``timeoutSeconds``; then the drain rule applies as always."""
-
-    selector: LabelSelector = Field(description="The pods to wait for (a training job's); must not be empty.")
-    timeout_seconds: int = Field(
-        description="How long a node waits for them, from the moment it is next in line; then it starts "
-        "and its drain evicts what still runs. The wait holds no maxUnavailable budget.",
-        ge=60,
-        le=7 * 86400,
-    )
-
-    local_rules = (_selector_required("workload-wait-selector-nonempty", "wait for every pod"),)
 
 
 def _steps_rule(prefix: str) -> LocalRule:
@@ -459,7 +252,7 @@ class Compartment(ApiModel):
     )
 
     local_rules = (
-        _selector_required("compartment-selector-nonempty", "select every node"),
+        selector_required("compartment-selector-nonempty", "select every node"),
         _steps_rule("compartment-"),
         LocalRule(
             name="compartment-maxunavailable-positive",
@@ -542,8 +335,40 @@ class DeploymentPolicySpec(ApiModel):
         description="Checks every node must pass after its last stage, before its cordon is lifted. "
         "Absent: a node goes back into service when its stages pass.",
     )
+    # No CRD default, like workloadOrder: absent means off.
+    preflight: bool | None = Field(
+        default=None,
+        description="Before a node is cordoned, run its packages' check steps (each stage's check "
+        "mode, e.g. apply-check) as a preflight Job on the node in service; a node whose checks "
+        "all pass is recorded at the target and never cordoned, drained or interrupted. Risky for "
+        "a package whose check can pass before its work ran (it would never be applied there). A "
+        "package with a check mode that has no steps gets no preflight. Absent or false: off.",
+    )
+    image_signatures: ImageSignatures | None = Field(
+        default=None,
+        description="Check each package image's cosign signature when a generation starts, against the "
+        "digest it resolves to (signatures imply image pinning for this policy's rollouts). Absent: no "
+        "signature check.",
+    )
+    allowed_registries: list[Annotated[str, Field(max_length=MAX_NAME)]] | None = Field(
+        default=None,
+        description="Registries (host[:port]) or repository prefixes (host/org) the package images of the "
+        "NodeProfiles using this policy must come from (a prefix matches whole path components). Admission "
+        "refuses a profile with an image outside them, and a change to them that would exclude an image "
+        "of a profile using the policy; a rollout whose images are outside (the policy changed without "
+        "admission) is Halted before any node starts. Absent: any registry (the cluster-wide "
+        "admission.allowed_registries still applies).",
+        max_length=32,
+    )
     _since_0_1_0 = added_fields(
-        "workload_label", "workload_wait", "workload_order", "health_checks", "node_gate"
+        "workload_label",
+        "workload_wait",
+        "workload_order",
+        "health_checks",
+        "node_gate",
+        "preflight",
+        "image_signatures",
+        "allowed_registries",
     )
 
     local_rules = (

@@ -1,10 +1,11 @@
 """Health gates of a DeploymentPolicy: metric checks (a PromQL query judged by conditions over its
-result, measured ``count`` times) and the node gate that runs them on each node after its last
-stage, before its cordon is lifted.
+result, measured ``count`` times), the node gate that runs them on each node after its last
+stage, before its cordon is lifted, and a soak's health gate (the node conditions every updated
+node must keep while it lasts).
 
 The counting rules are Argo Rollouts' AnalysisTemplate's (failureLimit, inconclusiveLimit,
 consecutiveErrorLimit, count, interval, initialDelay), except that Errors hold a gate
-(MonitoringUnavailable) instead of failing it; the planner's ``analysis`` applies them. The
+(MonitoringUnavailable) instead of failing it; the planner's ``health.analysis`` applies them. The
 query's placeholders and the conditions are checked here, so admission rejects what cannot run.
 Must not do I/O.
 """
@@ -32,7 +33,7 @@ from fleetwright.api.healthcondition import (
     MAX_STEPS,
     check_condition,
 )
-from fleetwright.api.nodeprofile import EnvVar, PackageResources
+from fleetwright.api.packageparts import EnvVar, PackageResources
 
 MAX_CHECKS = 16
 MAX_VALIDATIONS = 8
@@ -151,9 +152,10 @@ class MetricCheck(ApiModel):
         default=4,
         description="Measurements in a row that may be Error (Prometheus unreachable, an erroring query, a "
         "condition that cannot be evaluated on the result). An Error does not use up count: it is "
-        "measured again after intervalSeconds. One Error more holds the gate, named "
-        "MonitoringUnavailable (never failed: unlike Argo Rollouts), measuring on until an answer "
-        "lifts the hold.",
+        "measured again after intervalSeconds. The wait is named MonitoringUnavailable from the "
+        "first Error in a row, with the count; one Error more than this limit holds the gate "
+        "(the node Blocked, the soak or new batches held, counted in the metric, approvable), "
+        "never failed (unlike Argo Rollouts), measuring on until an answer lifts the hold.",
         ge=0,
         le=1000,
     )
@@ -348,4 +350,24 @@ class NodeGate(ApiModel):
             reason="FieldValueDuplicate",
             check=_unique_names,
         ),
+    )
+
+
+class NodeConditionRequirement(ApiModel):
+    """A node condition that must have a given status on updated nodes."""
+
+    type: str = Field(
+        description="Node condition type, e.g. Ready or GpuHealthy.", min_length=1, max_length=316
+    )
+    status: Literal["True", "False", "Unknown"] = Field(description="Required status of the condition.")
+
+
+class HealthGate(ApiModel):
+    """What must hold on every updated node throughout a soak; otherwise the soak fails."""
+
+    node_ready: bool = Field(default=True, description="Every updated node must stay Ready.")
+    node_conditions: list[NodeConditionRequirement] = Field(
+        default_factory=list,
+        description="Further node conditions (e.g. from node-problem-detector) with their required status.",
+        max_length=16,
     )

@@ -32,7 +32,7 @@ def qualified(name: str) -> str:
 
 # ----- on a Node, one of each per profile -------------------------------------------------------
 STATE_PREFIX = PREFIX + "state."
-"""Every profile's package-state annotation starts with it (``nodestate`` owns the value)."""
+"""Every profile's package-state annotation starts with it (``planner.node.state`` owns the value)."""
 CORDON_PREFIX = PREFIX + "cordon."
 """Every cordon marker starts with it: the node is unschedulable through that profile's cordon."""
 CLAIM_PREFIX = PREFIX + "claim."
@@ -62,6 +62,12 @@ def status_label_key(profile: str) -> str:
 def condition_type(profile: str) -> str:
     """The node condition showing ``profile``'s progress on the node, with a reason below."""
     return qualified(profile)
+
+
+def unit_wait_condition_type(profile: str) -> str:
+    """The node condition (``True``, reason ``ProfileReason.WAITING_FOR_UNIT``) on a node
+    ``profile``'s rollout holds for another node of its workload unit; removed when the wait ends."""
+    return qualified("unit-wait." + profile)
 
 
 RUNTIME_REQUIRED_TAINT = PREFIX + "runtime-required"
@@ -156,6 +162,10 @@ class NodeReason:
     to (or the rollback stopped before it passed): its hardware, not the change, is suspect. It
     stays cordoned and Failed until a gate passes or a human releases it (``fleetwright
     release``)."""
+    PREFLIGHT = "Preflight"
+    """The node runs its packages' checks in service, before any cordon (``preflight: true``)."""
+    PREFLIGHT_PASSED = "PreflightPassed"
+    """A node's Complete when its preflight passed: recorded at the target, never cordoned."""
     RELEASED = "Released"
     """A human put a node that failed its health gate back into service (``fleetwright release``)."""
 
@@ -198,6 +208,9 @@ class ProfileReason:
     """A node issue: a stage failed there."""
     NODE_BLOCKED = "NodeBlocked"
     """A node issue: the node waits on something a human may have to clear."""
+    WAITING_FOR_UNIT = "WaitingForUnit"
+    """A node issue, and the kind of the node's waiting reason: the node waits, within a bound, for
+    another node of its workload unit that cannot start now (NotReady, busy)."""
     RUNTIME_TAINT_ADDED = "RuntimeTaintAdded"
     SEARCH_ATTRIBUTES_REGISTERED = "SearchAttributesRegistered"
     SEARCH_ATTRIBUTES_MISSING = "SearchAttributesMissing"

@@ -2,16 +2,18 @@
 get them there safely (drain, protected pods, runtime-required taint) and which DeploymentPolicy
 paces the rollout.
 
-Owns the NodeProfile schema and its single-object rules (mirrored as CEL in the CRD). Rules that
-need more than one field of context across the package list (dependsOn, cycles, configInterrupts
-globs, referenced policy) live in ``fleetwright.api.validation``. Must not do I/O.
+Owns the NodeProfile schema and its single-object rules (mirrored as CEL in the CRD); a package's
+dependencies, stage pod settings and uninstall settings are in ``fleetwright.api.packageparts``.
+Rules that need more than one field of context across the package list (dependsOn, cycles,
+configInterrupts globs, referenced policy) live in ``fleetwright.api.profilechecks``. Must not do
+I/O.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Field, ValidationError, WithJsonSchema
+from pydantic import Field, ValidationError
 
 from fleetwright.api.common import (
     DNS_LABEL_PATTERN,
@@ -26,41 +28,22 @@ from fleetwright.api.common import (
     selector_nonempty_cel,
 )
 from fleetwright.api.conditions import Condition, Phase
+from fleetwright.api.interrupttypes import InterruptType
 from fleetwright.api.keys import RUNTIME_REQUIRED_TAINT
+from fleetwright.api.packageparts import (
+    CONFIG_KEY_PATTERN,
+    EnvVar,
+    PackageDependency,
+    PackageResources,
+    Uninstall,
+)
 
 KIND = "NodeProfile"
 PLURAL = "nodeprofiles"
 
-InterruptTypeName = Literal["reboot", "service", "restartAllServices", "noop"]
-# The agent (and some package READMEs) spell it restart_all_services; both are accepted.
-INTERRUPT_TYPE_SPELLINGS: dict[str, InterruptTypeName] = {
-    "reboot": "reboot",
-    "service": "service",
-    "restartAllServices": "restartAllServices",
-    "restart_all_services": "restartAllServices",
-    "noop": "noop",
-}
-INTERRUPT_RANK: dict[str, int] = {"reboot": 3, "restartAllServices": 2, "service": 1, "noop": 0}
-
-
-def _normalize_interrupt_type(value: object) -> object:
-    if isinstance(value, str):
-        return INTERRUPT_TYPE_SPELLINGS.get(value, value)
-    return value
-
-
-InterruptType = Annotated[
-    InterruptTypeName,
-    BeforeValidator(_normalize_interrupt_type),
-    WithJsonSchema({"type": "string", "enum": list(INTERRUPT_TYPE_SPELLINGS)}),
-]
-
 SERVICE_NAME_PATTERN = r"^[-A-Za-z0-9:_.@]+$"
-CONFIG_KEY_PATTERN = r"^[-._a-zA-Z0-9]+$"
 # Glob characters allowed in configInterrupts keys on top of the configMap key characters.
 CONFIG_GLOB_PATTERN = r"^[-._a-zA-Z0-9*?\[\]!]+$"
-ENV_NAME_PATTERN = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"
-QUANTITY_MAX = 64
 MAX_CONFIG_VALUE = 262144
 
 
@@ -110,115 +93,6 @@ class ConfigInterrupt(ApiModel):
         pattern=CONFIG_GLOB_PATTERN,
     )
     interrupt: Interrupt = Field(description="The interrupt to run when a matching key changes.")
-
-
-class PackageDependency(ApiModel):
-    """A package of the same NodeProfile that must be complete on the node first."""
-
-    name: str = Field(
-        description="Name of another package in this profile's packages list.",
-        max_length=MAX_SHORT_STRING,
-        pattern=DNS_LABEL_PATTERN,
-    )
-    version: str = Field(
-        description="The exact version of that package (must equal its version field).",
-        min_length=1,
-        max_length=128,
-    )
-
-
-class KeySelector(ApiModel):
-    """A key in a Secret or ConfigMap in fleetwright's namespace."""
-
-    name: str = Field(description="Name of the Secret or ConfigMap.", min_length=1, max_length=MAX_NAME)
-    key: str = Field(
-        description="The key to read.", min_length=1, max_length=MAX_NAME, pattern=CONFIG_KEY_PATTERN
-    )
-    optional: bool = Field(default=False, description="Whether a missing object or key is allowed.")
-
-
-class EnvVarSource(ApiModel):
-    """Where an environment variable's value comes from; exactly one source."""
-
-    secret_key_ref: KeySelector | None = Field(
-        default=None, description="A key of a Secret (the way to pass secrets)."
-    )
-    config_map_key_ref: KeySelector | None = Field(default=None, description="A key of a ConfigMap.")
-
-    local_rules = (
-        LocalRule(
-            name="env-source-exactly-one",
-            cel="has(self.secretKeyRef) != has(self.configMapKeyRef)",
-            message="exactly one of secretKeyRef or configMapKeyRef must be set",
-            check=lambda m: (m.secret_key_ref is None) != (m.config_map_key_ref is None),
-        ),
-    )
-
-
-class EnvVar(ApiModel):
-    """An environment variable for the package's stage pods (the orchestrator's own SKYHOOK_* variables
-    are appended after these and win on a clash)."""
-
-    name: str = Field(
-        description="Variable name.", min_length=1, max_length=MAX_NAME, pattern=ENV_NAME_PATTERN
-    )
-    value: str | None = Field(
-        default=None, description="Literal value. Exclusive with valueFrom.", max_length=32768
-    )
-    value_from: EnvVarSource | None = Field(
-        default=None, description="Read the value from a Secret or ConfigMap key."
-    )
-
-    local_rules = (
-        LocalRule(
-            name="env-value-or-valuefrom",
-            cel="!(has(self.value) && has(self.valueFrom))",
-            message="value and valueFrom are mutually exclusive",
-            field_path=".valueFrom",
-            reason="FieldValueForbidden",
-            check=lambda m: m.value is None or m.value_from is None,
-        ),
-    )
-
-
-class PackageResources(ApiModel):
-    """CPU and memory for the package's stage pods (Kubernetes quantities). Requests must not exceed
-    limits."""
-
-    cpu_request: str | None = Field(
-        default=None, description="CPU request, e.g. `100m`.", max_length=QUANTITY_MAX
-    )
-    cpu_limit: str | None = Field(default=None, description="CPU limit, e.g. `1`.", max_length=QUANTITY_MAX)
-    memory_request: str | None = Field(
-        default=None, description="Memory request, e.g. `64Mi`.", max_length=QUANTITY_MAX
-    )
-    memory_limit: str | None = Field(
-        default=None, description="Memory limit, e.g. `256Mi`.", max_length=QUANTITY_MAX
-    )
-
-
-class Uninstall(ApiModel):
-    """Explicit uninstall: NodeWright never uninstalls implicitly (not on removal, not on downgrade)."""
-
-    enabled: bool = Field(
-        default=False,
-        description="Whether the package may be uninstalled at all (its image implements the uninstall "
-        "stage).",
-    )
-    apply: bool = Field(
-        default=False,
-        description="Uninstall the package from the targeted nodes now (requires enabled).",
-    )
-
-    local_rules = (
-        LocalRule(
-            name="uninstall-apply-needs-enabled",
-            cel="!has(self.apply) || !self.apply || (has(self.enabled) && self.enabled)",
-            message="apply requires enabled: true",
-            field_path=".apply",
-            check=lambda m: not m.apply or m.enabled,
-        ),
-    )
 
 
 class Package(ApiModel):

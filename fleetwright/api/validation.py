@@ -9,27 +9,27 @@ resource quantities, the referenced policy, and deletion of a policy still in us
 ``AdmissionPolicy`` (operator settings) adds supply-chain rules: images pinned by digest, and only
 from allowed registries.
 
-Never raises on any input and never does I/O.
+Owns the issues found, the supply-chain rules, parsing a manifest into its model and the entry
+points; the checks on a parsed spec are in ``fleetwright.api.profilechecks`` and
+``fleetwright.api.policychecks``. Never raises on any input and never does I/O.
 """
 
 from __future__ import annotations
 
-import fnmatch
-import graphlib
 import json
 import re
 from collections import Counter
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
 from typing import Any, Literal, TypeVar
 
-import semver
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from fleetwright.api.common import API_VERSION, DNS_LABEL_PATTERN, SKIP_RULES_CONTEXT, ApiModel
-from fleetwright.api.deploymentpolicy import DeploymentPolicySpec, DeploymentPolicyStatus, FailurePolicy, Step
-from fleetwright.api.nodeprofile import NodeProfileSpec, NodeProfileStatus, Package
+from fleetwright.api.deploymentpolicy import DeploymentPolicySpec, DeploymentPolicyStatus
+from fleetwright.api.nodeprofile import NodeProfileSpec, NodeProfileStatus
+from fleetwright.api.policychecks import check_policy_spec
+from fleetwright.api.profilechecks import check_image_policy, check_profile_spec
 
 Severity = Literal["error", "warning"]
 M = TypeVar("M", bound=BaseModel)
@@ -72,6 +72,16 @@ class Result:
     def warn(self, path: str, message: str, rule: str) -> None:
         self.issues.append(Issue(path, message, rule, "warning"))
 
+    def check_unique(
+        self, values: list[str], path: str, key: str, rule: str, *, severity: Severity = "error"
+    ) -> None:
+        """A duplicate of ``values`` (the ``key`` of each item of the list at ``path``), at every
+        repetition after the first."""
+        counts = Counter(values)
+        for i, value in enumerate(values):
+            if counts[value] > 1 and values.index(value) != i:
+                self.issues.append(Issue(f"{path}[{i}].{key}", f"duplicate value {value!r}", rule, severity))
+
 
 class AdmissionPolicy(BaseModel):
     """Operator-chosen supply-chain rules for package images, enforced at admission. The defaults
@@ -91,11 +101,52 @@ class AdmissionPolicy(BaseModel):
     )
 
     def allows(self, image: str) -> bool:
-        # A prefix matches whole path components, so "ghcr.io/acme" never admits "ghcr.io/acmeevil".
-        return not self.allowed_registries or any(
-            image == entry.rstrip("/") or image.startswith(entry.rstrip("/") + "/")
-            for entry in self.allowed_registries
-        )
+        return allows_registry(self.allowed_registries, image)
+
+
+def allows_registry(allowed: Collection[str], image: str) -> bool:
+    """Whether ``image`` comes from one of ``allowed`` (registries ``host[:port]`` or repository
+    prefixes ``host/org``; empty allows any): the one matching of the cluster-wide
+    ``admission.allowed_registries`` and a DeploymentPolicy's ``allowedRegistries``."""
+    # A prefix matches whole path components, so "ghcr.io/acme" never admits "ghcr.io/acmeevil".
+    return not allowed or any(
+        image == entry.rstrip("/") or image.startswith(entry.rstrip("/") + "/") for entry in allowed
+    )
+
+
+def check_policy_registries(
+    spec: NodeProfileSpec, policy: str, allowed: Collection[str], result: Result
+) -> None:
+    """Every package image of a profile comes from its DeploymentPolicy's ``allowedRegistries``."""
+    for i, package in enumerate(spec.packages):
+        if not allows_registry(allowed, package.image):
+            result.error(
+                f"spec.packages[{i}].image",
+                f"{package.image!r} is not from a registry DeploymentPolicy {policy!r} allows "
+                f"(its spec.allowedRegistries: {', '.join(allowed)})",
+                "image-registry-not-allowed-by-policy",
+            )
+
+
+def check_registries_of_profiles(
+    spec: DeploymentPolicySpec, profiles: Collection[Mapping[str, Any]], result: Result
+) -> None:
+    """A policy's ``allowedRegistries`` admits every package image of the profiles using it."""
+    if spec.allowed_registries is None:
+        return
+    allowed = spec.allowed_registries
+    for profile in profiles:
+        name = (profile.get("metadata") or {}).get("name", "?")
+        packages = (profile.get("spec") or {}).get("packages") or []
+        for i, package in enumerate(packages):
+            image = package.get("image", "") if isinstance(package, dict) else ""
+            if not allows_registry(allowed, image):
+                result.error(
+                    "spec.allowedRegistries",
+                    f"excludes {image!r} (spec.packages[{i}].image of NodeProfile {name!r}; "
+                    f"allowed: {', '.join(allowed)})",
+                    "policy-registries-exclude-profile",
+                )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -189,15 +240,23 @@ def _check_envelope(obj: dict[str, Any], kind: str, result: Result) -> None:
 
 
 def validate_nodeprofile(
-    obj: Any, *, policies: Collection[str] | None = None, admission: AdmissionPolicy | None = None
+    obj: Any,
+    *,
+    policies: Collection[str] | None = None,
+    admission: AdmissionPolicy | None = None,
+    registries: Mapping[str, Collection[str]] | None = None,
 ) -> Result:
     """Validate a NodeProfile manifest. ``policies``: names of existing DeploymentPolicies (None: do
-    not check the reference); ``admission``: the operator's image rules (None: none)."""
-    return _guard(lambda: _validate_nodeprofile(obj, policies, admission))
+    not check the reference); ``admission``: the operator's image rules (None: none);
+    ``registries``: policy name -> its ``allowedRegistries``, for the policies that set them."""
+    return _guard(lambda: _validate_nodeprofile(obj, policies, admission, registries))
 
 
 def _validate_nodeprofile(
-    obj: Any, policies: Collection[str] | None, admission: AdmissionPolicy | None = None
+    obj: Any,
+    policies: Collection[str] | None,
+    admission: AdmissionPolicy | None = None,
+    registries: Mapping[str, Collection[str]] | None = None,
 ) -> Result:
     result = Result()
     if not isinstance(obj, dict):
@@ -216,282 +275,23 @@ def _validate_nodeprofile(
     check_profile_spec(spec, result, policies=policies)
     if admission is not None:
         check_image_policy(spec, admission, result)
+    ref = spec.deployment_policy_ref.name if spec.deployment_policy_ref is not None else None
+    if registries is not None and ref is not None and ref in registries:
+        check_policy_registries(spec, ref, registries[ref], result)
     return result
-
-
-def check_image_policy(spec: NodeProfileSpec, admission: AdmissionPolicy, result: Result) -> None:
-    """The operator's supply-chain rules on every package image."""
-    for i, package in enumerate(spec.packages):
-        base = f"spec.packages[{i}]"
-        if admission.require_digest and not package.digest:
-            result.error(
-                f"{base}.digest",
-                f"required: the admission policy requires images pinned by digest "
-                f"(set digest to the sha256 of {package.image}:{package.version})",
-                "image-digest-required",
-            )
-        if not admission.allows(package.image):
-            allowed = ", ".join(admission.allowed_registries)
-            result.error(
-                f"{base}.image",
-                f"{package.image!r} is not from an allowed registry (allowed: {allowed})",
-                "image-registry-not-allowed",
-            )
-
-
-def check_profile_spec(
-    spec: NodeProfileSpec, result: Result, *, policies: Collection[str] | None = None
-) -> None:
-    """The checks CEL cannot do, on a parsed NodeProfile spec."""
-    _check_unique([p.name for p in spec.packages], "spec.packages", "name", "package-name-duplicate", result)
-    by_name = {p.name: p for p in spec.packages}
-    for i, package in enumerate(spec.packages):
-        base = f"spec.packages[{i}]"
-        _check_version(package, base, result)
-        _check_image(package.image, f"{base}.image", result)
-        _check_dependencies(package, by_name, base, result)
-        _check_config_interrupts(package, base, result)
-        _check_resources(package, base, result)
-        _check_shellscript_keys(package, base, result)
-        _check_uninstall_dependents(package, spec.packages, base, result)
-    _check_cycles(spec.packages, result)
-    _check_unique(
-        [t.key + "/" + t.effect for t in spec.additional_tolerations],
-        "spec.additionalTolerations",
-        "key",
-        "toleration-duplicate",
-        result,
-        severity="warning",
-    )
-    if spec.deployment_policy_ref is not None and policies is not None:
-        name = spec.deployment_policy_ref.name
-        if name not in policies:
-            result.error(
-                "spec.deploymentPolicyRef.name",
-                f"DeploymentPolicy {name!r} does not exist (create it first)",
-                "policy-ref-missing",
-            )
-
-
-def _check_unique(
-    values: list[str],
-    path: str,
-    key: str,
-    rule: str,
-    result: Result,
-    *,
-    severity: Severity = "error",
-) -> None:
-    counts = Counter(values)
-    for i, value in enumerate(values):
-        if counts[value] > 1 and values.index(value) != i:
-            result.issues.append(Issue(f"{path}[{i}].{key}", f"duplicate value {value!r}", rule, severity))
-
-
-def _check_version(package: Package, base: str, result: Result) -> None:
-    if parse_semver(package.version) is None:
-        result.error(
-            f"{base}.version",
-            f"{package.version!r} is not a semantic version (MAJOR.MINOR.PATCH, e.g. 1.2.0)",
-            "package-version-semver",
-        )
-
-
-def parse_semver(text: str) -> semver.Version | None:
-    """Parse a semantic version (2.0, no leading ``v``); None when invalid."""
-    try:
-        return semver.Version.parse(text)
-    except (ValueError, TypeError):
-        return None
-
-
-# Image references (distribution/reference grammar, without tag or digest).
-_PATH_COMPONENT = r"[a-z0-9]+(?:(?:\.|_|__|-+)[a-z0-9]+)*"
-_DOMAIN_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
-_DOMAIN = rf"(?:{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*|\[[0-9a-fA-F:]+\])(?::[0-9]+)?"
-_REPOSITORY = re.compile(rf"^{_DOMAIN}(?:/{_PATH_COMPONENT})+$")
-
-
-def _check_image(image: str, path: str, result: Result) -> None:
-    if "@" in image:
-        result.error(path, "must not contain a digest: put it in the digest field", "image-no-digest")
-        return
-    first, _, rest = image.partition("/")
-    if ":" in image.rsplit("/", 1)[-1] and rest:
-        result.error(path, "must not contain a tag: the version field is the tag", "image-no-tag")
-        return
-    if not rest or not ("." in first or ":" in first or first == "localhost"):
-        result.error(
-            path,
-            f"{image!r} is not fully qualified: start with a registry host, e.g. ghcr.io/org/{image}",
-            "image-fully-qualified",
-        )
-        return
-    if not _REPOSITORY.fullmatch(image):
-        result.error(
-            path, f"{image!r} is not a valid image repository (lowercase path components)", "image-format"
-        )
-
-
-def _check_dependencies(package: Package, by_name: dict[str, Package], base: str, result: Result) -> None:
-    for j, dep in enumerate(package.depends_on):
-        path = f"{base}.dependsOn[{j}]"
-        target = by_name.get(dep.name)
-        if target is None:
-            result.error(
-                f"{path}.name", f"no package named {dep.name!r} in this profile", "depends-on-unknown"
-            )
-        elif dep.version != target.version:
-            result.error(
-                f"{path}.version",
-                f"{dep.name} is at version {target.version!r} in this profile, not {dep.version!r}",
-                "depends-on-version-mismatch",
-            )
-        elif dep.name == package.name:
-            continue  # reported by the local rule package-no-self-dependency
-
-
-def _check_cycles(packages: list[Package], result: Result) -> None:
-    index = {p.name: i for i, p in enumerate(packages)}
-    graph = {p.name: {d.name for d in p.depends_on if d.name in index and d.name != p.name} for p in packages}
-    try:
-        graphlib.TopologicalSorter(graph).prepare()
-    except graphlib.CycleError as exc:
-        cycle: list[str] = list(exc.args[1])
-        first = min(cycle[:-1], key=lambda n: index[n])
-        result.error(
-            f"spec.packages[{index[first]}].dependsOn",
-            "dependency cycle: " + " -> ".join(cycle),
-            "depends-on-cycle",
-        )
-
-
-def _check_config_interrupts(package: Package, base: str, result: Result) -> None:
-    keys = list(package.config_map)
-    seen: set[str] = set()
-    for j, entry in enumerate(package.config_interrupts):
-        path = f"{base}.configInterrupts[{j}].key"
-        if entry.key in seen:
-            result.error(path, f"duplicate configInterrupts key {entry.key!r}", "config-interrupt-duplicate")
-            continue
-        seen.add(entry.key)
-        if not any(fnmatch.fnmatchcase(k, entry.key) for k in keys):
-            result.error(
-                path,
-                f"{entry.key!r} matches no key of configMap (keys: {', '.join(sorted(keys)) or 'none'})",
-                "config-interrupt-no-match",
-            )
-
-
-_QUANTITY = re.compile(r"^([+-]?[0-9.]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$")
-_SUFFIX = {
-    "n": Decimal("1e-9"),
-    "u": Decimal("1e-6"),
-    "m": Decimal("1e-3"),
-    "": Decimal(1),
-    "k": Decimal("1e3"),
-    "M": Decimal("1e6"),
-    "G": Decimal("1e9"),
-    "T": Decimal("1e12"),
-    "P": Decimal("1e15"),
-    "E": Decimal("1e18"),
-    "Ki": Decimal(2**10),
-    "Mi": Decimal(2**20),
-    "Gi": Decimal(2**30),
-    "Ti": Decimal(2**40),
-    "Pi": Decimal(2**50),
-    "Ei": Decimal(2**60),
-}
-
-
-def parse_quantity(text: str) -> Decimal | None:
-    """A Kubernetes resource quantity as a number (None when invalid)."""
-    match = _QUANTITY.fullmatch(text)
-    if not match:
-        return None
-    number, suffix = match.group(1), match.group(2) or ""
-    try:
-        value = Decimal(number)
-        if suffix[:1] in {"e", "E"}:
-            return value * Decimal(10) ** int(suffix[1:])
-        return value * _SUFFIX[suffix]
-    except (InvalidOperation, KeyError, ValueError, OverflowError):
-        return None
-
-
-def _check_resources(package: Package, base: str, result: Result) -> None:
-    res = package.resources
-    if res is None:
-        return
-    parsed: dict[str, Decimal] = {}
-    for attr, alias in (
-        ("cpu_request", "cpuRequest"),
-        ("cpu_limit", "cpuLimit"),
-        ("memory_request", "memoryRequest"),
-        ("memory_limit", "memoryLimit"),
-    ):
-        text = getattr(res, attr)
-        if text is None:
-            continue
-        value = parse_quantity(text)
-        if value is None or value < 0:
-            result.error(
-                f"{base}.resources.{alias}",
-                f"{text!r} is not a valid quantity (e.g. 500m, 1, 256Mi)",
-                "resources-quantity",
-            )
-        else:
-            parsed[alias] = value
-    for what in ("cpu", "memory"):
-        req, lim = parsed.get(f"{what}Request"), parsed.get(f"{what}Limit")
-        if req is not None and lim is not None and req > lim:
-            result.error(
-                f"{base}.resources.{what}Request",
-                f"must not exceed {what}Limit",
-                "resources-request-exceeds-limit",
-            )
-
-
-# The shellscript package sources <mode>.sh from the configMap and exits 0 when a key is missing, so
-# a forgotten check script makes the check pass silently (reference: package-format.md, section 16).
-_WORK_KEYS = ("apply.sh", "config.sh", "post_interrupt.sh", "uninstall.sh", "upgrade.sh")
-
-
-def _check_shellscript_keys(package: Package, base: str, result: Result) -> None:
-    for key in _WORK_KEYS:
-        check_key = key.removesuffix(".sh") + "_check.sh"
-        if key in package.config_map and check_key not in package.config_map:
-            result.warn(
-                f"{base}.configMap[{key}]",
-                f"{key} has no {check_key}: a shellscript-style package would pass its check "
-                "without checking",
-                "shellscript-missing-check",
-            )
-
-
-def _check_uninstall_dependents(package: Package, packages: list[Package], base: str, result: Result) -> None:
-    if not package.uninstall.apply:
-        return
-    dependents = [p.name for p in packages if any(d.name == package.name for d in p.depends_on)]
-    if dependents:
-        result.warn(
-            f"{base}.uninstall.apply",
-            f"{', '.join(dependents)} depend(s) on {package.name}; they will be blocked "
-            "(DependencyUninstalled)",
-            "uninstall-has-dependents",
-        )
 
 
 # ---------------------------------------------------------------------------------------------
 # DeploymentPolicy
 
 
-def validate_deploymentpolicy(obj: Any) -> Result:
-    """Validate a DeploymentPolicy manifest."""
-    return _guard(lambda: _validate_deploymentpolicy(obj))
+def validate_deploymentpolicy(obj: Any, *, profiles: Collection[Mapping[str, Any]] | None = None) -> Result:
+    """Validate a DeploymentPolicy manifest. ``profiles``: the NodeProfiles that reference it (None:
+    not known), whose images its ``allowedRegistries`` must admit."""
+    return _guard(lambda: _validate_deploymentpolicy(obj, profiles))
 
 
-def _validate_deploymentpolicy(obj: Any) -> Result:
+def _validate_deploymentpolicy(obj: Any, profiles: Collection[Mapping[str, Any]] | None = None) -> Result:
     result = Result()
     if not isinstance(obj, dict):
         result.error("", "a DeploymentPolicy must be a mapping", "envelope-not-object")
@@ -504,121 +304,9 @@ def _validate_deploymentpolicy(obj: Any) -> Result:
         return result
     result.issues.extend(_rule_issues(spec, "spec"))
     check_policy_spec(spec, result)
+    if profiles is not None:
+        check_registries_of_profiles(spec, profiles, result)
     return result
-
-
-def check_policy_spec(spec: DeploymentPolicySpec, result: Result) -> None:
-    """Cross-field checks on a parsed DeploymentPolicy spec."""
-    _check_unique(
-        [c.name for c in spec.compartments], "spec.compartments", "name", "compartment-duplicate", result
-    )
-    _check_steps_against_budget(spec.steps, spec.max_unavailable, "spec.steps", result)
-    for i, comp in enumerate(spec.compartments):
-        budget = comp.max_unavailable if comp.max_unavailable is not None else spec.max_unavailable
-        _check_steps_against_budget(comp.steps, budget, f"spec.compartments[{i}].steps", result)
-    _check_failures_against_budget(spec, result)
-    _check_health(spec, result)
-    has_batches = any(s.batches is not None for s in spec.effective_steps())
-    if spec.failure.failure_threshold is not None and not has_batches:
-        result.warn(
-            "spec.failure.failureThreshold",
-            "has no effect without a batches step",
-            "failure-threshold-unused",
-        )
-
-
-def _check_health(spec: DeploymentPolicySpec, result: Result) -> None:
-    """Check names are unique, and every gate names a defined check."""
-    _check_unique(
-        [c.name for c in spec.health_checks], "spec.healthChecks", "name", "health-check-duplicate", result
-    )
-    known = {c.name for c in spec.health_checks}
-    steps = [(f"spec.steps[{i}]", s) for i, s in enumerate(spec.steps)]
-    for c, compartment in enumerate(spec.compartments):
-        steps += [(f"spec.compartments[{c}].steps[{i}]", s) for i, s in enumerate(compartment.steps)]
-    defined = f"spec.healthChecks has: {', '.join(sorted(known)) or 'none'}"
-    for path, step in steps:
-        for kind, names in (("soak", step.soak), ("batches", step.batches)):
-            for i, name in enumerate(names.checks if names is not None else ()):
-                if name not in known:
-                    where, code = f"{path}.{kind}.checks[{i}]", f"{kind}-unknown-check"
-                    result.error(where, f"unknown check {name!r} ({defined})", code)
-    if spec.node_gate is None:
-        return
-    for i, name in enumerate(spec.node_gate.checks):
-        if name not in known:
-            result.error(
-                f"spec.nodeGate.checks[{i}]",
-                f"unknown check {name!r} (spec.healthChecks has: {', '.join(sorted(known)) or 'none'})",
-                "node-gate-unknown-check",
-            )
-
-
-def _check_steps_against_budget(steps: list[Step], budget: int | str, path: str, result: Result) -> None:
-    if not isinstance(budget, int):
-        return
-    for i, step in enumerate(steps):
-        if step.canary is not None and step.canary.count is not None and step.canary.count > budget:
-            result.warn(
-                f"{path}[{i}].canary.count",
-                f"exceeds maxUnavailable ({budget}): the canary runs {budget} node(s) at a time",
-                "canary-exceeds-budget",
-            )
-        if step.batches is not None and step.batches.initial > budget:
-            result.warn(
-                f"{path}[{i}].batches.initial",
-                f"exceeds maxUnavailable ({budget}): batches are capped at {budget}",
-                "batch-exceeds-budget",
-            )
-
-
-def _check_failures_against_budget(spec: DeploymentPolicySpec, result: Result) -> None:
-    """Warn where a failure rule tolerates as many failed nodes as its budget holds: failed nodes
-    stay cordoned and count against maxUnavailable, so they can fill it before the rule fires by
-    count. The rollout then fires the rule because no node can start (docs/status.md)."""
-    failed, budget = "spec.failure.maxFailedNodes", "spec.maxUnavailable"
-    _warn_failures_fill(spec.failure, spec.max_unavailable, (failed, budget), failed, result)
-    for i, comp in enumerate(spec.compartments):
-        if comp.failure is None and comp.max_unavailable is None:
-            continue  # the policy's own rule and cap: warned above
-        base = f"spec.compartments[{i}]"
-        own_failed = f"{base}.failure.maxFailedNodes" if comp.failure is not None else failed
-        own_budget = f"{base}.maxUnavailable" if comp.max_unavailable is not None else budget
-        _warn_failures_fill(
-            comp.failure if comp.failure is not None else spec.failure,
-            comp.max_unavailable if comp.max_unavailable is not None else spec.max_unavailable,
-            (own_failed, own_budget),
-            own_failed if comp.failure is not None else own_budget,  # on the compartment's own field
-            result,
-        )
-
-
-def _warn_failures_fill(
-    failure: FailurePolicy, budget: int | str, paths: tuple[str, str], at: str, result: Result
-) -> None:
-    """``paths``: where ``failure.maxFailedNodes`` and ``budget`` are set; the warning is on ``at``."""
-    tolerated = failure.max_failed_nodes
-    where = ""
-    if isinstance(budget, int):
-        if tolerated < budget:
-            return
-    else:
-        percent = int(budget.rstrip("%"))
-        if tolerated == 0 or not 0 < percent < 100:
-            return  # 0% is an error of its own
-        # The cap is max(1, nodes * percent // 100): at most ``tolerated`` below this many nodes.
-        fewest = -(-(tolerated + 1) * 100 // percent)
-        where = f" on fewer than {fewest} nodes"
-    if at == paths[0]:
-        when = f"{tolerated} >= {paths[1]} ({budget}){where}"
-    else:
-        when = f"{budget}{where} <= {paths[0]} ({tolerated})"
-    result.warn(
-        at,
-        f"{when}: failed nodes stay cordoned and can fill the budget before the rule fires by count; "
-        f"then {failure.action} fires as no node can start",
-        "failures-fill-budget",
-    )
 
 
 def validate_policy_deletion(name: str, referencing_profiles: Collection[str]) -> Result:
@@ -639,11 +327,17 @@ def validate_policy_deletion(name: str, referencing_profiles: Collection[str]) -
 # Dispatch
 
 
-def validate_object(obj: Any, *, policies: Collection[str] | None = None) -> Result:
-    """Validate any fleetwright manifest, dispatching on ``kind``."""
+def validate_object(
+    obj: Any,
+    *,
+    policies: Collection[str] | None = None,
+    registries: Mapping[str, Collection[str]] | None = None,
+) -> Result:
+    """Validate any fleetwright manifest, dispatching on ``kind`` (``registries``: as
+    ``validate_nodeprofile``'s)."""
     kind = obj.get("kind") if isinstance(obj, dict) else None
     if kind == "NodeProfile":
-        return validate_nodeprofile(obj, policies=policies)
+        return validate_nodeprofile(obj, policies=policies, registries=registries)
     if kind == "DeploymentPolicy":
         return validate_deploymentpolicy(obj)
     result = Result()

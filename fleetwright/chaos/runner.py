@@ -32,6 +32,9 @@ STAGE_POD_ANNOTATIONS = stage_pod_timing(0.5, ready_seconds=0.1)
 IMAGE_PULL_TIMEOUT_SECONDS = 60
 SETTLE_SECONDS = 2.0
 SETTLED_WITHIN_SECONDS = 30.0
+# The heartbeat timeout of an iteration that kills the worker: its heartbeating activities (a drain,
+# a stage, a reboot) resume on the new worker within seconds, not the default half-minute.
+KILLED_WORKER_HEARTBEAT_SECONDS = 10
 # How long a third party keeps its cordon: with maxUnavailable 1 the rollout waits (Blocked, with
 # the budget as its reason) until the cordon goes, as it must.
 FOREIGN_CORDON_HOLD_SECONDS = 20.0
@@ -102,7 +105,16 @@ def engine_settings(plan: IterationPlan) -> EngineSettings:
         drain_poll_seconds=0.5,
         reboot_timeout_seconds=120,
         image_pull_timeout_seconds=IMAGE_PULL_TIMEOUT_SECONDS,
+        **_killed_worker_heartbeat(plan),
     )
+
+
+def _killed_worker_heartbeat(plan: IterationPlan) -> dict[str, int]:
+    """The short heartbeat timeout for a plan that kills the worker; none (the default) otherwise,
+    so the upgrade test's previous release, which does not know the setting, never sees it."""
+    if any(injection.fault is Fault.KILL_WORKER for injection in plan.injections):
+        return {"heartbeat_timeout_seconds": KILLED_WORKER_HEARTBEAT_SECONDS}
+    return {}
 
 
 # A rollback iteration's second spec: its config stage fails on every node of the simulated fleet

@@ -14,7 +14,7 @@ from typing import Any
 from fleetwright.api import keys
 from fleetwright.api.keys import CORDON_PREFIX, cordon_key, state_key
 from fleetwright.errors import InvalidSpecError
-from fleetwright.planner.nodestate import parse_annotation
+from fleetwright.planner.node.state import parse_annotation
 
 # kwok's simulated registry refusal and the kubelet's real reasons for an image that never pulls.
 PULL_WAIT_REASONS = frozenset({"ImagePullBackOff", "ErrImagePull"})

@@ -46,6 +46,7 @@ def next_steps(stack: LocalStack, kept: bool) -> list[str]:
         f"  Temporal         {stack.temporal.address}   Web UI: {stack.ui_url}",
         *_metrics_lines(stack),
         *_registry_lines(stack),
+        *_operator_lines(stack),
         f"  Work directory   {stack.workdir}" + ("" if kept else " (removed on stop; --workdir keeps one)"),
         "",
         "In another shell (from the repository):",
@@ -86,6 +87,17 @@ def _registry_lines(stack: LocalStack) -> list[str]:
     return [
         f"  OCI registry     https://{registry.host}   started in {registry.startup_seconds:.2f}s; push: "
         f"skopeo copy --dest-cert-dir <dir with its ca.crt> oci-archive:<archive> docker://{registry.host}/<repo>:<tag>",
+    ]
+
+
+def _operator_lines(stack: LocalStack) -> list[str]:
+    """The training operator (``--workloads``): what it runs and its log."""
+    operator = stack.training_operator
+    if operator is None:
+        return []
+    return [
+        f"  Training jobs    Kubeflow training operator (PyTorchJob, TFJob, MPIJob, XGBoostJob, PaddleJob), "
+        f"log: {operator.process.log_path}",
     ]
 
 
@@ -136,6 +148,14 @@ def up(
             "checkout builds, its stage pods confined to a scratch host root.",
         ),
     ] = False,
+    workloads: Annotated[
+        bool,
+        typer.Option(
+            "--workloads",
+            help="Also run the Kubeflow training operator (PyTorchJob, TFJob, ...) with its CRDs: "
+            "training pods owned by their job, as on a real cluster.",
+        ),
+    ] = False,
 ) -> None:
     """Start the local stack, print how to use it, and keep it running until Ctrl-C or SIGTERM."""
     from fleetwright.cli.text import human_console
@@ -146,13 +166,16 @@ def up(
     console = human_console()
     node = RealNodeOptions() if real_node else None
     options = StackOptions(
-        cluster=ClusterOptions(nodes=nodes, scheduler=True, real_node=node), workdir=workdir
+        cluster=ClusterOptions(nodes=nodes, scheduler=True, real_node=node),
+        workdir=workdir,
+        workloads=workloads,
     )
     console.print(f"starting the local stack with {nodes} simulated GPU nodes...")
     with LocalStack(options) as stack:
         console.print(
             f"[green]ready[/] in {stack.startup_seconds:.0f}s: control plane, kube-scheduler, Temporal, "
             "CRDs, admission webhook, worker, controller, simulated reboots, GPU metrics, OCI registry"
+            + (", Kubeflow training operator" if workloads else "")
         )
         for line in next_steps(stack, kept=workdir is not None):
             console.print(line, markup=False, highlight=False)

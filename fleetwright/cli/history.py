@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from temporalio.client import Client, WorkflowExecution
 
     from fleetwright.cli.reports import NodeHistory, Recorded, Run
-    from fleetwright.planner.nodestate import PackageRecord
+    from fleetwright.planner.node.state import PackageRecord
 
 MAX_RUNS = 100
 
@@ -45,7 +45,7 @@ def describe_record(record: PackageRecord) -> str:
 
 def recorded(node: Mapping[str, Any]) -> list[Recorded]:
     from fleetwright.cli.reports import Recorded
-    from fleetwright.planner.nodestate import parse_annotation
+    from fleetwright.planner.node.state import parse_annotation
 
     annotations: Mapping[str, str] = node["metadata"].get("annotations") or {}
     conditions = {c.get("type"): c for c in (node.get("status") or {}).get("conditions") or []}

@@ -32,10 +32,10 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from fleetwright.cli.reports import ContainerLog
-    from fleetwright.kube.stagelogs import StageJob
+    from fleetwright.kube.stagelogs import StageJobFacts
 
 
-def choose(jobs: list[StageJob], every: bool) -> list[StageJob]:
+def choose(jobs: list[StageJobFacts], every: bool) -> list[StageJobFacts]:
     """The newest Job, or all of them oldest first (``jobs`` come oldest first)."""
     return list(jobs) if every else list(jobs[-1:])
 
@@ -74,7 +74,7 @@ async def read_logs(
 
 
 def _entry(
-    job: StageJob, pod: str, container: str, log: str, never_started: str | None = None
+    job: StageJobFacts, pod: str, container: str, log: str, never_started: str | None = None
 ) -> ContainerLog:
     from fleetwright.cli.reports import ContainerLog
 

@@ -96,7 +96,7 @@ async def _clear_records(session: Session, obj: dict[str, Any], profile: str) ->
         nodestatus.merge_metadata, session.api, node, annotations={annotation: None}, labels={label_key: None}
     )
     message = "recorded state cleared by `fleetwright node reset`; the rollout re-evaluates this node"
-    condition = nodestatus.Condition(condition_type(profile), "Unknown", NodeReason.RESET, message)
+    condition = nodestatus.NodeStatusCondition(condition_type(profile), "Unknown", NodeReason.RESET, message)
     await asyncio.to_thread(nodestatus.set_condition, session.api, node, condition)
     return cleared
 

@@ -189,7 +189,7 @@ def package_test_command(
     _check_test_options(mode, interrupt, package_key)
     files = _pairs(configmap or [], "--configmap")
     maps = {key: Path(path).read_text(encoding="utf-8") for key, path in files.items()}
-    chosen = interrupts.Interrupt(INTERRUPT_TYPES[interrupt], tuple(service or ()))
+    chosen = interrupts.InterruptRequest(INTERRUPT_TYPES[interrupt], tuple(service or ()))
     workdir = tempfile.mkdtemp(prefix="fleetwright-package-test-")
     try:
         payload = assembled(str(directory), base, workdir)
@@ -279,7 +279,7 @@ def _check_test_options(modes: list[str], interrupt: str, package_key: str | Non
             raise typer.BadParameter(str(exc), param_hint="--mode") from None
 
 
-def _report(runs: list[runner.StageRun]) -> None:
+def _report(runs: list[runner.StageInvocation]) -> None:
     for run in runs:
         note = ""
         if run.mode == runner.REBOOT_STARTED and run.ok:

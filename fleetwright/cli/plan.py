@@ -2,9 +2,10 @@
 on a fleet: batches (with the workloads each interrupts and the GPU-hours they are expected to
 lose), each node's stages, drains and reboots, blocked nodes and why, and an ETA.
 
-Owns reading the files and printing; the plan itself comes from ``fleetwright.planner.preview``
-(the same engine the rollout workflow runs). ``-o json`` prints the ``Plan`` model, which parses
-back with ``Plan.model_validate_json`` (``-o yaml`` the same data as YAML).
+Owns reading the files and the options; the plan itself comes from ``fleetwright.planner.rollout.preview``
+(the same engine the rollout workflow runs), its tables from ``fleetwright.cli.planview``. ``-o
+json`` prints the ``Plan`` model, which parses back with ``Plan.model_validate_json`` (``-o yaml``
+the same data as YAML).
 """
 
 from __future__ import annotations
@@ -25,8 +26,62 @@ if TYPE_CHECKING:
 
     from fleetwright.api.deploymentpolicy import DeploymentPolicy
     from fleetwright.api.nodeprofile import NodeProfile
-    from fleetwright.planner.observations import Observations
-    from fleetwright.planner.preview import Plan
+    from fleetwright.planner.rollout.observations import Observations
+    from fleetwright.planner.rollout.preview import Plan
+
+
+FilesArg = Annotated[
+    list[Path],
+    typer.Argument(
+        help="YAML/JSON files holding the NodeProfile and, optionally, "
+        "its DeploymentPolicy (default: the built-in policy)."
+    ),
+]
+FleetOpt = Annotated[
+    Path | None, typer.Option("--fleet", help="Fleet snapshot: `kubectl get nodes -o json`.")
+]
+PodsOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--pods",
+        help="With --fleet: the pods, `kubectl get pods -A -o json`, for the workloads on each node "
+        "(with --kubeconfig they are read live).",
+    ),
+]
+KubeconfigOpt = Annotated[
+    Path | None,
+    typer.Option("--kubeconfig", help="Read the fleet from the live cluster behind this kubeconfig."),
+]
+NowOpt = Annotated[str | None, typer.Option("--now", help="Plan as of this ISO 8601 time (default: now).")]
+MaxNodesOpt = Annotated[int, typer.Option("--max-nodes", help="Node rows in the table output.")]
+RollbackOpt = Annotated[
+    bool,
+    typer.Option(
+        "--rollback",
+        help="Preview the reverse plan instead: what `failure.action: rollback` would run had the "
+        "rollout changed every node it needs to.",
+    ),
+]
+PreviousOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--previous",
+        help="With --rollback: the NodeProfile the rollout replaces (what the rollback returns to; "
+        "default with --kubeconfig: the one in the cluster).",
+    ),
+]
+ResolveOpt = Annotated[
+    bool,
+    typer.Option(
+        "--resolve-images",
+        help="Ask each package image's registry for the digest its tag names now (what a "
+        "rollout generation starting now would pin); one that cannot be asked shows unresolved.",
+    ),
+]
+RegistryCaOpt = Annotated[
+    Path | None,
+    typer.Option("--registry-ca-file", help="With --resolve-images: PEM CA bundle of the registries."),
+]
 
 
 class PlanInputError(Exception):
@@ -140,15 +195,14 @@ def load_pods(path: Path) -> list[dict[str, Any]]:
 def with_pods(observed: Observations, pods: list[dict[str, Any]], policy: DeploymentPolicy) -> Observations:
     """The observations with the workloads on each node and the pods ``workloadWait`` waits for,
     when the policy reads pods as the rollout does (``RolloutPolicy.reads_pods``)."""
-    from fleetwright.kube.workloads import node_workloads, waited_pods
+    from fleetwright.kube.workloads import policy_pods
     from fleetwright.planner import convert
 
     rollout_policy = convert.policy(policy)
     if not rollout_policy.reads_pods():
         return observed
-    workloads = node_workloads(pods, policy.spec.workload_label) if rollout_policy.workload_order else {}
-    wait = policy.spec.workload_wait
-    finishing = waited_pods(pods, convert.selector(wait.selector)) if wait is not None else {}
+    workloads, finishing = policy_pods(pods, rollout_policy)
+    workloads, finishing = workloads or {}, finishing or {}
     nodes = tuple(
         o.model_copy(update={"workloads": workloads.get(o.name, ()), "finishing": finishing.get(o.name, ())})
         for o in observed.nodes
@@ -159,8 +213,8 @@ def with_pods(observed: Observations, pods: list[dict[str, Any]], policy: Deploy
 def observe(raw: dict[str, object], profile: NodeProfile, source: str) -> Observations:
     """The planner's observations of a NodeList for ``profile``; ``source`` names it in errors."""
     from fleetwright.planner import convert
-    from fleetwright.planner.nodelist import node_items, observe_fleet
-    from fleetwright.planner.observations import Observations
+    from fleetwright.planner.rollout.observations import Observations
+    from fleetwright.planner.rollout.snapshot import node_items, observe_fleet
 
     try:
         nodes = observe_fleet(
@@ -209,133 +263,6 @@ def _clock(value: str | None) -> datetime:
     return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
 
 
-def _offset(plan: Plan, when: datetime) -> str:
-    minutes = int((when - plan.generated_at).total_seconds() // 60)
-    days, rest = divmod(minutes, 24 * 60)
-    return (f"{days}d" if days else "") + f"+{rest // 60:02d}:{rest % 60:02d}"
-
-
-def _names(nodes: tuple[str, ...], limit: int = 4) -> str:
-    shown = ", ".join(nodes[:limit])
-    return shown + (f" … (+{len(nodes) - limit})" if len(nodes) > limit else "")
-
-
-def render(plan: Plan, console: Console, max_nodes: int) -> None:
-    eta = f"{plan.eta.isoformat()} ({_offset(plan, plan.eta)})" if plan.eta else "none (no node can start)"
-    if plan.eta and plan.blocked:
-        eta += f"; {len(plan.blocked)} blocked node(s) not included"
-    if plan.rollback_of is not None:
-        console.print(
-            f"[bold]Rollback plan for NodeProfile {plan.profile}[/] (returns what the rollout of target "
-            f"{plan.rollback_of} changed)",
-            highlight=False,
-        )
-    else:
-        console.print(f"[bold]Plan for NodeProfile {plan.profile}[/] (target {plan.target})", highlight=False)
-    console.print(
-        f"{plan.targeted} targeted nodes, {plan.needs_work} need work, {plan.drains} need a drain, "
-        f"{plan.reboots} a reboot; maxUnavailable {plan.max_unavailable}; {len(plan.batches)} batches",
-        highlight=False,
-    )
-    console.print(f"Outcome: {plan.phase.value} — {plan.message}", highlight=False)
-    console.print(f"ETA: {eta}", highlight=False)
-    for deadlock in plan.deadlocks:
-        console.print(f"[yellow]Deadlock if nodes fail:[/] {deadlock}", highlight=False)
-    if plan.workloads:
-        interrupted = len({w for b in plan.batches for w in b.workloads})
-        console.print(
-            f"Workloads: {interrupted} of {plan.workloads} interrupted; expected GPU-hours lost "
-            f"{plan.gpu_hours_lost:g} (each workload's GPUs x its batch's time from drain to done; "
-            "the restart itself not included)",
-            highlight=False,
-        )
-        for note in plan.notes:
-            console.print(f"Note: {note}", highlight=False)
-    if plan.node_gate:
-        console.print(
-            "Node gate (each node stays cordoned after its stages until these pass; in each node's "
-            "time): " + "; ".join(plan.node_gate),
-            highlight=False,
-        )
-    if plan.fleet_gate:
-        console.print(
-            "Fleet gate (over the nodes updated so far; a check not passing stops new batches): "
-            + "; ".join(plan.fleet_gate),
-            highlight=False,
-        )
-    _images_lines(plan, console)
-    _batch_table(plan, console)
-    _node_table(plan, console, max_nodes)
-    _blocked_table(plan, console)
-    notes = [*plan.assumptions, f"finishes rounded up to {plan.resolution_seconds // 60} min"]
-    if plan.approvals:
-        notes.append("approval gates on the way: " + ", ".join(plan.approvals))
-    console.print("[dim]Assumes: " + "; ".join(notes) + "[/]", highlight=False)
-
-
-def _batch_table(plan: Plan, console: Console) -> None:
-    from rich.table import Table
-
-    table = Table(title="Batches", title_justify="left")
-    columns = ["start", "end", "scope", "compartment", "batch", "nodes", "first nodes"]
-    if plan.workloads:
-        columns += ["interrupts", "GPU-h"]
-    for column in columns:
-        table.add_column(column, no_wrap=column not in ("first nodes", "interrupts"))
-    for batch in plan.batches:
-        row = [
-            _offset(plan, batch.start),
-            _offset(plan, batch.end),
-            batch.scope,
-            batch.compartment,
-            "canary" if batch.number == 0 else str(batch.number),
-            str(len(batch.nodes)),
-            _names(batch.nodes),
-        ]
-        if plan.workloads:
-            row += [
-                _names(batch.workloads, 3) if batch.workloads else "none (idle nodes)",
-                f"{batch.gpu_hours:g}",
-            ]
-        table.add_row(*row)
-    console.print(table)
-
-
-def _node_table(plan: Plan, console: Console, max_nodes: int) -> None:
-    from rich.table import Table
-
-    table = Table(title="Nodes (in start order)", title_justify="left")
-    for column in ("node", "compartment", "batch", "start", "takes", "drain", "interrupt", "stages"):
-        table.add_column(column, no_wrap=column != "stages")
-    for node in plan.nodes[:max_nodes]:
-        table.add_row(
-            node.node,
-            node.compartment,
-            "canary" if node.batch == 0 else str(node.batch),
-            _offset(plan, node.start),
-            f"{node.expected_seconds // 60}m",
-            "yes" if node.drain else "no",
-            node.interrupt,
-            " → ".join(node.steps),
-        )
-    console.print(table)
-    if len(plan.nodes) > max_nodes:
-        console.print(f"… {len(plan.nodes) - max_nodes} more nodes (--max-nodes, or -o json for all)")
-
-
-def _blocked_table(plan: Plan, console: Console) -> None:
-    if not plan.blocked:
-        return
-    from rich.table import Table
-
-    table = Table(title="Blocked nodes", title_justify="left")
-    table.add_column("node", no_wrap=True)
-    table.add_column("reason")
-    for item in plan.blocked:
-        table.add_row(item.node, item.reason)
-    console.print(table)
-
-
 def resolve_images(profile: NodeProfile, ca_file: Path | None) -> dict[str, str]:
     """Each package image of ``profile`` resolved now, as a generation starting now would pin it;
     what cannot be resolved says why."""
@@ -352,131 +279,84 @@ def resolve_images(profile: NodeProfile, ca_file: Path | None) -> dict[str, str]
     return images
 
 
-def _images_lines(plan: Plan, console: Console) -> None:
-    for reference, pinned in sorted(plan.images.items()):
-        digest = pinned.partition("@")[2] if not pinned.startswith("unresolved: ") else pinned
-        console.print(f"Image {reference} → {digest}", highlight=False)
+def _check_options(output: str, fleet: Path | None, kubeconfig: Path | None) -> None:
+    if output not in ("table", "json", "yaml"):
+        raise PlanInputError(f"-o must be table, json or yaml, not {output!r}")
+    if (fleet is None) == (kubeconfig is None):
+        raise PlanInputError(
+            "give the fleet with either --fleet SNAPSHOT (a `kubectl get nodes -o json` file) "
+            "or --kubeconfig FILE (the live cluster)"
+        )
 
 
-def _with_node_gate(result: Plan, policy: DeploymentPolicy) -> Plan:
-    """The plan with the node gate's validations, checks and external validators named; a node
-    the gate validates is cordoned and drained whatever its interrupt (its validations need it to
-    themselves), so every node that needs work counts as drained."""
-    resolved = policy.spec.resolved_gate()
-    validations = resolved.validations
-    gate = (
-        tuple(f"validation {v.describe()}" for v in validations)
-        + tuple(c.describe() for c in resolved.checks)
-        + tuple(v.describe() for v in resolved.external)
-    )
-    update: dict[str, Any] = {"node_gate": gate}
-    if validations:
-        update["nodes"] = tuple(n.model_copy(update={"drain": True}) for n in result.nodes)
-        update["drains"] = result.needs_work
-    return result.model_copy(update=update)
+def _observed(
+    fleet: Path | None,
+    pods: Path | None,
+    kubeconfig: Path | None,
+    profile: NodeProfile,
+    policy: DeploymentPolicy,
+) -> Observations:
+    """The fleet from the snapshot (with the pods file's workloads) or the live cluster."""
+    if fleet is not None:
+        observed = load_fleet(fleet, profile)
+        return with_pods(observed, load_pods(pods), policy) if pods is not None else observed
+    assert kubeconfig is not None  # one of the two, checked by _check_options
+    observed, running = load_live_fleet(kubeconfig, profile)
+    return with_pods(observed, running, policy)
 
 
 @app.command("plan")
 def plan_command(
-    files: Annotated[
-        list[Path],
-        typer.Argument(
-            help="YAML/JSON files holding the NodeProfile and, optionally, "
-            "its DeploymentPolicy (default: the built-in policy)."
-        ),
-    ],
+    files: FilesArg,
     *,
-    fleet: Annotated[
-        Path | None, typer.Option("--fleet", help="Fleet snapshot: `kubectl get nodes -o json`.")
-    ] = None,
-    pods: Annotated[
-        Path | None,
-        typer.Option(
-            "--pods",
-            help="With --fleet: the pods, `kubectl get pods -A -o json`, for the workloads on each node "
-            "(with --kubeconfig they are read live).",
-        ),
-    ] = None,
-    kubeconfig: Annotated[
-        Path | None,
-        typer.Option("--kubeconfig", help="Read the fleet from the live cluster behind this kubeconfig."),
-    ] = None,
+    fleet: FleetOpt = None,
+    pods: PodsOpt = None,
+    kubeconfig: KubeconfigOpt = None,
     output: OutputOpt = "table",
-    now: Annotated[
-        str | None, typer.Option("--now", help="Plan as of this ISO 8601 time (default: now).")
-    ] = None,
-    max_nodes: Annotated[int, typer.Option("--max-nodes", help="Node rows in the table output.")] = 40,
-    rollback: Annotated[
-        bool,
-        typer.Option(
-            "--rollback",
-            help="Preview the reverse plan instead: what `failure.action: rollback` would run had the "
-            "rollout changed every node it needs to.",
-        ),
-    ] = False,
-    previous: Annotated[
-        Path | None,
-        typer.Option(
-            "--previous",
-            help="With --rollback: the NodeProfile the rollout replaces (what the rollback returns to; "
-            "default with --kubeconfig: the one in the cluster).",
-        ),
-    ] = None,
-    resolve: Annotated[
-        bool,
-        typer.Option(
-            "--resolve-images",
-            help="Ask each package image's registry for the digest its tag names now (what a "
-            "rollout generation starting now would pin); one that cannot be asked shows unresolved.",
-        ),
-    ] = False,
-    registry_ca_file: Annotated[
-        Path | None,
-        typer.Option("--registry-ca-file", help="With --resolve-images: PEM CA bundle of the registries."),
-    ] = None,
+    now: NowOpt = None,
+    max_nodes: MaxNodesOpt = 40,
+    rollback: RollbackOpt = False,
+    previous: PreviousOpt = None,
+    resolve: ResolveOpt = False,
+    registry_ca_file: RegistryCaOpt = None,
 ) -> None:
     """Preview a rollout: batches, stages per node, drains and reboots, blocked nodes, ETA."""
-    import yaml
     from rich.console import Console
 
     from fleetwright.planner import convert
-    from fleetwright.planner.preview import preview
-    from fleetwright.planner.rollback import preview_inputs
+    from fleetwright.planner.rollout.preview import preview, with_node_gate
+    from fleetwright.planner.rollout.rollback import preview_inputs
 
     console = Console(soft_wrap=False, width=200 if output == "table" else None)
     try:
-        if output not in ("table", "json", "yaml"):
-            raise PlanInputError(f"-o must be table, json or yaml, not {output!r}")
-        if (fleet is None) == (kubeconfig is None):
-            raise PlanInputError(
-                "give the fleet with either --fleet SNAPSHOT (a `kubectl get nodes -o json` file) "
-                "or --kubeconfig FILE (the live cluster)"
-            )
+        _check_options(output, fleet, kubeconfig)
         profile, policy = load_inputs(files)
         replaced = _replaced(previous, kubeconfig, profile) if rollback else None
         spec = convert.rollout_spec(profile, policy, previous=replaced)
-        if fleet is not None:
-            observed = load_fleet(fleet, profile)
-            if pods is not None:
-                observed = with_pods(observed, load_pods(pods), policy)
-        else:
-            assert kubeconfig is not None  # one of the two, checked above
-            observed, running = load_live_fleet(kubeconfig, profile)
-            observed = with_pods(observed, running, policy)
+        observed = _observed(fleet, pods, kubeconfig, profile, policy)
         when = _clock(now)
         if rollback:
             spec, observed = preview_inputs(spec, observed, when)
         result = preview(spec, observed, when)
         if not rollback:  # a rollback's nodes skip the gate
-            result = _with_node_gate(result, policy)
+            result = with_node_gate(result, policy.spec.resolved_gate())
         if resolve:
             result = result.model_copy(update={"images": resolve_images(profile, registry_ca_file)})
     except (PlanInputError, InvalidSpecError) as err:
         Console(stderr=True).print(f"[red]error:[/] {err}", highlight=False)
         raise typer.Exit(2) from err
+    _print(result, output, console, max_nodes)
+
+
+def _print(result: Plan, output: str, console: Console, max_nodes: int) -> None:
+    """The plan as ``-o`` asks: its model as JSON or YAML, else the tables."""
     if output == "json":
         typer.echo(result.model_dump_json(indent=2))
     elif output == "yaml":
+        import yaml
+
         typer.echo(yaml.safe_dump(result.model_dump(mode="json"), sort_keys=False).rstrip())
     else:
+        from fleetwright.cli.planview import render
+
         render(result, console, max_nodes)

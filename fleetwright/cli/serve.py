@@ -74,7 +74,8 @@ def webhook() -> None:
     from fleetwright.kube.client import from_kubeconfig
     from fleetwright.kube.resources import ApiResourceLookup
     from fleetwright.process.settings import WorkerSettings
-    from fleetwright.webhook.admission import WebhookServer, load_admission_policy
+    from fleetwright.webhook.review import load_admission_policy
+    from fleetwright.webhook.server import WebhookServer
     from fleetwright.worker.main import observability
 
     settings = WorkerSettings.load()

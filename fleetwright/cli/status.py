@@ -56,8 +56,8 @@ async def _eta(
     from fleetwright.cli.statusview import TERMINAL_PHASES
     from fleetwright.errors import InvalidSpecError
     from fleetwright.planner import convert
-    from fleetwright.planner.preview import preview
-    from fleetwright.planner.rollback import recorded_previous, rollback_spec
+    from fleetwright.planner.rollout.preview import preview
+    from fleetwright.planner.rollout.rollback import recorded_previous, rollback_spec
 
     if progress is None or progress.phase in TERMINAL_PHASES or progress.paused:
         return None, _no_eta(progress)

@@ -22,8 +22,8 @@ from fleetwright.api.keys import NodeReason, condition_type, cordon_key, status_
 from fleetwright.api.nodeprofile import NodeProfile
 from fleetwright.controller.profilestatus import rollout_phase
 from fleetwright.errors import InvalidSpecError
-from fleetwright.planner.nodestate import read_profile_state
-from fleetwright.planner.spec import RollbackOf
+from fleetwright.planner.node.state import read_profile_state
+from fleetwright.planner.rollout.spec import RollbackOf
 from fleetwright.workflows.payloads import Progress
 
 # The node condition reasons a drain shows while it waits (activities/drain.py).
@@ -75,10 +75,14 @@ class RolloutView(BaseModel):
     blocked: int = 0
     waiting: int = 0
     max_unavailable: int = 0
+    spared: int = 0
+    """Nodes whose preflight passed: recorded at the target, never cordoned."""
     eta: datetime | None = None
     eta_note: str = ""
     images: dict[str, str] = Field(default_factory=dict)
     """image reference -> the digest every stage Job of the generation runs (image pinning)."""
+    image_warnings: dict[str, str] = Field(default_factory=dict)
+    """image reference -> why its signature does not verify (a policy's imageSignatures warns)."""
     nodes: list[NodeLine] = Field(default_factory=list)
 
 
@@ -242,7 +246,9 @@ def rollout_view(
             "blocked": progress.blocked + held,
             "waiting": progress.waiting,
             "max_unavailable": progress.max_unavailable,
+            "spared": progress.spared,
             "images": progress.images,
+            "image_warnings": progress.image_warnings,
         }
     )
 
@@ -288,6 +294,7 @@ def tree(view: RolloutView, now: datetime, *, max_nodes: int = 50) -> Tree:
     root.add(
         f"nodes: {view.updated}/{view.targeted} updated, {view.running} running, {view.waiting} waiting, "
         f"{view.blocked} blocked, {view.failed} failed (maxUnavailable {view.max_unavailable})"
+        + (f"; {view.spared} spared by preflight (never cordoned)" if view.spared else "")
     )
     if view.eta is not None:
         root.add(
@@ -300,6 +307,10 @@ def tree(view: RolloutView, now: datetime, *, max_nodes: int = 50) -> Tree:
         pinned = root.add("images (pinned for this generation)")
         for reference, digest in sorted(view.images.items()):
             pinned.add(f"{escape(reference)} → {escape(digest.partition('@')[2] or 'not pinned')}")
+    if view.image_warnings:
+        warned = root.add("[yellow]image signatures (warn: rolled out anyway)[/]")
+        for reference, why in sorted(view.image_warnings.items()):
+            warned.add(f"{escape(reference)}: {escape(why)}")
     branch = root.add("nodes")
     for line in view.nodes[:max_nodes]:
         branch.add(_node_text(line))

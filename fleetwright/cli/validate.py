@@ -67,14 +67,33 @@ def _policy_names(docs: list[Document]) -> set[str]:
     return names
 
 
+def _policy_registries(docs: list[Document]) -> dict[str, list[str]]:
+    """policy name -> its spec.allowedRegistries, for the policies among ``docs`` that set them."""
+    registries = {}
+    for doc in docs:
+        obj = doc.obj
+        if not isinstance(obj, dict) or obj.get("kind") != "DeploymentPolicy":
+            continue
+        name = (obj.get("metadata") or {}).get("name") if isinstance(obj.get("metadata"), dict) else None
+        allowed = (
+            (obj.get("spec") or {}).get("allowedRegistries") if isinstance(obj.get("spec"), dict) else None
+        )
+        if isinstance(name, str) and isinstance(allowed, list):
+            registries[name] = [str(entry) for entry in allowed]
+    return registries
+
+
 def validate_documents(docs: list[Document]) -> list[tuple[Document, Result]]:
-    """Validate every document; policy references are resolved among the documents themselves."""
+    """Validate every document; policy references are resolved among the documents themselves, and
+    a profile's images are checked against its policy's allowedRegistries when the policy is among
+    them."""
     from fleetwright.api.validation import validate_object
 
     known = _policy_names(docs)
+    registries = _policy_registries(docs)
     results = []
     for doc in docs:
-        result = validate_object(doc.obj, policies=None)
+        result = validate_object(doc.obj, policies=None, registries=registries)
         ref = _policy_ref(doc.obj)
         if ref is not None and ref not in known:
             result.warn(

@@ -174,6 +174,8 @@ def _rollout_conditions(inputs: Inputs) -> tuple[Phase, list[_C]]:
         starting: tuple[ConditionStatus, str, str] = ("True", ProfileReason.ROLLOUT_STARTING, text)
         return "Pending", _quiet(ProfileReason.ROLLOUT_PENDING, text, progressing=starting)
     counts = f"{progress.updated}/{progress.targeted} nodes updated"
+    if progress.spared:
+        counts += f" ({progress.spared} spared by preflight, never cordoned)"
     phase = rollout_phase(progress, inputs.generation)
     if phase == "Degraded":
         missing = progress.targeted - progress.updated
@@ -332,6 +334,11 @@ def _issues(progress: Progress) -> list[NodeIssue]:
             node=n, reason=ProfileReason.NODE_BLOCKED, message=progress.blocked_reasons.get(n, "")[:4096]
         )
         for n in progress.blocked_nodes
+    ]
+    issues += [
+        NodeIssue(node=n, reason=ProfileReason.WAITING_FOR_UNIT, message=reason[:4096])
+        for n, reason in progress.waiting_reasons.items()
+        if reason.startswith(f"{ProfileReason.WAITING_FOR_UNIT}:")
     ]
     return issues[:MAX_ISSUES]
 

@@ -8,7 +8,8 @@ writer per profile, and a spec change is a signal to it, never a second writer. 
 is the runtime-required taint on a node that just joined (``autoTaintNewNodes``): the webhook adds
 it at admission, and this is the fallback for a node admitted while the webhook was unreachable
 (it must land before the scheduler places workloads, which a workflow turn cannot promise); it is
-idempotent, so two replicas adding it agree, and the node workflows remove it (``planner.runtime``).
+idempotent, so two replicas adding it agree, and the node workflows remove it (``planner.profile.runtime``).
+The Nodes' side (that taint, and ``nodes_changed`` to the rollouts) is ``nodewatch``'s.
 
 Restarts and replicas need no leader election:
 - Nothing lives only here. Desired state is in the CRs, rollout state in Temporal; the in-memory
@@ -58,17 +59,16 @@ from temporalio.service import RPCError, RPCStatusCode
 from fleetwright.api.common import API_VERSION
 from fleetwright.api.deploymentpolicy import BUILTIN_POLICY, BUILTIN_POLICY_NAME, DeploymentPolicy
 from fleetwright.api.deploymentpolicy import PLURAL as POLICY_PLURAL
-from fleetwright.api.keys import FINALIZER, PAUSED_ANNOTATION, PREFIX, RUNTIME_REQUIRED_TAINT
+from fleetwright.api.keys import FINALIZER, PAUSED_ANNOTATION
 from fleetwright.api.nodeprofile import PLURAL as PROFILE_PLURAL
-from fleetwright.api.nodeprofile import NodeProfile, NodeProfileStatus, parse_profiles
+from fleetwright.api.nodeprofile import NodeProfile, NodeProfileStatus
+from fleetwright.controller.nodewatch import NodeWatch
 from fleetwright.controller.profilestatus import Inputs, derive, transitions
-from fleetwright.errors import FleetwrightError, RetryableError
-from fleetwright.kube import nodes as kube_nodes
+from fleetwright.errors import FleetwrightError
 from fleetwright.kube.client import ApiClient, from_kubeconfig
-from fleetwright.kube.events import emit, emit_for
+from fleetwright.kube.events import emit_for
 from fleetwright.kube.listwatch import ListWatch, WatchEvent, start_thread
 from fleetwright.kube.resources import add_finalizer, patch_status
-from fleetwright.planner.runtime import taint_on_join
 from fleetwright.process import metrics
 from fleetwright.process.settings import WorkerSettings
 from fleetwright.process.temporalclient import connect_with
@@ -80,7 +80,6 @@ from fleetwright.workflows.rollout import ABORTED, RolloutWorkflow
 log = logging.getLogger("fleetwright.controller")
 
 NODES = "nodes"
-TAINT_ATTEMPTS = 10
 
 
 @dataclass(frozen=True)
@@ -111,15 +110,12 @@ class Controller:
         self.client, self.api, self.settings, self.options = client, api, settings, options
         self.profiles: dict[str, dict[str, Any]] = {}
         self.policies: dict[str, dict[str, Any]] = {}
-        self.node_labels: dict[str, dict[str, str]] = {}
         self._signalled: dict[str, Signalled] = {}
         # A watch event, or None: the mirror loop asking to retry the starts that failed.
         self._events: asyncio.Queue[tuple[str, WatchEvent] | None] = asyncio.Queue()
         self._refresh = asyncio.Event()
         self._dirty: set[str] = set()
-        self._nodes_task: asyncio.Task[None] | None = None
-        self._nodes_pending = False
-        self._tainting: set[asyncio.Task[None]] = set()
+        self.nodes = NodeWatch(client, api, self.profiles, self._signalled, options.node_signal_delay_seconds)
 
     # ----- lifecycle ----------------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> None:
@@ -140,7 +136,8 @@ class Controller:
             await stop.wait()
         finally:
             watch_stop.set()
-            for task in [*tasks, *([self._nodes_task] if self._nodes_task else [])]:
+            self.nodes.stop()
+            for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
 
@@ -163,7 +160,7 @@ class Controller:
 
     def _apply(self, kind: str, event: WatchEvent) -> None:
         if kind == NODES:
-            self._apply_node(event)
+            self.nodes.apply(event)
             return
         cache = self.profiles if kind == PROFILE_PLURAL else self.policies
         if event.type == "SYNC":
@@ -184,78 +181,6 @@ class Controller:
             self._dirty |= changed
         else:
             self._dirty |= {p for p, o in self.profiles.items() if _policy_ref(o) in changed}
-
-    def _apply_node(self, event: WatchEvent) -> None:
-        if event.type == "SYNC":
-            fresh = {o["metadata"]["name"]: _foreign_labels(o) for o in event.items}
-            changed = bool(self.node_labels) and fresh != self.node_labels
-            self.node_labels = fresh
-        else:
-            assert event.obj is not None
-            name, labels = event.obj["metadata"]["name"], _foreign_labels(event.obj)
-            if event.type == "DELETED":
-                changed = self.node_labels.pop(name, None) is not None
-            else:
-                if event.type == "ADDED":
-                    self._taint_if_wanted(event.obj)
-                changed = self.node_labels.get(name) != labels
-                self.node_labels[name] = labels
-        self._nodes_pending = self._nodes_pending or changed
-        if changed and (self._nodes_task is None or self._nodes_task.done()):
-            self._nodes_task = asyncio.create_task(self._signal_nodes_changed())
-
-    def _taint_if_wanted(self, node: dict[str, Any]) -> None:
-        meta = node["metadata"]
-        profiles = parse_profiles(list(self.profiles.values()))
-        wanting = taint_on_join(meta.get("labels") or {}, meta.get("annotations") or {}, profiles)
-        if wanting:
-            task = asyncio.create_task(self._taint(meta["name"], meta.get("uid") or "", wanting))
-            self._tainting.add(task)
-            task.add_done_callback(self._tainting.discard)
-
-    async def _taint(self, node: str, uid: str, profiles: tuple[str, ...]) -> None:
-        """Taint a joined node for the runtime-required profiles that target it (unless the webhook
-        did at admission), with an Event either way."""
-        try:
-            added = await self._add_taint(node)
-            how = "tainted" if added else "tainted at admission:"
-            await asyncio.to_thread(
-                emit,
-                self.api,
-                node=node,
-                node_uid=uid,
-                kind="Normal",
-                reason="RuntimeTaintAdded",
-                action="Taint",
-                note=f"{how} {RUNTIME_REQUIRED_TAINT}:NoSchedule until {', '.join(profiles)} complete",
-                key=f"{uid}/runtime-taint",
-            )
-        except FleetwrightError as error:
-            log.warning("node %s: could not add the runtime-required taint: %s", node, error)
-
-    async def _add_taint(self, node: str) -> bool:
-        # A node that just registered is still being written (kwok or the kubelet, the node
-        # lifecycle controller's own taints): a conflict is expected, and waiting for the next
-        # resync would let workloads land first, so re-read and try again a few times.
-        for attempt in range(TAINT_ATTEMPTS):
-            try:
-                return await asyncio.to_thread(kube_nodes.add_runtime_taint, self.api, node)
-            except RetryableError:
-                if attempt == TAINT_ATTEMPTS - 1:
-                    raise
-                await asyncio.sleep(0.1 * (attempt + 1))
-        return False
-
-    async def _signal_nodes_changed(self) -> None:
-        # Loop, so a change that arrives while the signals go out gets its own round.
-        while self._nodes_pending:
-            await asyncio.sleep(self.options.node_signal_delay_seconds)
-            self._nodes_pending = False
-            for name in sorted(self._signalled):
-                with contextlib.suppress(RPCError):  # a finished rollout has nothing to re-observe
-                    await self.client.get_workflow_handle(rollout_workflow_id(name)).signal(
-                        RolloutWorkflow.nodes_changed
-                    )
 
     async def _reconcile(self, name: str) -> None:
         """Start the profile's workflow if absent and tell it what changed since the last signal."""
@@ -477,13 +402,6 @@ def _deleting(obj: dict[str, Any]) -> bool:
 def _paused(obj: dict[str, Any]) -> bool:
     annotations = obj["metadata"].get("annotations") or {}
     return str(annotations.get(PAUSED_ANNOTATION, "")).lower() == "true"
-
-
-def _foreign_labels(node: dict[str, Any]) -> dict[str, str]:
-    """A node's labels minus fleetwright's own, which the node workflows write: our own writes
-    must not wake every rollout."""
-    labels = node["metadata"].get("labels") or {}
-    return {k: v for k, v in labels.items() if not k.startswith(PREFIX)}
 
 
 def _without_status(obj: dict[str, Any]) -> dict[str, Any]:

@@ -265,7 +265,9 @@ class Builder:
         else:
             package = self.repo / "fleetwright"
             sources = [package / "__init__.py", *sorted((package / "agent").glob("*.py"))]
-        key = content_key(BUILDER, dataclasses.asdict(image), base_tar.name, tree_digest(sources, self.repo))
+        # The ref carries the release's version, which no source of the temporal image holds.
+        parts = (BUILDER, image.ref, dataclasses.asdict(image), base_tar.name)
+        key = content_key(*parts, tree_digest(sources, self.repo))
         cached = self._cached(image.name, key)
         if cached is not None:
             return cached

@@ -20,7 +20,7 @@ from fleetwright.errors import NodeGoneError
 from fleetwright.kube import inventory
 from fleetwright.kube.client import fetch_json, send
 from fleetwright.kube.errors import classified
-from fleetwright.planner.runtime import carries, runtime_taint
+from fleetwright.planner.profile.runtime import carries, runtime_taint
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 
 
 @dataclass(frozen=True)
-class Condition:
+class NodeStatusCondition:
     type: str
     status: str
     reason: str = ""
@@ -41,18 +41,29 @@ class NodeFacts:
     ready: bool
     labels: Mapping[str, str] = field(default_factory=dict)
     annotations: Mapping[str, str] = field(default_factory=dict)
-    conditions: Mapping[str, Condition] = field(default_factory=dict)
+    conditions: Mapping[str, NodeStatusCondition] = field(default_factory=dict)
     transitions: Mapping[str, str] = field(default_factory=dict)
     """Condition type -> its lastTransitionTime as the apiserver wrote it (RFC 3339)."""
 
 
-def _facts(node: Mapping[str, Any]) -> NodeFacts:
-    """From the Node as the apiserver's JSON (``fetch_json``)."""
+def _condition(entry: Mapping[str, Any]) -> NodeStatusCondition:
+    reason, message = entry.get("reason") or "", entry.get("message") or ""
+    return NodeStatusCondition(entry["type"], entry.get("status", ""), reason, message)
+
+
+def listed_condition(node: Mapping[str, Any], type_: str) -> NodeStatusCondition | None:
+    """The Node's (as the apiserver's JSON) condition ``type_``, if it has one: a scan of a whole
+    fleet's list for one condition, without parsing the rest of each Node."""
+    for entry in (node.get("status") or {}).get("conditions") or []:
+        if entry.get("type") == type_:
+            return _condition(entry)
+    return None
+
+
+def node_facts(node: Mapping[str, Any]) -> NodeFacts:
+    """From the Node as the apiserver's JSON (``fetch_json``, ``kube.nodes.list_nodes``)."""
     metadata, status = node.get("metadata") or {}, node.get("status") or {}
-    conditions = {
-        c["type"]: Condition(c["type"], c.get("status", ""), c.get("reason") or "", c.get("message") or "")
-        for c in status.get("conditions") or []
-    }
+    conditions = {c["type"]: _condition(c) for c in status.get("conditions") or []}
     ready = conditions.get("Ready")
     return NodeFacts(
         name=metadata.get("name", ""),
@@ -77,7 +88,7 @@ def read_node(api: client.ApiClient, name: str) -> tuple[NodeFacts, str]:
     name costs the apiserver a scan of every Node, and these reads happen on every status write."""
     with classified(f"get node {name}", not_found=NodeGoneError):
         node = fetch_json(client.CoreV1Api(api).read_node, name)
-    return _facts(node), _version(node)
+    return node_facts(node), _version(node)
 
 
 def read_node_to_watch(api: client.ApiClient, name: str) -> tuple[NodeFacts, str]:
@@ -87,7 +98,7 @@ def read_node_to_watch(api: client.ApiClient, name: str) -> tuple[NodeFacts, str
         listing = fetch_json(client.CoreV1Api(api).list_node, field_selector=f"metadata.name={name}")
     if not listing.get("items"):
         raise NodeGoneError(f"node {name} does not exist")
-    return _facts(listing["items"][0]), _version(listing)
+    return node_facts(listing["items"][0]), _version(listing)
 
 
 def wait_for_node(api: client.ApiClient, name: str, resource_version: str, seconds: float) -> bool:
@@ -125,7 +136,7 @@ def _rfc3339(moment: datetime) -> str:
 
 
 def set_condition(
-    api: client.ApiClient, name: str, condition: Condition, *, current: NodeFacts | None = None
+    api: client.ApiClient, name: str, condition: NodeStatusCondition, *, current: NodeFacts | None = None
 ) -> bool:
     """Write one node condition through the status subresource; True when something changed.
     ``current`` spares a read when the caller just read the node."""

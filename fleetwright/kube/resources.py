@@ -59,6 +59,14 @@ class ApiResourceLookup:
     def profile_objects(self) -> list[dict[str, Any]]:
         return list_objects(self.api, PROFILE_PLURAL)
 
+    def policy_registries(self) -> dict[str, list[str]]:
+        registries = {}
+        for obj in list_objects(self.api, POLICY_PLURAL):
+            allowed = (obj.get("spec") or {}).get("allowedRegistries")
+            if allowed is not None:
+                registries[obj["metadata"]["name"]] = list(allowed)
+        return registries
+
     def profiles_referencing(self, policy: str) -> list[str]:
         names = []
         for obj in list_objects(self.api, PROFILE_PLURAL):

@@ -25,7 +25,7 @@ HTTP_NOT_FOUND = 404
 
 
 @dataclass(frozen=True)
-class StageJob:
+class StageJobFacts:
     namespace: str
     name: str
     profile: str
@@ -64,7 +64,7 @@ def stage_jobs(
     profile: str | None,
     node: str | None = None,
     stage: str | None = None,
-) -> list[StageJob]:
+) -> list[StageJobFacts]:
     """The stage Jobs of ``profile`` (of every profile when None; on ``node``, of ``stage`` when
     given), oldest first."""
     listed = labelled_jobs(api, namespace, _labels(profile, node, stage))
@@ -72,9 +72,9 @@ def stage_jobs(
     return sorted(out, key=lambda j: (j.created is None, j.created or datetime.min, j.name))
 
 
-def _job(job: JobFacts) -> StageJob:
+def _job(job: JobFacts) -> StageJobFacts:
     labels = job.labels
-    return StageJob(
+    return StageJobFacts(
         namespace=job.namespace,
         name=job.name,
         profile=labels.get(keys.PROFILE_LABEL, ""),

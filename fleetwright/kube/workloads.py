@@ -1,19 +1,22 @@
-"""Which workloads run on which nodes, for the rollout order (``planner.ordering``).
+"""Which workloads run on which nodes, for the rollout order (``planner.rollout.ordering``).
 
 A workload here is a group of pods that stops as a whole when any one of them is evicted: a
 training job's gang. A pod is traced to one by, in order: the label key the DeploymentPolicy names
-(``workloadLabel``), the labels the gang controllers put on their pods (JobSet, LeaderWorkerSet, one
-group per replica, Kubeflow training jobs, Volcano and Kueue pod groups), then its controlling owner
-when that is a Job or a Kubeflow training job kind. Pods of Deployments, StatefulSets, DaemonSets,
-bare and mirror pods, fleetwright's own stage pods and finished pods are no workload: a replica of
-a service survives one node's drain. The GPUs are the pod's containers' ``nvidia.com/gpu`` and
-``amd.com/gpu`` limits (requests where no limit is set).
+(``workloadLabel``), the labels of the gang controllers whose pods belong to another controller's
+object (LeaderWorkerSet, one group per replica; JobSet, whose pods are its Jobs'), its controlling
+owner when that is a Job or a Kubeflow training job (``OWNER_KINDS``, matched by kind and API
+group: Pod -> PyTorchJob of ``kubeflow.org/v1``), then the labels that name a gang without such an
+owner (a Kubeflow training job's, Volcano and Kueue pod groups). Pods of Deployments,
+StatefulSets, DaemonSets, bare and mirror pods, fleetwright's own stage pods and finished pods are
+no workload: a replica of a service survives one node's drain. The GPUs are the pod's containers'
+``nvidia.com/gpu`` and ``amd.com/gpu`` limits (requests where no limit is set).
 
 Also the pods a DeploymentPolicy's ``workloadWait`` waits for, by node (its selector over the same
-pods). Owns the paginated list of the bound, unfinished pods of all namespaces (whole, for the plan
-preview's GPU counts, or as the apiserver's Table of their metadata and node, for a rollout turn)
-and the pure parsing of a pod's JSON into its workload; must not decide anything about the order or
-the wait, nor whether to list (``RolloutPolicy.reads_pods``).
+pods), and ``policy_pods``, the one reading of a list of pods under a policy's settings (for the
+rollout turn and the plan preview alike). Owns the paginated list of the bound, unfinished pods of
+all namespaces (whole, for the plan preview's GPU counts, or as the apiserver's Table of their
+metadata and node, for a rollout turn) and the pure parsing of a pod's JSON into its workload; must
+not decide anything about the order or the wait, nor whether to list (``RolloutPolicy.reads_pods``).
 """
 
 from __future__ import annotations
@@ -29,24 +32,29 @@ from fleetwright.errors import PermanentError
 from fleetwright.kube.client import TABLE, get_json
 from fleetwright.kube.errors import classified
 from fleetwright.kube.pods import MIRROR_ANNOTATION
-from fleetwright.planner.observations import NodeWorkload
-from fleetwright.planner.selectors import Selector
+from fleetwright.planner.policy.model import RolloutPolicy
+from fleetwright.planner.policy.selectors import Selector
+from fleetwright.planner.rollout.observations import NodeWorkload
 
 GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu")
 LWS_NAME = "leaderworkerset.sigs.k8s.io/name"
 LWS_GROUP = "leaderworkerset.sigs.k8s.io/group-index"
-# (kind shown, label key): the gang controllers' labels on their pods, most specific first.
+JOBSET_LABEL = ("JobSet", "jobset.sigs.k8s.io/jobset-name")
+# (kind shown, label key): the labels that name a gang whose pods no OWNER_KINDS owner controls.
 GROUP_LABELS = (
-    ("JobSet", "jobset.sigs.k8s.io/jobset-name"),
     ("TrainingJob", "training.kubeflow.org/job-name"),
     ("VolcanoJob", "volcano.sh/job-name"),
     ("PodGroup", "kueue.x-k8s.io/pod-group-name"),
 )
 VOLCANO_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
-# Controlling owners whose pods form one workload by themselves.
-OWNER_KINDS = frozenset(
-    {"Job", "PyTorchJob", "TFJob", "MPIJob", "XGBoostJob", "PaddleJob", "JAXJob", "TrainJob", "RayJob"}
-)
+KUBEFLOW_GROUP = "kubeflow.org"
+# Controlling owners whose pods form one workload by themselves: kind -> its API group.
+OWNER_KINDS = {
+    "Job": "batch",
+    **dict.fromkeys(("PyTorchJob", "TFJob", "MPIJob", "XGBoostJob", "PaddleJob", "JAXJob"), KUBEFLOW_GROUP),
+    "TrainJob": f"trainer.{KUBEFLOW_GROUP}",
+    "RayJob": "ray.io",
+}
 PAGE = 500
 PODS = "/api/v1/pods"
 NODE_COLUMN = "Node"
@@ -60,20 +68,31 @@ def workload_of(pod: Mapping[str, Any], label_key: str | None = None) -> str | N
     annotations: Mapping[str, str] = meta.get("annotations") or {}
     if labels.get(MANAGED_BY_LABEL) == MANAGED_BY or MIRROR_ANNOTATION in annotations:
         return None
-    found = _by_labels(labels, annotations, label_key) or _by_owner(meta.get("ownerReferences") or [])
+    found = (
+        _by_gang_labels(labels, label_key)
+        or _by_owner(meta.get("ownerReferences") or [])
+        or _by_group_labels(labels, annotations)
+    )
     if found is None:
         return None
     kind, name = found
     return f"{kind}/{meta.get('namespace') or ''}/{name}"
 
 
-def _by_labels(
-    labels: Mapping[str, str], annotations: Mapping[str, str], label_key: str | None
-) -> tuple[str, str] | None:
+def _by_gang_labels(labels: Mapping[str, str], label_key: str | None) -> tuple[str, str] | None:
+    """The policy's label, then the gangs wider than their pods' owner (a JobSet's pods are its
+    Jobs'; a LeaderWorkerSet's group is a part of its StatefulSets)."""
     if label_key and labels.get(label_key):
         return label_key, labels[label_key]
     if labels.get(LWS_NAME):
         return "LeaderWorkerSet", f"{labels[LWS_NAME]}-{labels.get(LWS_GROUP, '0')}"
+    kind, key = JOBSET_LABEL
+    if labels.get(key):
+        return kind, labels[key]
+    return None
+
+
+def _by_group_labels(labels: Mapping[str, str], annotations: Mapping[str, str]) -> tuple[str, str] | None:
     for kind, key in GROUP_LABELS:
         if labels.get(key):
             return kind, labels[key]
@@ -83,10 +102,17 @@ def _by_labels(
 
 
 def _by_owner(owners: Iterable[Mapping[str, Any]]) -> tuple[str, str] | None:
+    """The controlling owner when it is one of ``OWNER_KINDS`` of its API group (a Volcano ``Job``
+    of ``batch.volcano.sh`` is none: its label names it); a reference without ``apiVersion`` (a
+    hand-written pod list) is matched by kind."""
     owner = next((o for o in owners if o.get("controller")), None)
-    if owner is not None and owner.get("kind") in OWNER_KINDS:
-        return str(owner["kind"]), str(owner.get("name", ""))
-    return None
+    if owner is None or owner.get("kind") not in OWNER_KINDS:
+        return None
+    kind = str(owner["kind"])
+    version = owner.get("apiVersion")
+    if version is not None and str(version).rpartition("/")[0] != OWNER_KINDS[kind]:
+        return None
+    return kind, str(owner.get("name", ""))
 
 
 def gpus_of(pod: Mapping[str, Any]) -> int:
@@ -145,6 +171,20 @@ def waited_pods(pods: Iterable[Mapping[str, Any]], selector: Selector) -> dict[s
         if selector.matches(labels):
             found[str(node)].append(f"{meta.get('namespace') or ''}/{meta.get('name') or ''}")
     return {node: tuple(sorted(names)) for node, names in found.items()}
+
+
+def policy_pods(
+    pods: Iterable[Mapping[str, Any]], policy: RolloutPolicy
+) -> tuple[dict[str, tuple[NodeWorkload, ...]] | None, dict[str, tuple[str, ...]] | None]:
+    """Pure: the workloads on each node (when the policy orders by workload, ``workload_order``,
+    traced with its ``workload_label``) and the pods its ``workload_wait`` waits for on each node;
+    None for what the policy does not use. Whether to list the pods at all is
+    ``RolloutPolicy.reads_pods``."""
+    pods = list(pods)
+    wait = policy.workload_wait
+    finishing = waited_pods(pods, wait.selector) if wait is not None else None
+    workloads = node_workloads(pods, policy.workload_label) if policy.workload_order else None
+    return workloads, finishing
 
 
 def running_pods(api: client.ApiClient) -> list[dict[str, Any]]:

@@ -3,45 +3,34 @@ kube-scheduler), and kwok simulating N GPU nodes, all on loopback.
 
 ``LocalCluster`` owns a work directory (PKI, etcd data, logs, kubeconfigs) and the child
 processes. Components can be killed and restarted one by one, which the chaos suite uses.
-Node objects are created with kubectl so this module stays out of the Kubernetes client.
+kwok and its Node objects are ``kwok``'s, created with kubectl (``kubectl``) so this module stays
+out of the Kubernetes client.
 """
 
 from __future__ import annotations
 
-import json
-import math
-import random
-import socket
 import ssl
 import subprocess
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from fleetwright.binaries import cache_dir, control_plane_binary, wheel_binary
+from fleetwright.binaries import cache_dir, control_plane_binary
 from fleetwright.images import offline
 from fleetwright.images.offline import Built
-from fleetwright.local import nodes as fleet_nodes
+from fleetwright.local.kubectl import run_kubectl
+from fleetwright.local.kwok import KwokFleet
 from fleetwright.local.launcher import Launcher
+from fleetwright.local.loopback import LOOPBACK, free_port, http_ok
 from fleetwright.local.nodeconfig import SERVICE_CIDR
 from fleetwright.local.pki import CertPair, LocalCA, write_service_account_keys
-from fleetwright.local.processes import Supervised, run_tool, wait_until
+from fleetwright.local.processes import Supervised, wait_until
 from fleetwright.local.realnode import RealNode, RealNodeOptions
 
-LOOPBACK = "127.0.0.1"
-# Simulated stage pods (fleetwright's package namespace) all serve this log.
-STAGE_NAMESPACE = "fleetwright-system"
-STAGE_LOG_FILE = "kwok-stage.log"
-STAGE_LOG = ("simulated stage container (kwok): no process ran", "stage finished")
-# kwok renews node leases with this many nodes per worker (at least its default 4 workers).
-NODES_PER_LEASE_WORKER = 32
-KWOK_DEFAULT_WORKERS = 4
 # Controllers the product relies on (Jobs, PDB status, owner GC, namespaces and service accounts
 # for pods, node lifecycle) plus what Deployments/ReplicaSets/DaemonSets need for test workloads.
 CONTROLLERS = (
@@ -67,25 +56,6 @@ CONTROLLERS = (
     "persistentvolumeclaim-protection-controller",
     "persistentvolume-protection-controller",
 )
-
-
-def free_port(below: int | None = None) -> int:
-    """A loopback port nobody listens on now; with ``below``, one under it (the kernel's own
-    picks are ephemeral ports, 32768 and up), drawn at random from 20000 up."""
-    if below is None:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            sock.bind((LOOPBACK, 0))
-            return int(sock.getsockname()[1])
-    draw = random.SystemRandom()
-    for _ in range(200):
-        port = draw.randrange(20000, below)
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            try:
-                sock.bind((LOOPBACK, port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError(f"no free loopback port below {below}")
 
 
 @dataclass(frozen=True)
@@ -356,13 +326,13 @@ class LocalCluster(Launcher):
         component = self.components[name]
         timeout = self.options.startup_timeout
         if name == "etcd":
-            check = lambda: _http_ok(f"{self._etcd_url}/health")  # noqa: E731
+            check = lambda: http_ok(f"{self._etcd_url}/health")  # noqa: E731
         elif name == "kube-apiserver":
-            check = lambda: _http_ok(f"{self.server}/readyz", self._ssl_context())  # noqa: E731
+            check = lambda: http_ok(f"{self.server}/readyz", self._ssl_context())  # noqa: E731
         elif name == "kube-scheduler":
             # Its self-signed serving certificate: only liveness is checked here.
             unverified = ssl._create_unverified_context()  # noqa: S323
-            check = lambda: _http_ok(f"https://{LOOPBACK}:{self._scheduler_port}/healthz", unverified)  # noqa: E731
+            check = lambda: http_ok(f"https://{LOOPBACK}:{self._scheduler_port}/healthz", unverified)  # noqa: E731
         elif name == "kube-controller-manager":
             # Ready once the service-account controller has populated the default namespace.
             check = lambda: self.get("/api/v1/namespaces/default/serviceaccounts/default")[0] == 200  # noqa: E731
@@ -380,185 +350,3 @@ class LocalCluster(Launcher):
     def add_nodes(self, count: int, *, wait: bool = True) -> list[str]:
         """Create ``count`` more simulated nodes and (by default) wait until kwok made them Ready."""
         return self.fleet.add_nodes(count, wait=wait)
-
-
-def run_kubectl(
-    kubeconfig: Path, *args: str, input: str | None = None, check: bool = True, timeout: float = 120.0
-) -> subprocess.CompletedProcess[str]:
-    """Run the venv's kubectl with ``kubeconfig``; with ``check``, fail with kubectl's stderr."""
-    argv = [str(wheel_binary("kubectl")), f"--kubeconfig={kubeconfig}", *args]
-    return run_tool(argv, what=f"kubectl {' '.join(args)}", input=input, check=check, timeout=timeout)
-
-
-KubectlRunner = Callable[..., subprocess.CompletedProcess[str]]
-ESTABLISHED = 'jsonpath={.status.conditions[?(@.type=="Established")].status}'
-
-
-def create_package_namespace(kubectl: KubectlRunner, name: str) -> None:
-    """What the chart does on a real cluster: the package stage Jobs' namespace, privileged for Pod
-    Security (they change the host). The worker holds no right to create namespaces."""
-    labels = {f"pod-security.kubernetes.io/{mode}": "privileged" for mode in ("enforce", "audit", "warn")}
-    manifest = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
-    kubectl("apply", "-f", "-", input=json.dumps(manifest))
-
-
-def wait_established(kubectl: KubectlRunner, crds: Iterable[str], *, timeout: float = 60.0) -> None:
-    """Wait until every named CustomResourceDefinition is Established. ``kubectl wait`` does not
-    wait on a CRD the apiserver has not given conditions yet: it fails at once ("<nil> is of the
-    type <nil>"), which a loaded machine made CI hit."""
-    for name in crds:
-
-        def established(name: str = name) -> bool:
-            return kubectl("get", "crd", name, "-o", ESTABLISHED, check=False).stdout == "True"
-
-        wait_until(established, timeout=timeout, what=f"crd/{name} to be Established")
-
-
-def kwok_configuration(nodes: int) -> dict[str, Any] | None:
-    """kwok's worker pools sized for the fleet it starts with, or None where its defaults do. One
-    kwok process stands in for every node's kubelet; with its defaults (4 lease workers) on 2
-    loaded cores, 1,000 leases are not renewed within the grace period and the node lifecycle
-    controller marks hundreds of nodes NotReady mid-rollout, which fleetwright then rightly
-    refuses to touch. Real nodes each renew their own."""
-    leases = max(KWOK_DEFAULT_WORKERS, math.ceil(nodes / NODES_PER_LEASE_WORKER))
-    if leases == KWOK_DEFAULT_WORKERS:
-        return None
-    stages = max(KWOK_DEFAULT_WORKERS, leases // 2)
-    return {
-        "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
-        "kind": "KwokConfiguration",
-        # kwok v0.8.0 does not default a KwokConfiguration read from a file (only the one it makes
-        # when there is none), so every option its flags do not set is spelled out with kwok's
-        # default: without enableDebuggingHandlers the kubelet endpoint answers pods/log with 405.
-        "options": {
-            "enableDebuggingHandlers": True,
-            "enableProfilingHandler": True,
-            "enableContentionProfiling": False,
-            "podsOnNodeSyncParallelism": 1,
-            "enablePodsOnNodeSyncListPager": True,
-            "enablePodsOnNodeSyncStreamWatch": False,
-            "nodeLeaseParallelism": leases,
-            "nodePlayStageParallelism": stages,
-            "podPlayStageParallelism": stages,
-        },
-    }
-
-
-class KwokFleet:
-    """kwok simulating fleetwright's GPU nodes against any apiserver, plus node creation.
-
-    Shared by the local control plane and the K3s test provider, so both run the same stages.
-    """
-
-    def __init__(
-        self,
-        kubeconfig: Path,
-        workdir: Path,
-        kubectl: KubectlRunner,
-        *,
-        nodes: int = 0,
-        lease_seconds: int = 40,
-    ) -> None:
-        self._kubectl = kubectl
-        self.port = free_port()
-        stages = workdir / "kwok-stages.yaml"
-        stages.write_text(
-            resources.files("fleetwright.local").joinpath("stages.yaml").read_text()
-            + _stage_logs(workdir / STAGE_LOG_FILE)
-            + _sized(kwok_configuration(nodes))
-        )
-        # kwok's server is each node's kubelet endpoint (daemonEndpoints port = its port): the
-        # apiserver proxies pods/log there over HTTPS. Its own throwaway CA: the apiserver does not
-        # verify kubelet serving certificates here (no --kubelet-certificate-authority).
-        kwok_ca = LocalCA(workdir / "kwok-pki", common_name="fleetwright-kwok-ca")
-        serving = kwok_ca.issue("kwok-serving", common_name="kwok", ip_addresses=(LOOPBACK,), server=True)
-        self._ca_file = kwok_ca.cert_path
-        self.process = Supervised(
-            "kwok",
-            [
-                str(control_plane_binary("kwok")),
-                f"--kubeconfig={kubeconfig}",
-                f"--config={stages}",
-                "--manage-all-nodes=false",
-                f"--manage-nodes-with-annotation-selector={fleet_nodes.KWOK_ANNOTATION}=fake",
-                "--cidr=10.244.0.1/16",
-                f"--node-ip={LOOPBACK}",
-                f"--server-address={LOOPBACK}:{self.port}",
-                f"--node-port={self.port}",
-                f"--tls-cert-file={serving.cert}",
-                f"--tls-private-key-file={serving.key}",
-                f"--node-lease-duration-seconds={lease_seconds}",
-            ],
-            workdir / "logs" / "kwok.log",
-        )
-
-    def healthy(self) -> bool:
-        context = ssl.create_default_context(cafile=str(self._ca_file))
-        return _http_ok(f"https://{LOOPBACK}:{self.port}/healthz", context)
-
-    def _nodes(self) -> list[dict[str, Any]]:
-        result = self._kubectl("get", "nodes", "-o", "json", check=False, timeout=600)
-        return list(json.loads(result.stdout)["items"]) if result.returncode == 0 else []
-
-    def add_nodes(self, count: int, *, wait: bool = True) -> list[str]:
-        if count <= 0:
-            return []
-        start = sum(
-            1 for n in self._nodes() if fleet_nodes.KWOK_ANNOTATION in n["metadata"].get("annotations", {})
-        )
-        manifests = fleet_nodes.fleet(count, start=start)
-        for chunk_start in range(0, len(manifests), 500):
-            chunk = manifests[chunk_start : chunk_start + 500]
-            # kubectl's default 120 s is not enough for 500 Nodes on an apiserver that is already
-            # serving thousands of them on a loaded machine (a 10,000-node fleet).
-            self._kubectl(
-                "create",
-                "-f",
-                "-",
-                input=json.dumps({"apiVersion": "v1", "kind": "List", "items": chunk}),
-                timeout=600,
-            )
-        names = [m["metadata"]["name"] for m in manifests]
-        if wait:
-            wait_until(
-                lambda: self._ready_names() >= set(names),
-                timeout=max(60.0, count * 0.2),
-                what=f"{count} kwok nodes to become Ready",
-                alive=self.process.check_alive,
-            )
-        return names
-
-    def _ready_names(self) -> set[str]:
-        return {
-            node["metadata"]["name"]
-            for node in self._nodes()
-            for c in node.get("status", {}).get("conditions") or []
-            if c["type"] == "Ready" and c["status"] == "True"
-        }
-
-
-def _sized(configuration: dict[str, Any] | None) -> str:
-    return "" if configuration is None else "\n---\n" + yaml.safe_dump(configuration)
-
-
-def _stage_logs(path: Path) -> str:
-    """A kwok ClusterLogs rule: every container of a stage pod serves ``path`` as its log (CRI log
-    format), so ``kubectl logs`` and ``fleetwright logs`` read a log through the apiserver."""
-    path.write_text(
-        "".join(f"2026-01-01T00:00:0{i}.000000000Z stdout F {line}\n" for i, line in enumerate(STAGE_LOG))
-    )
-    rule = {
-        "apiVersion": "kwok.x-k8s.io/v1alpha1",
-        "kind": "ClusterLogs",
-        "metadata": {"name": "fleetwright-stage-logs"},
-        "spec": {"selector": {"matchNamespaces": [STAGE_NAMESPACE]}, "logs": [{"logsFile": str(path)}]},
-    }
-    return "\n---\n" + yaml.safe_dump(rule)
-
-
-def _http_ok(url: str, context: ssl.SSLContext | None = None) -> bool:
-    try:
-        with urllib.request.urlopen(url, context=context, timeout=2) as response:
-            return int(response.status) == 200
-    except (urllib.error.URLError, OSError):
-        return False

@@ -11,7 +11,7 @@ from fleetwright.api.common import API_VERSION
 from fleetwright.api.deploymentpolicy import DeploymentPolicy
 from fleetwright.api.nodeprofile import ConfigInterrupt, NodeProfile
 from fleetwright.local.nodes import OUTCOME_LABEL
-from fleetwright.planner.packages import digest
+from fleetwright.planner.node.packages import digest
 
 
 def profile(
@@ -64,6 +64,7 @@ def policy(
     workload_label: str | None = None,
     workload_wait: dict[str, Any] | None = None,
     workload_order: bool = True,
+    preflight: bool = False,
 ) -> DeploymentPolicy:
     spec: dict[str, Any] = {
         "maxUnavailable": max_unavailable,
@@ -80,6 +81,8 @@ def policy(
         spec["workloadWait"] = workload_wait
     if not workload_order:
         spec["workloadOrder"] = False
+    if preflight:
+        spec["preflight"] = True
     return DeploymentPolicy.model_validate(
         {
             "apiVersion": API_VERSION,
@@ -95,7 +98,7 @@ def config_interrupts(spec: dict[str, Any]) -> list[ConfigInterrupt]:
 
 
 def config_digest(value: str) -> str:
-    """The digest fleetwright records for a config value (what ``planner.packages.digest`` gives)."""
+    """The digest fleetwright records for a config value (what ``planner.node.packages.digest`` gives)."""
     return digest(value)
 
 

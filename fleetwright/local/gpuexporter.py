@@ -35,8 +35,8 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Literal, TypeVar
 
-from fleetwright.local.controlplane import LOOPBACK, free_port
 from fleetwright.local.launcher import Launcher
+from fleetwright.local.loopback import LOOPBACK, free_port
 
 XID_ERRORS = "DCGM_FI_DEV_XID_ERRORS"
 UNCORRECTABLE_REMAPPED_ROWS = "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS"

@@ -30,7 +30,7 @@ from fleetwright.kube.client import ApiClient, from_kubeconfig
 from fleetwright.kube.listwatch import ListWatch, WatchEvent, start_thread
 from fleetwright.local import nodes as fleet_nodes
 from fleetwright.local.ticker import Ticker
-from fleetwright.planner.stages import Stage
+from fleetwright.planner.node.stages import Stage
 
 KubectlRunner = Callable[..., Any]
 INTERRUPT_SELECTOR = f"{STAGE_LABEL} in ({','.join(s.value for s in Stage if s.is_interrupt)})"

@@ -1,8 +1,9 @@
 """The real test node's layout and configuration files: where everything lives and what it says.
 
 Pure: it renders containerd's ``config.toml``, the CNI network, the kubelet's configuration and
-kubeconfig, and the script that sets up the node's namespaces, from a ``NodeLayout`` (every path
-under one scratch directory). Nothing here starts a process or writes a file; ``realnode`` does.
+kubeconfig, the apiserver's egress selector and the script that sets up the node's namespaces,
+from a ``NodeLayout`` (every path under one scratch directory). Nothing here starts a process or
+writes a file; ``nodefiles`` and ``realnode`` do.
 Every path these files name is under the scratch directory, apart from the binaries, runc and the
 host's read-only resolver configuration (a unit test checks it).
 """
@@ -268,6 +269,24 @@ def kubeconfig(server: str, ca: Path, cert: Path, key: Path, user: str) -> dict[
         "users": [{"name": user, "user": {"client-certificate": str(cert), "client-key": str(key)}}],
         "contexts": [{"name": "local", "context": {"cluster": "local", "user": user}}],
         "current-context": "local",
+    }
+
+
+def egress_selector(layout: NodeLayout) -> dict[str, Any]:
+    """The apiserver's EgressSelectorConfiguration: its cluster traffic (webhooks, pods/log) goes
+    through the node link's socket."""
+    return {
+        "apiVersion": "apiserver.k8s.io/v1beta1",
+        "kind": "EgressSelectorConfiguration",
+        "egressSelections": [
+            {
+                "name": "cluster",
+                "connection": {
+                    "proxyProtocol": "HTTPConnect",
+                    "transport": {"uds": {"udsName": str(layout.egress_socket)}},
+                },
+            }
+        ],
     }
 
 

@@ -21,8 +21,8 @@ from pathlib import Path
 import yaml
 
 from fleetwright.binaries import SETUP_HINT, MissingBinaryError
-from fleetwright.local.controlplane import LOOPBACK, free_port
 from fleetwright.local.launcher import Launcher
+from fleetwright.local.loopback import LOOPBACK, free_port
 from fleetwright.local.pki import LocalCA
 from fleetwright.local.processes import Supervised, run_tool, wait_until
 

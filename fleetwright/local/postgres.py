@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fleetwright.binaries import SETUP_HINT, MissingBinaryError
-from fleetwright.local.controlplane import LOOPBACK, free_port
+from fleetwright.local.loopback import LOOPBACK, free_port
 from fleetwright.local.processes import RunAs, Supervised, wait_until
 
 MAJOR = 15

@@ -24,8 +24,8 @@ from typing import Any
 import yaml
 
 from fleetwright.binaries import SETUP_HINT, MissingBinaryError
-from fleetwright.local.controlplane import LOOPBACK, free_port
 from fleetwright.local.launcher import Launcher
+from fleetwright.local.loopback import LOOPBACK, free_port
 from fleetwright.local.processes import Supervised, wait_until
 
 BINARY = Path("/usr/bin/prometheus")

@@ -1,6 +1,7 @@
 """A real node beside the kwok fleet: a real kubelet with containerd and runc, in namespaces of its own.
 
-It owns the node's life on the test machine: its scratch directory (``nodeconfig.NodeLayout``), the
+It owns the node's life on the test machine: its scratch directory (``nodeconfig.NodeLayout``,
+written by ``nodefiles``; what it needs of the machine and its cgroups are ``nodehost``'s), the
 namespaces it runs in (a *holder*: PID 1 of new PID, mount, network and UTS namespaces, which sets
 them up and then reaps orphans as the pause process), containerd with the CRI plugin, the CNI
 bridge, the image import (``ctr images import`` of the offline-built archives), the kubelet, the
@@ -33,28 +34,24 @@ import sys
 import tempfile
 import threading
 import time
-import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import yaml
 
-from fleetwright.binaries import MissingBinaryError, cache_dir, control_plane_binary
-from fleetwright.images import spec as image_spec
+from fleetwright.binaries import cache_dir, control_plane_binary
 from fleetwright.images.offline import Built
-from fleetwright.local import nodeconfig
+from fleetwright.local import nodeconfig, nodefiles, nodehost
+from fleetwright.local.kubectl import KubectlRunner
 from fleetwright.local.nodeconfig import NodeLayout
 from fleetwright.local.pki import CertPair, LocalCA
 from fleetwright.local.processes import Supervised, run_tool, wait_until
 from fleetwright.local.ticker import Ticker
-from fleetwright.packagetest import boot, hostroot
+from fleetwright.packagetest import boot
 from fleetwright.packagetest.hostroot import FAKE_STATE, HostRoot
 
-CGROUP_FS = Path("/sys/fs/cgroup")
-CGROUP_PREFIX = "fleetwright-node-"
 REBOOT_REQUESTS = f"{FAKE_STATE}/reboot-requested"
-KubectlRunner = Callable[..., subprocess.CompletedProcess[str]]
 
 
 class RealNodeUnavailableError(RuntimeError):
@@ -70,47 +67,6 @@ class RealNodeOptions:
     servers on the host, e.g. Temporal. The apiserver is always reachable at the kubernetes
     Service address."""
     ready_timeout: float = 240.0
-
-
-def requirements() -> list[str]:
-    """What this machine lacks to run a real node (empty when it can)."""
-    missing = []
-    for tool in ("unshare", "nsenter", "ip", "mount"):
-        if shutil.which(tool) is None:
-            missing.append(f"the {tool} command")
-    if not os.access(nodeconfig.RUNC, os.X_OK):
-        missing.append(f"runc at {nodeconfig.RUNC} (Debian package runc)")
-    if os.geteuid() != 0:
-        missing.append("root (the node creates namespaces, mounts and cgroups)")
-    if not (CGROUP_FS / "memory").is_dir() and not (CGROUP_FS / "cgroup.controllers").exists():
-        missing.append("a cgroup hierarchy at /sys/fs/cgroup")
-    for name in ("kubelet", "containerd", "containerd-shim-runc-v2", "ctr", "pause"):
-        try:
-            control_plane_binary(name)
-        except MissingBinaryError as error:
-            missing.append(str(error))
-    return missing
-
-
-def kernel_parameters() -> dict[str, str]:
-    """The machine's values of the kernel parameters a kubelet sets (read from the host)."""
-    return {key: Path("/proc/sys", key).read_text().strip() for key in nodeconfig.KUBELET_SYSCTLS}
-
-
-def host_defaults_present() -> list[str]:
-    """Default paths of the kubelet, containerd and CNI that exist on the host (should be none)."""
-    return [path for path in nodeconfig.HOST_DEFAULTS if os.path.lexists(path)]
-
-
-def _cgroup_hierarchies(*types: str) -> list[Path]:
-    """Every mounted cgroup hierarchy of these filesystem types (``cgroup`` is v1: one per
-    controller plus name=systemd; ``cgroup2`` is the unified one, beside them in hybrid mode)."""
-    out = []
-    for line in Path("/proc/self/mounts").read_text().splitlines():
-        fields = line.split()
-        if len(fields) > 2 and fields[2] in types:
-            out.append(Path(fields[1]))
-    return out
 
 
 def _children(pid: int) -> list[int]:
@@ -151,7 +107,7 @@ class RealNode:
     """Seconds each image's ``ctr images import`` took (the first boot imports them all)."""
 
     def __post_init__(self) -> None:
-        missing = requirements()
+        missing = nodehost.requirements()
         if missing:
             raise RealNodeUnavailableError("this machine cannot run the real node: " + "; ".join(missing))
         scratch = self.workdir / "real-node"
@@ -164,50 +120,10 @@ class RealNode:
             bin_dir=cache_dir() / "bin",
             cni_bin_dir=(cache_dir() / "bin" / "cni").resolve(),
         )
-        # The launcher's pid in the name: a later node removes what a killed launcher left.
-        self._cgroup_root = f"/{CGROUP_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        self._write_files()
-
-    # ----- files --------------------------------------------------------------------------
-    def _write_files(self) -> None:
-        layout = self.layout
-        for directory in ("containerd", "registry", "runc", "cni/net.d", "cni/ipam", "pod-logs", "sysctl"):
-            layout.path(*directory.split("/")).mkdir(parents=True, exist_ok=True)
-        for directory in nodeconfig.GUARDED_DIRS:
-            layout.guarded(directory).mkdir(parents=True, exist_ok=True)
-        # The kubelet's kernel parameters start from the machine's values, in scratch files.
-        for key, value in kernel_parameters().items():
-            layout.sysctl_file(key).write_text(value + "\n")
-        self.host_root = hostroot.build(str(layout.host_root))
-        layout.path("containerd.toml").write_text(nodeconfig.containerd_config(layout, image_spec.PAUSE_REF))
-        layout.path("cni", "net.d", "10-fleetwright.conflist").write_text(
-            json.dumps(nodeconfig.cni_network(layout), indent=1)
+        self._cgroup_root = nodehost.new_cgroup_root()
+        self.host_root, self._link_client = nodefiles.write_files(
+            self.layout, self.options.name, self.ca, self._cgroup_root
         )
-        pki = layout.kubelet_dir / "pki"
-        name = self.options.name
-        client = self.ca.issue(f"node-{name}", common_name=f"system:node:{name}", organization="system:nodes")
-        serving = self.ca.issue(
-            f"node-{name}-serving", common_name=name, ip_addresses=(nodeconfig.NODE_IP,), server=True
-        )
-        # The node link reads Services and EndpointSlices cluster-wide, as kube-proxy would.
-        self._link_client = self.ca.issue(
-            "node-link", common_name="fleetwright-node-link", organization="system:masters"
-        )
-        pki.mkdir(parents=True, exist_ok=True)
-        server = f"https://{nodeconfig.KUBERNETES_SERVICE_IP}:{nodeconfig.KUBERNETES_SERVICE_PORT}"
-        layout.path("kubelet.kubeconfig").write_text(
-            yaml.safe_dump(
-                nodeconfig.kubeconfig(
-                    server, self.ca.cert_path, client.cert, client.key, f"system:node:{name}"
-                )
-            )
-        )
-        config = nodeconfig.kubelet_config(
-            layout, ca=self.ca.cert_path, serving=(serving.cert, serving.key), cgroup_root=self._cgroup_root
-        )
-        layout.path("kubelet.yaml").write_text(yaml.safe_dump(config))
-        pause = control_plane_binary("pause")
-        layout.path("setup.sh").write_text(nodeconfig.namespace_setup(layout, name, pause))
 
     # ----- the apiserver's side -----------------------------------------------------------
     def apiserver_args(self) -> list[str]:
@@ -215,23 +131,7 @@ class RealNode:
         the node link, webhook calls to endpoints rather than Service IPs (no kube-proxy), and
         NodeRestriction for the kubelet's writes (the cluster adds the Node authorizer)."""
         egress = self.workdir / "egress-selector.yaml"
-        egress.write_text(
-            yaml.safe_dump(
-                {
-                    "apiVersion": "apiserver.k8s.io/v1beta1",
-                    "kind": "EgressSelectorConfiguration",
-                    "egressSelections": [
-                        {
-                            "name": "cluster",
-                            "connection": {
-                                "proxyProtocol": "HTTPConnect",
-                                "transport": {"uds": {"udsName": str(self.layout.egress_socket)}},
-                            },
-                        }
-                    ],
-                }
-            )
-        )
+        egress.write_text(yaml.safe_dump(nodeconfig.egress_selector(self.layout)))
         return [
             f"--egress-selector-config-file={egress}",
             "--enable-aggregator-routing=true",
@@ -324,7 +224,7 @@ class RealNode:
             self._start_containerd(path)
             if self.boots == 0:
                 self._import_images()
-            self._make_cgroup_root()
+            nodehost.make_cgroup_root(self._cgroup_root)
             self._start_kubelet(path)
             self._reboots_seen = len(self.reboot_requests())
 
@@ -390,18 +290,6 @@ class RealNode:
         self._ctr("-n", "k8s.io", "images", "import", f"--base-name={image.repository}", str(image.archive))
         self._ctr("-n", "k8s.io", "images", "tag", "--force", image.ref, image.pinned())
 
-    def _make_cgroup_root(self) -> None:
-        _remove_stale_cgroups()
-        for hierarchy in _cgroup_hierarchies("cgroup"):
-            directory = hierarchy / self._cgroup_root.lstrip("/")
-            directory.mkdir(exist_ok=True)
-            if (hierarchy / "cpuset.cpus").exists():
-                for name in ("cpuset.cpus", "cpuset.mems"):
-                    (directory / name).write_text((hierarchy / name).read_text())
-
-    def _remove_cgroup_root(self) -> None:
-        _remove_cgroup_tree(self._cgroup_root)
-
     def ready(self) -> bool:
         done = self.kubectl("get", "node", self.options.name, "-o", "json", check=False)
         if done.returncode != 0:
@@ -438,7 +326,7 @@ class RealNode:
                 self._reboot_watch.__exit__(None, None, None)
                 self._reboot_watch = None
             self._shut_down(grace=5)
-            self._remove_cgroup_root()
+            nodehost.remove_cgroup_tree(self._cgroup_root)
             shutil.rmtree(self.layout.shim_sockets, ignore_errors=True)
 
     # ----- reboots ------------------------------------------------------------------------
@@ -476,26 +364,6 @@ class RealNode:
         return self._cgroup_root
 
 
-def _remove_cgroup_tree(cgroup_root: str) -> None:
-    """rmdir, deepest first, in every hierarchy (runc also mirrors the pods' cgroups into the
-    unified one of a hybrid host); the kernel refuses a cgroup that still has a process."""
-    for hierarchy in _cgroup_hierarchies("cgroup", "cgroup2"):
-        top = hierarchy / cgroup_root.lstrip("/")
-        if top.exists():
-            for dirpath, _, _ in sorted(os.walk(top), key=lambda w: -w[0].count("/")):
-                with contextlib.suppress(OSError):
-                    os.rmdir(dirpath)
-
-
-def _remove_stale_cgroups() -> None:
-    """Cgroup roots of nodes whose launcher is gone (killed before it could clean up)."""
-    for hierarchy in _cgroup_hierarchies("cgroup", "cgroup2"):
-        for top in hierarchy.glob(f"{CGROUP_PREFIX}*"):
-            owner = top.name.removeprefix(CGROUP_PREFIX).split("-")[0]
-            if owner.isdigit() and not Path(f"/proc/{owner}").exists():
-                _remove_cgroup_tree("/" + top.name)
-
-
 def linked_to_temporal(options: RealNodeOptions, host_port: int) -> RealNodeOptions:
     """``options`` whose pods reach the Temporal server on the host's loopback ``host_port`` at
     ``nodeconfig.TEMPORAL_ADDRESS``."""
@@ -512,12 +380,3 @@ def chart_settings(node: RealNode, temporal_address: str | None) -> list[str]:
     for component in ("worker", "controller", "webhook"):
         flags += ["--set", f"{component}.nodeSelector.kubernetes\\.io/hostname={node.options.name}"]
     return flags
-
-
-def cgroups_left(cgroup_root: str) -> list[str]:
-    """Directories of ``cgroup_root`` still present in any hierarchy (none once a node stopped)."""
-    return [
-        str(hierarchy / cgroup_root.lstrip("/"))
-        for hierarchy in _cgroup_hierarchies("cgroup", "cgroup2")
-        if (hierarchy / cgroup_root.lstrip("/")).exists()
-    ]

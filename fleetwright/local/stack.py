@@ -7,7 +7,8 @@ CA), the worker and the controller (``fleetwright worker`` and ``fleetwright con
 processes the Helm chart deploys, reading one settings file), and the simulated kubelet that turns
 a reboot stage into a new boot id, and the GPU exporter (dcgm-exporter-shaped series of every
 simulated node's GPUs) with a Prometheus scraping it for metric checks, and a local OCI registry
-(``ociregistry``) whose CA the worker trusts; with
+(``ociregistry``) whose CA the worker trusts; with ``StackOptions.workloads``, the Kubeflow
+training operator (``trainingoperator``) with its CRDs; with
 ``ClusterOptions.real_node``, also one real node (a real
 kubelet, containerd and runc) whose stage pods mount its scratch host root. ``cluster up`` keeps it
 running, the demo rolls an example out on it, the chaos suite kills and restarts its pieces.
@@ -35,23 +36,18 @@ from fleetwright.api.common import API_VERSION
 from fleetwright.api.crdgen import CRDS, rendered_files
 from fleetwright.binaries import wheel_binary
 from fleetwright.images.offline import repository
-from fleetwright.local.controlplane import (
-    LOOPBACK,
-    ClusterOptions,
-    KubectlRunner,
-    LocalCluster,
-    create_package_namespace,
-    free_port,
-    wait_established,
-)
+from fleetwright.local.controlplane import ClusterOptions, LocalCluster
 from fleetwright.local.gpumetrics import GpuMetrics
+from fleetwright.local.kubectl import KubectlRunner, create_package_namespace, wait_established
 from fleetwright.local.kubelet import watched_kubelet
 from fleetwright.local.launcher import Launcher
+from fleetwright.local.loopback import LOOPBACK, free_port
 from fleetwright.local.nodes import gpu_product, node_name, stage_pod_timing
 from fleetwright.local.ociregistry import LocalRegistry
 from fleetwright.local.processes import Supervised, wait_until
 from fleetwright.local.realnode import linked_to_temporal
 from fleetwright.local.temporalserver import LocalTemporal, TemporalServer
+from fleetwright.local.trainingoperator import TrainingOperator
 from fleetwright.process.settings import WorkerSettings, process_environment
 from fleetwright.webhook.admission import webhook_configurations
 from fleetwright.workflows.enginesettings import EngineSettings
@@ -101,6 +97,9 @@ class StackOptions:
     registry: bool = True
     """Run a local OCI registry (docker-registry with TLS from its own CA) that the worker trusts:
     images pushed there (``skopeo copy``) can be rolled out with ``image_pinning``."""
+    workloads: bool = False
+    """Run the Kubeflow training operator with its CRDs: PyTorchJobs (and TFJobs, MPIJobs, ...)
+    get pods owned by their job, as on a real cluster."""
 
 
 @dataclass
@@ -116,6 +115,7 @@ class LocalStack(Launcher):
     processes: dict[str, Supervised] = field(init=False, default_factory=dict)
     gpu_metrics: GpuMetrics | None = field(init=False, default=None)
     registry: LocalRegistry | None = field(init=False, default=None)
+    training_operator: TrainingOperator | None = field(init=False, default=None)
     _exit: contextlib.ExitStack = field(init=False, default_factory=contextlib.ExitStack)
 
     def __post_init__(self) -> None:
@@ -139,6 +139,10 @@ class LocalStack(Launcher):
             self.gpu_metrics = GpuMetrics(workdir=self.workdir / "gpu-metrics", wait_first_scrape=False)
         if self.options.registry:
             self.registry = LocalRegistry(workdir=self.workdir / "registry")
+        if self.options.workloads:
+            self.training_operator = TrainingOperator(
+                self.cluster.kubeconfig, self.cluster.kubectl, workdir=self.workdir / "training-operator"
+            )
         self.settings_path = self.workdir / "settings.json"
         self.env_path = self.workdir / "env"
         self.webhook_port = free_port()
@@ -192,6 +196,9 @@ class LocalStack(Launcher):
         create_package_namespace(self.cluster.kubectl, self.options.engine.package_namespace)
         if self.options.webhook:
             self._start_webhook()
+        if self.training_operator is not None:
+            self._exit.callback(self.training_operator.stop)
+            self.training_operator.start()
         self._exit.enter_context(watched_kubelet(self.cluster.kubeconfig, self.cluster.kubectl))
         for role in ("worker", "controller"):
             self.processes[role].start()
@@ -299,6 +306,8 @@ class LocalStack(Launcher):
             pieces.append(self.gpu_metrics.prometheus.process)
         if self.registry is not None:
             pieces.append(self.registry.process)
+        if self.training_operator is not None:
+            pieces.append(self.training_operator.process)
         return pieces
 
 

@@ -21,8 +21,8 @@ from typing import Any
 import yaml
 
 from fleetwright.binaries import control_plane_binary, wheel_binary
-from fleetwright.local.controlplane import LOOPBACK, free_port
 from fleetwright.local.launcher import Launcher
+from fleetwright.local.loopback import LOOPBACK, free_port
 from fleetwright.local.postgres import SUPERUSER, LocalPostgres
 from fleetwright.local.processes import Supervised, wait_until
 

@@ -45,7 +45,7 @@ class AgentRun:
 
 
 @dataclass(frozen=True)
-class StageRun:
+class StageInvocation:
     """One agent invocation. ``ok`` is whether it did what the stage needs: exit 0, or for the
     invocation that starts a reboot, that it called ``reboot`` (a real node goes down there, so
     the agent never reports success for it)."""
@@ -157,14 +157,14 @@ def _reboots(root: HostRoot) -> int:
     return len(root.read(path).splitlines()) if root.exists(path) else 0
 
 
-def _start_reboot(root: HostRoot, args: Sequence[str], env: Mapping[str, str]) -> StageRun:
+def _start_reboot(root: HostRoot, args: Sequence[str], env: Mapping[str, str]) -> StageInvocation:
     """The interrupt invocation that calls ``reboot``, then the simulated reboot if it was accepted."""
     before = _reboots(root)
     result = run_agent(args, env)
     requested = _reboots(root) > before
     if requested:
         simulate_reboot(root)
-    return StageRun(REBOOT_STARTED, result, requested)
+    return StageInvocation(REBOOT_STARTED, result, requested)
 
 
 def run_stages(
@@ -174,9 +174,9 @@ def run_stages(
     *,
     configmaps: Mapping[str, str] | None = None,
     env: Mapping[str, str] | None = None,
-    interrupt: interrupts.Interrupt | None = None,
+    interrupt: interrupts.InterruptRequest | None = None,
     key: str | None = None,
-) -> list[StageRun]:
+) -> list[StageInvocation]:
     """Install the package in ``root`` and run ``stages`` in order; stop at the first failure.
 
     ``key`` is the NodeProfile package key (default: ``package_key`` of the package's name). A
@@ -194,19 +194,19 @@ def run_stages(
     copy_dir = f"/var/lib/skyhook/test/{key}-{cfg.package_version}-local-1"
     install_payload(root, payload, copy_dir, configmaps)
     environment = agent_env(key, cfg.package_version, env)
-    runs: list[StageRun] = []
+    runs: list[StageInvocation] = []
     for stage in stages:
         for mode in invocations(stage):
             args = [mode, root.path, copy_dir]
             if mode == "interrupt":
-                chosen = interrupt or interrupts.Interrupt(interrupts.NO_OP)
+                chosen = interrupt or interrupts.InterruptRequest(interrupts.NO_OP)
                 args.append(interrupts.encode(chosen))
                 if chosen.type == interrupts.NODE_RESTART:
                     runs.append(_start_reboot(root, args, environment))
                     if not runs[-1].ok:
                         return runs
             result = run_agent(args, environment)
-            runs.append(StageRun(mode, result, result.returncode == 0))
+            runs.append(StageInvocation(mode, result, result.returncode == 0))
             if not runs[-1].ok:
                 return runs
     return runs

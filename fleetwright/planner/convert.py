@@ -16,11 +16,10 @@ from fleetwright.api.deploymentpolicy import Step as ApiStep
 from fleetwright.api.health import MetricCheck
 from fleetwright.api.nodeprofile import Interrupt as ApiInterrupt
 from fleetwright.api.nodeprofile import NodeProfile, Package
-from fleetwright.planner.batches import Strategy, StrategyKind
-from fleetwright.planner.durations import StageDurations
-from fleetwright.planner.interrupts import NO_INTERRUPT, Interrupt, InterruptKind
-from fleetwright.planner.packages import ConfigInterruptRule, DesiredPackage, config_digests
-from fleetwright.planner.policy import (
+from fleetwright.planner.node.durations import StageDurations
+from fleetwright.planner.node.interrupts import NO_INTERRUPT, Interrupt, InterruptKind
+from fleetwright.planner.node.packages import ConfigInterruptRule, DesiredPackage, config_digests
+from fleetwright.planner.policy.model import (
     ApprovalStep,
     BatchesStep,
     Budget,
@@ -32,11 +31,13 @@ from fleetwright.planner.policy import (
     RolloutPolicy,
     SoakStep,
     Step,
+    Strategy,
+    StrategyKind,
     WorkloadWait,
 )
-from fleetwright.planner.selectors import Requirement, Selector
-from fleetwright.planner.spec import RolloutSpec
-from fleetwright.planner.windows import Window
+from fleetwright.planner.policy.selectors import Requirement, Selector
+from fleetwright.planner.policy.windows import Window
+from fleetwright.planner.rollout.spec import RolloutSpec
 
 
 def interrupt(api: ApiInterrupt | None) -> Interrupt:
@@ -164,6 +165,7 @@ def policy(api: DeploymentPolicy) -> RolloutPolicy:
             else None
         ),
         node_gate=spec.node_gate is not None,
+        preflight=bool(spec.preflight),
     )
 
 

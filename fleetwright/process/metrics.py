@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import socket
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
@@ -69,6 +69,13 @@ ROLLOUT_BLOCKED = Gauge(
     ["profile", "reason"],
     registry=REGISTRY,
 )
+ROLLOUT_WAITING = Gauge(
+    "fleetwright_rollout_waiting_nodes",
+    "Nodes the rollout holds until something clears by itself, by the kind of reason (WaitingForUnit, "
+    "WaitingForWorkloads, Budget, OutsideWindow ...), of the first 20 waiting nodes its progress lists.",
+    ["profile", "reason"],
+    registry=REGISTRY,
+)
 DRAINS_BLOCKED = Gauge(
     "fleetwright_drains_blocked",
     "Drains currently held, by reason (PodDisruptionBudget, MultiplePodDisruptionBudgets, ...).",
@@ -103,12 +110,14 @@ HEALTH_MEASUREMENTS = Counter(
 )
 HEALTH_GATES = Counter(
     "fleetwright_health_gates_total",
-    "Node gates that ended, by outcome: passed, failed (a check Failed, or an abort), "
-    "inconclusive (waiting for a human); and monitoring_unavailable: gates held because Prometheus "
-    "did not answer (counted when the hold begins; it lifts by itself).",
-    ["profile", "outcome"],
+    "Health gates that ended, by gate (node; soak or batches: a fleet gate) and outcome: passed "
+    "(for batches, each run of a check that passed), failed (a check Failed, or a node gate's "
+    "abort), inconclusive (waiting for a human); and monitoring_unavailable: gates held because "
+    "Prometheus did not answer (counted when the hold begins; it lifts by itself).",
+    ["profile", "gate", "outcome"],
     registry=REGISTRY,
 )
+GATE_KINDS = ("node", "soak", "batches")
 GATE_OUTCOMES = ("passed", "failed", "inconclusive", "monitoring_unavailable")
 HARDWARE_SUSPECT = Gauge(
     "fleetwright_node_hardware_suspect",
@@ -143,6 +152,8 @@ DRAIN_REASONS = ("PodDisruptionBudget", "MultiplePodDisruptionBudgets", "DrainTi
 STAGE_FAILURE_OUTCOMES = ("Failed", "ImagePullFailed", "DeadlineExceeded")
 # The planner's kinds of "cannot start yet" (the text before the colon), shown even at zero.
 BLOCKED_KINDS = ("Budget", "OutsideWindow", "NeverFits", "FailedEarlier")
+# The kinds of "waits for something that clears by itself" a dashboard shows even at zero.
+WAITING_KINDS = ("WaitingForUnit", "WaitingForWorkloads")
 
 
 # ----- recording ---------------------------------------------------------------------------------
@@ -153,6 +164,7 @@ class _Shown:
     phase: str = ""
     step: str = ""
     blocked: frozenset[str] = frozenset()
+    waiting: frozenset[str] = frozenset()
 
 
 _shown: dict[str, _Shown] = {}
@@ -172,8 +184,17 @@ def node_counts(progress: Progress) -> dict[str, int]:
 
 def blocked_kinds(progress: Progress) -> dict[str, int]:
     """Blocked nodes by the kind of reason (the text before the first colon)."""
-    kinds = dict.fromkeys(BLOCKED_KINDS, 0)
-    for reason in progress.blocked_reasons.values():
+    return _kinds(progress.blocked_reasons.values(), BLOCKED_KINDS)
+
+
+def waiting_kinds(progress: Progress) -> dict[str, int]:
+    """The listed waiting nodes by the kind of reason."""
+    return _kinds(progress.waiting_reasons.values(), WAITING_KINDS)
+
+
+def _kinds(reasons: Iterable[str], shown: tuple[str, ...]) -> dict[str, int]:
+    kinds = dict.fromkeys(shown, 0)
+    for reason in reasons:
         kind = reason.split(":", 1)[0].strip() or "Unknown"
         kinds[kind] = kinds.get(kind, 0) + 1
     return kinds
@@ -192,14 +213,19 @@ def record_progress(profile: str, progress: Progress | None) -> None:
         ROLLOUT_PHASE.labels(profile, shown.phase).set(0)
     if shown.step and shown.step != step:
         ROLLOUT_STEP.remove(profile, shown.step)
+    waiting = waiting_kinds(progress)
     for gone in shown.blocked - set(kinds):
         ROLLOUT_BLOCKED.labels(profile, gone).set(0)
+    for gone in shown.waiting - set(waiting):
+        ROLLOUT_WAITING.labels(profile, gone).set(0)
     ROLLOUT_PHASE.labels(profile, progress.phase).set(1)
     ROLLOUT_STEP.labels(profile, step).set(1)
     ROLLOUT_MAX_UNAVAILABLE.labels(profile).set(progress.max_unavailable)
     for kind, count in kinds.items():
         ROLLOUT_BLOCKED.labels(profile, kind).set(count)
-    _shown[profile] = _Shown(progress.phase, step, shown.blocked | set(kinds))
+    for kind, count in waiting.items():
+        ROLLOUT_WAITING.labels(profile, kind).set(count)
+    _shown[profile] = _Shown(progress.phase, step, shown.blocked | set(kinds), shown.waiting | set(waiting))
 
 
 # ----- the endpoint and the Temporal SDK bridge ----------------------------------------------------

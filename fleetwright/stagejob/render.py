@@ -21,7 +21,7 @@ from typing import Any
 
 from fleetwright.api import keys
 from fleetwright.errors import PermanentError
-from fleetwright.planner.stages import Stage
+from fleetwright.planner.node.stages import Stage
 from fleetwright.stagejob.podparts import (
     dns_label,
     hashed_name,
@@ -41,6 +41,8 @@ DEFAULT_BACKOFF_LIMIT = 3
 INTERRUPT_BACKOFF_LIMIT = 1_000_000
 CONFIG_VOLUME = "package-config"
 CONFIG_MOUNT_DIR = "/skyhook-package/configmaps"
+PREFLIGHT_ENV = {"FLEETWRIGHT_PREFLIGHT": "true"}
+"""Tells the agent its check runs before the work (docs/package-format.md §10)."""
 
 
 class StageJobError(PermanentError):
@@ -86,6 +88,9 @@ class StageJobSpec:
     """Bumped to run a stage again after a failed Job (operator retry): a new Job name."""
     pass_id: str = ""
     """One pass over the node (the engine uses its node workflow run): part of the Job name."""
+    preflight: bool = False
+    """Only the check mode, before the work, on the node in service: copy and check containers
+    (the check with ``FLEETWRIGHT_PREFLIGHT=true``), its own Job name, no retry."""
 
     @property
     def is_interrupt(self) -> bool:
@@ -112,7 +117,8 @@ def job_name(spec: StageJobSpec) -> str:
     attempt give one name, so a retried activity adopts the Job its earlier attempt created. The
     pass (the engine uses its node workflow run) gives a node run again from scratch fresh Jobs
     instead of an earlier pass's finished ones; a later attempt hashes a distinct stage tag."""
-    stage = f"{spec.stage}-r{spec.attempt}" if spec.attempt else spec.stage
+    stage = f"{spec.stage}-preflight" if spec.preflight else spec.stage
+    stage = f"{stage}-r{spec.attempt}" if spec.attempt else stage
     parts = (spec.profile, spec.node, spec.package, spec.version, stage, spec.generation)
     return hashed_name(f"fw-{spec.package}-{stage}", parts, spec.pass_id)
 
@@ -127,6 +133,8 @@ def validate(spec: StageJobSpec) -> None:
     problems = []
     if spec.stage not in set(Stage):
         problems.append(f"stage: must be one of {', '.join(sorted(Stage))}, got {spec.stage!r}")
+    elif spec.preflight and spec.is_interrupt:
+        problems.append("preflight: an interrupt stage has no check to run")
     elif spec.is_interrupt != bool(spec.interrupt_data):
         problems.append("interrupt_data: required for interrupt stages and only for them")
     for name in ("profile", "profile_uid", "node", "package", "version", "image", "agent_image"):
@@ -161,12 +169,15 @@ def _mounts() -> list[dict[str, Any]]:
     return [{"name": "root-mount", "mountPath": ROOT_MOUNT, "mountPropagation": "HostToContainer"}]
 
 
-def _agent_container(spec: StageJobSpec, name: str, args: list[str]) -> dict[str, Any]:
+def _agent_container(
+    spec: StageJobSpec, name: str, args: list[str], extra_env: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    env = agent_env(spec) + [{"name": k, "value": v} for k, v in (extra_env or {}).items()]
     container: dict[str, Any] = {
         "name": dns_label(name),
         "image": spec.agent_image,
         "args": args,
-        "env": agent_env(spec),
+        "env": env,
         "securityContext": {"privileged": True, "runAsUser": 0},
         "volumeMounts": _mounts(),
     }
@@ -198,13 +209,15 @@ def init_containers(spec: StageJobSpec) -> list[dict[str, Any]]:
     if spec.is_interrupt:
         args = ["interrupt", ROOT_MOUNT, spec.copy_dir, spec.interrupt_data or ""]
         return [_agent_container(spec, f"{spec.package}-interrupt", args)]
+    # NodeWright's container name has no hyphen before "check"; the mode name has one.
+    check_args = [f"{spec.stage}-check", ROOT_MOUNT, spec.copy_dir]
+    if spec.preflight:
+        check = _agent_container(spec, f"{spec.package}-{spec.stage}check", check_args, PREFLIGHT_ENV)
+        return [copy_container(spec), check]
     return [
         copy_container(spec),
         _agent_container(spec, f"{spec.package}-{spec.stage}", [spec.stage, ROOT_MOUNT, spec.copy_dir]),
-        # NodeWright's container name has no hyphen before "check"; the mode name has one.
-        _agent_container(
-            spec, f"{spec.package}-{spec.stage}check", [f"{spec.stage}-check", ROOT_MOUNT, spec.copy_dir]
-        ),
+        _agent_container(spec, f"{spec.package}-{spec.stage}check", check_args),
     ]
 
 
@@ -262,6 +275,8 @@ def _pod_spec(spec: StageJobSpec) -> dict[str, Any]:
 
 
 def _backoff_limit(spec: StageJobSpec) -> int:
+    if spec.preflight:
+        return 0  # a failed check sends the node down the normal path at once
     if spec.is_interrupt:
         return INTERRUPT_BACKOFF_LIMIT
     return DEFAULT_BACKOFF_LIMIT if spec.backoff_limit is None else spec.backoff_limit

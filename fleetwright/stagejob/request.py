@@ -13,10 +13,12 @@ from typing import Any
 from pydantic import Field
 
 from fleetwright.api.common import Toleration
-from fleetwright.api.nodeprofile import Package, PackageResources
+from fleetwright.api.compat import added_fields
+from fleetwright.api.nodeprofile import Package
+from fleetwright.api.packageparts import PackageResources
 from fleetwright.planner.base import Frozen
-from fleetwright.planner.interrupts import Interrupt, InterruptKind
-from fleetwright.planner.stages import Stage
+from fleetwright.planner.node.interrupts import Interrupt, InterruptKind
+from fleetwright.planner.node.stages import Stage
 from fleetwright.stagejob.render import PACKAGE_NAMESPACE, StageJobError, StageJobSpec, render
 
 # The agent's spelling of each interrupt; NONE never reaches a Job.
@@ -60,6 +62,10 @@ class StageJob(Frozen):
     target) gets fresh Jobs instead of adopting the old pass's Complete ones (an old interrupt Job
     meant no reboot, then RebootTimeout). Empty: a call outside any pass (no earlier pass to
     wait for)."""
+    preflight: bool = False
+    """Run only the stage's check mode, before its work, on the node in service
+    (``planner.node.preflight``): a Job of its own name that is never retried."""
+    _since_0_1_0 = added_fields("preflight")
 
 
 def encode_interrupt(interrupt: Interrupt) -> str:
@@ -116,6 +122,7 @@ def job_spec(job: StageJob) -> StageJobSpec:
         config_keys=tuple(package.config_map),
         attempt=job.attempt,
         pass_id=job.pass_id,
+        preflight=job.preflight,
     )
 
 

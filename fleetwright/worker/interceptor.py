@@ -3,7 +3,8 @@
 It binds the log context (profile, node, stage, package) of the request an activity runs, and
 records the activity-level metrics (``worker.metrics``): stage, drain and node-update durations,
 stage Job failures, drains held by PodDisruptionBudgets (read from the drain's heartbeats, which
-name each blocker's reason). It never changes an activity's input, result or error.
+name each blocker's reason), node gates (from the statuses shown) and fleet gates (from the
+outcomes a rollout decision reached). It never changes an activity's input, result or error.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from temporalio.worker import (
 
 from fleetwright.activities.payloads import (
     NAMES,
+    DecideReport,
+    DecideRequest,
     DrainReport,
     NodePhase,
     NodeStatusRequest,
@@ -31,7 +34,7 @@ from fleetwright.activities.payloads import (
     StatusNote,
 )
 from fleetwright.api.keys import NodeReason
-from fleetwright.planner.analysis import Measurement
+from fleetwright.planner.health.analysis import CheckPhase, Measurement
 from fleetwright.process import logs, metrics
 from fleetwright.stagejob.outcome import StageReport
 
@@ -53,7 +56,9 @@ def request_fields(args: Sequence[Any]) -> dict[str, str]:
             fields[name] = value
     stage = getattr(request, "stage", None)
     if stage is not None:
-        fields["stage"] = str(getattr(stage, "value", stage))
+        # A preflight's check is no stage of the update: its failure sends the node down the normal path.
+        preflight = "-preflight" if getattr(request, "preflight", False) is True else ""
+        fields["stage"] = str(getattr(stage, "value", stage)) + preflight
     package = getattr(request, "package", None)
     if package is not None and hasattr(package, "name"):
         fields["package"] = f"{package.name}@{getattr(package, 'version', '')}"
@@ -100,11 +105,34 @@ def record_result(
             record_stage(request_fields([stage]), report)
     elif isinstance(result, Measurement):
         metrics.HEALTH_MEASUREMENTS.labels(profile, result.check, result.phase.value).inc()
+    elif isinstance(request, DecideRequest) and isinstance(result, DecideReport):
+        record_fleet_gates(request.state.spec.profile, result)
     elif name == NAMES.DRAIN:
         metrics.DRAIN_DURATION.labels(profile, outcome).observe(seconds)
         drain_ended(profile, fields.get("node", ""))
         if isinstance(result, DrainReport):
             metrics.DRAIN_BLOCKED_SECONDS.labels(profile).inc(result.blocked_seconds)
+
+
+PHASE_OUTCOMES = {
+    CheckPhase.SUCCESSFUL: "passed",
+    CheckPhase.FAILED: "failed",
+    CheckPhase.INCONCLUSIVE: "inconclusive",
+    CheckPhase.MONITORING_UNAVAILABLE: "monitoring_unavailable",
+}
+
+
+def record_fleet_gates(profile: str, report: DecideReport) -> None:
+    """The fleet gates (soak, batches) a rollout decision saw end or begin a hold."""
+    for reached in report.decision.fleet_gates:
+        count_gate(profile, reached.step, PHASE_OUTCOMES[reached.outcome])
+
+
+def count_gate(profile: str, gate: str, outcome: str) -> None:
+    """One more ``outcome`` of a ``gate`` (node, soak, batches) of ``profile``."""
+    for each in metrics.GATE_OUTCOMES:  # zero until the first of each, as dashboards expect
+        metrics.HEALTH_GATES.labels(profile, gate, each)
+    metrics.HEALTH_GATES.labels(profile, gate, outcome).inc()
 
 
 GATE_REASONS = {
@@ -123,12 +151,18 @@ def record_gate(profile: str, request: object, outcome: str) -> None:
     if isinstance(request, NodeStatusRequest):
         notes.append(StatusNote(phase=request.phase, reason=request.reason))
     for note in notes:
-        if isinstance(note, StatusNote) and note.reason in GATE_REASONS:
-            for gate in metrics.GATE_OUTCOMES:  # zero until the first of each, as dashboards expect
-                metrics.HEALTH_GATES.labels(profile, gate)
-            metrics.HEALTH_GATES.labels(profile, GATE_REASONS[note.reason]).inc()
+        if isinstance(note, StatusNote) and _gate_ended(note):
+            count_gate(profile, "node", GATE_REASONS[note.reason])
         if isinstance(note, StatusNote):
             record_suspect(profile, str(getattr(request, "node", "")), note.reason)
+
+
+def _gate_ended(note: StatusNote) -> bool:
+    """A status that ends a node gate or begins its hold: MonitoringUnavailable counts only once
+    the node is held (Blocked, past consecutiveErrorLimit), not while it names the first Errors."""
+    if note.reason == NodeReason.MONITORING_UNAVAILABLE:
+        return note.phase is NodePhase.BLOCKED
+    return note.reason in GATE_REASONS
 
 
 def record_suspect(profile: str, node: str, reason: str) -> None:

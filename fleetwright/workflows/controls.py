@@ -7,14 +7,16 @@ showing it Released) is an activity the loop runs with ``release_nodes``."""
 from __future__ import annotations
 
 from temporalio import workflow
+from temporalio.exceptions import ApplicationError
 
 from fleetwright.workflows.rolloutrun import RolloutRun
 
 with workflow.unsafe.imports_passed_through():
     from fleetwright.activities.node import NodeActivities
-    from fleetwright.activities.payloads import NodePhase, StatusNote, UncordonRequest
+    from fleetwright.activities.payloads import END_QUARANTINE_SIGNAL, NodePhase, StatusNote, UncordonRequest
     from fleetwright.api.keys import NodeReason
     from fleetwright.workflows import retry
+    from fleetwright.workflows.ids import node_workflow_id
     from fleetwright.workflows.payloads import Deletion, SpecChange
 
 
@@ -84,13 +86,15 @@ def check_release(run: RolloutRun, node: str) -> None:
 
 
 async def release_nodes(run: RolloutRun) -> None:
-    """Lift fleetwright's cordon on each node a human released and show it Released (one activity
-    each; only a ``release_node`` update, which no older history has, queues one)."""
+    """End the quarantine of each node a human released (its node workflow stops re-gating it),
+    lift fleetwright's cordon on it and show it Released (a signal and one activity each; only a
+    ``release_node`` update, which no older history has, queues one: no patch marker)."""
     assert run.state is not None
     profile = run.state.spec.profile
     failed = {f.node: f.message for f in run.state.failed}
     while run.releases:
         node = run.releases[0]
+        await _end_quarantine(profile, node)
         message = (
             f"released into service by a human (fleetwright release); it had failed: {failed.get(node, '')}"
         )
@@ -103,6 +107,15 @@ async def release_nodes(run: RolloutRun) -> None:
             summary=f"uncordon {node}: released",
         )
         run.releases.pop(0)
+
+
+async def _end_quarantine(profile: str, node: str) -> None:
+    """Stop the node workflow re-gating ``node``, if it is still quarantined there."""
+    handle = workflow.get_external_workflow_handle(node_workflow_id(profile, node))
+    try:
+        await handle.signal(END_QUARANTINE_SIGNAL)
+    except ApplicationError:
+        workflow.logger.info("%s: no node workflow to end the quarantine of", node)
 
 
 def skip_node(run: RolloutRun, node: str) -> str:

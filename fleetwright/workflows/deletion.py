@@ -17,7 +17,7 @@ from fleetwright.workflows.visibility import publish
 with workflow.unsafe.imports_passed_through():
     from fleetwright.activities.node import NodeActivities
     from fleetwright.activities.payloads import CleanupRequest
-    from fleetwright.planner.rolloutstate import Decision, Phase
+    from fleetwright.planner.rollout.state import Decision, Phase
     from fleetwright.workflows import retry
 
 

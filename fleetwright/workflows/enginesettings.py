@@ -14,7 +14,7 @@ from fleetwright.api.compat import added_fields
 from fleetwright.planner.base import Frozen
 from fleetwright.stagejob.render import PACKAGE_NAMESPACE
 
-DEFAULT_AGENT_IMAGE = "ghcr.io/fleetwright/agent:0.1.0"
+DEFAULT_AGENT_IMAGE = "ghcr.io/fleetwright/agent:0.2.0"
 
 
 class EngineSettings(Frozen):
@@ -79,5 +79,16 @@ class EngineSettings(Frozen):
     when the generation starts, and run every stage Job of it by that digest: a tag pushed again
     mid-rollout changes nothing. The worker must reach the registries (``registry_ca_file``,
     ``registry_auth_file``); one it cannot reach holds the rollout (ImageUnresolved). Off: each
-    node resolves the tags as it pulls (docs/security.md says why this is not yet the default)."""
-    _since_0_1_0 = added_fields("image_pinning")
+    node resolves the tags as it pulls (docs/security.md says why this is not yet the default),
+    except under a DeploymentPolicy with ``imageSignatures``, whose rollouts are pinned to the
+    digests their signatures were checked over."""
+    quarantine_regate_seconds: int = Field(default=300, ge=1)
+    """How long a hardware-suspect node (its health gate failed again on the version a rollback
+    returned it to) rests cordoned before its gate runs again by itself; the pause doubles after
+    each run that does not pass, up to an hour (or this, if longer)."""
+    heartbeat_timeout_seconds: int = Field(default=30, ge=2, le=600)
+    """How long a long activity (a drain, a stage Job, a reboot, a health gate's wait) may go
+    without a heartbeat before Temporal gives it to another worker: how soon the work of a worker
+    that died resumes. Such an activity heartbeats every third of it (at most every 10 s)."""
+    # heartbeat_timeout_seconds: since 0.2.0.
+    _since_0_1_0 = added_fields("image_pinning", "quarantine_regate_seconds", "heartbeat_timeout_seconds")

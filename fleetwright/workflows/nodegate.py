@@ -3,8 +3,9 @@ its validation containers one after another (one activity each, a Job on the nod
 metric check of the policy's node gate (one activity per measurement, a durable timer between two)
 and every external validator's verdict; then the node passes, fails (``GateFailedError``: it stays
 cordoned) or waits, named, for a human's ``approve_gate``. While Prometheus does not answer (a
-check MonitoringUnavailable) the node is held, named, measuring on at the check's interval; the
-first answer lifts the hold by itself, and ``approve_gate`` or an abort end it too.
+check's Errors in a row) the gate is named MonitoringUnavailable from the first Error, measuring on
+at the check's interval; past ``consecutiveErrorLimit`` the node is held (Blocked); the first
+answer lifts the hold by itself, and ``approve_gate`` or an abort end it too.
 
 Owns the gate's state (each validation's verdict, each check's measurements, the external verdicts,
 the wait for approval) and its commands; the node workflow owns the node's stages, status and
@@ -36,8 +37,8 @@ with workflow.unsafe.imports_passed_through():
     )
     from fleetwright.api.health import ExternalValidator, MetricCheck, ValidationContainer, nodes_alternation
     from fleetwright.api.keys import NodeReason
-    from fleetwright.planner import analysis
-    from fleetwright.planner.analysis import CheckState, Measurement
+    from fleetwright.planner.health import analysis
+    from fleetwright.planner.health.analysis import CheckState, Measurement
     from fleetwright.stagejob.validation import ValidationReport
     from fleetwright.workflows import retry
     from fleetwright.workflows.payloads import NodeInput
@@ -46,9 +47,17 @@ with workflow.unsafe.imports_passed_through():
 R = TypeVar("R")
 
 
+NAMED_PATCH = "monitoring-named"
+"""Name a Prometheus outage from a check's first Error (0.2.0 named it only once held)."""
+
+
 class GateRun:
     """One node workflow's gate. ``aborted`` reads the workflow's abort, ``show`` publishes a node
-    status (an activity) and ``at`` names the workflow's current stage."""
+    status (an activity) and ``at`` names the workflow's current stage. ``rerun`` numbers a
+    quarantined node's later runs of its gate (``workflows.quarantine``): each is a pass of its own
+    (its validation Jobs, its external verdicts since it began), shows no status of its own before
+    a measurement or validation (the quarantine shows one per run), and ends an Inconclusive gate
+    as not passed instead of waiting for a human."""
 
     def __init__(
         self,
@@ -57,11 +66,13 @@ class GateRun:
         aborted: Callable[[], bool],
         show: Callable[[StatusNote], Awaitable[None]],
         at: Callable[[str], None],
+        rerun: int = 0,
     ) -> None:
         self._input = node_input
         self._aborted = aborted
         self._show = show
         self._at = at
+        self._rerun = rerun
         self.states: dict[str, CheckState] = {}
         self._verdicts: dict[str, ExternalVerdict | None] = {}
         self.validated: dict[str, ValidationReport | None] = {}
@@ -69,6 +80,7 @@ class GateRun:
         self.held = False
         self.approved = False
         self._unavailable = False
+        self._shown_unavailable: tuple[tuple[str, analysis.CheckPhase, int], ...] = ()
 
     async def run(self) -> None:
         """The validations one after another, then every check of the node gate, together, each
@@ -95,9 +107,11 @@ class GateRun:
             self._at("health-gate-approved")
             return
         outcome = analysis.gate_outcome(self.states.values())
-        if outcome is analysis.Phase.FAILED:
+        if outcome is analysis.CheckPhase.FAILED:
             raise GateFailedError(f"health gate failed: {self.summary(outcome)}")
-        if outcome is analysis.Phase.INCONCLUSIVE:
+        if outcome is analysis.CheckPhase.INCONCLUSIVE and self._rerun:
+            raise GateFailedError(f"health gate inconclusive: {self.summary(outcome)}")
+        if outcome is analysis.CheckPhase.INCONCLUSIVE:
             await self._hold_inconclusive()
 
     async def _validate(self) -> None:
@@ -123,7 +137,7 @@ class GateRun:
             NodeActivities.run_validation,
             request,
             start_to_close_timeout=timedelta(seconds=bound),
-            heartbeat_timeout=retry.HEARTBEAT,
+            heartbeat_timeout=retry.heartbeat(self._input.settings),
             retry_policy=retry.LONG_WAIT,
             summary=f"run-validation {node}: {validation.name} {index + 1}/{count}",
         )
@@ -149,11 +163,11 @@ class GateRun:
             pod_annotations=settings.stage_pod_annotations,
             attempt=self._input.attempt,
             # This run is one pass over the node: its retried activity adopts its own Job.
-            pass_id=workflow.info().run_id,
+            pass_id=workflow.info().run_id + (f"/rerun-{self._rerun}" if self._rerun else ""),
             image_pull_timeout_seconds=settings.image_pull_timeout_seconds,
-            show_before=StatusNote(
-                phase=NodePhase.IN_PROGRESS, reason=NodeReason.HEALTH_GATE, message=running
-            ),
+            show_before=None
+            if self._rerun
+            else StatusNote(phase=NodePhase.IN_PROGRESS, reason=NodeReason.HEALTH_GATE, message=running),
         )
 
     async def _run_check(self, check: MetricCheck) -> None:
@@ -178,7 +192,7 @@ class GateRun:
     def _stopped(self) -> bool:
         """An abort, an approval while Prometheus did not answer, a check's outcome that ends the
         gate (Failed, Inconclusive) or an external validator's rejection."""
-        ends = (analysis.Phase.FAILED, analysis.Phase.INCONCLUSIVE)
+        ends = (analysis.CheckPhase.FAILED, analysis.CheckPhase.INCONCLUSIVE)
         rejected = any(v is not None and not v.passed for v in self._verdicts.values())
         return (
             self._aborted()
@@ -188,19 +202,29 @@ class GateRun:
         )
 
     async def _follow_monitoring(self, check: MetricCheck) -> None:
-        """Hold the node, named MonitoringUnavailable, once a check's Errors passed its limit, and
-        lift the hold once every check had an answer again (the gate then measures on)."""
-        down = [s for s in self.states.values() if s.outcome is analysis.Phase.MONITORING_UNAVAILABLE]
-        if bool(down) == self._unavailable or self._stopped():
+        """Name the wait MonitoringUnavailable from a check's first Error in a row (the node still
+        InProgress), hold the node (Blocked) once a check's Errors passed its
+        ``consecutiveErrorLimit``, and name the gate again once every check had an answer. A
+        status is shown only when what it says changes: per Error up to the limit, then once."""
+        waiting = [s for s in self.states.values() if s.errors_in_a_row and s.outcome not in analysis.ENDED]
+        shown = tuple((s.check, s.outcome, s.errors_in_a_row) for s in waiting)
+        # patch monitoring-named: since 0.3; deprecate_patch in 0.4, remove in 0.5
+        if not workflow.patched(NAMED_PATCH):
+            # A gate 0.2.0 ran: named only once held, a status shown when the hold begins or ends.
+            waiting = [s for s in waiting if s.outcome is analysis.CheckPhase.MONITORING_UNAVAILABLE]
+            shown = (("", analysis.CheckPhase.MONITORING_UNAVAILABLE, 0),) if waiting else ()
+        if shown == self._shown_unavailable or self._stopped():
             return
-        self._unavailable = self.held = bool(down)
-        if down:
+        self._shown_unavailable = shown
+        self._unavailable = bool(waiting)
+        self.held = any(s.outcome is analysis.CheckPhase.MONITORING_UNAVAILABLE for s in waiting)
+        if waiting:
             self._at("health-gate-monitoring-unavailable")
-            message = self._unavailable_message(down, check)
+            message = self._unavailable_message(check)
             workflow.set_current_details(message)
-            await self._show(
-                StatusNote(phase=NodePhase.BLOCKED, reason=NodeReason.MONITORING_UNAVAILABLE, message=message)
-            )
+            phase = NodePhase.BLOCKED if self.held else NodePhase.IN_PROGRESS
+            reason = NodeReason.MONITORING_UNAVAILABLE
+            await self._show(StatusNote(phase=phase, reason=reason, message=message))
             return
         self._at("health-gate")
         workflow.set_current_details("")
@@ -208,12 +232,13 @@ class GateRun:
             StatusNote(phase=NodePhase.IN_PROGRESS, reason=NodeReason.HEALTH_GATE, message=self.summary())
         )
 
-    def _unavailable_message(self, down: list[CheckState], check: MetricCheck) -> str:
+    def _unavailable_message(self, check: MetricCheck) -> str:
         node, profile = self._input.node, self._input.profile
-        shown = "; ".join(s.describe() for s in down)
+        shown = analysis.unavailable_checks(self._input.gate, self.states.values())
+        human = f", or `fleetwright approve {profile} gate/{node}` (or abort)" if self.held else ""
         return (
             f"health gate MonitoringUnavailable: {shown}; measuring every {check.interval_seconds}s "
-            f"until Prometheus answers, or `fleetwright approve {profile} gate/{node}` (or abort)"
+            f"until Prometheus answers{human}"
         )
 
     async def _await_verdict(self, validator: ExternalValidator) -> None:
@@ -223,13 +248,13 @@ class GateRun:
             profile=self._input.profile,
             node=self._input.node,
             validator=validator,
-            since=workflow.info().start_time,
+            since=self._since if self._rerun and self._since is not None else workflow.info().start_time,
         )
         handle = workflow.start_activity_method(
             HealthActivities.wait_external,
             request,
             start_to_close_timeout=timedelta(seconds=validator.timeout_seconds + 120),
-            heartbeat_timeout=retry.HEARTBEAT,
+            heartbeat_timeout=retry.heartbeat(self._input.settings),
             retry_policy=retry.LONG_WAIT,
             summary=f"wait-external {self._input.node}: {validator.name}",
         )
@@ -261,7 +286,7 @@ class GateRun:
             },
             # While held, the status keeps naming the hold until an answer lifts it.
             show_before=None
-            if self._unavailable
+            if self._unavailable or self._rerun
             else StatusNote(
                 phase=NodePhase.IN_PROGRESS, reason=NodeReason.HEALTH_GATE, message=self.summary()
             ),
@@ -282,7 +307,7 @@ class GateRun:
         node, profile = self._input.node, self._input.profile
         self._at("health-gate-inconclusive")
         message = (
-            f"health gate inconclusive: {self.summary(analysis.Phase.INCONCLUSIVE)}; waiting for "
+            f"health gate inconclusive: {self.summary(analysis.CheckPhase.INCONCLUSIVE)}; waiting for "
             f"`fleetwright approve {profile} gate/{node}` (or abort)"
         )
         await self._show(
@@ -299,7 +324,7 @@ class GateRun:
             raise GateFailedError(f"aborted while the health gate was inconclusive: {self.summary()}")
         self._at("health-gate-approved")
 
-    def summary(self, only: analysis.Phase | None = None) -> str:
+    def summary(self, only: analysis.CheckPhase | None = None) -> str:
         """The gate's checks (only those with outcome ``only``, when given) and how long it ran."""
         states = [s for s in self.states.values() if only is None or s.outcome is only]
         ran = ""

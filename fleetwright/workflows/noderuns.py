@@ -18,14 +18,15 @@ with workflow.unsafe.imports_passed_through():
     from fleetwright.activities.starts import NodeStarter
     from fleetwright.api.health import ResolvedGate
     from fleetwright.api.nodeprofile import Package
-    from fleetwright.planner.rolloutstate import NodeStart
+    from fleetwright.planner.node.preflight import runs_preflight
+    from fleetwright.planner.rollout.state import NodeStart
     from fleetwright.workflows import retry
     from fleetwright.workflows.ids import node_workflow_id
     from fleetwright.workflows.node import NODE_WORKFLOW
     from fleetwright.workflows.payloads import DecideReport, NodeInput
     from fleetwright.workflows.progress import node_details, node_search_attributes, node_summary
 
-# A decision starts at most 200 nodes (planner.rollout.MAX_STARTS_PER_DECISION), a few a second on
+# A decision starts at most 200 nodes (planner.rollout.working.MAX_STARTS_PER_DECISION), a few a second on
 # a loaded dev server: the bound is for a worker lost mid-start, whose retry skips what it began.
 START_NODES_TIMEOUT = timedelta(minutes=10)
 
@@ -47,7 +48,7 @@ async def start_nodes(run: RolloutRun, starts: tuple[NodeStart, ...], report: De
         NodeStarter.start_nodes,
         request,
         start_to_close_timeout=START_NODES_TIMEOUT,
-        heartbeat_timeout=retry.HEARTBEAT,
+        heartbeat_timeout=retry.heartbeat(run.settings),
         retry_policy=retry.API_CALL,
         summary=f"start {len(starts)} node workflow(s) of {spec.profile}",
     )
@@ -101,6 +102,7 @@ def _node_input(
         external=external,
         validations=validations,
         regate=start.regate and bool(gate or external or validations),
+        preflight=runs_preflight(start.work, enabled=bool(run.policy.spec.preflight), regate=start.regate),
     )
 
 
@@ -160,7 +162,7 @@ async def collect_ended(run: RolloutRun) -> bool:
         NodeStarter.ended_nodes,
         request,
         start_to_close_timeout=START_NODES_TIMEOUT,
-        heartbeat_timeout=retry.HEARTBEAT,
+        heartbeat_timeout=retry.heartbeat(run.settings),
         retry_policy=retry.API_CALL,
         summary=f"look for ended node workflows among the {len(waiting)} running of {profile}",
     )

@@ -17,11 +17,11 @@ from fleetwright.api.deploymentpolicy import DeploymentPolicy
 from fleetwright.api.health import ExternalValidator, MetricCheck, ValidationContainer
 from fleetwright.api.nodeprofile import DrainSpec, NodeProfile, Package
 from fleetwright.planner.base import Frozen
-from fleetwright.planner.nodestate import PackageRecord
-from fleetwright.planner.nodework import NodeWork
-from fleetwright.planner.packages import DesiredPackage
-from fleetwright.planner.rolloutstate import RolloutState
-from fleetwright.planner.spec import RollbackOf
+from fleetwright.planner.node.packages import DesiredPackage
+from fleetwright.planner.node.state import PackageRecord
+from fleetwright.planner.node.work import NodeWork
+from fleetwright.planner.rollout.spec import RollbackOf
+from fleetwright.planner.rollout.state import RolloutState
 from fleetwright.workflows.enginesettings import EngineSettings
 
 
@@ -32,6 +32,9 @@ class ImagePins(Frozen):
     generation: int
     pinned: dict[str, str] = Field(default_factory=dict)
     """reference -> ``repository@sha256:...`` (the reference itself when pinning is off)."""
+    warnings: dict[str, str] = Field(default_factory=dict)
+    """reference -> why its signature does not verify, when the policy only warns."""
+    _since_0_2_0 = added_fields("warnings")
 
 
 class RolloutInput(Frozen):
@@ -102,7 +105,10 @@ class NodeInput(Frozen):
     """A rollback returns this node after its health gate failed: it keeps fleetwright's cordon
     (an abort never lifts it) and runs the node gate on the returned version; failing it again
     leaves it Failed as hardware suspect."""
-    _since_0_1_0 = added_fields("gate", "batch", "external", "validations", "regate")
+    preflight: bool = False
+    """Run the work's checks in service before any cordon (``planner.node.preflight``); a node whose
+    checks pass is recorded at the target and spared."""
+    _since_0_1_0 = added_fields("gate", "batch", "external", "validations", "regate", "preflight")
 
 
 class Progress(Frozen):
@@ -148,7 +154,11 @@ class Progress(Frozen):
     """fleetwright's search attributes the Temporal namespace lacks (not published)."""
     images: dict[str, str] = Field(default_factory=dict)
     """image reference -> the digest every stage Job of this generation runs."""
-    _since_0_1_0 = added_fields("images")
+    spared: int = 0
+    """Nodes the preflight found carrying the target: recorded, never cordoned (0 without it)."""
+    image_warnings: dict[str, str] = Field(default_factory=dict)
+    """image reference -> why its signature does not verify (the policy's imageSignatures warns)."""
+    _since_0_1_0 = added_fields("images", "spared", "image_warnings")
 
 
 __all__ = ["Controls", "DecideReport", "DecideRequest", "NodeResult"]

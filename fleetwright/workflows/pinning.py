@@ -10,6 +10,18 @@ A registry that cannot be reached holds the rollout before its turn, named in it
 (``ImageUnresolved: <reference>: <reason>``), and is asked again on the observe interval; a
 reference the registry says does not exist refuses the generation (Halted, naming the image)
 until the spec changes. No node starts on an unresolved reference either way.
+
+A policy with ``imageSignatures`` has the same activity check each package image's cosign
+signature against the digest it resolved to, so a refusal (``enforce``) is one more permanent
+answer, Halted before any cordon, and the warnings (``warn``) travel in the pins and show in the
+progress. Such a policy pins its rollouts even with ``image_pinning`` off: a signature is checked
+over a digest, and only running that digest makes the check mean anything. The check is made when
+a generation's images are resolved; a policy edit mid-generation applies from the next one.
+
+A policy's ``allowedRegistries`` is checked here too, in the workflow (pure, before each turn):
+admission refuses a profile or policy that breaks it, but a rollout whose package images are
+outside them anyway (a policy changed with the webhook down) is Halted, naming the images, until
+a new spec, before any node starts.
 """
 
 from __future__ import annotations
@@ -25,8 +37,9 @@ from fleetwright.workflows.rolloutrun import RolloutRun
 
 with workflow.unsafe.imports_passed_through():
     from fleetwright.activities.images import ImageResolver
-    from fleetwright.activities.payloads import ResolveImagesRequest
+    from fleetwright.activities.payloads import ResolveImagesRequest, SignatureCheck
     from fleetwright.api.nodeprofile import Package
+    from fleetwright.api.validation import allows_registry
     from fleetwright.workflows.enginesettings import EngineSettings
     from fleetwright.workflows.payloads import ImagePins, Progress
 
@@ -39,9 +52,12 @@ UNRESOLVED = "ImageUnresolved"
 
 
 def used(run: RolloutRun) -> bool:
-    """Whether this run pins images: with ``image_pinning`` on, every new run; a run replaying a
-    history recorded before the marker keeps the tags it ran with. Off, no marker is written."""
-    if not run.settings.image_pinning:
+    """Whether this run pins images: with ``image_pinning`` on or a policy asking for signatures,
+    every new run; a run replaying a history recorded before the marker keeps the tags it ran
+    with. Off, no marker is written."""
+    # No marker of its own: a policy's imageSignatures is a field no older input carries, so no
+    # history recorded before it reaches this branch (docs/upgrading.md).
+    if not run.settings.image_pinning and run.policy.spec.image_signatures is None:
         return False
     # patch image-digests: since 0.2; deprecate_patch in 0.3, remove in 0.4
     return workflow.patched(PATCH)
@@ -64,7 +80,11 @@ async def pin_images(run: RolloutRun) -> bool:
     try:
         resolved = await workflow.execute_activity_method(
             ImageResolver.resolve_images,
-            ResolveImagesRequest(profile=run.profile.metadata.name, references=missing),
+            ResolveImagesRequest(
+                profile=run.profile.metadata.name,
+                references=missing,
+                signatures=_signature_check(run, missing),
+            ),
             start_to_close_timeout=RESOLVE_TIMEOUT,
             retry_policy=RESOLVE_RETRY,
             summary=f"resolve {len(missing)} image reference(s) of generation {generation} to digests",
@@ -86,8 +106,43 @@ async def pin_images(run: RolloutRun) -> bool:
             retry_after = timedelta(seconds=run.settings.observe_interval_seconds)
             await _hold(run, "Waiting", message, retry_after=retry_after)
         return False
-    run.pins = ImagePins(generation=generation, pinned={**known, **resolved.pinned})
+    warnings = {**(run.pins.warnings if run.pins is not None else {}), **resolved.warnings}
+    run.pins = ImagePins(generation=generation, pinned={**known, **resolved.pinned}, warnings=warnings)
     return True
+
+
+def _signature_check(run: RolloutRun, missing: tuple[str, ...]) -> SignatureCheck | None:
+    """What the policy's ``imageSignatures`` asks of the package images among ``missing``."""
+    policy = run.policy.spec.image_signatures
+    packages = {p.image_reference() for p in run.profile.spec.packages}
+    checked = tuple(ref for ref in missing if ref in packages)
+    if policy is None or not checked:
+        return None
+    return SignatureCheck(
+        mode=policy.mode,
+        namespace=run.settings.package_namespace,
+        secret=policy.keys_secret,
+        references=checked,
+    )
+
+
+async def registries_allowed(run: RolloutRun) -> bool:
+    """True when every package image of the generation comes from the policy's
+    ``allowedRegistries`` (or it sets none, or the profile is being removed); else the generation
+    is held Halted until a new spec and the loop should come back here."""
+    # No marker: allowedRegistries is a field no older input carries (docs/upgrading.md).
+    allowed = run.policy.spec.allowed_registries
+    if allowed is None or run.controls.deleting:
+        return True
+    outside = sorted({p.image for p in run.profile.spec.packages if not allows_registry(allowed, p.image)})
+    if not outside:
+        return True
+    message = (
+        f"ImageRegistryNotAllowed: {', '.join(outside)}: not from spec.allowedRegistries of "
+        f"DeploymentPolicy {run.policy.metadata.name!r} ({', '.join(allowed)})"
+    )
+    await _hold(run, "Halted", message, retry_after=None)
+    return False
 
 
 def references(run: RolloutRun) -> tuple[str, ...]:
@@ -128,10 +183,12 @@ def pinned_settings(run: RolloutRun) -> EngineSettings:
 
 
 def shown(run: RolloutRun, progress: Progress) -> Progress:
-    """``progress`` naming the digests the generation runs."""
+    """``progress`` naming the digests the generation runs and the signatures it only warned of."""
     if run.pins is None:
         return progress
-    return progress.model_copy(update={"images": dict(run.pins.pinned)})
+    return progress.model_copy(
+        update={"images": dict(run.pins.pinned), "image_warnings": dict(run.pins.warnings)}
+    )
 
 
 async def _hold(run: RolloutRun, phase: str, message: str, *, retry_after: timedelta | None) -> None:

@@ -17,9 +17,9 @@ from temporalio.common import SearchAttributeUpdate
 
 from fleetwright.activities.payloads import NodePhase
 from fleetwright.api.deploymentpolicy import DeploymentPolicy
-from fleetwright.planner.packages import DesiredPackage
-from fleetwright.planner.policy import GATES_SCOPE
-from fleetwright.planner.rolloutstate import BlockedNode, Decision, Phase, RolloutState
+from fleetwright.planner.node.packages import DesiredPackage
+from fleetwright.planner.policy.model import GATES_SCOPE
+from fleetwright.planner.rollout.state import BlockedNode, Decision, Phase, RolloutState
 from fleetwright.workflows import search as sa
 from fleetwright.workflows.node import NODE_WORKFLOW
 from fleetwright.workflows.payloads import Controls, NodeInput, Progress, RolloutInput
@@ -68,6 +68,7 @@ def rollout_progress(
         blocked=counts.blocked + len(held),
         waiting=counts.waiting,
         max_unavailable=counts.max_unavailable,
+        spared=counts.spared,
         running_nodes=tuple(r.node for r in state.running),
         failed_nodes=tuple(f.node for f in state.failed),
         failed_reasons={f.node: f.message for f in failed if f.message},

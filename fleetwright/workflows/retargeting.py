@@ -9,8 +9,8 @@ from temporalio import workflow
 from fleetwright.workflows.rolloutrun import RolloutRun
 
 with workflow.unsafe.imports_passed_through():
-    from fleetwright.planner.rollout import begin, retarget
-    from fleetwright.planner.rolloutstate import Decision, Phase
+    from fleetwright.planner.rollout.lifecycle import begin, retarget
+    from fleetwright.planner.rollout.state import Decision, Phase
 
 
 def apply_spec_change(run: RolloutRun) -> None:

@@ -8,6 +8,8 @@ from datetime import timedelta
 
 from temporalio.common import RetryPolicy
 
+from fleetwright.workflows.enginesettings import EngineSettings
+
 # Quick Kubernetes calls (cordon, record state): retry transient API trouble for a while.
 API_CALL = RetryPolicy(
     initial_interval=timedelta(seconds=1),
@@ -17,10 +19,15 @@ API_CALL = RetryPolicy(
 API_CALL_TIMEOUT = timedelta(seconds=60)
 
 # Long waits (drain, stage Job, reboot) heartbeat; a lost worker is noticed within the heartbeat
-# timeout and the activity resumes (idempotently) on another attempt.
+# timeout (``heartbeat``) and the activity resumes (idempotently) on another attempt.
 LONG_WAIT = RetryPolicy(
     initial_interval=timedelta(seconds=2),
     backoff_coefficient=2.0,
     maximum_interval=timedelta(seconds=60),
 )
-HEARTBEAT = timedelta(seconds=30)
+
+
+def heartbeat(settings: EngineSettings) -> timedelta:
+    """The heartbeat timeout of the long waits (``engine.heartbeat_timeout_seconds``). Not compared
+    on replay: Temporal matches a scheduled activity by its id and type, never its timeouts."""
+    return timedelta(seconds=settings.heartbeat_timeout_seconds)

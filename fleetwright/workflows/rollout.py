@@ -39,7 +39,7 @@ from fleetwright.workflows.visibility import publish
 
 with workflow.unsafe.imports_passed_through():
     from fleetwright.activities.payloads import NODE_FINISHED_SIGNAL, NODES_CHANGED_SIGNAL
-    from fleetwright.planner.rollout import begin
+    from fleetwright.planner.rollout.lifecycle import begin
     from fleetwright.workflows.payloads import Deletion, NodeResult, Progress, RolloutInput, SpecChange
 
 ROLLOUT_WORKFLOW = "fleetwright.rollout"
@@ -131,6 +131,9 @@ class RolloutWorkflow:
         while True:
             apply_spec_change(run)
             await collect_ended(run)
+            if not await pinning.registries_allowed(run):
+                await _continue_as_new_if_long(run)
+                continue
             if pinning.used(run) and not await pinning.pin_images(run):
                 # Held before its turn (a registry unreachable for hours): its history still grows.
                 await _continue_as_new_if_long(run)

@@ -15,8 +15,8 @@ with workflow.unsafe.imports_passed_through():
     from fleetwright.api.deploymentpolicy import DeploymentPolicy
     from fleetwright.api.nodeprofile import NodeProfile
     from fleetwright.planner import convert
-    from fleetwright.planner.rolloutstate import BlockedNode, RolloutState
-    from fleetwright.planner.spec import RolloutSpec
+    from fleetwright.planner.rollout.spec import RolloutSpec
+    from fleetwright.planner.rollout.state import BlockedNode, RolloutState
     from fleetwright.workflows.payloads import ImagePins, NodeResult, Progress, RolloutInput
 
 

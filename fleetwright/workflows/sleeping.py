@@ -14,7 +14,7 @@ from fleetwright.workflows.noderuns import collect_ended, ended_check
 from fleetwright.workflows.rolloutrun import RolloutRun
 
 with workflow.unsafe.imports_passed_through():
-    from fleetwright.planner.rolloutstate import Decision
+    from fleetwright.planner.rollout.state import Decision
 
 
 async def sleep(run: RolloutRun, decision: Decision) -> None:
@@ -64,11 +64,17 @@ async def _pace(run: RolloutRun) -> None:
     ended. Each turn reads every Node: at 10,000 nodes that is seconds of apiserver and worker
     CPU, and with reports arriving all the time back-to-back turns would spend a core on
     observing alone; spaced, observing takes at most half the time, and a slow turn (a loaded
-    apiserver) spaces the next one further. A human's signal or a spec change does not wait."""
+    apiserver) spaces the next one further, by at most the observe interval: a turn whose
+    activity outlived a lost worker (its start-to-close timeout, then a retry) was not slow to
+    observe. A human's signal or a spec change does not wait."""
     if run.decide_now or run.last_turn is None:
         return
     asked, answered = run.last_turn
-    resume = answered + (answered - asked)
+    took, bound = answered - asked, timedelta(seconds=run.settings.observe_interval_seconds)
+    # patch pace-bounded: since 0.3; deprecate_patch in 0.4, remove in 0.5
+    if took > bound and workflow.patched("pace-bounded"):
+        took = bound
+    resume = answered + took
     if resume <= workflow.now():
         return
     with contextlib.suppress(TimeoutError):

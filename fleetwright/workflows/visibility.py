@@ -10,7 +10,7 @@ from fleetwright.workflows.pinning import shown
 from fleetwright.workflows.rolloutrun import RolloutRun
 
 with workflow.unsafe.imports_passed_through():
-    from fleetwright.planner.rolloutstate import Decision
+    from fleetwright.planner.rollout.state import Decision
     from fleetwright.workflows import search as sa
     from fleetwright.workflows.payloads import Progress
     from fleetwright.workflows.progress import current_details, rollout_progress, search_attributes

@@ -16,12 +16,13 @@ from fleetwright.kube.jobwatch import JobWatches
 from fleetwright.local.kubelet import SimulatedKubelet
 from fleetwright.local.ociregistry import LocalRegistry
 from fleetwright.local.temporalserver import LocalTemporal
+from fleetwright.local.trainingoperator import TrainingOperator
 from fleetwright.process.settings import WorkerSettings
 from fleetwright.worker.temporalworker import build_worker
 from fleetwright.workflows.enginesettings import EngineSettings
 from fleetwright.workflows.ids import rollout_workflow_id
 from tests.support.chartrbac import RULE_IDS, RULES, Installed, RuleCase
-from tests.support.engine import label_nodes, unique
+from tests.support.engine import engine_worker, label_nodes, unique
 from tests.support.providers import ClusterUnderTest
 from tests.support.stack import GROUP_LABEL, Rollout, RunningController, engine_settings, install_crds
 
@@ -36,6 +37,22 @@ def oci_registry() -> Iterator[LocalRegistry]:
 @pytest.fixture(scope="module")
 def crds(cluster: ClusterUnderTest) -> None:
     install_crds(cluster)
+
+
+@pytest.fixture
+async def gang_engine(cluster: ClusterUnderTest, temporal_client: Client) -> AsyncIterator[str]:
+    """An in-process worker with the real activities (``engine_worker``) on its own task queue, for
+    the modules that roll over a gang (``tests/support/gangjobs.py``); yields the queue."""
+    async with engine_worker(cluster, temporal_client, "gang") as queue:
+        yield queue
+
+
+@pytest.fixture(scope="module")
+def training_operator(cluster: ClusterUnderTest) -> Iterator[TrainingOperator]:
+    """The Kubeflow training operator, its PyTorchJob controller and CRD only, for the modules whose
+    gangs it runs (started only for them: it watches every namespace)."""
+    with TrainingOperator(cluster.kubeconfig, cluster.kubectl, jobs=("pytorchjobs",)) as operator:
+        yield operator
 
 
 @pytest.fixture

@@ -30,8 +30,8 @@ from fleetwright.api.nodeprofile import Package
 from fleetwright.kube import client as kube_client
 from fleetwright.local.nodes import stage_pod_timing
 from fleetwright.local.temporalserver import LocalTemporal
-from fleetwright.planner.interrupts import REBOOT
-from fleetwright.planner.stages import Stage
+from fleetwright.planner.node.interrupts import REBOOT
+from fleetwright.planner.node.stages import Stage
 from tests.support.providers import ClusterUnderTest
 
 pytestmark = pytest.mark.integration

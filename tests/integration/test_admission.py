@@ -7,7 +7,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,10 +18,13 @@ from fleetwright import certs
 from fleetwright.api import crdgen
 from fleetwright.kube.client import from_kubeconfig
 from fleetwright.kube.resources import ApiResourceLookup
-from fleetwright.local.controlplane import wait_established
+from fleetwright.local.kubectl import wait_established
 from fleetwright.local.stack import wait_for_webhook
-from fleetwright.webhook.admission import WebhookServer, load_admission_policy, webhook_configuration
+from fleetwright.webhook.admission import webhook_configuration
+from fleetwright.webhook.review import load_admission_policy
+from fleetwright.webhook.server import WebhookServer
 from tests.support.providers import ClusterUnderTest
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -211,10 +213,12 @@ def test_the_image_policy_rejects_unpinned_and_foreign_images(
 
     try:
         cluster.kubectl("apply", "-f", "-", input=json.dumps(config))
-        deadline = time.monotonic() + 60
-        while (unpinned := dry_run("ghcr.io/acme/tuning", None)).returncode == 0:
-            assert time.monotonic() < deadline, "the image policy webhook never took effect"
-            time.sleep(0.5)
+        unpinned = wait_for(
+            lambda: (refused := dry_run("ghcr.io/acme/tuning", None)).returncode != 0 and refused,
+            60,
+            "the image policy webhook to take effect",
+            interval=0.5,
+        )
         assert "spec.packages[0].digest" in unpinned.stderr, unpinned.stderr
         assert "pinned by digest" in unpinned.stderr
         foreign = dry_run("docker.io/attacker/tuning", digest)

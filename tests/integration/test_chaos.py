@@ -12,7 +12,7 @@ from fleetwright.chaos.system import ChaosStack
 from fleetwright.cli.chaos import describe
 from fleetwright.local.controlplane import LocalCluster
 from fleetwright.local.temporalserver import LocalTemporal
-from fleetwright.planner.nodestate import read_profile_state
+from fleetwright.planner.node.state import read_profile_state
 from tests.support.providers import ClusterUnderTest
 
 pytestmark = pytest.mark.integration

@@ -25,9 +25,10 @@ from fleetwright.activities.payloads import StageRequest
 from fleetwright.api.keys import condition_type
 from fleetwright.api.nodeprofile import Package
 from fleetwright.kube import client as kube_client
-from fleetwright.planner.stages import Stage
+from fleetwright.planner.node.stages import Stage
 from tests.support.engine import unique
 from tests.support.providers import ClusterUnderTest
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.integration
 
@@ -65,20 +66,19 @@ async def test_an_image_that_never_pulls_is_visible_as_blocked_within_30_seconds
     )
     activities = NodeActivities(kube_client.from_kubeconfig(cluster.kubeconfig))
     stage = asyncio.create_task(ActivityEnvironment().run(activities.run_stage, request))
-    try:
-        seen: dict[str, Any] | None = None
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + VISIBLE_WITHIN
-        while loop.time() < deadline and not stage.done():
-            seen = await asyncio.to_thread(node_condition, cluster, node, profile)
-            if seen is not None and seen["status"] == "False":
-                break
-            await asyncio.sleep(1.0)
+    seen: list[dict[str, Any] | None] = [None]
+
+    async def held() -> dict[str, Any] | None:
         assert not stage.done(), "the stage ended before the pull wait could be observed"
-        shown = f"after {VISIBLE_WITHIN:.0f}s of ImagePullBackOff the node's condition is {seen}"
-        assert seen is not None, shown
-        assert seen["status"] == "False", shown
-        assert seen["reason"] == "ImagePullWaiting", shown
+        seen[-1] = await asyncio.to_thread(node_condition, cluster, node, profile)
+        return seen[-1] if seen[-1] is not None and seen[-1]["status"] == "False" else None
+
+    try:
+        what = "the node's condition to show the ImagePullBackOff wait"
+        shown = await until(held, VISIBLE_WITHIN, what, interval=1.0, details=lambda: seen[-1])
+        assert not stage.done(), "the stage ended before the pull wait could be observed"
+        assert shown["status"] == "False", shown
+        assert shown["reason"] == "ImagePullWaiting", shown
     finally:
         stage.cancel()
         with contextlib.suppress(BaseException):

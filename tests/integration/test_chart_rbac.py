@@ -17,7 +17,7 @@ from kubernetes.client.exceptions import ApiException
 
 from fleetwright.api.keys import FINALIZER
 from fleetwright.kube import resources
-from fleetwright.local.controlplane import wait_established
+from fleetwright.local.kubectl import wait_established
 from fleetwright.local.temporalserver import LocalTemporal
 from fleetwright.process.settings import WorkerSettings
 from fleetwright.worker.main import run_worker

@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 from fleetwright.api.keys import PAUSED_ANNOTATION, state_key, status_label_key
 from fleetwright.cli.app import app
 from fleetwright.cli.commands import load_all
-from fleetwright.local.controlplane import STAGE_LOG
+from fleetwright.local.kwok import STAGE_LOG
 from fleetwright.local.temporalserver import LocalTemporal
 from fleetwright.workflows.ids import rollout_workflow_id
 from tests.support.cli import Cli

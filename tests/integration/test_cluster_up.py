@@ -6,6 +6,7 @@ Prometheus; SIGTERM stops every process of the stack."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -15,7 +16,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -48,18 +48,20 @@ class Lines:
     def until(self, marker: str, timeout: float) -> list[str]:
         """The lines up to the one starting with ``marker``."""
         seen: list[str] = []
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                line = self._queue.get(timeout=1)
-            except queue.Empty:
-                continue
-            if line is None:
-                break
-            seen.append(line)
-            if line.startswith(marker):
-                return seen
-        raise AssertionError("cluster up did not get ready:\n" + "\n".join(seen))
+
+        def printed() -> bool:
+            """Take the lines printed so far; True once ``marker``'s is among them."""
+            with contextlib.suppress(queue.Empty):
+                while (line := self._queue.get_nowait()) is not None:
+                    seen.append(line)
+                    if line.startswith(marker):
+                        return True
+                raise AssertionError("cluster up ended before it got ready:\n" + "\n".join(seen))
+            return False
+
+        what = f"cluster up to print {marker!r}"
+        wait_for(printed, timeout, what, interval=0.2, details=lambda: "printed:\n" + "\n".join(seen))
+        return seen
 
     def rest(self, timeout: float) -> str:
         """Everything else, once the process ended."""

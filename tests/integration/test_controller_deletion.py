@@ -17,7 +17,7 @@ from fleetwright.api.keys import FINALIZER, condition_type, cordon_key, state_ke
 from fleetwright.local import examples
 from fleetwright.local.kubelet import SimulatedKubelet
 from fleetwright.planner import convert
-from fleetwright.planner.nodestate import NodePackageState, PackageRecord, format_annotation
+from fleetwright.planner.node.state import NodePackageState, PackageRecord, format_annotation
 from fleetwright.workflows.ids import rollout_workflow_id
 from tests.support.engine import Sampler, cordoned_by, kubectl_json, label_nodes, unique
 from tests.support.providers import ClusterUnderTest

@@ -15,7 +15,7 @@ from temporalio.client import Client
 
 from fleetwright.api.keys import cordon_key
 from fleetwright.local import examples
-from fleetwright.planner.nodestate import read_profile_state
+from fleetwright.planner.node.state import read_profile_state
 from fleetwright.workflows.ids import rollout_workflow_id
 from tests.support.engine import Sampler, kubectl_json
 from tests.support.providers import ClusterUnderTest

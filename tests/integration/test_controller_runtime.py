@@ -13,7 +13,7 @@ import pytest
 from fleetwright.api.keys import RUNTIME_REQUIRED_TAINT
 from fleetwright.local import examples
 from fleetwright.local import nodes as fleet_nodes
-from fleetwright.planner.nodestate import read_profile_state
+from fleetwright.planner.node.state import read_profile_state
 from tests.support.engine import Sampler, kubectl_json
 from tests.support.providers import ClusterUnderTest
 from tests.support.stack import GROUP_LABEL, Rollout, RunningController

@@ -21,7 +21,7 @@ from fleetwright.kube import nodes as kube_nodes
 from fleetwright.kube.client import from_kubeconfig
 from fleetwright.local import examples
 from fleetwright.planner import convert
-from fleetwright.planner.rollout import begin
+from fleetwright.planner.rollout.lifecycle import begin
 from tests.support.engine import kubectl_json, label_nodes, unique
 from tests.support.providers import ClusterUnderTest
 from tests.support.stack import GROUP_LABEL, Rollout

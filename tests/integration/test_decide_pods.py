@@ -22,7 +22,7 @@ from fleetwright.kube import workloads as kube_workloads
 from fleetwright.kube.client import from_kubeconfig
 from fleetwright.local import examples
 from fleetwright.planner import convert
-from fleetwright.planner.rollout import begin
+from fleetwright.planner.rollout.lifecycle import begin
 from tests.support.engine import label_nodes, unique
 from tests.support.providers import ClusterUnderTest
 from tests.support.stack import GROUP_LABEL

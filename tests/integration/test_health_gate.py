@@ -8,13 +8,14 @@ without a second validation Job; a failing validation Job fails the node, keeps 
 ``fleetwright logs`` shows its output; a Prometheus frozen mid-gate holds the node named
 MonitoringUnavailable, with nothing failed, until it answers again; a node whose change needs no
 interrupt fails its gate cordoned (no new pod lands) but not drained (its pod keeps running); a
-node with XID 79 at its gate under rollback is returned, fails its gate again and stays cordoned
-as hardware suspect until ``fleetwright release``. The fleet gate, during a soak or in the
-background while a batch runs, halts before the next batch when the updated nodes' XID series
-changes; a Prometheus frozen while either measures holds it named MonitoringUnavailable, nothing
-failed and no failure action fired, until it answers again and the rollout completes by itself;
-with Prometheus still frozen, ``fleetwright approve`` passes a held soak and ``abort`` ends a
-rollout held there."""
+node with XID 79 at its gate under rollback is returned, fails its gate again and stays cordoned as
+hardware suspect, its node workflow re-gating it, until a run passes once its XID series is clean
+(back in service by itself) or ``fleetwright release`` ends that. The fleet gate, during a soak or
+in the background while a batch runs, halts before the next batch when the updated nodes' XID
+series changes; a Prometheus frozen while either measures holds it named MonitoringUnavailable,
+nothing failed and no failure action fired, until it answers again and the rollout completes by
+itself; with Prometheus still frozen, ``fleetwright approve`` passes a held soak and ``abort`` ends
+a rollout held there."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ import contextlib
 import json
 import time
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -34,19 +36,28 @@ from fleetwright.api.deploymentpolicy import DeploymentPolicy
 from fleetwright.api.keys import NodeReason, condition_type
 from fleetwright.api.nodeprofile import NodeProfile
 from fleetwright.local import examples
-from fleetwright.local.controlplane import STAGE_LOG
 from fleetwright.local.gpuexporter import XID_ERRORS, GpuExporter
 from fleetwright.local.kubelet import SimulatedKubelet
+from fleetwright.local.kwok import STAGE_LOG
 from fleetwright.local.nodes import stage_pod_timing
 from fleetwright.local.prometheus import LocalPrometheus
 from fleetwright.local.temporalserver import LocalTemporal
-from fleetwright.planner.nodestate import read_profile_state
+from fleetwright.planner.node.state import read_profile_state
+from fleetwright.planner.rollout.observations import RunStatus
 from fleetwright.workflows.enginesettings import EngineSettings
 from fleetwright.workflows.ids import node_workflow_id, rollout_workflow_id
-from fleetwright.workflows.payloads import Progress, RolloutInput, SpecChange
+from fleetwright.workflows.node import NodeWorkflow
+from fleetwright.workflows.payloads import NodeResult, Progress, RolloutInput, SpecChange
 from fleetwright.workflows.rollout import RolloutWorkflow
 from tests.support.cli import Cli
-from tests.support.engine import engine_worker, kubectl_json, label_nodes, running_on, unique
+from tests.support.engine import (
+    QUERY_TIMEOUT_SECONDS,
+    engine_worker,
+    kubectl_json,
+    label_nodes,
+    running_on,
+    unique,
+)
 from tests.support.providers import ClusterUnderTest
 from tests.support.stack import engine_settings
 from tests.support.waiting import query_progress, until, until_phase, until_progress
@@ -68,16 +79,34 @@ def settings(**changes: Any) -> EngineSettings:
     return engine_settings().model_copy(update={"search_attributes": False, **changes})
 
 
-def gated_policy(*, action: str = "halt", max_unavailable: int = 2, initial: int = 2) -> DeploymentPolicy:
-    steps = [{"name": "rest", "batches": {"strategy": "fixed", "initial": initial}}]
+def checked_policy(
+    steps: list[dict[str, Any]], max_unavailable: int, checks: list[dict[str, Any]], **spec: Any
+) -> DeploymentPolicy:
+    """The example policy through ``steps`` under ``max_unavailable`` with the health ``checks``
+    and any other ``spec`` fields (by their CRD names)."""
     base = examples.policy(max_unavailable=max_unavailable, steps=steps)
-    spec = base.spec.model_dump(by_alias=True, exclude_none=True)
-    spec |= {
-        "healthChecks": [XID_CHECK],
-        "nodeGate": {"checks": [XID_CHECK["name"]]},
-        "failure": {"action": action},
+    body = base.spec.model_dump(by_alias=True, exclude_none=True) | {"healthChecks": checks, **spec}
+    return base.model_copy(update={"spec": type(base.spec).model_validate(body)})
+
+
+def gated_policy(
+    *, action: str = "halt", max_unavailable: int = 2, initial: int = 2, check: dict[str, Any] = XID_CHECK
+) -> DeploymentPolicy:
+    """Batches of ``initial``, each node's gate measuring ``check``."""
+    steps = [{"name": "rest", "batches": {"strategy": "fixed", "initial": initial}}]
+    gate = {"checks": [check["name"]]}
+    return checked_policy(steps, max_unavailable, [check], nodeGate=gate, failure={"action": action})
+
+
+def fleet_xid(window: str, **fields: Any) -> dict[str, Any]:
+    """A fleet check that fails on any change of the updated nodes' XID series over ``window``."""
+    return {
+        "name": "fleet-xid",
+        "query": f'sum(changes({XID_ERRORS}{{Hostname=~"{{{{nodes}}}}"}}[{window}]))',
+        "successCondition": "result[0] == 0",
+        "failureCondition": "result[0] > 0",
+        **fields,
     }
-    return base.model_copy(update={"spec": type(base.spec).model_validate(spec)})
 
 
 def gpu_group(cluster: ClusterUnderTest, exporter: GpuExporter | None, count: int) -> tuple[str, list[str]]:
@@ -90,6 +119,44 @@ def gpu_group(cluster: ClusterUnderTest, exporter: GpuExporter | None, count: in
         for node in nodes:
             exporter.add_node(node, gpus=2)
     return name, nodes
+
+
+@dataclass(frozen=True)
+class Grouped:
+    """New nodes in a group of their own (``gpu_group``) and the name of a profile over them."""
+
+    name: str
+    group: str
+    nodes: list[str]
+    interrupt: str | None
+
+    def profile(self, version: str = "1.0.0", generation: int = 1) -> NodeProfile:
+        return examples.profile(
+            self.name,
+            selector={GROUP_LABEL: self.group},
+            interrupt=self.interrupt,
+            version=version,
+            generation=generation,
+        )
+
+
+async def grouped(
+    cluster: ClusterUnderTest,
+    exporter: GpuExporter | None,
+    count: int,
+    prefix: str,
+    *,
+    interrupt: str | None = "reboot",
+    applied: bool = False,
+) -> Grouped:
+    """``count`` new nodes (``gpu_group``) and a profile named ``prefix``-... over them, applied to
+    the cluster when ``applied`` (the CLI reads it)."""
+    group, nodes = await asyncio.to_thread(gpu_group, cluster, exporter, count)
+    made = Grouped(unique(prefix), group, nodes, interrupt)
+    if applied:
+        body = made.profile().model_dump(mode="json", by_alias=True, exclude_none=True)
+        await asyncio.to_thread(cluster.kubectl, "apply", "-f", "-", input=json.dumps(body))
+    return made
 
 
 def reasons(cluster: ClusterUnderTest, profile: str, nodes: list[str]) -> dict[str, str]:
@@ -207,12 +274,9 @@ DIAG = {
 async def test_an_xid_during_the_gate_fails_the_node_and_rolls_its_batch_back(
     cluster: ClusterUnderTest, temporal_client: Client, engine: str, exporter: GpuExporter
 ) -> None:
-    group, nodes = await asyncio.to_thread(gpu_group, cluster, exporter, 4)
-    name = unique("hg")
-    v1 = examples.profile(name, selector={GROUP_LABEL: group}, interrupt="reboot", generation=1)
-    v2 = examples.profile(
-        name, selector={GROUP_LABEL: group}, interrupt="reboot", version="1.1.0", generation=2
-    )
+    made = await grouped(cluster, exporter, 4, "hg")
+    name, nodes = made.name, made.nodes
+    v1, v2 = made.profile(), made.profile("1.1.0", generation=2)
     policy = gated_policy(action="rollback")
     with SimulatedKubelet(cluster.kubectl):
         handle = await start(temporal_client, engine, v1, policy)
@@ -238,14 +302,11 @@ async def test_no_data_waits_named_until_approved_then_completes(
     temporal_server: LocalTemporal,
     engine: str,
 ) -> None:
-    group, nodes = await asyncio.to_thread(gpu_group, cluster, None, 1)
-    (node,) = nodes
-    name = unique("hi")
-    profile = examples.profile(name, selector={GROUP_LABEL: group}, interrupt="reboot")
-    cli = Cli(cluster, temporal_server)
     # The CLI reads the NodeProfile (its targeted nodes) and the rollout's progress.
-    body = profile.model_dump(mode="json", by_alias=True, exclude_none=True)
-    await asyncio.to_thread(cluster.kubectl, "apply", "-f", "-", input=json.dumps(body))
+    made = await grouped(cluster, None, 1, "hi", applied=True)
+    (node,) = nodes = made.nodes
+    name, profile = made.name, made.profile()
+    cli = Cli(cluster, temporal_server)
     with SimulatedKubelet(cluster.kubectl):
         handle = await start(temporal_client, engine, profile, gated_policy(max_unavailable=1, initial=1))
         await until(
@@ -265,6 +326,18 @@ async def test_no_data_waits_named_until_approved_then_completes(
     assert done.phase == "Complete", done
     assert reasons(cluster, name, nodes)[node] == NodeReason.GATE_PASSED
     assert not kubectl_json(cluster, "node", node)["spec"].get("unschedulable")
+
+
+def named_in_time(seconds: float, check: dict[str, Any]) -> bool:
+    """An outage named within ``check``'s interval and the query's timeout, three times over for a
+    slow, shared machine (a generous bound, not a timing claim)."""
+    return seconds < 3 * (int(check["intervalSeconds"]) + QUERY_TIMEOUT_SECONDS)
+
+
+def condition(cluster: ClusterUnderTest, profile: str, node: str) -> dict[str, str]:
+    """The profile's condition on ``node`` ({} if none)."""
+    conditions = kubectl_json(cluster, "node", node).get("status", {}).get("conditions") or []
+    return next((c for c in conditions if c["type"] == condition_type(profile)), {})
 
 
 @contextlib.contextmanager
@@ -287,17 +360,12 @@ async def test_a_frozen_prometheus_holds_the_node_named_and_the_rollout_complete
     prometheus: LocalPrometheus,
     exporter: GpuExporter,
 ) -> None:
-    group, nodes = await asyncio.to_thread(gpu_group, cluster, exporter, 1)
-    (node,) = nodes
-    name = unique("hm")
-    profile = examples.profile(name, selector={GROUP_LABEL: group}, interrupt="reboot")
-    body = profile.model_dump(mode="json", by_alias=True, exclude_none=True)
-    await asyncio.to_thread(cluster.kubectl, "apply", "-f", "-", input=json.dumps(body))
+    made = await grouped(cluster, exporter, 1, "hm", applied=True)
+    (node,) = nodes = made.nodes
+    name, profile = made.name, made.profile()
     # Long enough a gate to freeze Prometheus in it; one Error in a row tolerated, the second holds.
     check: dict[str, Any] = {**XID_CHECK, "count": 8, "consecutiveErrorLimit": 1}
-    policy = gated_policy(action="rollback", max_unavailable=1, initial=1)
-    longer = type(policy.spec.health_checks[0]).model_validate(check)
-    policy = policy.model_copy(update={"spec": policy.spec.model_copy(update={"health_checks": [longer]})})
+    policy = gated_policy(action="rollback", max_unavailable=1, initial=1, check=check)
     with SimulatedKubelet(cluster.kubectl):
         handle = await start(temporal_client, engine, profile, policy)
         await until(
@@ -307,9 +375,17 @@ async def test_a_frozen_prometheus_holds_the_node_named_and_the_rollout_complete
             await until(
                 lambda: reasons(cluster, name, nodes).get(node) == NodeReason.MONITORING_UNAVAILABLE,
                 120.0,
-                "the node held MonitoringUnavailable",
+                "the node named MonitoringUnavailable",
             )
             named_after = time.monotonic() - frozen_at
+            named = condition(cluster, name, node)["message"]
+            assert "gpu-xid-errors MonitoringUnavailable (" in named, named
+            assert "PrometheusUnavailable" in named, named
+            # The second Error in a row (consecutiveErrorLimit 1) holds it: Blocked.
+            await until(
+                lambda: condition(cluster, name, node).get("status") == "False", 120.0, "the node held"
+            )
+            held_after = time.monotonic() - frozen_at
             status = await Cli(cluster, temporal_server).ok("status", name)
             assert "MonitoringUnavailable" in status, status
             assert "PrometheusUnavailable" in status, status
@@ -318,7 +394,9 @@ async def test_a_frozen_prometheus_holds_the_node_named_and_the_rollout_complete
             progress = await query_progress(handle)
             assert progress is not None
             assert (progress.phase, progress.failed) == ("Progressing", 0), progress
-        print(f"Prometheus frozen -> node named MonitoringUnavailable: {named_after:.1f}s")
+        times = f"{named_after:.1f}s, held {held_after:.1f}s"
+        print(f"Prometheus frozen -> node named MonitoringUnavailable: {times}")
+        assert named_in_time(named_after, XID_CHECK), named_after
         done = await until_phase(handle, "Complete", "Halted", "RolledBack", within=180)
     assert (done.phase, done.failed) == ("Complete", 0), done
     assert reasons(cluster, name, nodes)[node] == NodeReason.GATE_PASSED
@@ -328,15 +406,10 @@ async def test_a_frozen_prometheus_holds_the_node_named_and_the_rollout_complete
 async def test_a_worker_stopped_mid_gate_is_replaced_without_recounting(
     cluster: ClusterUnderTest, temporal_client: Client, prometheus: LocalPrometheus, exporter: GpuExporter
 ) -> None:
-    group, nodes = await asyncio.to_thread(gpu_group, cluster, exporter, 1)
-    (node,) = nodes
-    name = unique("hw")
-    profile = examples.profile(name, selector={GROUP_LABEL: group}, interrupt="reboot")
-    check: dict[str, Any] = {**XID_CHECK, "count": 4}
-    policy = gated_policy(max_unavailable=1, initial=1)
-    longer = type(policy.spec.health_checks[0]).model_validate(check)
-    spec = policy.spec.model_copy(update={"health_checks": [longer]})
-    policy = policy.model_copy(update={"spec": spec})
+    made = await grouped(cluster, exporter, 1, "hw")
+    (node,) = nodes = made.nodes
+    name, profile = made.name, made.profile()
+    policy = gated_policy(max_unavailable=1, initial=1, check={**XID_CHECK, "count": 4})
     with SimulatedKubelet(cluster.kubectl):
         async with engine_worker(cluster, temporal_client, prometheus_url=prometheus.url) as queue:
             handle = await start(temporal_client, queue, profile, policy)
@@ -366,25 +439,14 @@ async def scraped(prometheus: LocalPrometheus, nodes: list[str]) -> None:
 async def test_a_fleet_gate_failure_during_the_soak_stops_the_next_batch(
     cluster: ClusterUnderTest, temporal_client: Client, engine: str, exporter: GpuExporter
 ) -> None:
-    group, nodes = await asyncio.to_thread(gpu_group, cluster, exporter, 3)
-    name = unique("hf")
-    profile = examples.profile(name, selector={GROUP_LABEL: group}, interrupt="reboot")
-    check = {
-        "name": "fleet-xid",
-        "query": f'sum(changes({XID_ERRORS}{{Hostname=~"{{{{nodes}}}}"}}[30s]))',
-        "successCondition": "result[0] == 0",
-        "failureCondition": "result[0] > 0",
-        "count": 10,
-        "intervalSeconds": 2,
-    }
+    made = await grouped(cluster, exporter, 3, "hf")
+    name, nodes, profile = made.name, made.nodes, made.profile()
     steps = [
         {"name": "canary", "canary": {"count": 1}},
         {"name": "watch", "soak": {"durationSeconds": 5, "checks": ["fleet-xid"]}},
         {"name": "rest", "batches": {"strategy": "fixed", "initial": 2}},
     ]
-    base = examples.policy(max_unavailable=2, steps=steps)
-    spec = base.spec.model_dump(by_alias=True, exclude_none=True) | {"healthChecks": [check]}
-    policy = base.model_copy(update={"spec": type(base.spec).model_validate(spec)})
+    policy = checked_policy(steps, 2, [fleet_xid("30s", count=10, intervalSeconds=2)])
     with SimulatedKubelet(cluster.kubectl):
         handle = await start(temporal_client, engine, profile, policy)
         soaking = await until_progress(
@@ -407,27 +469,16 @@ async def test_a_background_fleet_gate_failure_while_a_batch_runs_stops_the_next
     exporter: GpuExporter,
     prometheus: LocalPrometheus,
 ) -> None:
-    group, nodes = await asyncio.to_thread(gpu_group, cluster, exporter, 4)
+    made = await grouped(cluster, exporter, 4, "hb")
+    name, profile = made.name, made.profile()
     # Prometheus must hold the gauges' first value (0) before the XID below changes it: a series
     # first scraped at 48 has no change for changes() to count.
-    await scraped(prometheus, nodes)
-    name = unique("hb")
-    profile = examples.profile(name, selector={GROUP_LABEL: group}, interrupt="reboot")
-    check = {
-        "name": "fleet-xid",
-        "query": f'sum(changes({XID_ERRORS}{{Hostname=~"{{{{nodes}}}}"}}[5m]))',
-        "successCondition": "result[0] == 0",
-        "failureCondition": "result[0] > 0",
-        "count": 3,
-        "intervalSeconds": 1,
-    }
+    await scraped(prometheus, made.nodes)
     steps = [
         {"name": "canary", "canary": {"count": 1}},
         {"name": "rest", "batches": {"strategy": "fixed", "initial": 1, "checks": ["fleet-xid"]}},
     ]
-    base = examples.policy(max_unavailable=1, steps=steps)
-    spec = base.spec.model_dump(by_alias=True, exclude_none=True) | {"healthChecks": [check]}
-    policy = base.model_copy(update={"spec": type(base.spec).model_validate(spec)})
+    policy = checked_policy(steps, 1, [fleet_xid("5m", count=3, intervalSeconds=1)])
     with SimulatedKubelet(cluster.kubectl):
         handle = await start(temporal_client, engine, profile, policy)
         trying = await until_progress(handle, lambda p: p.running == 1, "the canary", within=180)
@@ -447,14 +498,7 @@ async def test_a_background_fleet_gate_failure_while_a_batch_runs_stops_the_next
 # A fleet check that sees no change on the updated nodes' GPUs over 5 minutes (a range an outage
 # does not empty: the first answer after one still has samples); one Error in a row tolerated,
 # the second holds the gate MonitoringUnavailable.
-FLEET_XID = {
-    "name": "fleet-xid",
-    "query": f'sum(changes({XID_ERRORS}{{Hostname=~"{{{{nodes}}}}"}}[5m]))',
-    "successCondition": "result[0] == 0",
-    "failureCondition": "result[0] > 0",
-    "intervalSeconds": 1,
-    "consecutiveErrorLimit": 1,
-}
+FLEET_XID = fleet_xid("5m", intervalSeconds=1, consecutiveErrorLimit=1)
 SOAKED = [
     {"name": "canary", "canary": {"count": 1}},
     {"name": "watch", "soak": {"durationSeconds": 2, "checks": ["fleet-xid"]}},
@@ -465,10 +509,7 @@ SOAKED = [
 def fleet_gated_policy(steps: list[dict[str, Any]], count: int) -> DeploymentPolicy:
     """One node at a time through ``steps``, their fleet gates measuring ``FLEET_XID`` ``count``
     times a run, a failure rolling back (so any failure action fired shows)."""
-    base = examples.policy(max_unavailable=1, steps=steps)
-    spec = base.spec.model_dump(by_alias=True, exclude_none=True)
-    spec |= {"healthChecks": [{**FLEET_XID, "count": count}], "failure": {"action": "rollback"}}
-    return base.model_copy(update={"spec": type(base.spec).model_validate(spec)})
+    return checked_policy(steps, 1, [{**FLEET_XID, "count": count}], failure={"action": "rollback"})
 
 
 async def gpu_profile(
@@ -476,12 +517,9 @@ async def gpu_profile(
 ) -> NodeProfile:
     """A rebooting profile over ``count`` new GPU nodes Prometheus already scrapes, applied (the
     CLI reads it)."""
-    group, nodes = await asyncio.to_thread(gpu_group, cluster, exporter, count)
-    await scraped(prometheus, nodes)
-    profile = examples.profile(unique("ho"), selector={GROUP_LABEL: group}, interrupt="reboot")
-    body = profile.model_dump(mode="json", by_alias=True, exclude_none=True)
-    await asyncio.to_thread(cluster.kubectl, "apply", "-f", "-", input=json.dumps(body))
-    return profile
+    made = await grouped(cluster, exporter, count, "ho", applied=True)
+    await scraped(prometheus, made.nodes)
+    return made.profile()
 
 
 def in_the_soak(progress: Progress) -> bool:
@@ -489,18 +527,34 @@ def in_the_soak(progress: Progress) -> bool:
     return progress.updated == 1 and "watch" in progress.step
 
 
+def named(progress: Progress, gate: str) -> bool:
+    """The rollout names ``gate`` (e.g. ``soak watch``) MonitoringUnavailable (from the first Error)."""
+    return f"{gate} fleet gate MonitoringUnavailable: fleet-xid MonitoringUnavailable (" in progress.message
+
+
 def held(progress: Progress, gate: str) -> bool:
-    """The rollout holds ``gate`` (e.g. ``soak watch``) named MonitoringUnavailable, nothing failed."""
-    return f"{gate} fleet gate MonitoringUnavailable: fleet-xid MonitoringUnavailable" in progress.message
+    """The rollout holds ``gate`` MonitoringUnavailable (past consecutiveErrorLimit)."""
+    held = "fleet-xid MonitoringUnavailable (held: "
+    return named(progress, gate) and held in progress.message
 
 
 async def until_held(
     handle: WorkflowHandle[RolloutWorkflow, Progress], gate: str, frozen_at: float
 ) -> Progress:
-    """The first progress naming the hold of ``gate``: no failure phase (Progressing while a node
-    runs, else Waiting: it goes on by itself), nothing failed. Prints the time from the freeze."""
+    """The first progress holding ``gate``, after the first naming it (in time): no failure phase
+    (Progressing while a node runs, else Waiting: it goes on by itself), nothing failed. Prints
+    the times from the freeze."""
+    shown = await until_progress(handle, lambda p: named(p, gate), f"{gate} named", within=120)
+    named_after = time.monotonic() - frozen_at
+    assert shown.phase in ("Progressing", "Waiting"), shown
+    assert shown.failed == 0, shown
+    assert "PrometheusUnavailable" in shown.message, shown.message
     shown = await until_progress(handle, lambda p: held(p, gate), f"{gate} held", within=120)
-    print(f"Prometheus frozen -> {gate} named MonitoringUnavailable: {time.monotonic() - frozen_at:.1f}s")
+    held_after = time.monotonic() - frozen_at
+    print(
+        f"Prometheus frozen -> {gate} named MonitoringUnavailable: {named_after:.1f}s, held {held_after:.1f}s"
+    )
+    assert named_in_time(named_after, FLEET_XID), named_after
     assert shown.phase in ("Progressing", "Waiting"), shown
     assert shown.failed == 0, shown
     assert "PrometheusUnavailable" in shown.message, shown.message
@@ -581,8 +635,9 @@ async def test_with_prometheus_frozen_approve_passes_a_held_soak_and_abort_ends_
         for handle in handles:
             await until_progress(handle, in_the_soak, "the soak", within=180)
         with frozen(prometheus) as frozen_at:
-            for handle in handles:
-                shown = await until_held(handle, "soak watch", frozen_at)
+            # Both at once: each is timed from the freeze.
+            both = await asyncio.gather(*(until_held(h, "soak watch", frozen_at) for h in handles))
+            for shown in both:
                 assert "`fleetwright approve <profile> rollout/watch` (or abort)" in shown.message
             name = approved.metadata.name
             assert "approved rollout/watch" in await cli.ok("approve", name, "rollout/watch")
@@ -598,11 +653,10 @@ async def test_with_prometheus_frozen_approve_passes_a_held_soak_and_abort_ends_
 async def test_a_worker_stopped_mid_validation_neither_duplicates_its_job_nor_recounts(
     cluster: ClusterUnderTest, temporal_client: Client, prometheus: LocalPrometheus, exporter: GpuExporter
 ) -> None:
-    group, nodes = await asyncio.to_thread(gpu_group, cluster, exporter, 1)
-    (node,) = nodes
-    name = unique("hv")
     # No interrupt: only the validation cordons and drains the node.
-    profile = examples.profile(name, selector={GROUP_LABEL: group}, interrupt=None)
+    made = await grouped(cluster, exporter, 1, "hv", interrupt=None)
+    (node,) = nodes = made.nodes
+    name, profile = made.name, made.profile()
     policy = validated_policy(DIAG, check={**XID_CHECK, "count": 2})
     # Long enough that the worker is gone well before the Job ends, however loaded the machine
     # (a Job ended first would let the first attempt finish: nothing retried to prove).
@@ -634,10 +688,9 @@ async def test_a_worker_stopped_mid_validation_neither_duplicates_its_job_nor_re
 async def test_a_failing_validation_fails_the_node_keeps_it_cordoned_and_logs_show_it(
     cluster: ClusterUnderTest, temporal_client: Client, temporal_server: LocalTemporal
 ) -> None:
-    group, nodes = await asyncio.to_thread(gpu_group, cluster, None, 1)
-    (node,) = nodes
-    name = unique("hx")
-    profile = examples.profile(name, selector={GROUP_LABEL: group}, interrupt=None)
+    made = await grouped(cluster, None, 1, "hx", interrupt=None)
+    (node,) = nodes = made.nodes
+    name, profile = made.name, made.profile()
     # The simulated kubelet fails a pod whose container names its stage in SIM_FAIL_STAGE (exit 1).
     failing = {**DIAG, "env": [{"name": "SIM_FAIL_STAGE", "value": "validate"}]}
     cli = Cli(cluster, temporal_server)
@@ -677,15 +730,14 @@ def unschedulable_taint(cluster: ClusterUnderTest, node: str) -> bool:
 async def test_a_no_interrupt_node_failing_its_gate_is_cordoned_not_drained(
     cluster: ClusterUnderTest, temporal_client: Client, engine: str, exporter: GpuExporter
 ) -> None:
-    group, nodes = await asyncio.to_thread(gpu_group, cluster, exporter, 1)
-    (node,) = nodes
-    name = unique("hc")
+    made = await grouped(cluster, exporter, 1, "hc", interrupt=None)
+    (node,) = nodes = made.nodes
+    name, profile = made.name, made.profile()
     namespace = unique("work")
     await asyncio.to_thread(cluster.kubectl, "create", "namespace", namespace)
     job = examples.training_job("train", namespace, node, gpus=2)
     await asyncio.to_thread(cluster.kubectl, "apply", "-f", "-", input=json.dumps(job))
     (pod,) = await until(lambda: running_on(cluster, namespace), 60.0, "the training pod running")
-    profile = examples.profile(name, selector={GROUP_LABEL: group}, interrupt=None)
     handle = await start(temporal_client, engine, profile, gated_policy(max_unavailable=1, initial=1))
     at_gate = NodeReason.HEALTH_GATE
     await until(lambda: reasons(cluster, name, nodes).get(node) == at_gate, 120.0, "the node at its gate")
@@ -732,6 +784,27 @@ def cordoned(cluster: ClusterUnderTest, node: str) -> bool:
     return bool(kubectl_json(cluster, "node", node)["spec"].get("unschedulable"))
 
 
+async def xid_79_under_rollback(
+    cluster: ClusterUnderTest,
+    client: Client,
+    queue: str,
+    exporter: GpuExporter,
+    engine: EngineSettings | None = None,
+) -> tuple[str, list[str], str, WorkflowHandle[RolloutWorkflow, Progress]]:
+    """Two GPU nodes at 1.0.0, then 1.1.0 under ``value_gated_policy``, the first node at its gate
+    given XID 79: the profile's name, its nodes, the faulty one and the rollout (rolling back)."""
+    group, nodes = await asyncio.to_thread(gpu_group, cluster, exporter, 2)
+    name = unique("hq")
+    v1 = examples.profile(name, selector={GROUP_LABEL: group}, interrupt=None, generation=1)
+    v2 = examples.profile(name, selector={GROUP_LABEL: group}, interrupt=None, version="1.1.0", generation=2)
+    policy = value_gated_policy()
+    handle = await start(client, queue, v1, policy, engine)
+    first = await until_phase(handle, "Complete", "Halted", within=300)
+    assert first.phase == "Complete", first
+    bad = await xid_at_the_gate(cluster, handle, SpecChange(profile=v2, policy=policy), nodes, exporter)
+    return name, nodes, bad, handle
+
+
 async def test_an_xid_79_node_stays_quarantined_after_the_rollback_until_released(
     cluster: ClusterUnderTest,
     temporal_client: Client,
@@ -739,15 +812,7 @@ async def test_an_xid_79_node_stays_quarantined_after_the_rollback_until_release
     engine: str,
     exporter: GpuExporter,
 ) -> None:
-    group, nodes = await asyncio.to_thread(gpu_group, cluster, exporter, 2)
-    name = unique("hq")
-    v1 = examples.profile(name, selector={GROUP_LABEL: group}, interrupt=None, generation=1)
-    v2 = examples.profile(name, selector={GROUP_LABEL: group}, interrupt=None, version="1.1.0", generation=2)
-    policy = value_gated_policy()
-    handle = await start(temporal_client, engine, v1, policy)
-    first = await until_phase(handle, "Complete", "Halted", within=300)
-    assert first.phase == "Complete", first
-    bad = await xid_at_the_gate(cluster, handle, SpecChange(profile=v2, policy=policy), nodes, exporter)
+    name, nodes, bad, handle = await xid_79_under_rollback(cluster, temporal_client, engine, exporter)
     (good,) = [n for n in nodes if n != bad]
     done = await until_phase(handle, "RolledBack", "Halted", within=300)
     # The rollback returned both nodes; the faulty one failed its gate again on 1.0.0 and is held.
@@ -760,6 +825,13 @@ async def test_an_xid_79_node_stays_quarantined_after_the_rollback_until_release
     assert cordoned(cluster, bad)
     assert not cordoned(cluster, good)
     assert await measurements(temporal_client, name, bad) >= 1  # re-gated on the returned version
+    # Its node workflow waits to re-gate it in quarantine.
+    suspect = temporal_client.get_workflow_handle(node_workflow_id(name, bad), result_type=NodeResult)
+
+    async def quarantined() -> bool:
+        return str(await suspect.query(NodeWorkflow.stage)) == "quarantine"
+
+    await until(quarantined, 60.0, "the node workflow in quarantine")
     # A human who knows better puts it back into service.
     cli = Cli(cluster, temporal_server)
     refused = await cli.fails("release", name, good)
@@ -767,3 +839,41 @@ async def test_an_xid_79_node_stays_quarantined_after_the_rollback_until_release
     assert f"releasing {bad}" in await cli.ok("release", name, bad)
     await until(lambda: not cordoned(cluster, bad), 60.0, "the released node uncordoned")
     assert reasons(cluster, name, nodes)[bad] == NodeReason.RELEASED
+    ended = await asyncio.wait_for(suspect.result(), 60)  # the release ended its quarantine
+    assert ended.status is RunStatus.FAILED, ended
+
+
+async def test_an_xid_79_node_in_quarantine_returns_to_service_once_its_series_is_clean(
+    cluster: ClusterUnderTest, temporal_client: Client, engine: str, exporter: GpuExporter
+) -> None:
+    # The quarantine's first pause at 5 s instead of 300: its runs come within the test.
+    quick = settings(quarantine_regate_seconds=5)
+    name, nodes, bad, handle = await xid_79_under_rollback(cluster, temporal_client, engine, exporter, quick)
+    done = await until_phase(handle, "RolledBack", "Halted", within=300)
+    assert done.phase == "RolledBack", done
+    assert reasons(cluster, name, nodes)[bad] == NodeReason.HARDWARE_SUSPECT
+
+    def message() -> str:
+        return str(condition(cluster, name, bad).get("message", ""))
+
+    # The XID is still there: the first run in quarantine fails, and the node stays out.
+    await until(
+        lambda: "health gate run 1 in quarantine" in message() and "health gate failed" in message(),
+        120.0,
+        "the first run in quarantine failed",
+        details=message,
+    )
+    assert reasons(cluster, name, nodes)[bad] == NodeReason.HARDWARE_SUSPECT
+    assert cordoned(cluster, bad)
+    exporter.set(bad, XID_ERRORS, 0, gpu=1)  # the fault cleared (the GPU was reseated)
+    await until(
+        lambda: reasons(cluster, name, nodes)[bad] == NodeReason.GATE_PASSED,
+        180.0,
+        "back in service without a release",
+        details=message,
+    )
+    assert not cordoned(cluster, bad)
+    assert "in quarantine passed" in message(), message()
+    suspect = temporal_client.get_workflow_handle(node_workflow_id(name, bad), result_type=NodeResult)
+    passed = await asyncio.wait_for(suspect.result(), 60)
+    assert passed.status is RunStatus.SUCCEEDED, passed

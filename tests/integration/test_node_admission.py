@@ -22,7 +22,8 @@ from fleetwright.kube.listwatch import ListWatch, WatchEvent, start_thread
 from fleetwright.kube.resources import ApiResourceLookup
 from fleetwright.local import examples
 from fleetwright.local import nodes as fleet_nodes
-from fleetwright.webhook.admission import MUTATE_PATH, WebhookServer, node_webhook_configuration
+from fleetwright.webhook.admission import node_webhook_configuration
+from fleetwright.webhook.server import MUTATE_PATH, WebhookServer
 from tests.support.engine import unique
 from tests.support.providers import ClusterUnderTest
 from tests.support.stack import GROUP_LABEL

@@ -23,7 +23,7 @@ from fleetwright.activities.node import all_activities
 from fleetwright.activities.payloads import NAMES
 from fleetwright.activities.rollout import rollout_activities
 from fleetwright.kube.client import from_kubeconfig
-from fleetwright.local.controlplane import free_port
+from fleetwright.local.loopback import free_port
 from fleetwright.local.temporalserver import LocalTemporal
 from fleetwright.process.metrics import names_in
 from fleetwright.process.settings import WorkerSettings

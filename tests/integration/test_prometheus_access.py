@@ -23,10 +23,10 @@ import pytest
 from fleetwright.activities.health import measure
 from fleetwright.activities.payloads import MeasureRequest
 from fleetwright.api.health import MetricCheck
-from fleetwright.local.controlplane import LOOPBACK
+from fleetwright.local.loopback import LOOPBACK
 from fleetwright.local.pki import LocalCA
 from fleetwright.local.prometheus import LocalPrometheus, WebAccess
-from fleetwright.planner.analysis import Measurement, Phase
+from fleetwright.planner.health.analysis import CheckPhase, Measurement
 from fleetwright.prometheus import Prometheus, PrometheusAccess
 
 pytestmark = pytest.mark.integration
@@ -67,7 +67,7 @@ def measured(
 
 def test_the_right_credentials_over_tls_measure(secured: LocalPrometheus, tmp_path: Path) -> None:
     result = measured(secured, tmp_path, password=PASSWORD)
-    assert (result.phase, result.value) == (Phase.SUCCESSFUL, [7.0]), result
+    assert (result.phase, result.value) == (CheckPhase.SUCCESSFUL, [7.0]), result
 
 
 @pytest.mark.parametrize(
@@ -89,7 +89,7 @@ def test_a_refused_or_untrusted_access_is_an_error_naming_why_never_the_secret(
 ) -> None:
     with caplog.at_level(logging.DEBUG):
         result = measured(secured, tmp_path, password=password, ca=ca)
-    assert result.phase is Phase.ERROR, result
+    assert result.phase is CheckPhase.ERROR, result
     assert cause in result.message, result
     shown = result.model_dump_json() + caplog.text
     assert PASSWORD not in shown
@@ -138,12 +138,12 @@ def test_a_bearer_token_is_read_at_every_query_and_never_shown(
     access = PrometheusAccess(url=f"http://{LOOPBACK}:{port}", bearer_token_file=str(token_file))
     client = Prometheus(access)
     request = MeasureRequest(profile="access", node="node-1", check=CHECK)
-    assert measure(client, request).phase is Phase.SUCCESSFUL
+    assert measure(client, request).phase is CheckPhase.SUCCESSFUL
     bearer_server.token = "tok-rotated-51b2"  # the Secret rotated: the old token is refused ...
     with caplog.at_level(logging.DEBUG):
         refused = measure(client, request)
-    assert refused.phase is Phase.ERROR
+    assert refused.phase is CheckPhase.ERROR
     assert "refused the credentials (HTTP 401)" in refused.message
     assert "tok-" not in refused.model_dump_json() + caplog.text
     token_file.write_text("tok-rotated-51b2")  # ... and the rotated file is read at the next query
-    assert measure(client, request).phase is Phase.SUCCESSFUL
+    assert measure(client, request).phase is CheckPhase.SUCCESSFUL

@@ -18,11 +18,12 @@ from temporalio.client import Client, WorkflowHandle
 
 from fleetwright.api.deploymentpolicy import FailurePolicy
 from fleetwright.api.keys import condition_type, status_label_key
-from fleetwright.api.nodeprofile import EnvVar, NodeProfile
+from fleetwright.api.nodeprofile import NodeProfile
+from fleetwright.api.packageparts import EnvVar
 from fleetwright.local import examples
 from fleetwright.local.kubelet import SimulatedKubelet
 from fleetwright.local.temporalserver import LocalTemporal
-from fleetwright.planner.nodestate import read_profile_state
+from fleetwright.planner.node.state import read_profile_state
 from fleetwright.workflows import search as sa
 from fleetwright.workflows.enginesettings import EngineSettings
 from fleetwright.workflows.ids import rollout_workflow_id
@@ -38,13 +39,17 @@ from tests.support.engine import (
     unique,
 )
 from tests.support.providers import ClusterUnderTest
+from tests.support.stack import LOST_WORKER_HEARTBEAT_SECONDS
 
 # observe-and-decide lists NodeProfiles (priority across profiles), so the CRDs must exist.
-from tests.support.waiting import until_phase
+from tests.support.waiting import until, until_phase, until_progress
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("crds")]
 
 GROUP_LABEL = "test.fleetwright.io/group"
+# The cap test's fleet: a canary, then exponential batches of 1, 2, 4 and 8, the last larger than
+# maxUnavailable (5), so the cap, not the batch, limits how many nodes run at once.
+CAP_FLEET = 16
 
 
 def settings(**overrides: Any) -> EngineSettings:
@@ -89,10 +94,10 @@ def jobs_of(cluster: ClusterUnderTest, profile: str) -> list[dict[str, Any]]:
     return items
 
 
-async def test_thirty_nodes_canary_soak_exponential_never_exceed_the_cap(
+async def test_canary_soak_exponential_never_exceed_the_cap(
     cluster: ClusterUnderTest, temporal_client: Client, engine: str
 ) -> None:
-    name, nodes = await asyncio.to_thread(group, cluster, 30)
+    name, nodes = await asyncio.to_thread(group, cluster, CAP_FLEET)
     profile = examples.profile(unique("cap"), selector={GROUP_LABEL: name}, interrupt="reboot")
     steps = [
         {"name": "canary", "canary": {"count": 1}},
@@ -105,7 +110,7 @@ async def test_thirty_nodes_canary_soak_exponential_never_exceed_the_cap(
         )
         done = await until_phase(handle, "Complete", "Halted", within=420)
     assert done.phase == "Complete", done
-    assert done.updated == 30
+    assert done.updated == CAP_FLEET
     assert sampler.samples > 20
     assert 1 <= sampler.worst <= 5, f"{sampler.worst} nodes cordoned by us at once"
     annotations = [
@@ -114,11 +119,11 @@ async def test_thirty_nodes_canary_soak_exponential_never_exceed_the_cap(
         if n["metadata"]["name"] in nodes
     ]
     recorded = [read_profile_state(a, profile.metadata.name).packages.get("tuning") for a in annotations]
-    assert len(recorded) == 30
+    assert len(recorded) == CAP_FLEET
     assert {(r.version, r.pending) if r else None for r in recorded} == {("1.0.0", None)}, recorded[:3]
     assert cordoned_by(cluster, profile.metadata.name)() == 0
     # one Job per node and stage: apply, config, interrupt, post-interrupt
-    assert len(jobs_of(cluster, profile.metadata.name)) == 30 * 4
+    assert len(jobs_of(cluster, profile.metadata.name)) == CAP_FLEET * 4
     await handle.terminate("test done")
 
 
@@ -190,10 +195,6 @@ async def test_a_pdb_that_allows_no_disruption_is_a_visible_wait_until_relaxed(
                 return dict(condition)
         return None
 
-    async def rollout_shows_it_blocked() -> bool:
-        progress = await handle.query(RolloutWorkflow.progress)
-        return progress is not None and "DrainBlocked" in progress.blocked_reasons.get(node, "")
-
     # An observe interval far beyond the test: the rollout shows the wait because the drain tells
     # it as the wait starts, not because it looked again.
     with SimulatedKubelet(cluster.kubectl):
@@ -204,20 +205,12 @@ async def test_a_pdb_that_allows_no_disruption_is_a_visible_wait_until_relaxed(
             {"max_unavailable": 1, "steps": steps},
             settings(observe_interval_seconds=3600),
         )
-        deadline = asyncio.get_running_loop().time() + 60
-        condition = None
-        while condition is None and asyncio.get_running_loop().time() < deadline:
-            condition = await asyncio.to_thread(blocked_condition)
-            await asyncio.sleep(0.5)
-        assert condition is not None, "no DrainBlocked condition on the node"
+        condition = await until(blocked_condition, 60, "a DrainBlocked condition on the node", interval=0.5)
         assert "trainer-0" in condition["message"]
         assert "trainer-pdb" in condition["message"]
-        for _ in range(120):
-            if await rollout_shows_it_blocked():
-                break
-            await asyncio.sleep(0.5)
-        else:
-            raise AssertionError("the rollout did not show the held drain within 60 s")
+        await until_progress(
+            handle, lambda p: "DrainBlocked" in p.blocked_reasons.get(node, ""), "the held drain", within=60
+        )
         assert (await handle.query(RolloutWorkflow.progress)).updated == 0  # type: ignore[union-attr]
         cluster.kubectl("delete", "pdb", "trainer-pdb", "-n", namespace)
         done = await until_phase(handle, "Complete", "Halted", within=120)
@@ -309,12 +302,9 @@ async def test_a_config_change_with_a_reboot_mid_rollout_never_disrupts_two_node
         Sampler(cordoned_by(cluster, profile_name), interval=0.2) as sampler,
     ):
         handle = await start(temporal_client, engine, version("vm.swappiness=10\n", 1), policy, settings())
-        deadline = asyncio.get_running_loop().time() + 120
-        while asyncio.get_running_loop().time() < deadline:
-            progress = await handle.query(RolloutWorkflow.progress)
-            if progress is not None and progress.updated >= 2 and progress.running >= 1:
-                break
-            await asyncio.sleep(0.3)
+        await until_progress(
+            handle, lambda p: p.updated >= 2 and p.running >= 1, "two nodes updated, one running", within=120
+        )
         change = SpecChange(profile=version("vm.swappiness=1\n", 2), policy=examples.policy(**policy))
         await handle.signal(RolloutWorkflow.spec_changed, change)
         done = await until_phase(handle, "Complete", "Halted", within=300)
@@ -392,17 +382,18 @@ async def test_a_worker_killed_during_a_drain_loses_nothing_and_runs_no_stage_tw
             for c in kubectl_json(cluster, "node", n)["status"].get("conditions") or []
         )
 
+    def blocked_while_alive() -> bool:
+        assert first.poll() is None, (tmp_path / "worker.log").read_text()
+        return drain_blocked()
+
     first = worker_process()
     try:
         with SimulatedKubelet(cluster.kubectl):
+            lost = settings(heartbeat_timeout_seconds=LOST_WORKER_HEARTBEAT_SECONDS)
             handle = await start(
-                temporal_client, queue, profile, {"max_unavailable": 1, "steps": steps}, settings()
+                temporal_client, queue, profile, {"max_unavailable": 1, "steps": steps}, lost
             )
-            deadline = asyncio.get_running_loop().time() + 90
-            while not await asyncio.to_thread(drain_blocked):
-                assert first.poll() is None, (tmp_path / "worker.log").read_text()
-                assert asyncio.get_running_loop().time() < deadline, "the drain never blocked"
-                await asyncio.sleep(0.5)
+            await until(blocked_while_alive, 90, "the drain to block", interval=0.5)
             first.send_signal(signal.SIGKILL)
             first.wait()
             second = worker_process()

@@ -17,8 +17,8 @@ from fleetwright.api.keys import condition_type
 from fleetwright.api.nodeprofile import NodeProfile
 from fleetwright.local import examples
 from fleetwright.local.kubelet import SimulatedKubelet
-from fleetwright.planner.nodestate import read_profile_state
-from fleetwright.planner.packages import digest
+from fleetwright.planner.node.packages import digest
+from fleetwright.planner.node.state import read_profile_state
 from fleetwright.workflows.ids import rollout_workflow_id
 from fleetwright.workflows.payloads import RolloutInput, SpecChange
 from fleetwright.workflows.rollout import RolloutWorkflow

@@ -16,7 +16,7 @@ from fleetwright.local import examples
 from fleetwright.local.kubelet import SimulatedKubelet
 from fleetwright.local.nodes import OUTCOME_LABEL
 from fleetwright.local.ticker import Ticker
-from fleetwright.planner.ordering import order_nodes
+from fleetwright.planner.rollout.ordering import order_nodes
 from fleetwright.workflows.ids import rollout_workflow_id
 from fleetwright.workflows.payloads import RolloutInput
 from fleetwright.workflows.rollout import RolloutWorkflow
@@ -128,12 +128,7 @@ async def test_a_gangs_nodes_are_drained_in_one_batch_after_the_idle_nodes(
                 id=rollout_workflow_id(profile.metadata.name),
                 task_queue=engine,
             )
-            for _ in range(480):
-                progress = await handle.query(RolloutWorkflow.progress)
-                if progress is not None and progress.phase in ("Complete", "Halted"):
-                    break
-                await asyncio.sleep(0.5)
-        assert progress is not None
+            progress = await until_phase(handle, "Complete", "Halted", within=240)
         assert progress.phase == "Complete", progress
         assert progress.updated == 7
     batch = {s.node: s.batch for d in await decisions(temporal_client, handle) for s in d.decision.start}

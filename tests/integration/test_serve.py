@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from fleetwright import certs
-from fleetwright.local.controlplane import free_port
+from fleetwright.local.loopback import free_port
 from fleetwright.local.temporalserver import LocalTemporal
 from fleetwright.process.settings import WorkerSettings
 from fleetwright.process.temporalclient import CORE_LOGGER

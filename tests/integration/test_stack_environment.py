@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from fleetwright.local.controlplane import ClusterOptions, LocalCluster, free_port
+from fleetwright.local.controlplane import ClusterOptions, LocalCluster
+from fleetwright.local.loopback import free_port
 from fleetwright.local.stack import LocalStack, StackOptions
 from fleetwright.local.temporalserver import LocalTemporal
 from tests.support.engine import label_nodes, unique

@@ -16,18 +16,19 @@ from dataclasses import dataclass
 
 import pytest
 
-from fleetwright.chaos.iteration import Fault, Injection, IterationPlan, Outcome
+from fleetwright.chaos.iteration import Fault, Injection, IterationPlan
 from fleetwright.chaos.runner import IterationResult, run
 from fleetwright.chaos.system import ChaosStack
 from fleetwright.cli.chaos import describe
 from fleetwright.cli.history import runs
 from fleetwright.local.controlplane import LocalCluster
 from fleetwright.local.temporalserver import TemporalServer
-from fleetwright.planner.stages import Stage
+from fleetwright.planner.node.stages import Stage
 from fleetwright.process.temporalclient import connect
 from fleetwright.workflows import search as sa
 from fleetwright.workflows.node import NODE_WORKFLOW
 from fleetwright.workflows.rollout import ROLLOUT_WORKFLOW
+from tests.support.chaosplans import rebooting_plan
 from tests.support.providers import ClusterUnderTest
 from tests.support.waiting import until
 
@@ -46,18 +47,7 @@ KILL_AFTER_JOBS = len(STAGES) + 1
 
 
 def plan(index: int, *injections: Injection) -> IterationPlan:
-    return IterationPlan(
-        seed=26,
-        index=index,
-        nodes=NODES,
-        max_unavailable=2,
-        steps=STEPS,
-        max_failed_nodes=0,
-        interrupt="reboot",
-        outcome=Outcome.SUCCEED,
-        stage_failures=1,
-        injections=injections,
-    )
+    return rebooting_plan(26, index, NODES, STEPS, *injections)
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,6 @@ import json
 import re
 import shutil
 import subprocess
-import time
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
@@ -30,7 +29,7 @@ from temporalio.client import Client
 from fleetwright.local.temporalserver import LocalTemporal
 from fleetwright.workflows.ids import node_workflow_id, rollout_workflow_id
 from tests.support.stack import Rollout, RunningController
-from tests.support.waiting import until
+from tests.support.waiting import until, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -102,18 +101,19 @@ class Browser:
     def _devtools_port(self, timeout: float) -> int:
         """The port Chromium writes to ``DevToolsActivePort`` in its profile once it listens."""
         active = self.profile / "DevToolsActivePort"
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            assert self.process is not None
-            if self.process.poll() is not None:
-                raise RuntimeError(
-                    f"chromium exited {self.process.returncode}: {self.log.read_text()[-2000:]}"
-                )
+        process = self.process
+        assert process is not None
+
+        def alive() -> None:
+            if process.poll() is not None:
+                raise RuntimeError(f"chromium exited {process.returncode}: {self.log.read_text()[-2000:]}")
+
+        def port() -> int | None:
             lines = active.read_text().splitlines() if active.exists() else []
-            if lines and lines[0].isdigit():
-                return int(lines[0])
-            time.sleep(0.1)
-        raise RuntimeError(f"chromium did not listen within {timeout}s: {self.log.read_text()[-2000:]}")
+            return int(lines[0]) if lines and lines[0].isdigit() else None
+
+        found: int = wait_for(port, timeout, "chromium to listen", interval=0.1, alive=alive)
+        return found
 
     def call(self, method: str, **params: Any) -> dict[str, Any]:
         self._id += 1

@@ -21,7 +21,7 @@ import pytest
 from temporalio.client import Client
 
 from fleetwright.chaos.invariants import check_run
-from fleetwright.chaos.iteration import IterationPlan, Outcome
+from fleetwright.chaos.iteration import IterationPlan
 from fleetwright.chaos.runner import engine_settings, manifests
 from fleetwright.chaos.snapshot import Snapshot
 from fleetwright.chaos.system import GROUP_LABEL, ChaosStack
@@ -32,6 +32,7 @@ from fleetwright.local.nodes import stage_pod_timing
 from fleetwright.local.processes import Supervised
 from fleetwright.local.temporalserver import LocalTemporal
 from fleetwright.process.settings import SETTINGS_ENV, WorkerSettings
+from tests.support.chaosplans import rebooting_plan
 from tests.support.cli import Cli
 from tests.support.providers import ClusterUnderTest
 from tests.support.releases import REPO, checkout, history_problems, previous, release_path
@@ -61,17 +62,7 @@ SIDE_BY_SIDE_SECONDS = 20.0
 
 
 def plan(index: int, steps: tuple[dict[str, Any], ...]) -> IterationPlan:
-    return IterationPlan(
-        seed=32,
-        index=index,
-        nodes=NODES,
-        max_unavailable=2,
-        steps=steps,
-        max_failed_nodes=0,
-        interrupt="reboot",
-        outcome=Outcome.SUCCEED,
-        stage_failures=1,
-    )
+    return rebooting_plan(32, index, NODES, steps)
 
 
 class Release:

@@ -20,7 +20,7 @@ import yaml
 from fleetwright.api.keys import FINALIZER
 from fleetwright.binaries import control_plane_binary
 from fleetwright.errors import ForbiddenError, NotFoundError
-from fleetwright.kube import events, eviction, jobs, nodes, nodestatus, pods, resources
+from fleetwright.kube import events, eviction, jobs, nodes, nodestatus, pods, resources, secrets
 from fleetwright.kube.client import ApiClient, from_kubeconfig
 from fleetwright.workflows.enginesettings import EngineSettings
 from tests.support.providers import ClusterUnderTest
@@ -127,7 +127,7 @@ def _get_node(api: ApiClient, node: str) -> object:
 
 
 def _set_condition(api: ApiClient, node: str) -> object:
-    wanted = nodestatus.Condition("fleetwright.io/RbacProbe", "True", "Probe", str(time.time()))
+    wanted = nodestatus.NodeStatusCondition("fleetwright.io/RbacProbe", "True", "Probe", str(time.time()))
     return nodestatus.set_condition(api, node, wanted)
 
 
@@ -151,6 +151,10 @@ def _ensure_config_map(api: ApiClient, node: str) -> object:
 
 def _read_job(api: ApiClient, node: str) -> object:
     return jobs.read_job(api, PACKAGES, f"absent-{node}")
+
+
+def _read_secret(api: ApiClient, node: str) -> object:
+    return secrets.secret_text(api, PACKAGES, f"absent-{node}")
 
 
 def _emit(api: ApiClient, node: str) -> object:
@@ -207,6 +211,7 @@ RULES: list[tuple[str, str, int, str, Operation]] = [
     ("ClusterRole", "worker", 6, "worker", _list_profiles),
     ("Role", "packages", 0, "worker", _ensure_config_map),
     ("Role", "packages", 1, "worker", _read_job),
+    ("Role", "packages", 2, "worker", _read_secret),
     ("Role", "events", 0, "worker", _emit),
     ("ClusterRole", "controller", 0, "controller", _list_nodes),
     ("ClusterRole", "controller", 1, "controller", _list_profiles),

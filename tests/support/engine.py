@@ -50,12 +50,16 @@ async def engine_worker(
     pinning reaches the registries with ``registry``."""
     api = from_kubeconfig(cluster.kubeconfig)
     queue = queue or unique(prefix)
-    access = PrometheusAccess(url=prometheus_url, timeout_seconds=5)
+    access = PrometheusAccess(url=prometheus_url, timeout_seconds=QUERY_TIMEOUT_SECONDS)
     health = health_activities(api, access)
     rollout = rollout_activities(api, prometheus=access, registry=registry)
     activities = [*all_activities(api), *rollout, *health]
     async with build_worker(client, activities, task_queue=queue):
         yield queue
+
+
+QUERY_TIMEOUT_SECONDS = 5
+"""The Prometheus query timeout of ``engine_worker``'s health activities."""
 
 
 def kubectl_json(cluster: ClusterUnderTest, *args: str) -> Any:

@@ -16,14 +16,21 @@ through is recorded against its CRD schema:
   its own: the models store the canonical one, so nothing past admission can tell them apart (the
   API model tests parse it).
 
-Owns the schema walk and the recorder; the test and the pytest hooks that switch recording on per
-tier live in ``tests/integration/test_crd_field_coverage.py`` and ``tests/conftest.py``.
+When the tiers run in pytest processes of their own (``tools/test.sh``: the workflow tier beside
+the integration tier), each process that does not run the coverage test leaves what it recorded
+and which test files it ran in the directory ``FIELD_COVERAGE_DIR`` names (``share``),
+and the coverage test judges the union (``shared``).
+
+Owns the schema walk, the recorder and the shared records; the test and the pytest hooks that
+switch recording on per tier live in ``tests/integration/test_crd_field_coverage.py`` and
+``tests/conftest.py``.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,12 +41,16 @@ from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client
 
 from fleetwright.api.deploymentpolicy import DeploymentPolicy
-from fleetwright.api.nodeprofile import INTERRUPT_TYPE_SPELLINGS, NodeProfile
+from fleetwright.api.interrupttypes import INTERRUPT_TYPE_SPELLINGS
+from fleetwright.api.nodeprofile import NodeProfile
 from fleetwright.planner import convert
 from fleetwright.workflows.payloads import Deletion, RolloutInput, SpecChange
 from fleetwright.workflows.rollout import ROLLOUT_WORKFLOW
 
-CRD_DIR = Path(__file__).resolve().parents[2] / "crds"
+TESTS = Path(__file__).resolve().parents[1]
+CRD_DIR = TESTS.parent / "crds"
+SHARE_ENV = "FIELD_COVERAGE_DIR"
+"""The directory where the pytest processes of one run leave their records for the coverage test."""
 KINDS = {
     "NodeProfile": "nodeprofiles.fleetwright.io.yaml",
     "DeploymentPolicy": "deploymentpolicies.fleetwright.io.yaml",
@@ -206,6 +217,45 @@ class Recorder:
 
 
 RECORDER = Recorder()
+
+
+@dataclass(frozen=True)
+class Shared:
+    """The union of the records the session's other pytest processes left (``share``)."""
+
+    seen: frozenset[str] = frozenset()
+    ran: frozenset[Path] = frozenset()
+    deselected: frozenset[str] = frozenset()
+
+
+def share(ran: set[Path]) -> None:
+    """Leave the fields recorded, the test files ``ran`` and the deselected tests in the shared
+    directory, when there is one; written whole, then renamed, so a reader never sees half of it."""
+    directory = os.environ.get(SHARE_ENV)
+    if not directory:
+        return
+    record = {
+        "seen": sorted(RECORDER.seen),
+        "ran": sorted(str(path.relative_to(TESTS)) for path in ran),
+        "deselected": sorted(RECORDER.deselected),
+    }
+    target = Path(directory) / f"{os.getpid()}.json"
+    partial = target.with_suffix(".partial")
+    partial.write_text(json.dumps(record))
+    partial.rename(target)
+
+
+def shared() -> Shared:
+    """What the other processes of this run left (nothing without a shared directory)."""
+    directory = os.environ.get(SHARE_ENV)
+    if not directory:
+        return Shared()
+    records = [json.loads(path.read_text()) for path in sorted(Path(directory).glob("*.json"))]
+    return Shared(
+        seen=frozenset(name for record in records for name in record["seen"]),
+        ran=frozenset(TESTS / name for record in records for name in record["ran"]),
+        deselected=frozenset(nodeid for record in records for nodeid in record["deselected"]),
+    )
 
 
 def install() -> None:

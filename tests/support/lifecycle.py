@@ -23,8 +23,8 @@ from fleetwright.packagetest.hostroot import HostRoot
 from fleetwright.packagetest.runner import package_key, payload_dir, run_stages
 
 CATALOG = Path(__file__).resolve().parents[2] / "packages"
-REBOOT = interrupts.Interrupt(interrupts.NODE_RESTART)
-NOOP = interrupts.Interrupt(interrupts.NO_OP)
+REBOOT = interrupts.InterruptRequest(interrupts.NODE_RESTART)
+NOOP = interrupts.InterruptRequest(interrupts.NO_OP)
 CLEAN_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
@@ -101,7 +101,7 @@ class Lifecycle:
     package: str
     install: Mapping[str, str]
     change: Mapping[str, str] | None
-    interrupt: interrupts.Interrupt = NOOP
+    interrupt: interrupts.InterruptRequest = NOOP
     flavours: tuple[str, ...] = ("debian", "debian-real")
     installs_os_packages: bool = False
     prepare: Callable[[HostRoot], None] = field(default=lambda root: None)
@@ -133,7 +133,7 @@ LIFECYCLES = {
             "gke-cos-tuning",
             {"sysctl.conf": "net.core.somaxconn = 32768\n"},
             {"sysctl.conf": "net.core.somaxconn = 65535\n"},
-            interrupts.Interrupt(interrupts.SERVICE_RESTART, ("containerd.service",)),
+            interrupts.InterruptRequest(interrupts.SERVICE_RESTART, ("containerd.service",)),
             flavours=("cos",),
         ),
         Lifecycle(

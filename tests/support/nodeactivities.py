@@ -11,7 +11,7 @@ from fleetwright.activities.payloads import StageRequest
 from fleetwright.api.keys import condition_type
 from fleetwright.api.nodeprofile import Package
 from fleetwright.local.nodes import stage_pod_timing
-from fleetwright.planner.stages import Stage
+from fleetwright.planner.node.stages import Stage
 from tests.support.providers import ClusterUnderTest
 
 FAST_POD = stage_pod_timing(0.3)

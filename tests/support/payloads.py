@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from fleetwright.packagetest.hostroot import HostRoot, build
-from fleetwright.packagetest.runner import StageRun
+from fleetwright.packagetest.runner import StageInvocation
 
 
 def step(
@@ -65,7 +65,7 @@ def write_package(
     return payload
 
 
-def codes(runs: Sequence[StageRun]) -> list[int]:
+def codes(runs: Sequence[StageInvocation]) -> list[int]:
     """The agent's exit status of each invocation of a ``run_stages`` result."""
     return [r.result.returncode for r in runs]
 

@@ -17,15 +17,11 @@ from typing import Protocol
 
 import yaml
 
-from fleetwright.local.controlplane import (
-    ClusterOptions,
-    KwokFleet,
-    LocalCluster,
-    create_package_namespace,
-    run_kubectl,
-)
-from fleetwright.local.processes import wait_until
+from fleetwright.local.controlplane import ClusterOptions, LocalCluster
+from fleetwright.local.kubectl import create_package_namespace, run_kubectl
+from fleetwright.local.kwok import KwokFleet
 from fleetwright.workflows.enginesettings import EngineSettings
+from tests.support.waiting import wait_for
 
 PROVIDER_ENV = "FLEETWRIGHT_CLUSTER_PROVIDER"
 
@@ -84,7 +80,7 @@ class K3sCluster:
         # The same kwok binary and stages as the local provider, pointed at K3s.
         self.fleet = KwokFleet(self.kubeconfig, workdir, self.kubectl)
         self.fleet.process.start()
-        wait_until(self.fleet.healthy, timeout=60, what="kwok", alive=self.fleet.process.check_alive)
+        wait_for(self.fleet.healthy, 60, "kwok", alive=self.fleet.process.check_alive)
 
     def kubectl(
         self, *args: str, input: str | None = None, check: bool = True, timeout: float = 120.0

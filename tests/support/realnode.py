@@ -1,16 +1,22 @@
-"""Rollouts for the node tier: a ``shellscript`` profile over kwok nodes plus the real node, and
-reading what ran on the real node (its stage pods, and which of their containers containerd ran)."""
+"""Rollouts for the node tier: a ``shellscript`` profile over kwok nodes plus the real node, a
+rollout whose stage marks the host root so a stage that ran twice shows, and reading what ran on
+the real node (its stage pods, and which of their containers containerd ran)."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
+from fleetwright.chaos.snapshot import job_view
 from fleetwright.local import examples
 from fleetwright.local.controlplane import LocalCluster
 from fleetwright.local.realnode import RealNode
-from tests.support.engine import kubectl_json, label_nodes
+from fleetwright.packagetest.hostroot import HostRoot
+from tests.support.chartrbac import PACKAGES
+from tests.support.engine import kubectl_json, label_nodes, unique
 from tests.support.stack import GROUP_LABEL
+from tests.support.waiting import wait_for
 
 SHELLSCRIPT = "ghcr.io/fleetwright/packages/shellscript"
 
@@ -97,3 +103,67 @@ def ran_in_containerd(pod: dict[str, Any]) -> list[tuple[str, int]]:
         if status.get("containerID", "").startswith("containerd://") and "exitCode" in terminated:
             out.append((status["name"], terminated["exitCode"]))
     return out
+
+
+def marker_of(name: str) -> str:
+    """The host file ``name``'s marking scripts append to."""
+    return f"/etc/fleetwright-test/{name}"
+
+
+def marking_scripts(marker: str, line: str, stage_seconds: int = 0) -> dict[str, str]:
+    """A shellscript package's scripts whose apply appends ``line`` to ``marker`` on the host root
+    (after sleeping ``stage_seconds``), so a stage that ran twice shows twice; its check wants the
+    file, and config (which a configMap makes a fresh install run) does nothing."""
+    wait = f"sleep {stage_seconds} && " if stage_seconds else ""
+    return {
+        "apply.sh": f"{wait}mkdir -p /etc/fleetwright-test && echo {line} >> {marker}",
+        "apply_check.sh": f"test -f {marker}",
+        "config.sh": "exit 0",
+        "config_check.sh": "exit 0",
+    }
+
+
+@dataclass(frozen=True)
+class MarkedRollout:
+    """A rollout over the real node (its canary) and two kwok nodes whose stage appends ``line`` to
+    ``marker`` on the host root."""
+
+    name: str
+    nodes: list[str]
+    marker: str
+    line: str
+
+
+def apply_marked_rollout(
+    cluster: LocalCluster, real_node: RealNode, prefix: str, line: str, stage_seconds: int
+) -> MarkedRollout:
+    """Apply a ``MarkedRollout`` whose stage sleeps ``stage_seconds`` first (long enough to do
+    something to the release while it runs on the real node)."""
+    name = unique(prefix)
+    nodes = group(cluster, real_node, name, 2)
+    marker = marker_of(name)
+    apply_rollout(cluster, name, marking_scripts(marker, line, stage_seconds), canary=real_node.options.name)
+    return MarkedRollout(name, nodes, marker, line)
+
+
+def wait_real_stage_running(cluster: LocalCluster, real_node: RealNode, name: str) -> None:
+    """Until a stage pod of ``name``'s rollout runs on the real node."""
+    node = real_node.options.name
+    wait_for(
+        lambda: any(p["status"].get("phase") == "Running" for p in real_stage_pods(cluster, node, name)),
+        timeout=300,
+        what="the real node's stage to run",
+        interval=1,
+    )
+
+
+def assert_each_stage_ran_once(cluster: LocalCluster, host_root: HostRoot, rollout: MarkedRollout) -> None:
+    """Once the rollout is complete: the stage on the real node appended one line (it ran once,
+    whatever happened to the release meanwhile), and one Job ran per node, package and stage."""
+    wait_complete(cluster, rollout.name)
+    assert host_root.read(rollout.marker) == f"{rollout.line}\n"
+    listed = kubectl_json(cluster, "jobs", "-n", PACKAGES, "-l", f"fleetwright.io/profile={rollout.name}")
+    jobs = [job_view(j) for j in listed["items"]]
+    keys = [job.key for job in jobs]
+    assert len(keys) == len(set(keys)), sorted(keys)
+    assert {job.node for job in jobs} == set(rollout.nodes)

@@ -5,10 +5,12 @@ nothing of this checkout's tests."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import yaml
@@ -16,14 +18,6 @@ import yaml
 from fleetwright.api import keys
 from fleetwright.api.deploymentpolicy import DeploymentPolicy
 from fleetwright.api.nodeprofile import NodeProfile
-from fleetwright.planner.nodestate import (
-    Before,
-    NodePackageState,
-    PackageRecord,
-    PendingChange,
-    format_annotation,
-)
-from fleetwright.planner.stages import Stage
 
 KINDS: dict[str, type[NodeProfile] | type[DeploymentPolicy]] = {
     "NodeProfile": NodeProfile,
@@ -44,9 +38,21 @@ def objects(tree: Path) -> list[dict[str, Any]]:
     return written
 
 
+def _planner(path: str, before: str) -> ModuleType:
+    """The planner module at ``path``, or at ``before`` in a release whose planner was still flat
+    (0.2.0 and older: ``planner.nodestate``, ``planner.stages``)."""
+    try:
+        return importlib.import_module(f"fleetwright.planner.{path}")
+    except ModuleNotFoundError:
+        return importlib.import_module(f"fleetwright.planner.{before}")
+
+
 def records() -> dict[str, str]:
     """Node annotations a node carries mid-rollout: a package with a pending change and what it
     was before, another complete."""
+    state_module, stages = _planner("node.state", "nodestate"), _planner("node.stages", "stages")
+    NodePackageState, PackageRecord = state_module.NodePackageState, state_module.PackageRecord
+    PendingChange, Before, Stage = state_module.PendingChange, state_module.Before, stages.Stage
     since = datetime(2026, 12, 1, 8, 30, tzinfo=UTC)
     state = NodePackageState(
         profile="gpu-tuning",
@@ -65,7 +71,7 @@ def records() -> dict[str, str]:
             "chrony": PackageRecord(version="4.5.0"),
         },
     )
-    key, value = format_annotation(state)
+    key, value = state_module.format_annotation(state)
     return {key: value}
 
 

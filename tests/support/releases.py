@@ -23,6 +23,7 @@ HISTORIES = REPO / "tests" / "workflow" / "histories"
 
 SUPPORTED: dict[str, str] = {
     "0.1.0": "4e1b8fd1f1f537b58519afc49cbd610d5e2e0d11",
+    "0.2.0": "fef7557a288749fe6d9fe24ba3b46f1ea52db7af",
 }
 """Each supported release and the commit it was cut from (its tag is ``v<release>``)."""
 

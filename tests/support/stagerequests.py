@@ -6,7 +6,7 @@ from typing import Any
 
 from fleetwright.activities.payloads import StageRequest
 from fleetwright.api.nodeprofile import Package
-from fleetwright.planner.stages import Stage
+from fleetwright.planner.node.stages import Stage
 
 PACKAGE = Package.model_validate({"name": "tuning", "version": "1.0.0", "image": "ghcr.io/example/t"})
 

@@ -7,6 +7,7 @@ that returns an awaitable and running a plain one on a thread (``blocking``, the
 and API reads must not stall an in-process worker or controller) or inline (``blocking=False``:
 cheap reads of in-memory state that the loop's own tasks change). ``until_progress`` waits for a
 rollout workflow's published progress to show something, ``until_phase`` for one of its phases.
+``until_fleet``, ``until_complete`` and ``until_grown`` wait on a workflow-tier fake fleet's in-memory state.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sized
 from typing import Any
 
 from temporalio.client import WorkflowHandle
@@ -26,11 +27,23 @@ from fleetwright.workflows.rollout import RolloutWorkflow
 
 
 def wait_for(
-    probe: Callable[[], Any], timeout: float = 30.0, what: str = "condition", interval: float = 0.2
+    probe: Callable[[], Any],
+    timeout: float = 30.0,
+    what: str = "condition",
+    interval: float = 0.2,
+    alive: Callable[[], None] | None = None,
+    details: Callable[[], object] | None = None,
 ) -> Any:
-    """Poll ``probe`` until it returns something truthy (and return that), or fail naming ``what``:
-    the local stack's own poller (``local.processes.wait_until``), called positionally."""
-    return wait_until(probe, timeout=timeout, what=what, interval=interval)
+    """Poll ``probe`` until it returns something truthy (and return that), or fail naming ``what``
+    (``TimeoutError``); ``alive`` raises when what is awaited died; ``details`` adds what to print
+    on a timeout, as ``until``'s does. The local stack's own poller
+    (``local.processes.wait_until``), called positionally."""
+    try:
+        return wait_until(probe, timeout=timeout, what=what, interval=interval, alive=alive)
+    except TimeoutError as error:
+        if details is None:
+            raise
+        raise TimeoutError(f"{error} ({details()})") from None
 
 
 async def until(
@@ -42,7 +55,8 @@ async def until(
     blocking: bool = True,
     details: Callable[[], object] = lambda: "",
 ) -> Any:
-    """``wait_for`` from the event loop; ``details`` adds what to print on a timeout."""
+    """``wait_for`` from the event loop, failing as it does (``TimeoutError`` naming ``what``);
+    ``details`` adds what to print on a timeout."""
     deadline = time.monotonic() + within
     last: Any = None
     while time.monotonic() < deadline:
@@ -54,7 +68,27 @@ async def until(
         if last:
             return last
         await asyncio.sleep(interval)
-    raise AssertionError(f"timed out after {within}s waiting for {what} (last: {last}; {details()})")
+    raise TimeoutError(f"timed out after {within:.0f}s waiting for {what} (last: {last}; {details()})")
+
+
+async def until_fleet(
+    probe: Callable[[], Any], what: str, within: float = 30.0, details: Callable[[], object] = lambda: ""
+) -> Any:
+    """``until`` over a fake fleet's in-memory state, which the worker's tasks on this loop change:
+    polled inline and often."""
+    return await until(probe, within, what, interval=0.05, blocking=False, details=details)
+
+
+async def until_grown(items: Sized, by: int, what: str, within: float = 30.0) -> None:
+    """Until ``items`` (a fake fleet's record, which its worker appends to) holds ``by`` more than
+    it does now."""
+    before = len(items)
+    await until_fleet(lambda: len(items) >= before + by, what, within)
+
+
+async def until_complete(statuses: Mapping[str, str], count: int, what: str, within: float = 30.0) -> None:
+    """Until exactly ``count`` of the nodes' ``statuses`` (a fake fleet's) show Complete."""
+    await until_fleet(lambda: list(statuses.values()).count("Complete") == count, what, within)
 
 
 async def query_progress(handle: WorkflowHandle[RolloutWorkflow, Progress]) -> Progress | None:

@@ -11,7 +11,7 @@ import pytest
 from pydantic import ValidationError
 
 from fleetwright.api.validation import AdmissionPolicy, Result, validate_nodeprofile
-from fleetwright.webhook.admission import ADMISSION_ENV, AdmissionPolicyError, load_admission_policy, review
+from fleetwright.webhook.review import ADMISSION_ENV, AdmissionPolicyError, load_admission_policy, review
 from tests.support.manifests import profile_manifest
 
 pytestmark = pytest.mark.unit
@@ -39,6 +39,9 @@ class NoLookup:
 
     def profile_objects(self) -> list[dict[str, Any]]:
         return []
+
+    def policy_registries(self) -> dict[str, list[str]]:
+        return {}
 
 
 def test_without_a_policy_unpinned_images_from_anywhere_are_admitted() -> None:
@@ -131,3 +134,68 @@ def test_a_bad_policy_file_stops_the_webhook_naming_the_field(
     with pytest.raises(AdmissionPolicyError, match=named) as caught:
         load_admission_policy(path)
     assert str(path) in str(caught.value)
+
+
+class PolicyLookup(NoLookup):
+    """Policy ``strict`` allows ``ghcr.io/acme``; ``profiles`` are the cluster's NodeProfiles."""
+
+    def __init__(self, profiles: list[dict[str, Any]] | None = None) -> None:
+        self.profiles = profiles or []
+
+    def policy_names(self) -> set[str]:
+        return {"strict", "open"}
+
+    def profile_objects(self) -> list[dict[str, Any]]:
+        return self.profiles
+
+    def policy_registries(self) -> dict[str, list[str]]:
+        return {"strict": ["ghcr.io/acme"]}
+
+
+def _request(resource: str, obj: dict[str, Any], operation: str = "CREATE") -> dict[str, Any]:
+    request = {
+        "uid": "u",
+        "resource": {"resource": resource},
+        "operation": operation,
+        "name": "x",
+        "object": obj,
+    }
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
+
+
+@pytest.mark.parametrize("operation", ["CREATE", "UPDATE"])
+def test_a_profile_image_outside_its_policys_allowed_registries_is_denied(operation: str) -> None:
+    obj = profile_manifest(
+        pkg("in", "ghcr.io/acme/a"), pkg("out", "docker.io/acme/b"), deploymentPolicyRef={"name": "strict"}
+    )
+    response = review(_request("nodeprofiles", obj, operation), PolicyLookup())["response"]
+    assert response["allowed"] is False
+    assert [c["field"] for c in response["status"]["details"]["causes"]] == ["spec.packages[1].image"]
+    assert (
+        "'docker.io/acme/b' is not from a registry DeploymentPolicy 'strict' allows "
+        "(its spec.allowedRegistries: ghcr.io/acme)"
+    ) in response["status"]["message"]
+    other = profile_manifest(pkg("out", "docker.io/acme/b"), deploymentPolicyRef={"name": "open"})
+    assert review(_request("nodeprofiles", other, operation), PolicyLookup())["response"]["allowed"] is True
+
+
+def test_a_policy_whose_allowed_registries_exclude_a_profiles_image_is_denied() -> None:
+    using = profile_manifest(pkg("t", "ghcr.io/acme/t"), deploymentPolicyRef={"name": "strict"})
+    using["metadata"]["name"] = "uses-it"
+    elsewhere = profile_manifest(pkg("t", "quay.io/x/t"), deploymentPolicyRef={"name": "open"})
+    lookup = PolicyLookup([using, elsewhere])
+    policy = {
+        "apiVersion": "fleetwright.io/v1alpha1",
+        "kind": "DeploymentPolicy",
+        "metadata": {"name": "strict"},
+        "spec": {"allowedRegistries": ["quay.io/x"]},
+    }
+    response = review(_request("deploymentpolicies", policy, "UPDATE"), lookup)["response"]
+    assert response["allowed"] is False
+    assert [c["field"] for c in response["status"]["details"]["causes"]] == ["spec.allowedRegistries"]
+    assert (
+        "excludes 'ghcr.io/acme/t' (spec.packages[0].image of NodeProfile 'uses-it'; allowed: quay.io/x)"
+        in response["status"]["message"]
+    )
+    policy["spec"] = {"allowedRegistries": ["ghcr.io/acme"]}
+    assert review(_request("deploymentpolicies", policy, "UPDATE"), lookup)["response"]["allowed"] is True

@@ -11,7 +11,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from fleetwright.packagetest.boot import simulate_reboot
 from fleetwright.packagetest.hostroot import HostRoot
 from fleetwright.packagetest.runner import AgentRun, agent_env, install_payload, run_agent
 from tests.support.payloads import step, write_package
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.unit
 
@@ -54,7 +54,7 @@ class Pkg:
     def run(self, mode: str, **extra: str) -> AgentRun:
         return run_agent([mode, self.host.path, self.copy_dir], self.env(**extra))
 
-    def interrupt(self, payload: interrupts.Interrupt, **extra: str) -> AgentRun:
+    def interrupt(self, payload: interrupts.InterruptRequest, **extra: str) -> AgentRun:
         args = ["interrupt", self.host.path, self.copy_dir, interrupts.encode(payload)]
         return run_agent(args, self.env(**extra))
 
@@ -315,6 +315,44 @@ def test_mode_without_steps_is_a_noop_that_still_records_history(host: HostRoot,
     assert json.loads(host.read(f"{STATE}/history/demo.json"))["current-version"] == "1.0.0"
 
 
+def test_a_preflight_of_a_package_without_check_steps_fails_saying_so(host: HostRoot, tmp_path: Path) -> None:
+    # Checks only for its removal: nothing can tell whether its (empty) install side is done.
+    pkg = Pkg(host, tmp_path).install(
+        {"apply": [], "uninstall": [step("s.sh")], "uninstall-check": [step("c.sh")]},
+        {"s.sh": OK_CHECK, "c.sh": OK_CHECK},
+    )
+    result = pkg.run("apply-check", FLEETWRIGHT_PREFLIGHT="true")
+    assert result.returncode == 1
+    assert "demo defines no check step a preflight of apply-check can run" in result.output
+    assert not host.exists(f"{STATE}/history/demo.json")  # nothing recorded as installed
+    assert pkg.run("apply-check").returncode == 0  # outside a preflight: a no-op
+
+
+def test_a_preflight_check_of_a_mode_without_steps_passes_when_the_package_has_checks(
+    host: HostRoot, tmp_path: Path
+) -> None:
+    pkg = Pkg(host, tmp_path).install(
+        {"apply": [step("s.sh")], "apply-check": [step("c.sh")]}, {"s.sh": OK_CHECK, "c.sh": OK_CHECK}
+    )
+    # config has no steps: its stage changes nothing, so there is nothing to find undone.
+    assert pkg.run("config-check", FLEETWRIGHT_PREFLIGHT="true").returncode == 0
+
+
+def test_a_preflight_check_changes_nothing_on_the_host_before_it_runs(host: HostRoot, tmp_path: Path) -> None:
+    pkg = Pkg(host, tmp_path).install(
+        {"apply": [step("a.sh")], "apply-check": [step("c.sh")]},
+        {"a.sh": record("a"), "c.sh": "#!/bin/sh\ntest -f /etc/marker\n"},
+        root_dir={"etc/marker": "x"},
+    )
+    assert pkg.run("apply-check", FLEETWRIGHT_PREFLIGHT="true").returncode == 1
+    assert not host.exists("/etc/marker")  # no root_dir overlay in a preflight
+    assert pkg.run("apply-check").returncode == 0  # the real check merges it first
+    assert host.exists("/etc/marker")
+    assert pkg.run("apply-check", FLEETWRIGHT_PREFLIGHT="true").returncode == 0
+    assert json.loads(host.read(f"{STATE}/history/demo.json"))["current-version"] == "1.0.0"
+    assert ran(host) == []
+
+
 def test_off_host_step_runs_in_the_host_chroot_like_every_step(host: HostRoot, tmp_path: Path) -> None:
     # NodeWright's production agent ignores on_host and always chroots; so does fleetwright's.
     script = '#!/bin/sh\necho "$STEP_ROOT $(cat /etc/hostname)" > "$SKYHOOK_DIR/off-host"\n'
@@ -351,9 +389,7 @@ def test_sigterm_finishes_the_running_step_and_starts_no_other(host: HostRoot, t
         stderr=subprocess.STDOUT,
         text=True,
     )
-    deadline = time.monotonic() + 20
-    while not host.exists("/tmp/slow") and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_for(lambda: host.exists("/tmp/slow"), 20, "the slow step to start", interval=0.05)
     proc.send_signal(signal.SIGTERM)
     output, _ = proc.communicate(timeout=30)
     assert proc.returncode == 1, output
@@ -378,7 +414,7 @@ def test_reboot_completes_only_after_the_boot_id_changes(host: HostRoot, tmp_pat
     pkg = Pkg(host, tmp_path).install(
         {"config": [step("s.sh")], "config-check": [step("c.sh")]}, {"s.sh": OK_CHECK, "c.sh": OK_CHECK}
     )
-    reboot = interrupts.Interrupt(interrupts.NODE_RESTART)
+    reboot = interrupts.InterruptRequest(interrupts.NODE_RESTART)
     first_boot = host.boot_id()
     # The fake reboot only queues: the agent is still alive after its wait, which is a failure.
     first = pkg.interrupt(reboot)
@@ -411,12 +447,12 @@ def test_reboot_killed_by_shutdown_keeps_the_marker(host: HostRoot, tmp_path: Pa
         {"config": [step("s.sh")], "config-check": [step("c.sh")]}, {"s.sh": OK_CHECK, "c.sh": OK_CHECK}
     )
     host.fake_state("reboot-mode", "sigterm")
-    result = pkg.interrupt(interrupts.Interrupt(interrupts.NODE_RESTART))
+    result = pkg.interrupt(interrupts.InterruptRequest(interrupts.NODE_RESTART))
     assert result.returncode == 1
     assert "shutdown has begun" in result.output
     assert reboot_flags(host) == ["node_restart_0.pending"]
     simulate_reboot(host)
-    assert pkg.interrupt(interrupts.Interrupt(interrupts.NODE_RESTART)).returncode == 0
+    assert pkg.interrupt(interrupts.InterruptRequest(interrupts.NODE_RESTART)).returncode == 0
     assert reboot_flags(host) == ["node_restart_0.complete"]
 
 
@@ -425,7 +461,7 @@ def test_failed_reboot_command_drops_the_marker(host: HostRoot, tmp_path: Path) 
         {"config": [step("s.sh")], "config-check": [step("c.sh")]}, {"s.sh": OK_CHECK, "c.sh": OK_CHECK}
     )
     host.fake_state("reboot-mode", "fail")
-    assert pkg.interrupt(interrupts.Interrupt(interrupts.NODE_RESTART)).returncode == 1
+    assert pkg.interrupt(interrupts.InterruptRequest(interrupts.NODE_RESTART)).returncode == 1
     assert reboot_flags(host) == []
 
 
@@ -433,7 +469,7 @@ def test_service_restart_runs_once_per_resource_id(host: HostRoot, tmp_path: Pat
     pkg = Pkg(host, tmp_path).install(
         {"config": [step("s.sh")], "config-check": [step("c.sh")]}, {"s.sh": OK_CHECK, "c.sh": OK_CHECK}
     )
-    restart = interrupts.Interrupt(interrupts.SERVICE_RESTART, ("containerd.service", "kubelet"))
+    restart = interrupts.InterruptRequest(interrupts.SERVICE_RESTART, ("containerd.service", "kubelet"))
     host.fake_state("failing-units/kubelet.service")
     assert pkg.interrupt(restart).returncode == 1
     assert reboot_flags(host) == ["service_restart_0.complete", "service_restart_1.complete"]
@@ -455,10 +491,10 @@ def test_restart_all_services_reloads_sysctl_and_noop_writes_its_flag(host: Host
         {"config": [step("s.sh")], "config-check": [step("c.sh")]}, {"s.sh": OK_CHECK, "c.sh": OK_CHECK}
     )
     host.write("/etc/sysctl.d/99-test.conf", "vm.max_map_count = 262144\n")
-    assert pkg.interrupt(interrupts.Interrupt(interrupts.RESTART_ALL)).returncode == 0
+    assert pkg.interrupt(interrupts.InterruptRequest(interrupts.RESTART_ALL)).returncode == 0
     assert host.sysctl("vm.max_map_count") == "262144"
     assert host.calls()[0] == "service procps force-reload"
-    assert pkg.interrupt(interrupts.Interrupt(interrupts.NO_OP)).returncode == 0
+    assert pkg.interrupt(interrupts.InterruptRequest(interrupts.NO_OP)).returncode == 0
     assert "no_op.complete" in reboot_flags(host)
 
 
@@ -468,7 +504,7 @@ def test_interrupt_needs_the_resource_id(host: HostRoot, tmp_path: Path) -> None
     )
     env = pkg.env()
     del env["SKYHOOK_RESOURCE_ID"]
-    data = interrupts.encode(interrupts.Interrupt(interrupts.NO_OP))
+    data = interrupts.encode(interrupts.InterruptRequest(interrupts.NO_OP))
     result = run_agent(["interrupt", host.path, COPY_DIR, data], env)
     assert result.returncode == 1
     assert "needs SKYHOOK_RESOURCE_ID" in result.output

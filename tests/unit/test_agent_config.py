@@ -231,7 +231,7 @@ def test_interrupt_decoding_names_the_field(payload: dict[str, object], fragment
 
 
 def test_interrupt_round_trip() -> None:
-    original = interrupts.Interrupt("service_restart", ("containerd.service",))
+    original = interrupts.InterruptRequest("service_restart", ("containerd.service",))
     decoded = interrupts.decode(interrupts.encode(original))
     assert decoded == original
     assert decoded.commands() == [

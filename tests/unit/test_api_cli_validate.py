@@ -90,3 +90,29 @@ def test_the_invalid_corpus_fails_offline_too() -> None:
             assert "warning spec.deploymentPolicyRef.name" in result.output
         else:
             assert result.exit_code == 1, path.name
+
+
+def test_a_profile_image_outside_its_policys_allowed_registries_is_an_error() -> None:
+    manifest = """
+apiVersion: fleetwright.io/v1alpha1
+kind: DeploymentPolicy
+metadata: {name: strict}
+spec: {allowedRegistries: [ghcr.io/acme]}
+---
+apiVersion: fleetwright.io/v1alpha1
+kind: NodeProfile
+metadata: {name: a}
+spec:
+  allNodes: true
+  deploymentPolicyRef: {name: strict}
+  packages:
+  - {name: x, version: 1.0.0, image: ghcr.io/acme/x}
+  - {name: y, version: 1.0.0, image: ghcr.io/acmeevil/y}
+"""
+    result = runner.invoke(app, ["validate", "-"], input=manifest)
+    assert result.exit_code == 1, result.output
+    assert (
+        "error spec.packages[1].image: 'ghcr.io/acmeevil/y' is not from a registry DeploymentPolicy "
+        "'strict' allows (its spec.allowedRegistries: ghcr.io/acme)"
+    ) in " ".join(result.output.split())
+    assert "spec.packages[0]" not in result.output

@@ -10,14 +10,9 @@ from pydantic import ValidationError
 
 from fleetwright.api.common import ApiModel
 from fleetwright.api.conditions import Condition, find_condition, set_condition
-from fleetwright.api.deploymentpolicy import (
-    BUILTIN_POLICY,
-    DeploymentPolicy,
-    DeploymentPolicySpec,
-    check_cron,
-    check_time_zone,
-)
+from fleetwright.api.deploymentpolicy import BUILTIN_POLICY, DeploymentPolicy, DeploymentPolicySpec
 from fleetwright.api.nodeprofile import NodeProfile, NodeProfileSpec
+from fleetwright.api.windows import check_cron, check_time_zone
 from fleetwright.planner.convert import budget
 from tests.support.manifests import profile_manifest
 

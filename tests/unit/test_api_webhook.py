@@ -17,7 +17,9 @@ from cryptography import x509
 
 from fleetwright import certs
 from fleetwright.api.keys import WEBHOOK_NAME
-from fleetwright.webhook.admission import WebhookServer, review, webhook_configuration
+from fleetwright.webhook.admission import webhook_configuration
+from fleetwright.webhook.review import review
+from fleetwright.webhook.server import WebhookServer
 from tests.support.manifests import package_manifest, profile_manifest
 
 pytestmark = pytest.mark.unit
@@ -33,10 +35,12 @@ class FakeLookup:
         policies: set[str],
         references: dict[str, list[str]] | None = None,
         profiles: list[dict[str, Any]] | None = None,
+        registries: dict[str, list[str]] | None = None,
     ) -> None:
         self.policies = policies
         self.references = references or {}
         self.profiles = profiles or []
+        self.registries = registries or {}
         self.policy_calls = 0
 
     def policy_names(self) -> set[str]:
@@ -49,6 +53,9 @@ class FakeLookup:
     def profile_objects(self) -> list[dict[str, Any]]:
         return self.profiles
 
+    def policy_registries(self) -> dict[str, list[str]]:
+        return self.registries
+
 
 class BrokenLookup:
     def policy_names(self) -> set[str]:
@@ -58,6 +65,9 @@ class BrokenLookup:
         raise ConnectionError("apiserver unreachable")
 
     def profile_objects(self) -> list[dict[str, Any]]:
+        raise ConnectionError("apiserver unreachable")
+
+    def policy_registries(self) -> dict[str, list[str]]:
         raise ConnectionError("apiserver unreachable")
 
 

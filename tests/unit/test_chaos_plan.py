@@ -12,7 +12,7 @@ import pytest
 from fleetwright.api.keys import claim_key, cordon_key, state_key
 from fleetwright.chaos.faults import choose_node
 from fleetwright.chaos.iteration import Fault, Outcome, draw, rollback_plan
-from fleetwright.chaos.runner import engine_settings, manifests
+from fleetwright.chaos.runner import KILLED_WORKER_HEARTBEAT_SECONDS, engine_settings, manifests
 from fleetwright.chaos.snapshot import NodeView
 
 pytestmark = pytest.mark.unit
@@ -46,6 +46,21 @@ def test_engine_settings_follow_the_outcome() -> None:
     ok = next(draw(3, i) for i in range(100) if draw(3, i).outcome is Outcome.SUCCEED)
     assert engine_settings(ok).stage_pod_labels == {}
     assert f'"maxUnavailable": {ok.max_unavailable}' in manifests("p", ok)
+
+
+def test_only_an_iteration_that_kills_the_worker_shortens_the_heartbeat_timeout() -> None:
+    assert engine_settings(rollback_plan(3, 0)).heartbeat_timeout_seconds == KILLED_WORKER_HEARTBEAT_SECONDS
+    killing = [
+        p for p in (draw(3, i) for i in range(100)) if any(i.fault is Fault.KILL_WORKER for i in p.injections)
+    ]
+    sparing = [p for p in (draw(3, i) for i in range(100)) if p not in killing]
+    assert killing
+    assert sparing
+    assert {engine_settings(p).heartbeat_timeout_seconds for p in killing} == {
+        KILLED_WORKER_HEARTBEAT_SECONDS
+    }
+    # The default, left out of the payload: the upgrade test's previous release never sees it.
+    assert all("heartbeat_timeout_seconds" not in engine_settings(p).model_dump() for p in sparing)
 
 
 def test_node_faults_prefer_the_documented_nodes() -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from fleetwright.planner.stages import Stage
+from fleetwright.planner.node.stages import Stage
 from fleetwright.stagejob.render import StageJobSpec
 from fleetwright.stagejob.render import render as render_job
 

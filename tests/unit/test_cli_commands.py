@@ -54,7 +54,7 @@ HEAVY = ("fleetwright.chaos", "fleetwright.local", "fleetwright.packagetest")
 WORKER_ONLY = (
     "fleetwright.worker.temporalworker",
     "fleetwright.controller.reconcile",
-    "fleetwright.webhook.admission",
+    "fleetwright.webhook",
 )
 
 

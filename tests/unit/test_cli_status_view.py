@@ -22,17 +22,17 @@ from fleetwright.cli.history import describe_record, recorded
 from fleetwright.cli.logs import choose
 from fleetwright.cli.session import Output, check_output, emit
 from fleetwright.cli.statusview import profile_lines, render, rollout_view
-from fleetwright.kube.stagelogs import StageJob
+from fleetwright.kube.stagelogs import StageJobFacts
 from fleetwright.local import examples
-from fleetwright.planner.nodestate import (
+from fleetwright.planner.node.stages import Stage
+from fleetwright.planner.node.state import (
     Before,
     NodePackageState,
     PackageRecord,
     PendingChange,
     format_annotation,
 )
-from fleetwright.planner.spec import RollbackOf
-from fleetwright.planner.stages import Stage
+from fleetwright.planner.rollout.spec import RollbackOf
 from fleetwright.workflows.payloads import Progress
 
 pytestmark = pytest.mark.unit
@@ -186,7 +186,7 @@ def test_history_describes_records_with_pending_changes_and_failures() -> None:
 
 def test_logs_take_the_newest_job_or_all() -> None:
     jobs = [
-        StageJob("ns", name, "gpu", "n1", "tuning", name, None, "Complete")
+        StageJobFacts("ns", name, "gpu", "n1", "tuning", name, None, "Complete")
         for name in ("apply", "config", "interrupt")
     ]
     assert [j.name for j in choose(jobs, False)] == ["interrupt"]
@@ -324,3 +324,15 @@ def test_status_shows_the_digests_the_generation_runs() -> None:
     assert "images (pinned for this generation)" in text
     assert f"ghcr.io/x/tuning:1.0.0 → {digest}" in text
     assert "ghcr.io/x/agent:0.1.0 → not pinned" in text
+
+
+def test_status_names_the_images_whose_signature_only_warned() -> None:
+    digest = "sha256:" + "d" * 64
+    warnings = {"ghcr.io/x/tuning:1.0.0": f"{digest}: no cosign signature (sha256-{'d' * 64}.sig has none)"}
+    view = rollout_view(PROFILE, progress(image_warnings=warnings), [], {}, workflow_id="nodeprofile/gpu")
+    assert view.image_warnings == warnings
+    console = Console(record=True, width=400)
+    render(view, console, NOW)
+    text = console.export_text()
+    assert "image signatures (warn: rolled out anyway)" in text
+    assert f"ghcr.io/x/tuning:1.0.0: {digest}: no cosign signature" in text

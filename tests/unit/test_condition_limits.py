@@ -32,7 +32,7 @@ from fleetwright.api.healthcondition import (
     evaluate,
 )
 from fleetwright.api.validation import validate_deploymentpolicy
-from fleetwright.planner.analysis import Phase, classify
+from fleetwright.planner.health.analysis import CheckPhase, classify
 from tests.support.conditions import condition, values
 
 pytestmark = pytest.mark.unit
@@ -112,10 +112,10 @@ def measured(result: list[float], text: str = "all(r == 0 for r in result)") -> 
 
 def test_a_result_over_the_limit_is_an_error_naming_the_limit_and_the_count_and_is_not_kept() -> None:
     over = measured([0.0] * (MAX_RESULT + 1))
-    assert over.phase is Phase.ERROR
+    assert over.phase is CheckPhase.ERROR
     assert f"{MAX_RESULT + 1} values, over the limit of {MAX_RESULT}" in over.message
     assert over.value is None
-    assert measured([0.0] * MAX_RESULT).phase is Phase.SUCCESSFUL
+    assert measured([0.0] * MAX_RESULT).phase is CheckPhase.SUCCESSFUL
     with pytest.raises(ConditionError, match=f"over the limit of {MAX_RESULT}"):
         evaluate(compile_condition("len(result) > 0"), [0.0] * (MAX_RESULT + 1))
 
@@ -125,7 +125,7 @@ def test_a_condition_for_a_number_never_multiplies_a_list_result() -> None:
     assert evaluate(compiled, 2.0) is True
     with pytest.raises(ConditionError, match=r"arithmetic takes numbers, but result is a list.*gave a list"):
         evaluate(compiled, [1.0])
-    assert measured([1.0], "result * 100000000 > 0").phase is Phase.ERROR
+    assert measured([1.0], "result * 100000000 > 0").phase is CheckPhase.ERROR
 
 
 def test_generators_count_and_whole_numbers_stay_small() -> None:

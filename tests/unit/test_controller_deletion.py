@@ -10,13 +10,19 @@ from typing import Any
 import pytest
 
 from fleetwright.activities.cleanup import Leftovers, leftovers
-from fleetwright.api.keys import condition_type, cordon_key, state_key, status_label_key
+from fleetwright.api.keys import (
+    condition_type,
+    cordon_key,
+    state_key,
+    status_label_key,
+    unit_wait_condition_type,
+)
 from fleetwright.api.nodeprofile import NodeProfile
 from fleetwright.controller.profilestatus import Inputs, derive, transitions
 from fleetwright.local import examples
 from fleetwright.planner import convert
-from fleetwright.planner.nodestate import PackageRecord
-from fleetwright.planner.nodework import plan_node
+from fleetwright.planner.node.state import PackageRecord
+from fleetwright.planner.node.work import plan_node
 from fleetwright.workflows.payloads import Progress
 
 pytestmark = pytest.mark.unit
@@ -161,11 +167,15 @@ def test_leftovers_name_only_this_profiles_writes() -> None:
             "conditions": [
                 {"type": "Ready"},
                 {"type": condition_type("p")},
+                {"type": unit_wait_condition_type("p")},
                 {"type": condition_type("other")},
             ]
         },
     }
     assert leftovers(node, "p") == Leftovers(
-        annotations=(state_key("p"),), cordon=True, label=True, condition=True
+        annotations=(state_key("p"),),
+        cordon=True,
+        label=True,
+        conditions=(condition_type("p"), unit_wait_condition_type("p")),
     )
     assert not leftovers({"metadata": {"name": "n2"}}, "p")

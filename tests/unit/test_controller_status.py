@@ -97,6 +97,19 @@ def test_blocked_names_nodes_and_reasons_and_lists_issues() -> None:
     assert [(i.node, i.reason) for i in s.node_issues] == [("n1", "NodeBlocked")]
 
 
+def test_a_node_waiting_for_its_unit_is_a_node_issue_with_the_reason() -> None:
+    unit = (
+        "WaitingForUnit: n3 of its workload cannot start (NotReady: the node is not Ready); at most until t"
+    )
+    p = progress(
+        "Waiting",
+        waiting=2,
+        waiting_reasons={"n1": unit, "n2": "Budget: maxUnavailable 1 reached: n4"},
+    )
+    s = status(p)
+    assert [(i.node, i.reason, i.message) for i in s.node_issues] == [("n1", "WaitingForUnit", unit)]
+
+
 def test_halted_is_halted_and_degraded_naming_failed_nodes_and_their_stage() -> None:
     failure = "stage apply of tuning failed: Job fleetwright-tuning-apply-n2 (exit 1)"
     s = status(progress("Halted", failed=1, failed_nodes=("n2",), failed_reasons={"n2": failure}))
@@ -186,6 +199,15 @@ def test_complete_with_targeted_nodes_left_over_is_not_ready() -> None:
     assert conditions(s)["Ready"] == ("False", "NodesNotUpdated")
     assert conditions(s)["Degraded"] == ("True", "NodesNotUpdated")
     assert conditions(s)["Progressing"] == ("False", "RolloutComplete")
+
+
+def test_the_ready_message_says_how_many_nodes_the_preflight_spared() -> None:
+    def ready(**fields: object) -> str:
+        s = status(progress("Complete", updated=4, message="done", **fields))
+        return next(c.message for c in s.conditions if c.type == "Ready")
+
+    assert ready(spared=2) == "4/4 nodes updated (2 spared by preflight, never cordoned); done"
+    assert ready() == "4/4 nodes updated; done"
 
 
 def test_missing_search_attributes_are_named_with_how_to_register_them() -> None:

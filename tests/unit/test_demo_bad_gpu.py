@@ -19,7 +19,7 @@ from fleetwright.cli.demo import (
     node_to_break,
 )
 from fleetwright.local.gpuexporter import GPUS_PER_NODE, gpu_labels
-from fleetwright.planner.analysis import parse_answer
+from fleetwright.planner.health.analysis import parse_answer
 
 pytestmark = pytest.mark.unit
 

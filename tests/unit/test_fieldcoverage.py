@@ -3,10 +3,24 @@ chose: defaults and empty values cover nothing, every enum value is a requiremen
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
 from fleetwright.local import examples
-from tests.support.fieldcoverage import Recorder, observed, requirements, spec_schema
+from tests.support import fieldcoverage
+from tests.support.fieldcoverage import (
+    SHARE_ENV,
+    TESTS,
+    Recorder,
+    Shared,
+    observed,
+    requirements,
+    share,
+    shared,
+    spec_schema,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -78,3 +92,32 @@ def test_a_type_used_at_several_places_is_required_once_and_each_place_once() ->
         "DeploymentPolicy.spec.compartments[].selector",
         "NodeProfile.spec.nodeSelector.matchExpressions[].operator=Exists",
     } <= seen
+
+
+def test_a_process_shares_its_record_and_the_judge_reads_the_union(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(SHARE_ENV, str(tmp_path))
+    recorder = Recorder(seen={"NodeProfile.spec.packages[].name"}, deselected={"tests/workflow/test_x.py::t"})
+    monkeypatch.setattr(fieldcoverage, "RECORDER", recorder)
+    share({TESTS / "workflow" / "test_replay.py"})
+    recorder.seen = {"DeploymentPolicy.spec.maxUnavailable"}
+    recorder.deselected = set()
+    monkeypatch.setattr(os, "getpid", lambda: 1)  # another process
+    share({TESTS / "workflow" / "test_node_gate.py"})
+    assert [p.suffix for p in tmp_path.iterdir()] == [".json", ".json"]  # no half-written record
+    assert shared() == Shared(
+        seen=frozenset({"NodeProfile.spec.packages[].name", "DeploymentPolicy.spec.maxUnavailable"}),
+        ran=frozenset({TESTS / "workflow" / "test_replay.py", TESTS / "workflow" / "test_node_gate.py"}),
+        deselected=frozenset({"tests/workflow/test_x.py::t"}),
+    )
+
+
+def test_without_a_shared_directory_nothing_is_written_or_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(SHARE_ENV, raising=False)
+    monkeypatch.chdir(tmp_path)
+    share({TESTS / "workflow" / "test_replay.py"})
+    assert list(tmp_path.iterdir()) == []
+    assert shared() == Shared()

@@ -16,7 +16,7 @@ from fleetwright.api.gpuchecks import GPU_HEALTH_IMAGE, DcgmNames, dcgm_checks
 from fleetwright.api.validation import validate_deploymentpolicy
 from fleetwright.cli.app import app
 from fleetwright.cli.commands import load_all
-from fleetwright.planner.analysis import Phase, classify
+from fleetwright.planner.health.analysis import CheckPhase, classify
 
 pytestmark = pytest.mark.unit
 load_all()
@@ -41,17 +41,17 @@ def test_the_printed_checks_are_a_valid_gate_with_the_clusters_names() -> None:
 
 @pytest.mark.parametrize(
     ("values", "phase"),
-    [([0.0, 0.0], Phase.SUCCESSFUL), ([0.0, 1.0], Phase.FAILED), ([], Phase.INCONCLUSIVE)],
+    [([0.0, 0.0], CheckPhase.SUCCESSFUL), ([0.0, 1.0], CheckPhase.FAILED), ([], CheckPhase.INCONCLUSIVE)],
 )
-def test_each_check_fails_on_any_gpu_that_moved(values: list[float], phase: Phase) -> None:
+def test_each_check_fails_on_any_gpu_that_moved(values: list[float], phase: CheckPhase) -> None:
     for check in dcgm_checks(DcgmNames()):
         assert classify(check, values).phase is phase, check.name
 
 
 def test_pcie_replays_tolerate_the_configured_number() -> None:
     pcie = dcgm_checks(pcie_replays_max=5)[-1]
-    assert classify(pcie, [5.0]).phase is Phase.SUCCESSFUL
-    assert classify(pcie, [6.0]).phase is Phase.FAILED
+    assert classify(pcie, [5.0]).phase is CheckPhase.SUCCESSFUL
+    assert classify(pcie, [6.0]).phase is CheckPhase.FAILED
 
 
 def test_a_diag_level_adds_a_privileged_dcgmi_diag_validation_from_the_gpu_health_image() -> None:

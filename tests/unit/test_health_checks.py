@@ -13,18 +13,20 @@ from fleetwright.api.health import ExternalValidator, MetricCheck, nodes_alterna
 from fleetwright.api.healthcondition import ConditionError, compile_condition, evaluate
 from fleetwright.api.validation import validate_deploymentpolicy
 from fleetwright.errors import QueryRejectedError
-from fleetwright.kube.nodestatus import Condition, NodeFacts
-from fleetwright.planner.analysis import (
+from fleetwright.kube.nodestatus import NodeFacts, NodeStatusCondition
+from fleetwright.planner.health.analysis import (
     ENDED,
+    CheckPhase,
     CheckState,
     Measurement,
-    Phase,
     classify,
     error,
     gate_outcome,
     judge,
     parse_answer,
     recorded,
+    unavailable,
+    unavailable_checks,
 )
 
 pytestmark = pytest.mark.unit
@@ -106,18 +108,18 @@ BOTH = {"success_condition": "result[0] == 0", "failure_condition": "result[0] >
 @pytest.mark.parametrize(
     ("fields", "result", "phase"),
     [
-        (BOTH, [0.0], Phase.SUCCESSFUL),
-        (BOTH, [3.0], Phase.FAILED),
-        (BOTH, [-1.0], Phase.INCONCLUSIVE),
-        (BOTH, [], Phase.INCONCLUSIVE),
-        ({"success_condition": "result[0] == 0"}, [1.0], Phase.FAILED),
-        ({"failure_condition": "result[0] > 0"}, [0.0], Phase.SUCCESSFUL),
-        ({"success_condition": "result[0] == 0"}, None, Phase.INCONCLUSIVE),
-        ({"success_condition": "result[2] == 0"}, [0.0], Phase.ERROR),
+        (BOTH, [0.0], CheckPhase.SUCCESSFUL),
+        (BOTH, [3.0], CheckPhase.FAILED),
+        (BOTH, [-1.0], CheckPhase.INCONCLUSIVE),
+        (BOTH, [], CheckPhase.INCONCLUSIVE),
+        ({"success_condition": "result[0] == 0"}, [1.0], CheckPhase.FAILED),
+        ({"failure_condition": "result[0] > 0"}, [0.0], CheckPhase.SUCCESSFUL),
+        ({"success_condition": "result[0] == 0"}, None, CheckPhase.INCONCLUSIVE),
+        ({"success_condition": "result[2] == 0"}, [0.0], CheckPhase.ERROR),
     ],
 )
 def test_a_result_is_judged_into_a_typed_measurement(
-    fields: dict[str, str], result: Any, phase: Phase
+    fields: dict[str, str], result: Any, phase: CheckPhase
 ) -> None:
     assert classify(check(**fields), result).phase is phase
 
@@ -125,42 +127,47 @@ def test_a_result_is_judged_into_a_typed_measurement(
 def test_failure_wins_over_success_and_no_data_is_named() -> None:
     both = check(success_condition="result[0] >= 0", failure_condition="result[0] > 0")
     failed = classify(both, [2.0])
-    assert (failed.phase, failed.message) == (Phase.FAILED, "result[0] > 0 holds")
+    assert (failed.phase, failed.message) == (CheckPhase.FAILED, "result[0] > 0 holds")
     assert classify(both, []).message == "no data"
 
 
 def outcomes(c: MetricCheck, phases: str) -> CheckState:
-    by_letter = {"s": Phase.SUCCESSFUL, "f": Phase.FAILED, "i": Phase.INCONCLUSIVE, "e": Phase.ERROR}
+    by_letter = {
+        "s": CheckPhase.SUCCESSFUL,
+        "f": CheckPhase.FAILED,
+        "i": CheckPhase.INCONCLUSIVE,
+        "e": CheckPhase.ERROR,
+    }
     return judge(c, [Measurement(check=c.name, phase=by_letter[p]) for p in phases])
 
 
 @pytest.mark.parametrize(
     ("limits", "phases", "outcome", "counted"),
     [
-        ({"count": 3}, "sss", Phase.SUCCESSFUL, 3),
-        ({"count": 3}, "ss", Phase.RUNNING, 2),
-        ({"count": 3}, "sfs", Phase.FAILED, 2),
-        ({"count": 3, "failure_limit": 1}, "sfs", Phase.SUCCESSFUL, 3),
-        ({"count": 5, "failure_limit": 1}, "sffss", Phase.FAILED, 3),
-        ({"count": 3}, "si", Phase.INCONCLUSIVE, 2),
-        ({"count": 3, "inconclusive_limit": 1}, "sis", Phase.SUCCESSFUL, 3),
+        ({"count": 3}, "sss", CheckPhase.SUCCESSFUL, 3),
+        ({"count": 3}, "ss", CheckPhase.RUNNING, 2),
+        ({"count": 3}, "sfs", CheckPhase.FAILED, 2),
+        ({"count": 3, "failure_limit": 1}, "sfs", CheckPhase.SUCCESSFUL, 3),
+        ({"count": 5, "failure_limit": 1}, "sffss", CheckPhase.FAILED, 3),
+        ({"count": 3}, "si", CheckPhase.INCONCLUSIVE, 2),
+        ({"count": 3, "inconclusive_limit": 1}, "sis", CheckPhase.SUCCESSFUL, 3),
         # An Error uses up nothing: the measurement is taken again.
-        ({"count": 9, "consecutive_error_limit": 2}, "eesees", Phase.RUNNING, 2),
-        ({"count": 2, "consecutive_error_limit": 2}, "eesees", Phase.SUCCESSFUL, 2),
-        ({"count": 2, "consecutive_error_limit": 4}, "se", Phase.RUNNING, 1),
+        ({"count": 9, "consecutive_error_limit": 2}, "eesees", CheckPhase.RUNNING, 2),
+        ({"count": 2, "consecutive_error_limit": 2}, "eesees", CheckPhase.SUCCESSFUL, 2),
+        ({"count": 2, "consecutive_error_limit": 4}, "se", CheckPhase.RUNNING, 1),
         # More Errors in a row than the limit hold the check; it never fails on them.
-        ({"count": 9, "consecutive_error_limit": 2}, "eeseee", Phase.MONITORING_UNAVAILABLE, 1),
-        ({"count": 1, "consecutive_error_limit": 0}, "e", Phase.MONITORING_UNAVAILABLE, 0),
-        ({"count": 2, "consecutive_error_limit": 0}, "eeeeeeeeee", Phase.MONITORING_UNAVAILABLE, 0),
+        ({"count": 9, "consecutive_error_limit": 2}, "eeseee", CheckPhase.MONITORING_UNAVAILABLE, 1),
+        ({"count": 1, "consecutive_error_limit": 0}, "e", CheckPhase.MONITORING_UNAVAILABLE, 0),
+        ({"count": 2, "consecutive_error_limit": 0}, "eeeeeeeeee", CheckPhase.MONITORING_UNAVAILABLE, 0),
         # The first answer lifts the hold and counting goes on where it was.
-        ({"count": 3, "consecutive_error_limit": 1}, "seees", Phase.RUNNING, 2),
-        ({"count": 3, "consecutive_error_limit": 1}, "seeess", Phase.SUCCESSFUL, 3),
+        ({"count": 3, "consecutive_error_limit": 1}, "seees", CheckPhase.RUNNING, 2),
+        ({"count": 3, "consecutive_error_limit": 1}, "seeess", CheckPhase.SUCCESSFUL, 3),
         # Only a Failed measurement fails it, held or not.
-        ({"count": 3, "consecutive_error_limit": 1}, "seeef", Phase.FAILED, 2),
-        ({"count": 3, "consecutive_error_limit": 1}, "eeei", Phase.INCONCLUSIVE, 1),
+        ({"count": 3, "consecutive_error_limit": 1}, "seeef", CheckPhase.FAILED, 2),
+        ({"count": 3, "consecutive_error_limit": 1}, "eeei", CheckPhase.INCONCLUSIVE, 1),
     ],
 )
-def test_the_counting_rules(limits: dict[str, int], phases: str, outcome: Phase, counted: int) -> None:
+def test_the_counting_rules(limits: dict[str, int], phases: str, outcome: CheckPhase, counted: int) -> None:
     state = outcomes(check(success_condition="result[0] == 0", **limits), phases)
     assert (state.outcome, state.counted) == (outcome, counted)
 
@@ -175,7 +182,7 @@ def test_errors_never_end_a_check(phases: str) -> None:
         if outcomes(c, phases).outcome in ENDED:
             assert state.outcome is outcomes(c, phases).outcome
         else:
-            assert state.outcome in (Phase.RUNNING, Phase.MONITORING_UNAVAILABLE), (phases, errors)
+            assert state.outcome in (CheckPhase.RUNNING, CheckPhase.MONITORING_UNAVAILABLE), (phases, errors)
             assert state.counted == outcomes(c, phases).counted
 
 
@@ -186,32 +193,56 @@ def test_a_long_outage_keeps_the_limit_of_errors_with_the_latest_reason() -> Non
         kept = recorded(c, kept, error(c, f"PrometheusUnavailable: down for {minute} min"))
     assert len(kept) == 1 + 3  # one answer and limit + 1 Errors
     state = judge(c, kept)
-    assert (state.outcome, state.counted, state.errors_in_a_row) == (Phase.MONITORING_UNAVAILABLE, 1, 3)
+    assert (state.outcome, state.counted, state.errors_in_a_row) == (CheckPhase.MONITORING_UNAVAILABLE, 1, 3)
     assert state.last is not None
     assert state.last.message == "PrometheusUnavailable: down for 999 min"
     assert "MonitoringUnavailable (1/3, last Error no answer, 3 Error(s) in a row)" in state.describe()
     kept = recorded(c, kept, classify(c, [0.0]))
-    assert (judge(c, kept).outcome, judge(c, kept).counted) == (Phase.RUNNING, 2)
+    assert (judge(c, kept).outcome, judge(c, kept).counted) == (CheckPhase.RUNNING, 2)
     kept = recorded(c, kept, error(c, "again"))
     assert len(kept) == 6  # an Error within the limit is kept, not replaced
 
 
+def test_the_wait_on_prometheus_is_named_from_the_first_error() -> None:
+    c = check(success_condition="result[0] == 0", count=3, consecutive_error_limit=1)
+    down = [classify(c, [0.0]), error(c, "PrometheusUnavailable: read timed out")]
+    first = unavailable(c, judge(c, down))
+    assert first == (
+        "xid MonitoringUnavailable (1 Error in a row, held after 2; 1/3 counted): "
+        "PrometheusUnavailable: read timed out"
+    )
+    held = judge(c, [*down, error(c, "PrometheusUnavailable: again")])
+    assert held.outcome is CheckPhase.MONITORING_UNAVAILABLE
+    assert unavailable(c, held) == (
+        "xid MonitoringUnavailable (held: 2 or more Errors in a row; 1/3 counted): "
+        "PrometheusUnavailable: again"
+    )
+    assert unavailable(c, judge(c, [*down, classify(c, [0.0])])) is None  # an answer ends the wait
+    assert unavailable(c, judge(c, [classify(c, [1.0])])) is None
+    ended = check(success_condition="result[0] == 0", count=1)
+    assert unavailable(ended, judge(ended, [classify(ended, [0.0])])) is None
+    other = check(name="temp", success_condition="result[0] == 0", count=3)
+    both = [judge(c, down), judge(other, [error(other, "QueryRejected: bad")]), judge(other, [])]
+    assert unavailable_checks([c, other], both[:2]).count("MonitoringUnavailable (1 Error in a row") == 2
+    assert unavailable_checks([c, other], [both[0], both[2]]) == first
+
+
 def test_measurements_after_the_outcome_are_not_counted() -> None:
     state = outcomes(check(success_condition="result[0] == 0", count=5), "fsss")
-    assert (state.outcome, state.measured, state.failed) == (Phase.FAILED, 1, 1)
+    assert (state.outcome, state.measured, state.failed) == (CheckPhase.FAILED, 1, 1)
 
 
 def test_a_gate_fails_before_it_waits_and_passes_only_when_every_check_passed() -> None:
     c = check(success_condition="result[0] == 0", count=2)
     passed, running = outcomes(c, "ss"), outcomes(c, "s")
-    assert gate_outcome([passed, passed]) is Phase.SUCCESSFUL
-    assert gate_outcome([passed, running]) is Phase.RUNNING
-    assert gate_outcome([outcomes(c, "i"), outcomes(c, "f")]) is Phase.FAILED
-    assert gate_outcome([outcomes(c, "i"), running]) is Phase.INCONCLUSIVE
+    assert gate_outcome([passed, passed]) is CheckPhase.SUCCESSFUL
+    assert gate_outcome([passed, running]) is CheckPhase.RUNNING
+    assert gate_outcome([outcomes(c, "i"), outcomes(c, "f")]) is CheckPhase.FAILED
+    assert gate_outcome([outcomes(c, "i"), running]) is CheckPhase.INCONCLUSIVE
     down = outcomes(check(success_condition="result[0] == 0", consecutive_error_limit=0), "e")
-    assert gate_outcome([down, running, passed]) is Phase.MONITORING_UNAVAILABLE
-    assert gate_outcome([down, outcomes(c, "i")]) is Phase.INCONCLUSIVE
-    assert gate_outcome([down, outcomes(c, "f")]) is Phase.FAILED
+    assert gate_outcome([down, running, passed]) is CheckPhase.MONITORING_UNAVAILABLE
+    assert gate_outcome([down, outcomes(c, "i")]) is CheckPhase.INCONCLUSIVE
+    assert gate_outcome([down, outcomes(c, "f")]) is CheckPhase.FAILED
 
 
 def test_the_state_describes_the_check_and_its_last_value() -> None:
@@ -299,7 +330,7 @@ def test_an_external_verdict_counts_only_after_the_update_began() -> None:
     since = "2026-12-03T10:00:00+00:00"
 
     def facts(status: str, turned: str, annotations: dict[str, str] | None = None) -> NodeFacts:
-        condition = {"BurnInPassed": Condition("BurnInPassed", status)}
+        condition = {"BurnInPassed": NodeStatusCondition("BurnInPassed", status)}
         return NodeFacts("n", "u", "b", True, {}, annotations or {}, condition, {"BurnInPassed": turned})
 
     assert external_verdict(by_condition, facts("True", "2026-12-03T09:59:59Z"), since) is None

@@ -22,7 +22,7 @@ from fleetwright.local.trainingfleet import (
     _free_nodes,
     training_fleet,
 )
-from fleetwright.planner.observations import NodeWorkload
+from fleetwright.planner.rollout.observations import NodeWorkload
 
 pytestmark = pytest.mark.unit
 

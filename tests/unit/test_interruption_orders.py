@@ -28,7 +28,7 @@ from bench.interruptions import (
     sweep,
 )
 from fleetwright.local.trainingfleet import GPUS_PER_NODE, training_fleet
-from fleetwright.planner.observations import NodeWorkload
+from fleetwright.planner.rollout.observations import NodeWorkload
 
 pytestmark = pytest.mark.unit
 

@@ -11,13 +11,20 @@ import pytest
 from fleetwright.activities.payloads import DecideRequest
 from fleetwright.activities.rollout import observe, plan_turn
 from fleetwright.errors import PermanentError
-from fleetwright.kube.workloads import gpus_of, node_workloads, table_pods, waited_pods, workload_of
+from fleetwright.kube.workloads import (
+    gpus_of,
+    node_workloads,
+    policy_pods,
+    table_pods,
+    waited_pods,
+    workload_of,
+)
 from fleetwright.local import examples
 from fleetwright.local import nodes as fleet_nodes
 from fleetwright.planner import convert
-from fleetwright.planner.observations import NodeWorkload
-from fleetwright.planner.rollout import begin
-from fleetwright.planner.selectors import Selector
+from fleetwright.planner.policy.selectors import Selector
+from fleetwright.planner.rollout.lifecycle import begin
+from fleetwright.planner.rollout.observations import NodeWorkload
 
 pytestmark = pytest.mark.unit
 
@@ -77,6 +84,37 @@ def test_a_pod_is_traced_to_the_group_that_restarts_together(
     assert workload_of(made) == expected
 
 
+def owned(kind: str, api_version: str, name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    """A pod whose controlling owner reference is what a real controller writes."""
+    made = pod(labels=labels)
+    made["metadata"]["ownerReferences"] = [
+        {"apiVersion": api_version, "kind": kind, "name": name, "uid": "u-1", "controller": True}
+    ]
+    return made
+
+
+def test_a_kubeflow_job_is_traced_through_its_owner_before_its_label() -> None:
+    # What the training operator writes on a PyTorchJob's pod: its owner and its job-name label.
+    label = {"training.kubeflow.org/job-name": "llama"}
+    operator_pod = owned("PyTorchJob", "kubeflow.org/v1", "llama", label)
+    assert workload_of(operator_pod) == "PyTorchJob/ml/llama"
+    assert workload_of(owned("Job", "batch/v1", "train")) == "Job/ml/train"
+    # Without such an owner, the label still names the gang.
+    assert workload_of(pod(labels={"training.kubeflow.org/job-name": "tj"})) == "TrainingJob/ml/tj"
+
+
+def test_an_owner_of_another_api_group_is_no_workload_by_kind_alone() -> None:
+    volcano = {"volcano.sh/job-name": "vj"}
+    assert workload_of(owned("Job", "batch.volcano.sh/v1alpha1", "vj")) is None
+    assert workload_of(owned("Job", "batch.volcano.sh/v1alpha1", "vj", volcano)) == "VolcanoJob/ml/vj"
+    assert workload_of(owned("PyTorchJob", "example.com/v1", "x")) is None
+
+
+def test_a_jobsets_label_outranks_its_pods_job_owner() -> None:
+    made = owned("Job", "batch/v1", "js-workers-0", {"jobset.sigs.k8s.io/jobset-name": "js"})
+    assert workload_of(made) == "JobSet/ml/js"
+
+
 def test_the_policy_label_key_comes_first() -> None:
     made = pod(labels={"example.com/run": "r7", "jobset.sigs.k8s.io/jobset-name": "js"})
     assert workload_of(made, "example.com/run") == "example.com/run/ml/r7"
@@ -126,9 +164,9 @@ def test_the_rollout_turn_starts_a_workloads_nodes_together() -> None:
     observations, _ = observe(nodes, request, (), on_nodes)
     assert {o.name: o.workloads for o in observations.nodes if o.workloads} == on_nodes
     # Idle nodes first: the first batch is three idle nodes, the job's three start together next.
-    first = plan_turn(nodes, request, (), on_nodes).decision
+    first = plan_turn(nodes, request, (), on_nodes).report.decision
     assert not {s.node for s in first.start} & set(on_nodes)
-    plain = plan_turn(nodes, request).decision
+    plain = plan_turn(nodes, request).report.decision
     assert {s.node for s in plain.start} & set(on_nodes)  # without workloads: the zone-spread order
 
 
@@ -144,6 +182,33 @@ def test_the_pods_a_workload_wait_waits_for_are_listed_by_node() -> None:
         named(pod("gpu-2", labels={"app": "train", "app.kubernetes.io/managed-by": "fleetwright"}), "s-0"),
     ]
     assert waited_pods(pods, Selector(match_labels={"app": "train"})) == {"gpu-1": ("ml/t-1",)}
+
+
+WAIT = {"selector": {"matchLabels": {"app": "train"}}, "timeoutSeconds": 600}
+
+
+@pytest.mark.parametrize(
+    ("settings", "orders", "waits"),
+    [
+        ({}, True, False),
+        ({"workload_wait": WAIT}, True, True),
+        ({"workload_wait": WAIT, "workload_order": False}, False, True),
+        ({"workload_order": False}, False, False),
+    ],
+)
+def test_a_policy_reads_the_workloads_and_the_waited_pods_it_uses(
+    settings: dict[str, Any], orders: bool, waits: bool
+) -> None:
+    pods = [
+        pod("gpu-1", labels={"example.com/run": "r1", "app": "train"}, owner="Job/a", gpus="8"),
+        pod("gpu-2", labels={"app": "web"}, owner="Job/b"),
+    ]
+    policy = convert.policy(examples.policy(workload_label="example.com/run", **settings))
+    workloads, finishing = policy_pods(iter(pods), policy)  # an iterator of the pods serves both
+    assert workloads == (node_workloads(pods, "example.com/run") if orders else None)
+    traced = (NodeWorkload(name="example.com/run/ml/r1", pods=1, gpus=8),)
+    assert workloads is None or workloads["gpu-1"] == traced
+    assert finishing == ({"gpu-1": ("ml/p",)} if waits else None)
 
 
 # The columns kube-apiserver prints for pods (``kubectl get pods -o wide``).

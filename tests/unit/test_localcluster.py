@@ -11,7 +11,8 @@ from cryptography import x509
 
 from fleetwright.binaries import MissingBinaryError, control_plane_binary
 from fleetwright.local import nodes
-from fleetwright.local.controlplane import ClusterOptions, kwok_configuration
+from fleetwright.local.controlplane import ClusterOptions
+from fleetwright.local.kwok import kwok_configuration
 from fleetwright.local.pki import LocalCA
 from fleetwright.local.postgres import LocalPostgres
 from fleetwright.local.stack import LocalStack, StackOptions

@@ -15,6 +15,8 @@ from prometheus_client import generate_latest
 from fleetwright.activities.payloads import (
     NAMES,
     CordonRequest,
+    DecideReport,
+    DecideRequest,
     DrainReport,
     NodePhase,
     NodeStatusRequest,
@@ -25,8 +27,14 @@ from fleetwright.activities.payloads import (
     UncordonRequest,
 )
 from fleetwright.api.keys import NodeReason
-from fleetwright.planner.analysis import Measurement, Phase
-from fleetwright.planner.stages import Stage
+from fleetwright.local import examples
+from fleetwright.planner import convert
+from fleetwright.planner.health.analysis import CheckPhase, Measurement
+from fleetwright.planner.node.stages import Stage
+from fleetwright.planner.rollout.decision import decide
+from fleetwright.planner.rollout.lifecycle import begin
+from fleetwright.planner.rollout.observations import Observations
+from fleetwright.planner.rollout.state import FleetGateOutcome
 from fleetwright.process import metrics
 from fleetwright.stagejob.outcome import StageOutcome, StageReport
 from fleetwright.worker import interceptor
@@ -71,6 +79,20 @@ def test_blocked_nodes_by_kind_reset_when_unblocked() -> None:
     assert value("fleetwright_rollout_blocked_nodes", profile="blocked", reason="Budget") == 0
 
 
+def test_waiting_nodes_by_kind_reset_when_they_start() -> None:
+    unit = (
+        "WaitingForUnit: n3 of its workload cannot start (NotReady: the node is not Ready); at most until t"
+    )
+    reasons = {"n1": unit, "n2": unit, "n4": "Budget: maxUnavailable 1 reached"}
+    metrics.record_progress("waiting", progress(waiting=3, waiting_reasons=reasons))
+    assert value("fleetwright_rollout_waiting_nodes", profile="waiting", reason="WaitingForUnit") == 2
+    assert value("fleetwright_rollout_waiting_nodes", profile="waiting", reason="Budget") == 1
+    assert value("fleetwright_rollout_waiting_nodes", profile="waiting", reason="WaitingForWorkloads") == 0
+    metrics.record_progress("waiting", progress())
+    assert value("fleetwright_rollout_waiting_nodes", profile="waiting", reason="WaitingForUnit") == 0
+    assert value("fleetwright_rollout_waiting_nodes", profile="waiting", reason="Budget") == 0
+
+
 def test_each_stage_counts_its_job_failure_and_its_duration_comes_from_the_job() -> None:
     stages = tuple(stage_request(s, profile="stages") for s in (Stage.APPLY, Stage.CONFIG))
     request = StagesRequest(profile="stages", node="n", stages=stages)
@@ -93,6 +115,18 @@ def test_each_stage_counts_its_job_failure_and_its_duration_comes_from_the_job()
     assert value("fleetwright_stage_duration_seconds_sum", **apply, outcome="Succeeded") == 5
     activity = {"activity": NAMES.RUN_STAGES, "outcome": "succeeded"}
     assert value("fleetwright_activity_duration_seconds_count", **activity)
+
+
+def test_a_preflight_check_counts_under_its_own_stage_name() -> None:
+    check = stage_request(Stage.APPLY, profile="preflight").model_copy(update={"preflight": True})
+    request = StagesRequest(profile="preflight", node="n", stages=(check,))
+    report = StagesReport(reports=(StageReport(job="p", outcome=StageOutcome.FAILED),))
+    interceptor.record_result(
+        NAMES.RUN_STAGES, {"profile": "preflight"}, report, 1.0, "succeeded", request=request
+    )
+    preflight = {"profile": "preflight", "package": "tuning", "outcome": "Failed"}
+    assert value("fleetwright_stage_job_failures_total", **preflight, stage="apply-preflight") == 1
+    assert value("fleetwright_stage_job_failures_total", **preflight, stage="apply") is None
 
 
 def test_held_drains_by_reason_from_heartbeats() -> None:
@@ -188,7 +222,7 @@ def test_the_statuses_other_activities_carry_count_as_the_nodes_first_and_last()
 
 
 def test_health_measurements_and_gate_outcomes_are_counted() -> None:
-    measured = Measurement(check="xid", phase=Phase.FAILED, value=[3.0])
+    measured = Measurement(check="xid", phase=CheckPhase.FAILED, value=[3.0])
     interceptor.record_result(NAMES.MEASURE, {"profile": "gated"}, measured, 0.1, "succeeded")
     assert value("fleetwright_health_measurements_total", profile="gated", check="xid", phase="Failed") == 1
     failed = NodeStatusRequest(
@@ -202,16 +236,63 @@ def test_health_measurements_and_gate_outcomes_are_counted() -> None:
     )
     interceptor.record_gate("gated", passed, "succeeded")
     interceptor.record_gate("gated", passed, "failed")  # an attempt that failed showed nothing
-    assert value("fleetwright_health_gates_total", profile="gated", outcome="failed") == 1
-    assert value("fleetwright_health_gates_total", profile="gated", outcome="passed") == 1
-    assert value("fleetwright_health_gates_total", profile="gated", outcome="inconclusive") == 0
-    assert value("fleetwright_health_gates_total", profile="gated", outcome="monitoring_unavailable") == 0
-    held = NodeStatusRequest(
-        profile="gated", node="o", phase=NodePhase.BLOCKED, reason=NodeReason.MONITORING_UNAVAILABLE
+    assert value("fleetwright_health_gates_total", profile="gated", gate="node", outcome="failed") == 1
+    assert value("fleetwright_health_gates_total", profile="gated", gate="node", outcome="passed") == 1
+    assert value("fleetwright_health_gates_total", profile="gated", gate="node", outcome="inconclusive") == 0
+    assert (
+        value(
+            "fleetwright_health_gates_total", profile="gated", gate="node", outcome="monitoring_unavailable"
+        )
+        == 0
     )
+    # The first Errors name the wait (InProgress) but hold nothing yet: not counted.
+    named = NodeStatusRequest(
+        profile="gated", node="o", phase=NodePhase.IN_PROGRESS, reason=NodeReason.MONITORING_UNAVAILABLE
+    )
+    interceptor.record_gate("gated", named, "succeeded")
+    assert (
+        value(
+            "fleetwright_health_gates_total", profile="gated", gate="node", outcome="monitoring_unavailable"
+        )
+        == 0
+    )
+    held = named.model_copy(update={"phase": NodePhase.BLOCKED})
     interceptor.record_gate("gated", held, "succeeded")
-    assert value("fleetwright_health_gates_total", profile="gated", outcome="monitoring_unavailable") == 1
-    assert value("fleetwright_health_gates_total", profile="gated", outcome="failed") == 1
+    assert (
+        value(
+            "fleetwright_health_gates_total", profile="gated", gate="node", outcome="monitoring_unavailable"
+        )
+        == 1
+    )
+    assert value("fleetwright_health_gates_total", profile="gated", gate="node", outcome="failed") == 1
+
+
+def test_fleet_gate_outcomes_are_counted_apart_from_node_gates() -> None:
+    profile = examples.profile("fleet")
+    now = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)
+    state = begin(convert.rollout_spec(profile, examples.policy(max_unavailable=1)), now)
+    request = DecideRequest(now=now, profile=profile, state=state)
+    plain = decide(state, Observations(), now)
+    interceptor.record_result(
+        NAMES.OBSERVE_AND_DECIDE, {}, DecideReport(decision=plain), 0.1, "succeeded", request=request
+    )
+    assert value("fleetwright_health_gates_total", profile="fleet", gate="soak", outcome="passed") is None
+    reached = (
+        FleetGateOutcome(step="soak", outcome=CheckPhase.MONITORING_UNAVAILABLE),
+        FleetGateOutcome(step="soak", outcome=CheckPhase.SUCCESSFUL),
+        FleetGateOutcome(step="batches", outcome=CheckPhase.FAILED),
+    )
+    report = DecideReport(decision=plain.model_copy(update={"fleet_gates": reached}))
+    interceptor.record_result(NAMES.OBSERVE_AND_DECIDE, {}, report, 0.1, "succeeded", request=request)
+
+    def gates(gate: str, outcome: str) -> float | None:
+        return value("fleetwright_health_gates_total", profile="fleet", gate=gate, outcome=outcome)
+
+    assert gates("soak", "monitoring_unavailable") == 1
+    assert gates("soak", "passed") == 1
+    assert gates("soak", "failed") == 0  # shown at zero once the gate was seen
+    assert gates("batches", "failed") == 1
+    assert gates("node", "passed") is None  # no node gate ran
 
 
 def test_a_hardware_suspect_node_is_one_until_it_passes_or_is_released() -> None:

@@ -14,12 +14,9 @@ import pytest
 
 from fleetwright.api.keys import RUNTIME_REQUIRED_TAINT, state_key
 from fleetwright.local import examples
-from fleetwright.webhook.admission import (
-    MUTATE_PATH,
-    mutate,
-    node_webhook_configuration,
-    webhook_configurations,
-)
+from fleetwright.webhook.admission import node_webhook_configuration, webhook_configurations
+from fleetwright.webhook.nodetaint import mutate
+from fleetwright.webhook.server import MUTATE_PATH
 from tests.unit.test_api_webhook import BrokenLookup, FakeLookup
 
 pytestmark = pytest.mark.unit

@@ -12,9 +12,9 @@ from fleetwright.activities.rollout import observe
 from fleetwright.local import examples
 from fleetwright.local import nodes as fleet_nodes
 from fleetwright.planner import convert
-from fleetwright.planner.observations import RunStatus
-from fleetwright.planner.rollout import begin
-from fleetwright.planner.rolloutstate import NodeRun
+from fleetwright.planner.rollout.lifecycle import begin
+from fleetwright.planner.rollout.observations import RunStatus
+from fleetwright.planner.rollout.state import RunningNode
 
 pytestmark = pytest.mark.unit
 
@@ -29,7 +29,7 @@ def run_status(result: NodeResult, *, earlier: bool = False) -> RunStatus | None
     if earlier:
         state = state.model_copy(update={"running_for_earlier_target": (node,)})
     else:
-        run = NodeRun(node=node, scope="default", batch=1, started_at=NOW)
+        run = RunningNode(node=node, scope="default", batch=1, started_at=NOW)
         state = state.model_copy(update={"running": (run,)})
     request = DecideRequest(
         now=NOW, profile=profile, state=state, results=(result.model_copy(update={"node": node}),)

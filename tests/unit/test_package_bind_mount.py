@@ -11,20 +11,12 @@ from fleetwright.cli.package import lint
 from fleetwright.packagetest.boot import simulate_reboot
 from fleetwright.packagetest.hostroot import HostRoot
 from fleetwright.packagetest.runner import run_stages
-from tests.support.payloads import chroot_root, codes
+from tests.support.payloads import codes
 
-pytestmark = pytest.mark.unit
+pytestmark = [pytest.mark.unit, pytest.mark.host_root(directories=("/data/nvme", "/data/models"))]
 
 PACKAGE = str(Path(__file__).resolve().parents[2] / "packages" / "bind-mount")
 MOUNTS = {"mounts": "# scratch for jobs\n/data/nvme /var/lib/scratch\n/data/models /opt/models\n"}
-
-
-@pytest.fixture
-def host(tmp_path: Path) -> HostRoot:
-    root = chroot_root(tmp_path)
-    os.makedirs(root.host("/data/nvme"))
-    os.makedirs(root.host("/data/models"))
-    return root
 
 
 def test_lints_clean() -> None:

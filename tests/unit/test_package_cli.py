@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from fleetwright.agent.interrupts import NODE_RESTART, Interrupt
+from fleetwright.agent.interrupts import NODE_RESTART, InterruptRequest
 from fleetwright.cli.app import app
 from fleetwright.cli.commands import load, load_all
 from fleetwright.packagetest.hostroot import build
@@ -203,7 +203,7 @@ def test_a_refused_reboot_fails_the_interrupt_and_does_not_reboot(tmp_path: Path
     host = build(str(tmp_path / "root"))
     host.fake_state("reboot-mode", "fail")  # reboot exits 1: "Failed to connect to bus"
     boot_id = host.boot_id()
-    runs = run_stages(host, str(tmp_path / "pkg"), ["interrupt"], interrupt=Interrupt(NODE_RESTART))
+    runs = run_stages(host, str(tmp_path / "pkg"), ["interrupt"], interrupt=InterruptRequest(NODE_RESTART))
     assert [(r.mode, r.ok) for r in runs] == [(REBOOT_STARTED, False)]
     assert "reboot failed" in runs[0].result.output
     assert host.boot_id() == boot_id

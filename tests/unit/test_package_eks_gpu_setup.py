@@ -19,9 +19,9 @@ from fleetwright.agent import interrupts
 from fleetwright.cli.package import lint
 from fleetwright.packagetest.hostroot import HostRoot
 from fleetwright.packagetest.runner import run_stages
-from tests.support.payloads import chroot_root, codes
+from tests.support.payloads import codes
 
-pytestmark = pytest.mark.unit
+pytestmark = [pytest.mark.unit, pytest.mark.host_root(flavour="al2023", kernel="6.1.100-1.amzn2023.x86_64")]
 
 PACKAGE = str(Path(__file__).resolve().parents[2] / "packages" / "eks-gpu-setup")
 KERNEL = "6.1.119-129.201.amzn2023.x86_64"
@@ -61,11 +61,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     httpd.shutdown()
 
 
-@pytest.fixture
-def host(tmp_path: Path) -> HostRoot:
-    return chroot_root(tmp_path, "al2023", kernel="6.1.100-1.amzn2023.x86_64")
-
-
 def maps(server: str, sha: str | None = None) -> dict[str, str]:
     return {
         "kernel_version": KERNEL + "\n",
@@ -79,7 +74,7 @@ def test_lints_clean() -> None:
 
 
 def test_install_reboot_and_post_interrupt(host: HostRoot, server: str) -> None:
-    reboot = interrupts.Interrupt(interrupts.NODE_RESTART)
+    reboot = interrupts.InterruptRequest(interrupts.NODE_RESTART)
     runs = run_stages(host, PACKAGE, ["apply", "config"], configmaps=maps(server))
     assert codes(runs) == [0, 0, 0, 0], runs[1].result.output
     calls = host.calls()

@@ -11,21 +11,16 @@ from fleetwright.agent import interrupts
 from fleetwright.cli.package import lint
 from fleetwright.packagetest.hostroot import HostRoot, build
 from fleetwright.packagetest.runner import run_stages
-from tests.support.payloads import chroot_root, codes
+from tests.support.payloads import codes
 
-pytestmark = pytest.mark.unit
+pytestmark = [pytest.mark.unit, pytest.mark.host_root(flavour="cos")]
 
 PACKAGE = str(Path(__file__).resolve().parents[2] / "packages" / "gke-cos-tuning")
 MAPS = {
     "sysctl.conf": "net.core.somaxconn = 32768\nvm.max_map_count=262144\n",
     "service_containerd.conf": "[Service]\nLimitNOFILE=1048576\n",
 }
-RESTART = interrupts.Interrupt(interrupts.SERVICE_RESTART, ("containerd.service",))
-
-
-@pytest.fixture
-def host(tmp_path: Path) -> HostRoot:
-    return chroot_root(tmp_path, "cos")
+RESTART = interrupts.InterruptRequest(interrupts.SERVICE_RESTART, ("containerd.service",))
 
 
 def files(root: HostRoot, top: str) -> set[str]:

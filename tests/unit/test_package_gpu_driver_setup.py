@@ -19,7 +19,7 @@ pytestmark = pytest.mark.unit
 
 PACKAGE = str(Path(__file__).resolve().parents[2] / "packages" / "gpu-driver-setup")
 KEY = "gpu-driver-setup"
-REBOOT = interrupts.Interrupt(interrupts.NODE_RESTART)
+REBOOT = interrupts.InterruptRequest(interrupts.NODE_RESTART)
 INSTALL = ["apply", "interrupt", "post-interrupt"]
 
 

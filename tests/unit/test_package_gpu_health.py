@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from fleetwright.cli.app import app
 from fleetwright.cli.package import lint
 from fleetwright.packagetest.hostroot import HostRoot
-from fleetwright.packagetest.runner import StageRun, run_stages
+from fleetwright.packagetest.runner import StageInvocation, run_stages
 from tests.support.payloads import chroot_root, codes
 
 pytestmark = pytest.mark.unit
@@ -23,17 +23,17 @@ pytestmark = pytest.mark.unit
 PACKAGE = str(Path(__file__).resolve().parents[2] / "packages" / "gpu-health")
 
 
-def output(runs: list[StageRun]) -> str:
+def output(runs: list[StageInvocation]) -> str:
     return "\n".join(run.result.output for run in runs)
 
 
-def problems(runs: list[StageRun]) -> list[str]:
+def problems(runs: list[StageInvocation]) -> list[str]:
     """The summary's problem lines of the failed check, without the agent's prefixes."""
     lines = [line.split("[err] ", 1)[1] for line in output(runs).splitlines() if "[err]   " in line]
     return [line.strip() for line in lines]
 
 
-def check(root: HostRoot, faults: str = "", level: str = "1", **configmaps: str) -> list[StageRun]:
+def check(root: HostRoot, faults: str = "", level: str = "1", **configmaps: str) -> list[StageInvocation]:
     env = {"FAKE_GPU_FAULTS": faults} if faults else {}
     return run_stages(root, PACKAGE, ["apply"], env=env, configmaps={"dcgm_diag_level": level, **configmaps})
 

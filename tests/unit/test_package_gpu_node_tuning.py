@@ -19,7 +19,7 @@ pytestmark = pytest.mark.unit
 
 PACKAGE = str(Path(__file__).resolve().parents[2] / "packages" / "gpu-node-tuning")
 KEY = "gpu-node-tuning"  # the package key run_stages derives from package_name gpu_node_tuning
-REBOOT = interrupts.Interrupt(interrupts.NODE_RESTART)
+REBOOT = interrupts.InterruptRequest(interrupts.NODE_RESTART)
 INSTALL = ["config", "interrupt", "post-interrupt"]
 
 

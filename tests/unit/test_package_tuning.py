@@ -85,7 +85,7 @@ def test_reboot_interrupt_then_post_interrupt_through_the_agent(host: HostRoot) 
     # config, config-check, a noop interrupt (no reboot), post-interrupt (no steps), then its check
     # fails because the kernel arguments are not live without a reboot.
     assert codes(runs) == [0, 0, 0, 0, 1]
-    reboot = interrupts.Interrupt(interrupts.NODE_RESTART)
+    reboot = interrupts.InterruptRequest(interrupts.NODE_RESTART)
     runs = run_stages(host, PACKAGE, ["interrupt", "post-interrupt"], configmaps=CONFIG, interrupt=reboot)
     assert [r.mode for r in runs] == [
         "interrupt (before reboot)",

@@ -12,9 +12,9 @@ from pydantic_core import to_json
 
 from fleetwright.local import examples
 from fleetwright.planner import convert
-from fleetwright.planner.nodework import NodeWork
-from fleetwright.planner.rollout import begin
-from fleetwright.planner.rolloutstate import FailedNode, NodeRun, NodeStart, RolloutState
+from fleetwright.planner.node.work import NodeWork
+from fleetwright.planner.rollout.lifecycle import begin
+from fleetwright.planner.rollout.state import FailedNode, NodeStart, RolloutState, RunningNode
 from fleetwright.workflows.payloads import RolloutInput
 
 pytestmark = pytest.mark.unit
@@ -76,13 +76,13 @@ def test_a_node_gate_of_any_kind_is_written_into_the_rollout_spec() -> None:
 
 
 def test_the_quarantine_fields_are_written_only_for_a_re_gated_node() -> None:
-    plain = NodeRun(node="gpu-1", scope="rollout", batch=1, started_at=T0)
+    plain = RunningNode(node="gpu-1", scope="rollout", batch=1, started_at=T0)
     failed = FailedNode(node="gpu-1", scope="rollout")
     assert not keys(plain) & {"regate"}
     assert not keys(failed) & {"suspect"}
     regated = plain.model_copy(update={"regate": True})
     suspect = failed.model_copy(update={"suspect": True})
-    assert NodeRun.model_validate_json(to_json(regated)) == regated
+    assert RunningNode.model_validate_json(to_json(regated)) == regated
     assert FailedNode.model_validate_json(to_json(suspect)) == suspect
     start = NodeStart(
         node="gpu-1", scope="rollout", compartment="default", batch=1, work=NodeWork(), expected_seconds=1

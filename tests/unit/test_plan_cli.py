@@ -15,7 +15,7 @@ from fleetwright.cli.app import app
 from fleetwright.cli.commands import load_all
 from fleetwright.cli.plan import load_fleet, load_inputs
 from fleetwright.planner import convert
-from fleetwright.planner.preview import Plan, preview
+from fleetwright.planner.rollout.preview import Plan, preview
 
 pytestmark = pytest.mark.unit
 load_all()  # every command registered on the app
@@ -347,24 +347,29 @@ def test_the_plan_shows_the_node_gate_and_counts_its_time_in_each_node(
     assert not before.node_gate
 
 
+def fleet_gated(tmp_path: Path, step: str, checked: str, *, count: int, interval: int) -> Path:
+    """``POLICY`` with its ``step`` replaced by ``checked`` (naming ``fleet-xid``), and that fleet
+    check, ``count`` measurements ``interval`` seconds apart, written to a file in ``tmp_path``."""
+    gate = f"""
+  healthChecks:
+    - name: fleet-xid
+      query: 'sum(changes(DCGM_FI_DEV_XID_ERRORS{{Hostname=~"{{{{nodes}}}}"}}[10m]))'
+      successCondition: result[0] == 0
+      count: {count}
+      intervalSeconds: {interval}
+"""
+    assert f"    - {step}\n" in POLICY, step
+    path = tmp_path / "fleet-gated.yaml"
+    path.write_text(POLICY.replace(f"    - {step}\n", f"    - {checked}\n") + gate)
+    return path
+
+
 def test_the_plan_runs_a_soaks_fleet_gate_on_its_schedule(
     manifests: tuple[Path, Path], tmp_path: Path
 ) -> None:
     profile, _ = manifests
-    gated = tmp_path / "fleet.yaml"
-    text = POLICY.replace(
-        "    - soak: {durationSeconds: 1800}",
-        "    - soak: {durationSeconds: 60, checks: [fleet-xid]}",
-    )
-    gate = """
-  healthChecks:
-    - name: fleet-xid
-      query: 'sum(changes(DCGM_FI_DEV_XID_ERRORS{Hostname=~"{{nodes}}"}[10m]))'
-      successCondition: result[0] == 0
-      count: 30
-      intervalSeconds: 120
-"""
-    gated.write_text(text + gate)
+    soak = "soak: {durationSeconds: 60, checks: [fleet-xid]}"
+    gated = fleet_gated(tmp_path, "soak: {durationSeconds: 1800}", soak, count=30, interval=120)
     code, out, _ = run(str(profile), str(gated), "--fleet", str(FLEET), "--now", NOW, "-o", "json")
     assert code == 0, out
     plan = Plan.model_validate_json(out)
@@ -381,20 +386,8 @@ def test_the_plan_shows_the_background_checks_of_a_batches_step(
     manifests: tuple[Path, Path], tmp_path: Path
 ) -> None:
     profile, _ = manifests
-    gated = tmp_path / "background.yaml"
-    text = POLICY.replace(
-        "    - batches: {strategy: exponential, initial: 2, growthFactor: 2}",
-        "    - batches: {strategy: exponential, initial: 2, growthFactor: 2, checks: [fleet-xid]}",
-    )
-    gate = """
-  healthChecks:
-    - name: fleet-xid
-      query: 'sum(changes(DCGM_FI_DEV_XID_ERRORS{Hostname=~"{{nodes}}"}[10m]))'
-      successCondition: result[0] == 0
-      count: 3
-      intervalSeconds: 60
-"""
-    gated.write_text(text + gate)
+    batches = "batches: {strategy: exponential, initial: 2, growthFactor: 2"
+    gated = fleet_gated(tmp_path, batches + "}", batches + ", checks: [fleet-xid]}", count=3, interval=60)
     code, out, _ = run(str(profile), str(gated), "--fleet", str(FLEET), "--now", NOW)
     assert code == 0, out
     assert "Fleet gate (over the nodes updated so far" in out

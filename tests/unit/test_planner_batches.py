@@ -6,10 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fleetwright.planner.batches import (
+from fleetwright.planner.policy.model import Strategy, StrategyKind
+from fleetwright.planner.rollout.sizing import (
     BatchState,
-    Strategy,
-    StrategyKind,
     evaluate_batch,
     next_batch_size,
     progress_percent,

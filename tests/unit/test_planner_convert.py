@@ -10,12 +10,11 @@ from fleetwright.api.deploymentpolicy import DeploymentPolicy
 from fleetwright.api.keys import NodeReason, condition_type, cordon_key
 from fleetwright.api.nodeprofile import NodeProfile
 from fleetwright.planner import convert
-from fleetwright.planner.batches import StrategyKind
-from fleetwright.planner.interrupts import InterruptKind
-from fleetwright.planner.nodelist import observe_fleet, observe_node
-from fleetwright.planner.nodestate import NodePackageState, PackageRecord, PendingChange, format_annotation
-from fleetwright.planner.packages import digest
-from fleetwright.planner.policy import ApprovalStep, BatchesStep, CanaryStep, SoakStep
+from fleetwright.planner.node.interrupts import InterruptKind
+from fleetwright.planner.node.packages import digest
+from fleetwright.planner.node.state import NodePackageState, PackageRecord, PendingChange, format_annotation
+from fleetwright.planner.policy.model import ApprovalStep, BatchesStep, CanaryStep, SoakStep, StrategyKind
+from fleetwright.planner.rollout.snapshot import observe_fleet, observe_node
 
 pytestmark = pytest.mark.unit
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from fleetwright.planner.interrupts import NO_INTERRUPT
-from fleetwright.planner.packages import DesiredPackage
-from fleetwright.planner.policy import Budget, Compartment, FailureAction, FailurePolicy
-from fleetwright.planner.rolloutstate import Decision, Phase
-from fleetwright.planner.selectors import Selector
+from fleetwright.planner.node.interrupts import NO_INTERRUPT
+from fleetwright.planner.node.packages import DesiredPackage
+from fleetwright.planner.policy.model import Budget, Compartment, FailureAction, FailurePolicy
+from fleetwright.planner.policy.selectors import Selector
+from fleetwright.planner.rollout.state import Decision, Phase
 from tests.unit.test_planner_rollout import Fleet, batches, policy, started
 
 pytestmark = pytest.mark.unit

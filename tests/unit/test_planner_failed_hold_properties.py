@@ -12,9 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fleetwright.planner.batches import Strategy, StrategyKind
-from fleetwright.planner.observations import Observations, RunStatus
-from fleetwright.planner.policy import (
+from fleetwright.planner.policy.model import (
     ApprovalStep,
     BatchesStep,
     Budget,
@@ -24,11 +22,15 @@ from fleetwright.planner.policy import (
     FailurePolicy,
     RolloutPolicy,
     Step,
+    Strategy,
+    StrategyKind,
 )
-from fleetwright.planner.rollout import begin, decide
-from fleetwright.planner.rolloutstate import Decision, Phase
-from fleetwright.planner.selectors import Selector
-from fleetwright.planner.spec import RolloutSpec
+from fleetwright.planner.policy.selectors import Selector
+from fleetwright.planner.rollout.decision import decide
+from fleetwright.planner.rollout.lifecycle import begin
+from fleetwright.planner.rollout.observations import Observations, RunStatus
+from fleetwright.planner.rollout.spec import RolloutSpec
+from fleetwright.planner.rollout.state import Decision, Phase
 from tests.unit.test_planner_properties import PACKAGES, T0, node
 
 pytestmark = pytest.mark.unit

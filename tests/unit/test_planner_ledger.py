@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from fleetwright.planner.interrupts import REBOOT
-from fleetwright.planner.ledger import PackageLedger
-from fleetwright.planner.nodestate import PackageRecord, PendingChange
-from fleetwright.planner.nodework import plan_node
-from fleetwright.planner.packages import DesiredPackage, PackageGraph, config_digests
-from fleetwright.planner.stages import Stage
+from fleetwright.planner.node.interrupts import REBOOT
+from fleetwright.planner.node.ledger import PackageLedger
+from fleetwright.planner.node.packages import DesiredPackage, PackageGraph, config_digests
+from fleetwright.planner.node.stages import Stage
+from fleetwright.planner.node.state import PackageRecord, PendingChange
+from fleetwright.planner.node.work import plan_node
 
 pytestmark = pytest.mark.unit
 

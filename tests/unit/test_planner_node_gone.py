@@ -8,14 +8,14 @@ from datetime import UTC, datetime
 
 import pytest
 
-from fleetwright.planner.batches import Strategy, StrategyKind
-from fleetwright.planner.interrupts import REBOOT
-from fleetwright.planner.observations import NodeObservation, Observations, RunStatus
-from fleetwright.planner.packages import DesiredPackage
-from fleetwright.planner.policy import BatchesStep, Budget, RolloutPolicy
-from fleetwright.planner.rollout import begin, decide
-from fleetwright.planner.rolloutstate import Phase
-from fleetwright.planner.spec import RolloutSpec
+from fleetwright.planner.node.interrupts import REBOOT
+from fleetwright.planner.node.packages import DesiredPackage
+from fleetwright.planner.policy.model import BatchesStep, Budget, RolloutPolicy, Strategy, StrategyKind
+from fleetwright.planner.rollout.decision import decide
+from fleetwright.planner.rollout.lifecycle import begin
+from fleetwright.planner.rollout.observations import NodeObservation, Observations, RunStatus
+from fleetwright.planner.rollout.spec import RolloutSpec
+from fleetwright.planner.rollout.state import Phase
 
 pytestmark = pytest.mark.unit
 

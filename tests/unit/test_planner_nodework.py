@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from fleetwright.api.keys import state_key
 from fleetwright.errors import InvalidSpecError
-from fleetwright.planner.interrupts import (
+from fleetwright.planner.node.interrupts import (
     NO_INTERRUPT,
     REBOOT,
     Interrupt,
@@ -21,7 +21,14 @@ from fleetwright.planner.interrupts import (
     merge,
     service_restart,
 )
-from fleetwright.planner.nodestate import (
+from fleetwright.planner.node.packages import (
+    ConfigInterruptRule,
+    DesiredPackage,
+    PackageGraph,
+    config_digests,
+)
+from fleetwright.planner.node.stages import Action, Stage
+from fleetwright.planner.node.state import (
     NodePackageState,
     PackageRecord,
     PendingChange,
@@ -29,9 +36,7 @@ from fleetwright.planner.nodestate import (
     parse_annotation,
     read_profile_state,
 )
-from fleetwright.planner.nodework import NodeStep, plan_node
-from fleetwright.planner.packages import ConfigInterruptRule, DesiredPackage, PackageGraph, config_digests
-from fleetwright.planner.stages import Action, Stage
+from fleetwright.planner.node.work import NodeStep, plan_node
 
 pytestmark = pytest.mark.unit
 

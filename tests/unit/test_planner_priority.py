@@ -14,9 +14,9 @@ from fleetwright.api.nodeprofile import NodeProfile
 from fleetwright.local import examples
 from fleetwright.local import nodes as fleet_nodes
 from fleetwright.planner import convert
-from fleetwright.planner.nodestate import NodePackageState, PackageRecord, format_annotation
-from fleetwright.planner.priority import earlier_profiles, waiting_on
-from fleetwright.planner.rollout import begin
+from fleetwright.planner.node.state import NodePackageState, PackageRecord, format_annotation
+from fleetwright.planner.profile.priority import earlier_profiles, waiting_on
+from fleetwright.planner.rollout.lifecycle import begin
 
 pytestmark = pytest.mark.unit
 
@@ -75,10 +75,10 @@ def test_the_turn_starts_only_where_the_earlier_profile_is_complete() -> None:
     one_batch = [{"name": "all", "batches": {"strategy": "fixed", "initial": 3}}]
     spec = convert.rollout_spec(tuning, examples.policy(max_unavailable=3, steps=one_batch))
     request = DecideRequest(now=NOW, profile=tuning, state=begin(spec, NOW))
-    report = plan_turn(nodes, request, [infra, tuning])
+    report = plan_turn(nodes, request, [infra, tuning]).report
     assert [s.node for s in report.decision.start] == [done]
     reasons = {b.node: b.reason for b in report.decision.blocked}
     assert all(reasons[n["metadata"]["name"]].startswith("WaitingFor") for n in nodes[:2])
     assert "infra" in reasons[nodes[0]["metadata"]["name"]]
     # Without the other profile nothing waits (the workflow tier's fake fleet passes none).
-    assert len(plan_turn(nodes, request).decision.start) == 3
+    assert len(plan_turn(nodes, request).report.decision.start) == 3

@@ -12,12 +12,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fleetwright.planner.batches import Strategy, StrategyKind
-from fleetwright.planner.interrupts import REBOOT
-from fleetwright.planner.nodestate import PackageRecord
-from fleetwright.planner.observations import NodeObservation, NodeWorkload, Observations, RunStatus
-from fleetwright.planner.packages import DesiredPackage
-from fleetwright.planner.policy import (
+from fleetwright.planner.node.interrupts import REBOOT
+from fleetwright.planner.node.packages import DesiredPackage
+from fleetwright.planner.node.state import PackageRecord
+from fleetwright.planner.policy.model import (
     ApprovalStep,
     BatchesStep,
     Budget,
@@ -27,12 +25,16 @@ from fleetwright.planner.policy import (
     RolloutPolicy,
     SoakStep,
     Step,
+    Strategy,
+    StrategyKind,
 )
-from fleetwright.planner.rollout import begin, decide
-from fleetwright.planner.rolloutstate import Decision, Phase, RolloutState
-from fleetwright.planner.selectors import Selector
-from fleetwright.planner.spec import RolloutSpec
-from fleetwright.planner.windows import Window, fits
+from fleetwright.planner.policy.selectors import Selector
+from fleetwright.planner.policy.windows import Window, fits
+from fleetwright.planner.rollout.decision import decide
+from fleetwright.planner.rollout.lifecycle import begin
+from fleetwright.planner.rollout.observations import NodeObservation, NodeWorkload, Observations, RunStatus
+from fleetwright.planner.rollout.spec import RolloutSpec
+from fleetwright.planner.rollout.state import Decision, Phase, RolloutState
 
 pytestmark = pytest.mark.unit
 

@@ -10,27 +10,33 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from fleetwright.planner.batches import Strategy
-from fleetwright.planner.interrupts import REBOOT
-from fleetwright.planner.ledger import PackageLedger
-from fleetwright.planner.nodestate import Before, PackageRecord, PendingChange
-from fleetwright.planner.nodework import NodeWork
-from fleetwright.planner.observations import NodeObservation, Observations, RunStatus
-from fleetwright.planner.packages import DesiredPackage, config_digests
-from fleetwright.planner.policy import (
+from fleetwright.planner.node.interrupts import REBOOT
+from fleetwright.planner.node.ledger import PackageLedger
+from fleetwright.planner.node.packages import DesiredPackage, config_digests
+from fleetwright.planner.node.stages import Stage
+from fleetwright.planner.node.state import Before, PackageRecord, PendingChange
+from fleetwright.planner.node.work import NodeWork
+from fleetwright.planner.policy.model import (
     BatchesStep,
     Budget,
     CanaryStep,
     FailureAction,
     FailurePolicy,
     RolloutPolicy,
+    Strategy,
 )
-from fleetwright.planner.preview import preview
-from fleetwright.planner.rollback import UNKNOWN_BEFORE, plan_node_rollback, recorded_previous, rollback_spec
-from fleetwright.planner.rollout import begin, decide, retarget
-from fleetwright.planner.rolloutstate import Decision, Phase, RolloutState
-from fleetwright.planner.spec import RollbackOf, RolloutSpec
-from fleetwright.planner.stages import Stage
+from fleetwright.planner.rollout.decision import decide
+from fleetwright.planner.rollout.lifecycle import begin, retarget
+from fleetwright.planner.rollout.observations import NodeObservation, Observations, RunStatus
+from fleetwright.planner.rollout.preview import preview
+from fleetwright.planner.rollout.rollback import (
+    UNKNOWN_BEFORE,
+    plan_node_rollback,
+    recorded_previous,
+    rollback_spec,
+)
+from fleetwright.planner.rollout.spec import RollbackOf, RolloutSpec
+from fleetwright.planner.rollout.state import Decision, Phase, RolloutState
 
 pytestmark = pytest.mark.unit
 
@@ -138,7 +144,7 @@ def test_a_return_resumes_after_its_last_passed_stage_and_ends_without_before() 
 def test_a_change_records_what_it_replaced_once_and_keeps_it_when_complete() -> None:
     forward = RolloutSpec(profile="p", packages=(NEW,))
     record = PackageRecord(version="1.0.0", config=OLD_CONFIG)
-    from fleetwright.planner.nodework import plan_node  # noqa: PLC0415
+    from fleetwright.planner.node.work import plan_node  # noqa: PLC0415
 
     work = plan_node(forward.graph, {"tuning": record})
     ledger = PackageLedger("p", {"tuning": record}, work, forward.packages, (ROLLOUT, T0))

@@ -8,12 +8,10 @@ from typing import Any
 
 import pytest
 
-from fleetwright.planner.batches import Strategy, StrategyKind
-from fleetwright.planner.interrupts import REBOOT
-from fleetwright.planner.nodestate import PackageRecord
-from fleetwright.planner.observations import NodeObservation, Observations, RunStatus
-from fleetwright.planner.packages import ConfigInterruptRule, DesiredPackage, config_digests
-from fleetwright.planner.policy import (
+from fleetwright.planner.node.interrupts import REBOOT
+from fleetwright.planner.node.packages import ConfigInterruptRule, DesiredPackage, config_digests
+from fleetwright.planner.node.state import PackageRecord
+from fleetwright.planner.policy.model import (
     ApprovalStep,
     BatchesStep,
     Budget,
@@ -25,12 +23,16 @@ from fleetwright.planner.policy import (
     RolloutPolicy,
     SoakStep,
     Step,
+    Strategy,
+    StrategyKind,
 )
-from fleetwright.planner.rollout import begin, decide, retarget
-from fleetwright.planner.rolloutstate import Decision, Phase, RolloutState
-from fleetwright.planner.selectors import Selector
-from fleetwright.planner.spec import RolloutSpec
-from fleetwright.planner.windows import Window
+from fleetwright.planner.policy.selectors import Selector
+from fleetwright.planner.policy.windows import Window
+from fleetwright.planner.rollout.decision import decide
+from fleetwright.planner.rollout.lifecycle import begin, retarget
+from fleetwright.planner.rollout.observations import NodeObservation, Observations, RunStatus
+from fleetwright.planner.rollout.spec import RolloutSpec
+from fleetwright.planner.rollout.state import Decision, Phase, RolloutState
 
 pytestmark = pytest.mark.unit
 

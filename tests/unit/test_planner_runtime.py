@@ -11,9 +11,9 @@ import pytest
 from fleetwright.api.nodeprofile import NodeProfile
 from fleetwright.local import examples
 from fleetwright.planner import convert
-from fleetwright.planner.nodestate import NodePackageState, PackageRecord, PendingChange, format_annotation
-from fleetwright.planner.runtime import holding_taint, taint_on_join
-from fleetwright.planner.stages import Stage
+from fleetwright.planner.node.stages import Stage
+from fleetwright.planner.node.state import NodePackageState, PackageRecord, PendingChange, format_annotation
+from fleetwright.planner.profile.runtime import holding_taint, taint_on_join
 
 pytestmark = pytest.mark.unit
 

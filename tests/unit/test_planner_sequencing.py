@@ -17,10 +17,10 @@ from fleetwright.api.nodeprofile import NodeProfile
 from fleetwright.local import examples
 from fleetwright.local import nodes as fleet_nodes
 from fleetwright.planner import convert
-from fleetwright.planner.nodestate import NodePackageState, PackageRecord, PendingChange, format_annotation
-from fleetwright.planner.priority import earlier_profiles, fleet_completion, sequencing_hold
-from fleetwright.planner.rollout import begin
-from fleetwright.planner.stages import Stage
+from fleetwright.planner.node.stages import Stage
+from fleetwright.planner.node.state import NodePackageState, PackageRecord, PendingChange, format_annotation
+from fleetwright.planner.profile.priority import earlier_profiles, fleet_completion, sequencing_hold
+from fleetwright.planner.rollout.lifecycle import begin
 
 pytestmark = pytest.mark.unit
 
@@ -76,7 +76,7 @@ def name(node: dict[str, Any]) -> str:
 def turn(later: NodeProfile, nodes: list[dict[str, Any]], everyone: list[NodeProfile]) -> dict[str, str]:
     """Node -> blocked reason of ``later``'s turn; asserts every other targeted node started."""
     spec = convert.rollout_spec(later, examples.policy(max_unavailable=len(nodes), steps=ONE_BATCH))
-    report = plan_turn(nodes, DecideRequest(now=NOW, profile=later, state=begin(spec, NOW)), everyone)
+    report = plan_turn(nodes, DecideRequest(now=NOW, profile=later, state=begin(spec, NOW)), everyone).report
     blocked = {b.node: b.reason for b in report.decision.blocked}
     targeted = {name(n) for n in nodes if convert.targets(later, n["metadata"]["labels"])}
     assert {s.node for s in report.decision.start} == targeted - blocked.keys()

@@ -17,12 +17,12 @@ from fleetwright.api.nodeprofile import NodeProfile
 from fleetwright.local import examples
 from fleetwright.local import nodes as fleet_nodes
 from fleetwright.planner import convert
-from fleetwright.planner.nodelist import observe_node
-from fleetwright.planner.nodestate import NodePackageState, PackageRecord, format_annotation
-from fleetwright.planner.priority import earlier_profiles, waiting_on
-from fleetwright.planner.rollout import begin
-from fleetwright.planner.rolloutstate import Phase
-from fleetwright.planner.runtime import complete_on
+from fleetwright.planner.node.state import NodePackageState, PackageRecord, format_annotation
+from fleetwright.planner.profile.priority import earlier_profiles, waiting_on
+from fleetwright.planner.profile.runtime import complete_on
+from fleetwright.planner.rollout.lifecycle import begin
+from fleetwright.planner.rollout.snapshot import observe_node
+from fleetwright.planner.rollout.state import Phase
 
 pytestmark = pytest.mark.unit
 
@@ -54,7 +54,7 @@ def complete(p: NodeProfile) -> dict[str, str]:
 def turn(nodes: list[dict[str, Any]], p: NodeProfile, *profiles: NodeProfile) -> DecideReport:
     one_batch = [{"name": "all", "batches": {"strategy": "fixed", "initial": len(nodes)}}]
     spec = convert.rollout_spec(p, examples.policy(max_unavailable=len(nodes), steps=one_batch))
-    return plan_turn(nodes, DecideRequest(now=NOW, profile=p, state=begin(spec, NOW)), profiles)
+    return plan_turn(nodes, DecideRequest(now=NOW, profile=p, state=begin(spec, NOW)), profiles).report
 
 
 def test_an_unreadable_own_record_blocks_that_node_and_the_rest_start() -> None:

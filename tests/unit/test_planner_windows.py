@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fleetwright.planner.windows import Cron, CronError, Window, fits, next_fit
+from fleetwright.planner.policy.windows import Cron, CronError, Window, fits, next_fit
 
 pytestmark = pytest.mark.unit
 

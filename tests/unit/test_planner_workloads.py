@@ -16,25 +16,27 @@ from hypothesis import strategies as st
 
 from fleetwright.local import examples
 from fleetwright.planner import convert
-from fleetwright.planner.batches import Strategy, StrategyKind
-from fleetwright.planner.interrupts import REBOOT
-from fleetwright.planner.nodestate import PackageRecord
-from fleetwright.planner.observations import NodeObservation, NodeWorkload, Observations
-from fleetwright.planner.ordering import OrderInput, order_by_workloads, order_nodes
-from fleetwright.planner.packages import DesiredPackage
-from fleetwright.planner.policy import (
+from fleetwright.planner.node.interrupts import REBOOT
+from fleetwright.planner.node.packages import DesiredPackage
+from fleetwright.planner.node.state import PackageRecord
+from fleetwright.planner.policy.model import (
     BatchesStep,
     Budget,
     CanaryStep,
     Compartment,
     RolloutPolicy,
+    Strategy,
+    StrategyKind,
     WorkloadWait,
 )
-from fleetwright.planner.preview import Plan, preview
-from fleetwright.planner.rollout import begin, decide
-from fleetwright.planner.selectors import Selector
-from fleetwright.planner.spec import RolloutSpec
-from fleetwright.planner.windows import Window
+from fleetwright.planner.policy.selectors import Selector
+from fleetwright.planner.policy.windows import Window
+from fleetwright.planner.rollout.decision import decide
+from fleetwright.planner.rollout.lifecycle import begin
+from fleetwright.planner.rollout.observations import NodeObservation, NodeWorkload, Observations, RunStatus
+from fleetwright.planner.rollout.ordering import OrderInput, order_by_workloads, order_nodes
+from fleetwright.planner.rollout.preview import Plan, preview
+from fleetwright.planner.rollout.spec import RolloutSpec
 
 pytestmark = pytest.mark.unit
 
@@ -320,3 +322,91 @@ def test_compartments_and_windows_read_no_pods() -> None:
     assert not policy.reads_pods()
     wait = WorkloadWait(selector=Selector(), timeout_seconds=60)
     assert policy.model_copy(update={"workload_wait": wait}).reads_pods()
+
+
+# ----- a unit waits, bounded, for its node that cannot start ---------------------------------------
+def unit_of(nodes: list[NodeObservation], job: str) -> tuple[str, ...]:
+    """The unit (in order) the workload-aware order makes of ``job``'s nodes."""
+    inputs = [OrderInput(n.name, n.labels, tuple(w.name for w in n.workloads)) for n in nodes]
+    units = order_by_workloads(inputs, {"": 4}).units
+    return next(
+        u for u in units.values() if any(job in w.name for n in nodes if n.name in u for w in n.workloads)
+    )
+
+
+def with_node(nodes: list[NodeObservation], name: str, **update: Any) -> list[NodeObservation]:
+    return [n.model_copy(update=update) if n.name == name else n for n in nodes]
+
+
+UNIT_BOUND = T0 + timedelta(minutes=30)
+
+
+@pytest.mark.parametrize(
+    ("update", "why"),
+    [
+        ({"ready": False}, "NotReady: the node is not Ready"),
+        ({"disruptions": ("profile/other",)}, "Busy: profile/other"),
+        ({"waiting_on": ("firmware",)}, "WaitingFor: earlier profiles firmware"),
+    ],
+)
+def test_a_unit_waits_for_its_node_that_cannot_start(update: dict[str, Any], why: str) -> None:
+    nodes = fleet([1, 1, 1, 0])
+    unit = unit_of(nodes, "j1")
+    missing = unit[1]
+    decision = decide(
+        begin(spec(4, 4), T0), Observations(nodes=tuple(with_node(nodes, missing, **update))), T0
+    )
+    assert [s.node for s in decision.start] == ["gpu-003"]  # the idle node only
+    waiting = {b.node: b.reason for b in decision.waiting}
+    assert set(waiting) == set(unit) - {missing}
+    assert set(waiting.values()) == {
+        f"WaitingForUnit: {missing} of its workload cannot start ({why}); "
+        f"at most until {UNIT_BOUND.isoformat()}"
+    }
+    assert {b.node: b.reason for b in decision.blocked}[missing] == why
+    assert decision.state.unit_waits == {unit[0]: T0}
+    assert decision.wake_at == UNIT_BOUND
+    assert decision.watch_fleet  # the node's return shows on a fresh observation
+
+
+def test_a_waiting_unit_starts_whole_once_its_node_is_back() -> None:
+    nodes = fleet([1, 1, 1, 0])
+    unit = unit_of(nodes, "j1")
+    down = with_node(nodes, unit[2], ready=False)
+    first = decide(begin(spec(4, 4), T0), Observations(nodes=tuple(down)), T0)
+    later = T0 + timedelta(minutes=10)
+    still = decide(first.state, Observations(nodes=tuple(down)), later)
+    assert {s.node for s in still.start} == set()
+    assert still.state.unit_waits == {unit[0]: T0}  # the bound counts from the first wait
+    back = decide(still.state, Observations(nodes=tuple(nodes)), later)
+    assert {s.node for s in back.start} == set(unit)
+    assert len({s.batch for s in back.start}) == 1
+    assert back.state.unit_waits == {}
+
+
+def test_after_the_bound_a_unit_starts_without_its_node_and_says_so() -> None:
+    nodes = fleet([1, 1, 1, 0])
+    unit = unit_of(nodes, "j1")
+    down = tuple(with_node(nodes, unit[1], ready=False))
+    first = decide(begin(spec(4, 4), T0), Observations(nodes=down), T0)
+    bound = decide(first.state, Observations(nodes=down), UNIT_BOUND)
+    assert {s.node for s in bound.start} == set(unit) - {unit[1]}
+    assert f"the workload unit of {unit[0]} starts without {unit[1]} after waiting 30m" in bound.message
+    assert {b.node for b in bound.blocked} == {unit[1]}
+    # Said once: with the rest started, the node left behind only waits as a NotReady node.
+    after = decide(bound.state, Observations(nodes=down), UNIT_BOUND + timedelta(minutes=1))
+    assert "starts without" not in after.message
+
+
+def test_a_unit_waits_for_its_node_still_running_an_earlier_target() -> None:
+    nodes = fleet([1, 1, 0])
+    unit = unit_of(nodes, "j1")
+    state = begin(spec(4, 4), T0).model_copy(update={"running_for_earlier_target": (unit[0],)})
+    busy = with_node(nodes, unit[0], run=RunStatus.RUNNING)
+    decision = decide(state, Observations(nodes=tuple(busy)), T0)
+    assert [s.node for s in decision.start] == ["gpu-002"]
+    (waiting,) = decision.waiting
+    assert waiting.node == unit[1]
+    assert waiting.reason.startswith(
+        f"WaitingForUnit: {unit[0]} of its workload cannot start (Busy: finishing"
+    )

@@ -24,7 +24,7 @@ from fleetwright.activities.payloads import ResolveImagesRequest
 from fleetwright.cli.plan import resolve_images
 from fleetwright.errors import PermanentError, RetryableError
 from fleetwright.local import examples
-from fleetwright.local.controlplane import LOOPBACK
+from fleetwright.local.loopback import LOOPBACK
 from fleetwright.local.pki import LocalCA
 from fleetwright.registry import (
     MANIFEST_TYPES,
@@ -241,3 +241,19 @@ def test_plan_resolves_each_package_image_or_says_why_it_cannot(registry: FakeRe
         f"{LOOPBACK}:1/pkg/other:2.0.0": f"unresolved: ImageUnresolved: {LOOPBACK}:1/pkg/other:2.0.0: "
         f"{LOOPBACK}:1 unreachable: NewConnectionError",
     }
+
+
+def test_signatures_of_a_digest_without_a_sig_tag_are_none(registry: FakeRegistry) -> None:
+    pinned = f"{registry.host}/pkg/tuning@{PINNED}"
+    assert _client(registry).signatures(pinned) == ()  # a manifest without signature layers
+    assert registry.behaviour.requests[-1][1] == f"/v2/pkg/tuning/manifests/sha256-{'c' * 64}.sig"
+    registry.behaviour.status = 404
+    assert _client(registry).signatures(pinned) == ()
+
+
+def test_signatures_from_an_unreachable_registry_are_retryable_naming_the_image() -> None:
+    pinned = f"{LOOPBACK}:1/pkg/tuning@{PINNED}"
+    with pytest.raises(ImageUnresolvedError, match=f"^{pinned}: signatures: {LOOPBACK}:1 unreachable"):
+        Registry(RegistryAccess(timeout_seconds=2)).signatures(pinned)
+    with pytest.raises(InvalidImageReferenceError, match="looked up by digest"):
+        Registry().signatures(f"{LOOPBACK}:1/pkg/tuning:1.0")

@@ -16,7 +16,7 @@ import pytest
 
 from fleetwright.api.deploymentpolicy import DeploymentPolicy
 from fleetwright.api.nodeprofile import NodeProfile
-from fleetwright.planner.nodestate import format_annotation, parse_annotation
+from fleetwright.planner.node.state import format_annotation, parse_annotation
 from tests.support import release_writer
 from tests.support.releases import REPO, checkout, previous, release_path
 

@@ -11,16 +11,16 @@ import pytest
 
 from fleetwright.local import examples
 from fleetwright.planner import convert
-from fleetwright.planner.nodework import plan_node
-from fleetwright.planner.rollout import begin
-from fleetwright.planner.rolloutstate import (
+from fleetwright.planner.node.work import plan_node
+from fleetwright.planner.rollout.lifecycle import begin
+from fleetwright.planner.rollout.state import (
     BlockedNode,
     Counts,
     Decision,
     FailedNode,
-    NodeRun,
     Phase,
     RolloutState,
+    RunningNode,
 )
 from fleetwright.workflows import search as sa
 from fleetwright.workflows.enginesettings import EngineSettings
@@ -54,8 +54,8 @@ def state(**update: Any) -> RolloutState:
     return begin(spec, NOW).model_copy(update=update)
 
 
-def running(*nodes: str) -> tuple[NodeRun, ...]:
-    return tuple(NodeRun(node=n, scope="rollout", batch=0, started_at=NOW) for n in nodes)
+def running(*nodes: str) -> tuple[RunningNode, ...]:
+    return tuple(RunningNode(node=n, scope="rollout", batch=0, started_at=NOW) for n in nodes)
 
 
 def decision(**update: Any) -> Decision:

@@ -15,16 +15,16 @@ from temporalio.testing import ActivityEnvironment
 
 from fleetwright.activities.payloads import StageRequest
 from fleetwright.activities.stage import StageRunner
-from fleetwright.api.nodeprofile import Package
 from fleetwright.errors import RetryableError
 from fleetwright.kube import jobs
 from fleetwright.kube.client import ApiClient
 from fleetwright.kube.jobs import JobFacts, job_facts
 from fleetwright.kube.jobwatch import JobWatch
 from fleetwright.kube.listwatch import WatchEvent
-from fleetwright.planner.stages import Stage
+from fleetwright.planner.node.stages import Stage
 from fleetwright.stagejob.outcome import StageReport
 from fleetwright.stagejob.request import manifest
+from tests.support.stagerequests import stage_request
 
 pytestmark = pytest.mark.unit
 
@@ -32,19 +32,7 @@ NS = "fleetwright-system"
 
 
 def request() -> StageRequest:
-    package = Package.model_validate(
-        {"name": "tuning", "version": "1.0.0", "image": "ghcr.io/example/tuning"}
-    )
-    return StageRequest(
-        profile="gpu",
-        node="node-1",
-        profile_uid="uid",
-        generation=1,
-        package=package,
-        stage=Stage.APPLY,
-        agent_image="ghcr.io/example/agent:1",
-        pass_id="run-2",
-    )
+    return stage_request(Stage.APPLY, profile="gpu", node="node-1", pass_id="run-2")
 
 
 def earlier(name: str, *, finished: str | None, active: int, package: str = "tuning") -> dict[str, Any]:

@@ -13,12 +13,12 @@ from temporalio.testing import ActivityEnvironment
 
 from fleetwright.activities.payloads import StageRequest
 from fleetwright.activities.stage import StageRunner
-from fleetwright.api.nodeprofile import Package
 from fleetwright.errors import NodeGoneError
 from fleetwright.kube import jobs, nodestatus, pods
 from fleetwright.kube.client import ApiClient
 from fleetwright.kube.jobs import JobFacts
-from fleetwright.planner.stages import Stage
+from fleetwright.planner.node.stages import Stage
+from tests.support.stagerequests import stage_request
 
 pytestmark = pytest.mark.unit
 
@@ -30,18 +30,7 @@ class Stopped(Exception):
 
 
 def request() -> StageRequest:
-    package = Package.model_validate(
-        {"name": "tuning", "version": "1.0.0", "image": "ghcr.io/example/tuning"}
-    )
-    return StageRequest(
-        profile="gpu",
-        node="node-1",
-        profile_uid="uid",
-        generation=1,
-        package=package,
-        stage=Stage.APPLY,
-        agent_image="ghcr.io/example/agent:1",
-    )
+    return stage_request(Stage.APPLY, profile="gpu", node="node-1")
 
 
 @pytest.fixture

@@ -127,7 +127,7 @@ def test_digest_pins_the_package_image() -> None:
 
 
 def test_interrupt_job_has_one_agent_container_and_restarts_in_place() -> None:
-    data = interrupts.encode(interrupts.Interrupt(interrupts.NODE_RESTART))
+    data = interrupts.encode(interrupts.InterruptRequest(interrupts.NODE_RESTART))
     job = render(spec(stage="interrupt", interrupt_data=data))
     pod = job["spec"]["template"]["spec"]
     assert pod["restartPolicy"] == "OnFailure"

@@ -13,8 +13,14 @@ import pytest
 from fleetwright.agent import interrupts as agent_interrupts
 from fleetwright.api.nodeprofile import Package
 from fleetwright.errors import PermanentError
-from fleetwright.planner.interrupts import NO_INTERRUPT, REBOOT, Interrupt, InterruptKind, service_restart
-from fleetwright.planner.stages import Stage
+from fleetwright.planner.node.interrupts import (
+    NO_INTERRUPT,
+    REBOOT,
+    Interrupt,
+    InterruptKind,
+    service_restart,
+)
+from fleetwright.planner.node.stages import Stage
 from fleetwright.stagejob.render import INTERRUPT_BACKOFF_LIMIT, StageJobSpec, config_map_name
 from fleetwright.stagejob.render import job_name as stagejob_name
 from fleetwright.stagejob.request import StageJob, encode_interrupt, job_spec, manifest

@@ -6,8 +6,8 @@ import pytest
 
 from fleetwright.activities.payloads import StagesRequest
 from fleetwright.activities.stages import resume_index
-from fleetwright.planner.nodestate import NodePackageState, PackageRecord, PendingChange, format_annotation
-from fleetwright.planner.stages import Stage
+from fleetwright.planner.node.stages import Stage
+from fleetwright.planner.node.state import NodePackageState, PackageRecord, PendingChange, format_annotation
 from tests.support.stagerequests import stage_request
 
 pytestmark = pytest.mark.unit

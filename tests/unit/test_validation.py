@@ -10,10 +10,10 @@ import pytest
 import yaml
 
 from fleetwright.api.common import ApiModel
+from fleetwright.api.profilechecks import parse_quantity
 from fleetwright.api.validation import (
     Result,
     format_path,
-    parse_quantity,
     validate_deploymentpolicy,
     validate_nodeprofile,
     validate_object,

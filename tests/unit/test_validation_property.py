@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fleetwright.api.validation import Result, validate_object
-from fleetwright.webhook.admission import review
+from fleetwright.webhook.review import review
 
 pytestmark = pytest.mark.unit
 
@@ -346,6 +346,9 @@ class Lookup:
 
     def profile_objects(self) -> list[dict[str, Any]]:
         return []
+
+    def policy_registries(self) -> dict[str, list[str]]:
+        return {"p": ["ghcr.io/allowed"]}
 
 
 @settings(max_examples=STRUCTURED_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])

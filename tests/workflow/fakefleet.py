@@ -47,13 +47,24 @@ from fleetwright.activities.report import send as send_report
 from fleetwright.activities.rollout import cleared_failure, plan_turn
 from fleetwright.activities.stages import resume_index, run_stages
 from fleetwright.activities.starts import NodeStarter
-from fleetwright.api.keys import NodeReason, claim_key, condition_type, cordon_key, state_key
+from fleetwright.api.keys import (
+    NodeReason,
+    claim_key,
+    condition_type,
+    cordon_key,
+    state_key,
+    unit_wait_condition_type,
+)
+from fleetwright.errors import NotFoundError, PrometheusUnavailableError
 from fleetwright.kube import nodestatus
 from fleetwright.local import nodes as fleet_nodes
-from fleetwright.planner.analysis import Measurement
-from fleetwright.planner.nodestate import format_annotation
+from fleetwright.planner.health.analysis import Measurement
+from fleetwright.planner.node.state import format_annotation
+from fleetwright.planner.rollout.observations import NodeWorkload
 from fleetwright.registry import ImageNotFoundError, ImageUnresolvedError, is_pinned, parse_reference
+from fleetwright.signatures import SignatureLayer
 from fleetwright.stagejob.outcome import StageOutcome, StageReport
+from fleetwright.stagejob.request import manifest
 from fleetwright.stagejob.validation import ValidationReport, job_name, tail_of, verdict
 
 
@@ -68,6 +79,12 @@ class FakeRegistry:
     reachable: bool = True
     asked: list[str] = field(default_factory=list)
     """Every reference resolved, in order (references given by digest never reach it)."""
+
+    signed: dict[str, tuple[SignatureLayer, ...]] = field(default_factory=dict)
+    """digest -> the cosign signature layers its ``.sig`` tag holds (none: unsigned)."""
+
+    def signatures(self, pinned: str) -> tuple[SignatureLayer, ...]:
+        return self.signed.get(pinned.partition("@")[2], ())
 
     def push(self, reference: str, content: str) -> str:
         digest = "sha256:" + hashlib.sha256(content.encode()).hexdigest()
@@ -107,7 +124,8 @@ class FakeFleet:
     shown: list[tuple[str, str, str]] = field(default_factory=list)
     """(profile, node, reason) of every status shown, in order: profiles sharing a node overwrite
     each other's last reason."""
-    """The reason of each node's last status, as users read it on the node's condition."""
+    notes: list[tuple[str, StatusNote]] = field(default_factory=list)
+    """(node, status) of every status shown, in order."""
     max_cordoned: int = 0
     cordoned_sets: list[frozenset[str]] = field(default_factory=list)
     """The cordoned nodes after each cordon, in order (caps per group of nodes)."""
@@ -139,14 +157,26 @@ class FakeFleet:
     """When set, a validation's Job runs until this event is set."""
     registry: FakeRegistry = field(default_factory=FakeRegistry)
     """What the resolve-images activity asks (the real activity on a fake registry)."""
+    secrets: dict[str, dict[str, str]] = field(default_factory=dict)
+    """``namespace/name`` -> the entries of a Secret the activities read (signature keys)."""
+    workloads: dict[str, tuple[NodeWorkload, ...]] | None = None
+    """node -> the workloads running there, as the rollout activity reads them from the pods."""
 
     def __post_init__(self) -> None:
         self.nodes = {}
-        for manifest in fleet_nodes.fleet(self.size):
-            manifest["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
-            self.nodes[manifest["metadata"]["name"]] = manifest
+        for node in fleet_nodes.fleet(self.size):
+            node["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+            self.nodes[node["metadata"]["name"]] = node
 
     # ---- helpers for assertions ----
+    def stage_images(self) -> set[str]:
+        """Every container image of every stage Job the fleet was asked to run."""
+        images: set[str] = set()
+        for request in self.stage_requests:
+            pod = manifest(request)["spec"]["template"]["spec"]
+            images |= {c["image"] for c in pod.get("initContainers", []) + pod["containers"]}
+        return images
+
     def cordoned(self) -> set[str]:
         return {n for n, node in self.nodes.items() if node["spec"].get("unschedulable")}
 
@@ -157,6 +187,11 @@ class FakeFleet:
         meta: dict[str, Any] = self.nodes[node]["metadata"]
         result: dict[str, str] = meta.setdefault("annotations", {})
         return result
+
+    def secret(self, namespace: str, name: str) -> dict[str, str]:
+        if f"{namespace}/{name}" not in self.secrets:
+            raise NotFoundError(f"secret {namespace}/{name} does not exist")
+        return self.secrets[f"{namespace}/{name}"]
 
     # ---- activities ----
     @activity.defn(name=NAMES.OBSERVE_AND_DECIDE)
@@ -176,10 +211,12 @@ class FakeFleet:
             )
         measured = measure_fleet(_FakePrometheus(self, ""), request.state, request.now)
         self.fleet_measured.extend(m.measurement for m in measured)
-        report = plan_turn(list(self.nodes.values()), request, measured=measured)
-        for start in report.decision.start:  # claimed as the real activity does
+        turn = plan_turn(list(self.nodes.values()), request, workloads=self.workloads, measured=measured)
+        for start in turn.report.decision.start:  # claimed as the real activity does
             self.annotations(start.node)[claim_key(profile)] = "true"
-        return report
+        for node, condition in turn.unit_waits.items():  # shown as the real activity does
+            self._put_condition(node, unit_wait_condition_type(profile), condition)
+        return turn.report
 
     @activity.defn(name=NAMES.CORDON)
     async def cordon(self, target: CordonRequest) -> CordonReport:
@@ -256,6 +293,7 @@ class FakeFleet:
             self.reasons[target.node] = note.reason
             self.messages[target.node] = note.message
             self.shown.append((target.profile, target.node, note.reason))
+            self.notes.append((target.node, note))
             self._set_condition(target, note)
             if ends_claim(note.phase, note.reason):
                 self.annotations(target.node).pop(claim_key(target.profile), None)
@@ -264,12 +302,20 @@ class FakeFleet:
     def _set_condition(self, target: NodeTarget, note: StatusNote) -> None:
         """The profile's node condition, as the real status activity writes it (its reason is
         what the planner reads back, e.g. a failed health gate)."""
-        node = self.nodes.get(target.node)
+        kind = condition_type(target.profile)
+        self._put_condition(
+            target.node, kind, nodestatus.NodeStatusCondition(kind, "True", note.reason, note.message)
+        )
+
+    def _put_condition(self, name: str, kind: str, condition: nodestatus.NodeStatusCondition | None) -> None:
+        """Replace the node's condition ``kind`` by ``condition`` (None: remove it)."""
+        node = self.nodes.get(name)
         if node is None:
             return
-        kind = condition_type(target.profile)
         conditions = [c for c in node["status"].get("conditions") or [] if c.get("type") != kind]
-        conditions.append({"type": kind, "status": "True", "reason": note.reason, "message": note.message})
+        if condition is not None:
+            c = condition
+            conditions.append({"type": kind, "status": c.status, "reason": c.reason, "message": c.message})
         node["status"]["conditions"] = conditions
 
     @activity.defn(name=NAMES.RECORD_STATE)
@@ -327,7 +373,9 @@ class FakeFleet:
                 True,
                 annotations=dict(self.annotations(request.node)),
                 conditions={
-                    c["type"]: nodestatus.Condition(c["type"], c["status"], message=c.get("message", ""))
+                    c["type"]: nodestatus.NodeStatusCondition(
+                        c["type"], c["status"], message=c.get("message", "")
+                    )
                     for c in listed
                 },
                 transitions={c["type"]: c.get("lastTransitionTime", "") for c in listed},
@@ -364,7 +412,7 @@ class FakeFleet:
     def activities(self) -> list[Any]:
         return [
             self.observe_and_decide,
-            ImageResolver(self.registry).resolve_images,
+            ImageResolver(self.registry, self.secret).resolve_images,
             self.cordon,
             self.uncordon,
             self.wait_protected_pods,
@@ -401,3 +449,38 @@ def answer(*values: float) -> dict[str, Any]:
     """Prometheus' instant-vector answer with one series per value (none: no data)."""
     result = [{"metric": {"gpu": str(i)}, "value": [0, str(v)]} for i, v in enumerate(values)]
     return {"status": "success", "data": {"resultType": "vector", "result": result}}
+
+
+@dataclass
+class Outage:
+    """A fake fleet's ``metric``: a Prometheus that does not answer (``error``) while ``down``,
+    then answers 0."""
+
+    error: str = "unreachable: MaxRetryError"
+    down: bool = True
+
+    def __call__(self, node: str, promql: str) -> Any:
+        if self.down:
+            raise PrometheusUnavailableError(f"Prometheus at http://127.0.0.1:1 {self.error}")
+        return answer(0)
+
+
+FLEET_XID = {
+    "name": "fleet-xid",
+    "query": 'sum(changes(DCGM_FI_DEV_XID_ERRORS{Hostname=~"{{nodes}}"}[5m]))',
+    "successCondition": "result[0] == 0",
+    "failureCondition": "result[0] > 0",
+    "count": 3,
+    "intervalSeconds": 1,
+}
+
+
+def xid_from_the_second(seen: list[str]) -> Callable[[str, str], Any]:
+    """A fake fleet's ``metric`` that records each query in ``seen`` and answers 0 to the first
+    measurement, an XID (2) from the second on."""
+
+    def metric(node: str, promql: str) -> Any:
+        seen.append(promql)
+        return answer(2) if len(seen) >= 2 else answer(0)
+
+    return metric

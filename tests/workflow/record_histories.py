@@ -6,8 +6,10 @@ a version whose folder exists): the replay test holds every later change to them
 
 The scenarios cover every path a running workflow can be in when fleetwright is upgraded: a
 rollout waiting at an approval gate, soaking, between batches, halted, rolling back, aborted,
-continued as new, paused and given a new spec, retrying and skipping nodes, being deleted; a node
-mid-stage, waiting for its reboot, failed and aborted. Open workflows are recorded where they
+continued as new, paused and given a new spec, retrying and skipping nodes, being deleted, held by
+a soak whose Prometheus does not answer, rolled back with a hardware-suspect node kept out; a node
+mid-stage, waiting for its reboot, failed, aborted, held at its gate (Inconclusive,
+MonitoringUnavailable) and quarantined. Open workflows are recorded where they
 wait (that is what an upgrade replays), closed ones to their end. They run on the Temporal dev
 server with the in-memory fleet of the workflow tier (``fakefleet``)."""
 
@@ -24,11 +26,13 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
+from fleetwright.api.keys import NodeReason
 from fleetwright.api.nodeprofile import NodeProfile
 from fleetwright.binaries import wheel_binary
+from fleetwright.errors import PrometheusUnavailableError
 from fleetwright.local import examples
-from fleetwright.planner.nodestate import NodePackageState, PackageRecord, format_annotation
-from fleetwright.planner.packages import config_digests
+from fleetwright.planner.node.packages import config_digests
+from fleetwright.planner.node.state import NodePackageState, PackageRecord, format_annotation
 from fleetwright.process.shutdown import run_and_exit
 from fleetwright.worker.temporalworker import build_worker
 from fleetwright.workflows.enginesettings import EngineSettings
@@ -36,7 +40,7 @@ from fleetwright.workflows.ids import node_workflow_id
 from fleetwright.workflows.payloads import Deletion, Progress, RolloutInput, SpecChange
 from fleetwright.workflows.rollout import RolloutWorkflow
 from tests.support.waiting import until, until_progress
-from tests.workflow.fakefleet import FakeFleet
+from tests.workflow.fakefleet import FakeFleet, answer
 
 HISTORIES = Path(__file__).parent / "histories"
 SETTINGS = EngineSettings(observe_interval_seconds=60, search_attributes=False)
@@ -248,7 +252,7 @@ async def abort_mid_batch(rec: Recorder) -> None:
 
 async def continued(rec: Recorder) -> None:
     """A rollout whose history passes its bound continues as new: both runs are recorded."""
-    fleet = FakeFleet(size=8)
+    fleet = FakeFleet(size=16)
     settings = SETTINGS.model_copy(
         update={"history_events_before_continue": 100, "ended_check_seconds": 3600}
     )
@@ -260,10 +264,13 @@ async def continued(rec: Recorder) -> None:
 
     async def scenario(handle: Rollout) -> None:
         first = (await handle.describe()).run_id
-        await until(complete(fleet, 8), 60.0, "every node", interval=0.05, blocking=False)
-        await asyncio.sleep(1.0)
+        await until(complete(fleet, 16), 60.0, "every node", interval=0.05, blocking=False)
         latest = rec.client.get_workflow_handle(handle.id)
-        assert (await latest.describe()).run_id != first, "the rollout did not continue as new"
+
+        async def continued_as_new() -> bool:
+            return (await latest.describe()).run_id != first
+
+        await until(continued_as_new, 60.0, "the rollout continuing as new")
         await rec.save(rec.client.get_workflow_handle(handle.id, run_id=first), "rollout-continued-first-run")
         await rec.save(latest, "rollout-continued-latest-run")
         await latest.terminate("recorded")
@@ -288,7 +295,112 @@ async def deletion(rec: Recorder) -> None:
     await rec.run(fleet, start, scenario)
 
 
-SCENARIOS = (gate, soak, batches_mid_stage, failures, rollback, abort_mid_batch, continued, deletion)
+XID = {
+    "name": "xid",
+    "query": 'changes(DCGM_FI_DEV_XID_ERRORS{Hostname="{{node}}"}[5m])',
+    "successCondition": "all(r == 0 for r in result)",
+    "failureCondition": "any(r > 0 for r in result)",
+    "count": 1,
+    "intervalSeconds": 1,
+    "consecutiveErrorLimit": 1,
+}
+
+
+def health(name: str, spec: dict[str, Any], **policy: Any) -> RolloutInput:
+    """A rollout whose policy also carries ``spec`` (health checks, a node gate, a failure rule)."""
+    deployment = examples.policy(**policy)
+    merged = deployment.spec.model_dump(by_alias=True, exclude_none=True) | spec
+    validated = deployment.model_copy(update={"spec": type(deployment.spec).model_validate(merged)})
+    return RolloutInput(
+        profile=examples.profile(name=name, interrupt="reboot"), policy=validated, settings=SETTINGS
+    )
+
+
+def unreachable(node: str, promql: str) -> Any:
+    raise PrometheusUnavailableError("Prometheus at http://127.0.0.1:1 unreachable: MaxRetryError")
+
+
+async def node_gate_held(rec: Recorder) -> None:
+    """Two nodes held at their gates: one Inconclusive (no data), one MonitoringUnavailable."""
+    fleet = FakeFleet(size=2)
+    fleet.metric = lambda node, promql: answer() if node == "gpu-node-0000" else unreachable(node, promql)
+    gate = {"healthChecks": [XID], "nodeGate": {"checks": ["xid"]}, "failure": {"maxFailedNodes": 0}}
+    held = {"gpu-node-0000": NodeReason.GATE_INCONCLUSIVE, "gpu-node-0001": NodeReason.MONITORING_UNAVAILABLE}
+
+    async def scenario(handle: Rollout) -> None:
+        await until(
+            lambda: all(fleet.reasons.get(n) == r for n, r in held.items()),
+            60.0,
+            "both holds",
+            details=lambda: fleet.reasons,
+        )
+        await rec.save_node("gate-held", "gpu-node-0000", "node-gate-inconclusive")
+        await rec.save_node("gate-held", "gpu-node-0001", "node-gate-monitoring-unavailable")
+        await rec.save(handle, "rollout-node-gate-held")
+
+    together = [{"name": "all", "batches": {"strategy": "fixed", "initial": 2}}]
+    await rec.run(fleet, health("gate-held", gate, max_unavailable=2, steps=together), scenario)
+
+
+async def quarantine(rec: Recorder) -> None:
+    """A node fails its gate under rollback: the batch is returned, the node re-gated on the
+    returned version, fails again and stays cordoned, hardware suspect."""
+    fleet = FakeFleet(size=4)
+    bad = "gpu-node-0002"
+    fleet.metric = lambda node, promql: answer(5) if node == bad else answer(0)
+    gate = {
+        "healthChecks": [XID],
+        "nodeGate": {"checks": ["xid"]},
+        "failure": {"maxFailedNodes": 0, "action": "rollback"},
+    }
+
+    async def scenario(handle: Rollout) -> None:
+        await until_progress(handle, lambda p: p.phase == "RolledBack", "the rollback")
+        await until(lambda: fleet.reasons.get(bad) == NodeReason.HARDWARE_SUSPECT, 60.0, "the suspect")
+        await rec.save(handle, "rollout-rolled-back-hardware-suspect")
+        await rec.save_node("quarantine", bad, "node-hardware-suspect")
+
+    await rec.run(fleet, health("quarantine", gate, max_unavailable=2), scenario)
+
+
+async def soak_monitoring_unavailable(rec: Recorder) -> None:
+    """A soak whose fleet gate finds Prometheus unreachable: held, named, measuring on."""
+    fleet = FakeFleet(size=3)
+    fleet.metric = unreachable
+    check = {
+        **XID,
+        "name": "fleet-xid",
+        "query": 'sum(changes(DCGM_FI_DEV_XID_ERRORS{Hostname=~"{{nodes}}"}[5m]))',
+        "successCondition": "result[0] == 0",
+        "failureCondition": "result[0] > 0",
+    }
+    steps = [
+        {"name": "canary", "canary": {"count": 1}},
+        {"name": "watch", "soak": {"durationSeconds": 1, "checks": ["fleet-xid"]}},
+        {"name": "rest", "batches": {"strategy": "fixed", "initial": 2}},
+    ]
+    spec = {"healthChecks": [check], "failure": {"maxFailedNodes": 0, "action": "rollback"}}
+
+    async def scenario(handle: Rollout) -> None:
+        await until_progress(handle, lambda p: "MonitoringUnavailable" in p.message, "the held soak")
+        await rec.save(handle, "rollout-soak-monitoring-unavailable")
+
+    await rec.run(fleet, health("soak-held", spec, max_unavailable=2, steps=steps), scenario)
+
+
+SCENARIOS = (
+    gate,
+    soak,
+    batches_mid_stage,
+    failures,
+    rollback,
+    abort_mid_batch,
+    continued,
+    deletion,
+    node_gate_held,
+    quarantine,
+    soak_monitoring_unavailable,
+)
 
 
 async def record(folder: Path) -> None:

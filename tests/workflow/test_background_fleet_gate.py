@@ -15,14 +15,11 @@ import pytest
 from temporalio.client import Client
 
 from fleetwright.api.deploymentpolicy import DeploymentPolicy
-from fleetwright.errors import PrometheusUnavailableError
 from fleetwright.local import examples
-from fleetwright.worker.temporalworker import build_worker
 from fleetwright.workflows.rollout import RolloutWorkflow
-from tests.support.waiting import until, until_progress
-from tests.workflow.fakefleet import FakeFleet, answer
-from tests.workflow.test_node_gate import FLEET_XID, rollout
-from tests.workflow.test_rollout_workflow import in_phase, start, unique
+from tests.support.rollouts import in_phase, rollout_input, running, unique
+from tests.support.waiting import until_grown, until_progress
+from tests.workflow.fakefleet import FLEET_XID, FakeFleet, Outage, answer, xid_from_the_second
 
 pytestmark = pytest.mark.workflow
 
@@ -44,15 +41,11 @@ async def test_a_background_check_failing_while_the_first_batch_runs_rolls_it_ba
     # The canary's stages run; every other node's wait until released: the first batch runs on.
     fleet.holds = lambda request: request.node != fleet.started_stages[0][0]
     seen: list[str] = []
-
-    def metric(node: str, promql: str) -> Any:
-        seen.append(promql)
-        return answer(2) if len(seen) >= 2 else answer(0)  # the second measurement sees an XID
-
-    fleet.metric = metric
+    fleet.metric = xid_from_the_second(seen)
     name = unique()
-    handle, queue = await start(client, fleet, rollout(name, watched(FLEET_XID, action="rollback")))
-    async with build_worker(client, fleet.activities(), task_queue=queue):
+    async with running(
+        client, fleet, rollout_input(watched(FLEET_XID, action="rollback"), name=name)
+    ) as handle:
         rolling = await in_phase(handle, "RollingBack")
         assert "batches rest: fleet gate failed: fleet-xid Failed (2/3, last Failed [2])" in rolling.message
         forward = fleet.started_nodes()
@@ -60,7 +53,6 @@ async def test_a_background_check_failing_while_the_first_batch_runs_rolls_it_ba
         assert not fleet.release.is_set()
         fleet.release.set()
         done = await in_phase(handle, "RolledBack")
-        await handle.terminate("test done")
     assert done.rolled_back_generation is not None
     assert fleet.started_nodes() == forward  # the second batch never started
     returned = {r.node for r in fleet.stage_requests if r.stage.value == "uninstall"}
@@ -75,8 +67,7 @@ async def test_an_inconclusive_background_check_holds_new_batches_until_approved
     answers = iter([answer()])  # no data first: Inconclusive; then 0
     fleet.metric = lambda node, promql: next(answers, answer(0))
     name = unique()
-    handle, queue = await start(client, fleet, rollout(name, watched({**FLEET_XID, "count": 2})))
-    async with build_worker(client, fleet.activities(), task_queue=queue):
+    async with running(client, fleet, rollout_input(watched({**FLEET_XID, "count": 2}), name=name)) as handle:
         waiting = await until_progress(
             handle, lambda p: "fleet gate inconclusive" in p.message and p.updated == 3, "the hold"
         )
@@ -86,7 +77,6 @@ async def test_an_inconclusive_background_check_holds_new_batches_until_approved
         assert [m.phase.value for m in fleet.fleet_measured] == ["Inconclusive"]  # nothing re-measured
         await handle.execute_update(RolloutWorkflow.approve, "default/rest")
         done = await in_phase(handle, "Complete")
-        await handle.terminate("test done")
     assert done.updated == 5
 
 
@@ -94,18 +84,11 @@ async def test_a_background_check_without_answers_holds_new_batches_then_they_go
     client: Client,
 ) -> None:
     fleet = FakeFleet(size=5)
-    down = {"now": True}
-
-    def metric(node: str, promql: str) -> Any:
-        if down["now"]:
-            raise PrometheusUnavailableError("Prometheus at http://127.0.0.1:1 unreachable: ReadTimeoutError")
-        return answer(0)
-
-    fleet.metric = metric
+    outage = Outage("unreachable: ReadTimeoutError")
+    fleet.metric = outage
     name = unique()
     check = {**FLEET_XID, "count": 2, "consecutiveErrorLimit": 0}  # the first Error holds
-    handle, queue = await start(client, fleet, rollout(name, watched(check, action="rollback")))
-    async with build_worker(client, fleet.activities(), task_queue=queue):
+    async with running(client, fleet, rollout_input(watched(check, action="rollback"), name=name)) as handle:
         held = await until_progress(
             handle,
             lambda p: "fleet gate MonitoringUnavailable" in p.message and p.updated == 3,
@@ -113,14 +96,10 @@ async def test_a_background_check_without_answers_holds_new_batches_then_they_go
         )
         assert "no new batch until Prometheus answers" in held.message, held.message
         assert held.failed == 0
-        errors = len(fleet.fleet_measured)
-        await until(
-            lambda: len(fleet.fleet_measured) >= errors + 2, 30.0, "measurements while held", blocking=False
-        )
+        await until_grown(fleet.fleet_measured, 2, "measurements while held")
         assert len(fleet.started_nodes()) == 3  # held: the second batch waits for an answer
-        down["now"] = False
+        outage.down = False
         done = await in_phase(handle, "Complete")
-        await handle.terminate("test done")
     assert (done.updated, done.failed) == (5, 0)
     assert done.rolled_back_generation is None  # the failure action never fired
     assert "Successful" in [m.phase.value for m in fleet.fleet_measured]

@@ -11,8 +11,6 @@ Deterministic: reads the activity options the workflow scheduled from its histor
 
 from __future__ import annotations
 
-import asyncio
-import uuid
 from datetime import timedelta
 
 import pytest
@@ -21,10 +19,8 @@ from temporalio.client import Client
 
 from fleetwright.activities.payloads import NAMES
 from fleetwright.local import examples
-from fleetwright.worker.temporalworker import build_worker
-from fleetwright.workflows.enginesettings import EngineSettings
-from fleetwright.workflows.payloads import RolloutInput
-from fleetwright.workflows.rollout import RolloutWorkflow
+from tests.support.rollouts import rollout_input, running
+from tests.support.waiting import until_fleet
 from tests.workflow.fakefleet import FakeFleet
 
 pytestmark = pytest.mark.workflow
@@ -35,23 +31,9 @@ LOST_WORKER_NOTICED_WITHIN = timedelta(seconds=60)
 async def test_a_worker_lost_during_observe_and_decide_is_noticed_within_a_minute(
     client: Client,
 ) -> None:
-    name = f"tuning-{uuid.uuid4().hex[:8]}"
     fleet = FakeFleet(size=2)
-    rollout = RolloutInput(
-        profile=examples.profile(name=name),
-        policy=examples.policy(max_unavailable=1),
-        settings=EngineSettings(observe_interval_seconds=60, search_attributes=False),
-    )
-    queue = f"tq-{uuid.uuid4()}"
-    handle = await client.start_workflow(
-        RolloutWorkflow.run, rollout, id=f"nodeprofile/{name}", task_queue=queue
-    )
-    async with build_worker(client, fleet.activities(), task_queue=queue):
-        for _ in range(100):
-            if fleet.started_stages:
-                break
-            await asyncio.sleep(0.1)
-        await handle.terminate("test done")
+    async with running(client, fleet, rollout_input(examples.policy(max_unavailable=1))) as handle:
+        await until_fleet(lambda: fleet.started_stages, "the first stage")
     scheduled = [
         event.activity_task_scheduled_event_attributes
         async for event in handle.fetch_history_events()

@@ -8,16 +8,16 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client
 
 from fleetwright.activities.payloads import StageRequest
 from fleetwright.api.nodeprofile import NodeProfile
 from fleetwright.local import examples
-from fleetwright.stagejob.request import manifest
 from fleetwright.worker.temporalworker import build_worker
 from fleetwright.workflows.enginesettings import DEFAULT_AGENT_IMAGE, EngineSettings
-from fleetwright.workflows.payloads import Progress, RolloutInput, SpecChange
+from fleetwright.workflows.payloads import RolloutInput, SpecChange
 from fleetwright.workflows.rollout import RolloutWorkflow
+from tests.support.rollouts import start
 from tests.support.waiting import until, until_progress
 from tests.workflow.fakefleet import FakeFleet
 from tests.workflow.test_rollout_rollback import rollback_policy
@@ -38,25 +38,6 @@ def _rollout(profile: NodeProfile | None = None) -> RolloutInput:
     )
 
 
-async def _start(
-    client: Client, rollout: RolloutInput
-) -> tuple[WorkflowHandle[RolloutWorkflow, Progress], str]:
-    queue = f"tq-{uuid.uuid4()}"
-    handle = await client.start_workflow(
-        RolloutWorkflow.run, rollout, id=f"nodeprofile/{rollout.profile.metadata.name}", task_queue=queue
-    )
-    return handle, queue
-
-
-def _images(fleet: FakeFleet) -> set[str]:
-    """Every container image of every stage Job the fleet was asked to run."""
-    images = set()
-    for request in fleet.stage_requests:
-        pod = manifest(request)["spec"]["template"]["spec"]
-        images |= {c["image"] for c in pod.get("initContainers", []) + pod["containers"]}
-    return images
-
-
 async def _complete(fleet: FakeFleet, size: int) -> None:
     await until(
         lambda: len(fleet.statuses) == size and set(fleet.statuses.values()) == {"Complete"},
@@ -72,14 +53,14 @@ async def test_a_generation_resolves_once_and_keeps_its_digests_when_the_tag_mov
     first = fleet.registry.push(TUNING, "first build")
     agent = fleet.registry.push(DEFAULT_AGENT_IMAGE, "agent build")
     fleet.hold_stages = True
-    handle, queue = await _start(client, _rollout())
+    handle, queue = await start(client, fleet, _rollout())
     async with build_worker(client, fleet.activities(), task_queue=queue):
         await until(lambda: fleet.stage_requests, 30.0, "the canary's first stage", blocking=False)
         fleet.registry.push(TUNING, "second build, pushed mid-rollout")
         fleet.release.set()
         await _complete(fleet, 4)
         progress = await until_progress(handle, lambda p: p.phase == "Complete", "Complete")
-    assert _images(fleet) == {f"ghcr.io/fleetwright/packages/tuning@{first}", f"{AGENT_REPO}@{agent}"}
+    assert fleet.stage_images() == {f"ghcr.io/fleetwright/packages/tuning@{first}", f"{AGENT_REPO}@{agent}"}
     assert sorted(fleet.registry.asked) == sorted([TUNING, DEFAULT_AGENT_IMAGE])
     assert progress.images == {
         TUNING: f"ghcr.io/fleetwright/packages/tuning@{first}",
@@ -90,7 +71,7 @@ async def test_a_generation_resolves_once_and_keeps_its_digests_when_the_tag_mov
 async def test_a_worker_that_replays_the_history_does_not_resolve_again(client: Client) -> None:
     fleet = FakeFleet(size=3)
     fleet.hold_stages = True
-    handle, queue = await _start(client, _rollout())
+    handle, queue = await start(client, fleet, _rollout())
     async with build_worker(client, fleet.activities(), task_queue=queue):
         await until(lambda: fleet.stage_requests, 30.0, "the canary's first stage", blocking=False)
     # A new worker has no cached run: it replays the history, where the resolution is recorded.
@@ -104,7 +85,7 @@ async def test_a_worker_that_replays_the_history_does_not_resolve_again(client: 
 async def test_an_unreachable_registry_holds_the_rollout_named_then_it_proceeds(client: Client) -> None:
     fleet = FakeFleet(size=2)
     fleet.registry.reachable = False
-    handle, queue = await _start(client, _rollout())
+    handle, queue = await start(client, fleet, _rollout())
     async with build_worker(client, fleet.activities(), task_queue=queue):
         waiting = await until_progress(
             handle, lambda p: p.message.startswith("ImageUnresolved: "), "the unresolved image shown"
@@ -115,14 +96,14 @@ async def test_an_unreachable_registry_holds_the_rollout_named_then_it_proceeds(
         assert not fleet.cordoned()
         fleet.registry.reachable = True
         await _complete(fleet, 2)
-    assert all("@sha256:" in image for image in _images(fleet))
+    assert all("@sha256:" in image for image in fleet.stage_images())
 
 
 async def test_a_missing_image_refuses_the_generation_and_a_new_one_resolves_again(client: Client) -> None:
     fleet = FakeFleet(size=2)
     fleet.registry.missing.add(TUNING)
     rollout = _rollout()
-    handle, queue = await _start(client, rollout)
+    handle, queue = await start(client, fleet, rollout)
     async with build_worker(client, fleet.activities(), task_queue=queue):
         refused = await until_progress(handle, lambda p: p.phase == "Halted", "the generation refused")
         assert refused.message.startswith(f"ImageNotFound: {TUNING}: ")
@@ -144,11 +125,11 @@ async def test_references_given_by_digest_are_used_without_a_registry_call(clien
     rollout = _rollout(pinned).model_copy(
         update={"settings": PINNING.model_copy(update={"agent_image": agent})}
     )
-    _, queue = await _start(client, rollout)
+    _, queue = await start(client, fleet, rollout)
     async with build_worker(client, fleet.activities(), task_queue=queue):
         await _complete(fleet, 2)
     assert fleet.registry.asked == []
-    assert _images(fleet) == {f"ghcr.io/fleetwright/packages/tuning@{FIXED}", agent}
+    assert fleet.stage_images() == {f"ghcr.io/fleetwright/packages/tuning@{FIXED}", agent}
 
 
 async def test_a_rollback_returns_to_the_digest_the_replaced_generation_pinned(client: Client) -> None:
@@ -158,7 +139,7 @@ async def test_a_rollback_returns_to_the_digest_the_replaced_generation_pinned(c
     old = examples.profile(name=name, version="1.0.0", generation=1)
     new = examples.profile(name=name, version="1.1.0", generation=2)
     deployment = rollback_policy(2)
-    handle, queue = await _start(client, _rollout(old).model_copy(update={"policy": deployment}))
+    handle, queue = await start(client, fleet, _rollout(old).model_copy(update={"policy": deployment}))
     started: list[str] = []
 
     def fails(request: StageRequest) -> bool:

@@ -16,18 +16,24 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import ActivityEnvironment
 from temporalio.worker import Worker
 
-from fleetwright.activities.payloads import EndedNodesRequest, NodeResult, StartNodesRequest, WorkflowStart
+from fleetwright.activities.payloads import (
+    EndedNodes,
+    EndedNodesRequest,
+    NodeResult,
+    StartNodesRequest,
+    WorkflowStart,
+)
 from fleetwright.activities.starts import NodeStarter
 from fleetwright.api.keys import NodeReason, claim_key
 from fleetwright.local import examples
-from fleetwright.planner.observations import RunStatus
+from fleetwright.planner.rollout.observations import RunStatus
 from fleetwright.worker.temporalworker import build_worker
 from fleetwright.workflows.enginesettings import EngineSettings
 from fleetwright.workflows.ids import node_workflow_id
 from fleetwright.workflows.node import NODE_WORKFLOW
 from fleetwright.workflows.payloads import Progress, RolloutInput, SpecChange
 from fleetwright.workflows.rollout import RolloutWorkflow
-from tests.support.waiting import until, until_progress
+from tests.support.waiting import until, until_fleet, until_progress
 from tests.workflow.fakefleet import FakeFleet
 
 pytestmark = pytest.mark.workflow
@@ -59,13 +65,7 @@ async def test_a_terminated_node_workflow_fails_its_node_and_frees_its_claim_for
 
     async with build_worker(client, fleet.activities(), task_queue=queue):
         one = await start(first)
-        await until(
-            lambda: bool(fleet.started_stages),
-            60.0,
-            "the first profile's stage",
-            interval=0.05,
-            blocking=False,
-        )
+        await until_fleet(lambda: bool(fleet.started_stages), "the first profile's stage", within=60.0)
         [(node, _)] = fleet.started_stages
         assert claim_key(first) in fleet.annotations(node)
 
@@ -106,20 +106,14 @@ async def test_a_node_left_running_for_the_previous_spec_is_freed_when_its_workf
         handle = await client.start_workflow(
             RolloutWorkflow.run, rollout, id=f"nodeprofile/{name}", task_queue=queue
         )
-        await until(
-            lambda: bool(fleet.started_stages), 60.0, "the first stage", interval=0.05, blocking=False
-        )
+        await until_fleet(lambda: bool(fleet.started_stages), "the first stage", within=60.0)
         [(node, _)] = fleet.started_stages
         upgrade = examples.profile(name, interrupt=None, version="1.1.0", generation=2)
         await handle.signal(RolloutWorkflow.spec_changed, SpecChange(profile=upgrade, policy=policy))
         await until_progress(handle, lambda p: p.generation == 2, "the new spec")
         await client.get_workflow_handle(node_workflow_id(name, node)).terminate("an operator")
-        await until(
-            lambda: len(fleet.started_stages) == 2,
-            90,
-            "the node started for the new spec",
-            interval=0.05,
-            blocking=False,
+        await until_fleet(
+            lambda: len(fleet.started_stages) == 2, "the node started for the new spec", within=90
         )
         fleet.release.set()
         done = await until_progress(handle, lambda p: p.phase == "Complete", "Complete")
@@ -165,11 +159,11 @@ async def test_the_look_up_reads_back_results_and_names_how_a_workflow_ended(cli
     request = EndedNodesRequest(id_prefix=prefix, waiting=dict.fromkeys(nodes, decided), target="t1")
 
     # The visibility store is eventually consistent: the ends show within moments.
-    for _ in range(100):
-        ended = await env.run(starter.ended_nodes, request)
-        if ended.finished and ended.unfinished:
-            break
-        await asyncio.sleep(0.1)
+    async def both_shown() -> EndedNodes | None:
+        ended: EndedNodes = await env.run(starter.ended_nodes, request)
+        return ended if ended.finished and ended.unfinished else None
+
+    ended = await until(both_shown, 10.0, "a finished and an unfinished node shown", interval=0.1)
     assert ended.finished == (result,)  # the running one, and the previous run, are left out
     [terminated] = ended.unfinished
     assert (terminated.node, terminated.status, terminated.target) == ("terminated", RunStatus.FAILED, "t1")

@@ -16,20 +16,23 @@ from typing import Any
 import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowUpdateFailedError
+from temporalio.testing import WorkflowEnvironment
 
 from fleetwright.activities.payloads import NAMES
 from fleetwright.api.deploymentpolicy import DeploymentPolicy
 from fleetwright.api.keys import NodeReason
 from fleetwright.errors import PrometheusUnavailableError
 from fleetwright.local import examples
+from fleetwright.planner.rollout.observations import RunStatus
 from fleetwright.worker.temporalworker import build_worker
 from fleetwright.workflows.ids import node_workflow_id
 from fleetwright.workflows.node import NodeWorkflow
-from fleetwright.workflows.payloads import RolloutInput
+from fleetwright.workflows.payloads import NodeResult, SpecChange
+from fleetwright.workflows.quarantine import pause_before
 from fleetwright.workflows.rollout import RolloutWorkflow
-from tests.support.waiting import query_progress, until, until_progress
-from tests.workflow.fakefleet import FakeFleet, answer
-from tests.workflow.test_rollout_workflow import SETTINGS, in_phase, node_activities, start, unique
+from tests.support.rollouts import SETTINGS, in_phase, node_activities, rollout_input, running, start, unique
+from tests.support.waiting import query_progress, until, until_fleet, until_grown, until_progress
+from tests.workflow.fakefleet import FLEET_XID, FakeFleet, Outage, answer, xid_from_the_second
 
 pytestmark = pytest.mark.workflow
 
@@ -58,19 +61,11 @@ def gated(
     return deployment.model_copy(update={"spec": type(deployment.spec).model_validate(spec)})
 
 
-def rollout(name: str, policy: DeploymentPolicy) -> RolloutInput:
-    return RolloutInput(
-        profile=examples.profile(name=name, interrupt="reboot"), policy=policy, settings=SETTINGS
-    )
-
-
 async def test_a_healthy_node_is_measured_cordoned_then_goes_back_into_service(client: Client) -> None:
     fleet = FakeFleet(size=3)
     name = unique()
-    handle, queue = await start(client, fleet, rollout(name, gated()))
-    async with build_worker(client, fleet.activities(), task_queue=queue):
+    async with running(client, fleet, rollout_input(gated(), name=name)) as handle:
         done = await in_phase(handle, "Complete")
-        await handle.terminate("test done")
     assert done.updated == 3
     # Every measurement ran with the node cordoned, count of them per node.
     assert sorted(fleet.measured) == sorted((n, "xid", True) for n in fleet.nodes for _ in range(2))
@@ -104,10 +99,8 @@ async def test_an_xid_during_the_gate_fails_the_node_naming_check_and_value(clie
 
     fleet.metric = metric
     name = unique()
-    handle, queue = await start(client, fleet, rollout(name, gated(max_unavailable=1)))
-    async with build_worker(client, fleet.activities(), task_queue=queue):
+    async with running(client, fleet, rollout_input(gated(max_unavailable=1), name=name)) as handle:
         halted = await in_phase(handle, "Halted")
-        await handle.terminate("test done")
     message = halted.failed_reasons[bad]
     assert "health gate failed" in message, message
     assert "xid Failed (2/2, last Failed [0, 3])" in message, message
@@ -122,10 +115,8 @@ async def test_a_gate_failure_with_rollback_rolls_the_batch_back(client: Client)
     fleet.metric = lambda node, promql: answer(5) if node == bad else answer(0)
     name = unique()
     policy = gated({**XID, "count": 1}, action="rollback", max_unavailable=2)
-    handle, queue = await start(client, fleet, rollout(name, policy))
-    async with build_worker(client, fleet.activities(), task_queue=queue):
+    async with running(client, fleet, rollout_input(policy, name=name)) as handle:
         done = await in_phase(handle, "RolledBack")
-        await handle.terminate("test done")
     assert done.rolled_back_generation is not None
     returned = {r.node for r in fleet.stage_requests if r.stage.value == "uninstall"}
     measured = {node for node, _, _ in fleet.measured}
@@ -147,14 +138,13 @@ async def test_no_data_waits_named_until_a_human_approves(client: Client) -> Non
     fleet = FakeFleet(size=2)
     fleet.metric = lambda node, promql: answer() if node == "gpu-node-0000" else answer(0)
     name = unique()
-    handle, queue = await start(client, fleet, rollout(name, gated({**XID, "count": 1}, max_unavailable=1)))
-    async with build_worker(client, fleet.activities(), task_queue=queue):
+    async with running(
+        client, fleet, rollout_input(gated({**XID, "count": 1}, max_unavailable=1), name=name)
+    ) as handle:
         node = client.get_workflow_handle(node_workflow_id(name, "gpu-node-0000"))
-        await until(
+        await until_fleet(
             lambda: fleet.reasons.get("gpu-node-0000") == NodeReason.GATE_INCONCLUSIVE,
-            30.0,
             "the inconclusive gate",
-            blocking=False,
         )
         measured = len(fleet.measured)
         await asyncio.sleep(1.5)
@@ -167,7 +157,6 @@ async def test_no_data_waits_named_until_a_human_approves(client: Client) -> Non
         answer_text = await node.execute_update(NodeWorkflow.approve_gate)
         assert "approved" in answer_text
         done = await in_phase(handle, "Complete")
-        await handle.terminate("test done")
     assert done.updated == 2
     assert fleet.reasons["gpu-node-0000"] == NodeReason.GATE_PASSED
     assert not fleet.cordoned()
@@ -178,33 +167,35 @@ async def test_an_unreachable_prometheus_holds_the_node_named_then_it_completes_
 ) -> None:
     fleet = FakeFleet(size=1)
     node = "gpu-node-0000"
-    down = {"now": True}
-
-    def metric(node: str, promql: str) -> Any:
-        if down["now"]:
-            raise PrometheusUnavailableError("Prometheus at http://127.0.0.1:1 unreachable: MaxRetryError")
-        return answer(0)
-
-    fleet.metric = metric
+    outage = Outage()
+    fleet.metric = outage
     name = unique()
     # count 2 and the limit 2 Errors in a row: Errors do not use up count, the third holds.
     check = {**XID, "count": 2, "consecutiveErrorLimit": 2}
-    handle, queue = await start(
-        client, fleet, rollout(name, gated(check, action="rollback", max_unavailable=1))
-    )
-    async with build_worker(client, fleet.activities(), task_queue=queue):
-        await until(
+    async with running(
+        client, fleet, rollout_input(gated(check, action="rollback", max_unavailable=1), name=name)
+    ) as handle:
+        await until_fleet(
             lambda: fleet.reasons.get(node) == NodeReason.MONITORING_UNAVAILABLE,
-            30.0,
             "the node held MonitoringUnavailable",
-            blocking=False,
             details=lambda: (fleet.reasons, fleet.messages),
         )
-        assert fleet.statuses[node] == "Blocked"
+        await until(lambda: fleet.statuses[node] == "Blocked", 30.0, "the node held", blocking=False)
         assert node in fleet.cordoned()
+        # Named from the first Error (still InProgress, nothing to approve), held (Blocked) once
+        # its Errors passed the limit: one status per Error up to then.
+        named = [
+            (note.phase, note.message)
+            for who, note in fleet.notes
+            if who == node and note.reason == NodeReason.MONITORING_UNAVAILABLE
+        ]
+        counts = ["1 Error in a row, held after 3", "2 Errors in a row, held after 3", "held: 3 or more"]
+        assert [phase for phase, _ in named] == ["InProgress", "InProgress", "Blocked"], named
+        for (_, message), count in zip(named, counts, strict=True):
+            assert f"health gate MonitoringUnavailable: xid MonitoringUnavailable ({count}" in message
+            assert "0/2 counted): PrometheusUnavailable" in message, message
+        assert f"gate/{node}" not in named[0][1]
         message = fleet.messages[node]
-        assert "health gate MonitoringUnavailable: xid MonitoringUnavailable (0/2" in message, message
-        assert "PrometheusUnavailable" in message, message
         assert f"gate/{node}" in message, message
         workflow = client.get_workflow_handle(node_workflow_id(name, node))
         assert await workflow.query(NodeWorkflow.stage) == "health-gate-monitoring-unavailable"
@@ -212,14 +203,10 @@ async def test_an_unreachable_prometheus_holds_the_node_named_then_it_completes_
         assert progress is not None
         assert progress.failed == 0
         # Held, it keeps measuring at the interval: more Errors, and still nothing fails.
-        errors = len(fleet.measured)
-        await until(
-            lambda: len(fleet.measured) >= errors + 2, 30.0, "measurements while held", blocking=False
-        )
+        await until_grown(fleet.measured, 2, "measurements while held")
         assert fleet.reasons[node] == NodeReason.MONITORING_UNAVAILABLE
-        down["now"] = False  # Prometheus answers again: no human needed
+        outage.down = False  # Prometheus answers again: no human needed
         done = await in_phase(handle, "Complete")
-        await handle.terminate("test done")
     assert (done.updated, done.failed) == (1, 0)
     assert done.rolled_back_generation is None  # the failure action never fired
     assert fleet.reasons[node] == NodeReason.GATE_PASSED
@@ -241,10 +228,8 @@ async def test_a_failed_measurement_while_held_still_fails_the_node(client: Clie
     fleet.metric = metric
     name = unique()
     check = {**XID, "count": 3, "consecutiveErrorLimit": 1}
-    handle, queue = await start(client, fleet, rollout(name, gated(check, max_unavailable=1)))
-    async with build_worker(client, fleet.activities(), task_queue=queue):
+    async with running(client, fleet, rollout_input(gated(check, max_unavailable=1), name=name)) as handle:
         halted = await in_phase(handle, "Halted")
-        await handle.terminate("test done")
     message = halted.failed_reasons["gpu-node-0000"]
     assert "health gate failed" in message, message
     assert "xid Failed (1/3, last Failed [7])" in message, message
@@ -253,25 +238,17 @@ async def test_a_failed_measurement_while_held_still_fails_the_node(client: Clie
 
 async def test_approving_a_node_held_for_monitoring_passes_it(client: Client) -> None:
     fleet = FakeFleet(size=1)
-
-    def metric(node: str, promql: str) -> Any:
-        raise PrometheusUnavailableError("Prometheus at http://127.0.0.1:1 unreachable: MaxRetryError")
-
-    fleet.metric = metric
+    fleet.metric = Outage()  # for good
     name = unique()
     check = {**XID, "count": 2, "consecutiveErrorLimit": 0}
-    handle, queue = await start(client, fleet, rollout(name, gated(check, max_unavailable=1)))
-    async with build_worker(client, fleet.activities(), task_queue=queue):
-        await until(
+    async with running(client, fleet, rollout_input(gated(check, max_unavailable=1), name=name)) as handle:
+        await until_fleet(
             lambda: fleet.reasons.get("gpu-node-0000") == NodeReason.MONITORING_UNAVAILABLE,
-            30.0,
             "the node held MonitoringUnavailable",
-            blocking=False,
         )
         node = client.get_workflow_handle(node_workflow_id(name, "gpu-node-0000"))
         assert "approved" in await node.execute_update(NodeWorkflow.approve_gate)
         done = await in_phase(handle, "Complete")
-        await handle.terminate("test done")
     assert (done.updated, done.failed) == (1, 0)
     assert fleet.reasons["gpu-node-0000"] == NodeReason.GATE_PASSED
     assert "approved by a human" in fleet.messages["gpu-node-0000"]
@@ -282,16 +259,11 @@ async def test_a_worker_killed_mid_gate_resumes_without_recounting(client: Clien
     fleet.hold_measurements = asyncio.Event()
     name = unique()
     check = {**XID, "count": 3}
-    handle, queue = await start(client, fleet, rollout(name, gated(check, max_unavailable=1)))
+    handle, queue = await start(client, fleet, rollout_input(gated(check, max_unavailable=1), name=name))
     async with build_worker(client, fleet.activities(), task_queue=queue):
-        await until(
-            lambda: fleet.reasons.get("gpu-node-0000") == NodeReason.HEALTH_GATE,
-            30.0,
-            "the gate",
-            blocking=False,
-        )
+        await until_fleet(lambda: fleet.reasons.get("gpu-node-0000") == NodeReason.HEALTH_GATE, "the gate")
         fleet.hold_measurements.set()
-        await until(lambda: len(fleet.measured) >= 2, 30.0, "two measurements", blocking=False)
+        await until_fleet(lambda: len(fleet.measured) >= 2, "two measurements")
         fleet.hold_measurements.clear()
     # The worker is gone while the third measurement is held; a new one finishes the gate.
     fleet.hold_measurements.set()
@@ -315,10 +287,8 @@ async def test_the_limits_tolerate_what_they_allow_after_the_initial_delay(clien
     fleet.metric = lambda node, promql: next(answers)
     name = unique()
     check = {**XID, "count": 4, "initialDelaySeconds": 1, "failureLimit": 1, "inconclusiveLimit": 1}
-    handle, queue = await start(client, fleet, rollout(name, gated(check, max_unavailable=1)))
-    async with build_worker(client, fleet.activities(), task_queue=queue):
+    async with running(client, fleet, rollout_input(gated(check, max_unavailable=1), name=name)) as handle:
         done = await in_phase(handle, "Complete")
-        await handle.terminate("test done")
     assert done.updated == 1
     assert len(fleet.measured) == 4
     assert "xid Successful (4/4, last Successful [0])" in fleet.messages["gpu-node-0000"]
@@ -341,14 +311,14 @@ async def test_an_external_validator_holds_the_node_until_its_verdict(client: Cl
         "annotationValue": "ok",
         "timeoutSeconds": 60,
     }
-    handle, queue = await start(client, fleet, rollout(name, with_external(validator, checks=True)))
-    async with build_worker(client, fleet.activities(), task_queue=queue):
-        await until(lambda: fleet.measured != [], 30.0, "the gate", blocking=False)
+    async with running(
+        client, fleet, rollout_input(with_external(validator, checks=True), name=name)
+    ) as handle:
+        await until_fleet(lambda: fleet.measured != [], "the gate")
         await asyncio.sleep(1)
         assert node in fleet.cordoned()  # the check passed; the verdict has not come
         fleet.annotations(node)["example.com/burn-in"] = "ok"
         done = await in_phase(handle, "Complete")
-        await handle.terminate("test done")
     assert done.updated == 1
     assert "example.com/burn-in" not in fleet.annotations(node)  # a verdict counts once
     assert "burn-in passed: annotation example.com/burn-in=ok" in fleet.messages[node]
@@ -365,16 +335,14 @@ async def test_a_condition_verdict_against_the_node_fails_it_and_none_times_out(
         "conditionStatus": "False",
         "timeoutSeconds": 10,
     }
-    handle, queue = await start(client, fleet, rollout(name, with_external(validator)))
-    async with build_worker(client, fleet.activities(), task_queue=queue):
-        first = await until(lambda: sorted(fleet.cordoned()), 30.0, "a node at its gate", blocking=False)
+    async with running(client, fleet, rollout_input(with_external(validator), name=name)) as handle:
+        first = await until_fleet(lambda: sorted(fleet.cordoned()), "a node at its gate")
         held = first[0]
         later = (datetime.now(UTC) + timedelta(seconds=1)).isoformat()
         fleet.nodes[held]["status"].setdefault("conditions", []).append(
             {"type": "GpuFault", "status": "True", "lastTransitionTime": later, "message": "XID 79"}
         )
         halted = await in_phase(handle, "Halted")
-        await handle.terminate("test done")
     assert "nvsentinel failed: condition GpuFault=True (XID 79)" in halted.failed_reasons[held]
     assert held in fleet.cordoned()
 
@@ -392,31 +360,14 @@ def soaked(check: dict[str, Any], *, action: str = "halt") -> DeploymentPolicy:
     return deployment.model_copy(update={"spec": type(deployment.spec).model_validate(spec)})
 
 
-FLEET_XID = {
-    "name": "fleet-xid",
-    "query": 'sum(changes(DCGM_FI_DEV_XID_ERRORS{Hostname=~"{{nodes}}"}[5m]))',
-    "successCondition": "result[0] == 0",
-    "failureCondition": "result[0] > 0",
-    "count": 3,
-    "intervalSeconds": 1,
-}
-
-
 async def test_a_fleet_gate_failure_during_the_soak_stops_the_next_batch(client: Client) -> None:
     fleet = FakeFleet(size=5)
     seen: list[str] = []
-
-    def metric(node: str, promql: str) -> Any:
-        seen.append(promql)
-        return answer(2) if len(seen) >= 2 else answer(0)  # the second measurement sees an XID
-
-    fleet.metric = metric
+    fleet.metric = xid_from_the_second(seen)
     name = unique()
-    handle, queue = await start(client, fleet, rollout(name, soaked(FLEET_XID)))
-    async with build_worker(client, fleet.activities(), task_queue=queue):
+    async with running(client, fleet, rollout_input(soaked(FLEET_XID), name=name)) as handle:
         halted = await in_phase(handle, "Halted")
         await asyncio.sleep(1)
-        await handle.terminate("test done")
     assert "soak watch: fleet gate failed: fleet-xid Failed (2/3, last Failed [2])" in halted.message
     started = {r.node for r in fleet.stage_requests}
     assert len(started) == 1  # the canary only: no batch started
@@ -432,14 +383,12 @@ async def test_a_passing_fleet_gate_ends_the_soak_and_an_inconclusive_one_waits_
     answers = iter([answer(0), answer()])  # then no data: Inconclusive
     fleet.metric = lambda node, promql: next(answers, answer(0))
     name = unique()
-    handle, queue = await start(client, fleet, rollout(name, soaked({**FLEET_XID, "count": 2})))
-    async with build_worker(client, fleet.activities(), task_queue=queue):
+    async with running(client, fleet, rollout_input(soaked({**FLEET_XID, "count": 2}), name=name)) as handle:
         waiting = await until_progress(handle, lambda p: "fleet gate inconclusive" in p.message, "the wait")
         assert "fleetwright approve <profile> rollout/watch" in waiting.message
         assert len({r.node for r in fleet.stage_requests}) == 1
         await handle.execute_update(RolloutWorkflow.approve, "rollout/watch")
         done = await in_phase(handle, "Complete")
-        await handle.terminate("test done")
     assert done.updated == 3
     assert [m.phase.value for m in fleet.fleet_measured] == ["Successful", "Inconclusive"]
 
@@ -448,37 +397,31 @@ async def test_a_soak_whose_prometheus_does_not_answer_holds_named_then_complete
     client: Client,
 ) -> None:
     fleet = FakeFleet(size=3)
-    down = {"now": True}
-
-    def metric(node: str, promql: str) -> Any:
-        if down["now"]:
-            raise PrometheusUnavailableError("Prometheus at http://127.0.0.1:1 answered 503")
-        return answer(0)
-
-    fleet.metric = metric
+    outage = Outage("answered 503")
+    fleet.metric = outage
     name = unique()
     check = {**FLEET_XID, "count": 2, "consecutiveErrorLimit": 1}
-    handle, queue = await start(client, fleet, rollout(name, soaked(check, action="rollback")))
-    async with build_worker(client, fleet.activities(), task_queue=queue):
-        held = await until_progress(
-            handle, lambda p: "fleet gate MonitoringUnavailable" in p.message, "the soak held"
+    async with running(client, fleet, rollout_input(soaked(check, action="rollback"), name=name)) as handle:
+        named = await until_progress(
+            handle, lambda p: "fleet gate MonitoringUnavailable" in p.message, "the soak named"
         )
-        assert "fleet-xid MonitoringUnavailable (0/2" in held.message, held.message
-        assert "answered 503" in held.message, held.message
-        assert "waiting for Prometheus to answer" in held.message, held.message
+        # Named from the first Error, with the count of Errors in a row and when it holds.
+        first = "fleet-xid MonitoringUnavailable (1 Error in a row, held after 2; 0/2 counted): "
+        assert first in named.message, named.message
+        assert "answered 503" in named.message, named.message
+        held = await until_progress(
+            handle, lambda p: "waiting for Prometheus to answer" in p.message, "the soak held"
+        )
+        assert "fleet-xid MonitoringUnavailable (held: 2 or more Errors in a row" in held.message
         assert held.phase not in ("Halted", "RollingBack")
         assert held.failed == 0
-        errors = len(fleet.fleet_measured)
-        await until(
-            lambda: len(fleet.fleet_measured) >= errors + 2, 30.0, "measurements while held", blocking=False
-        )
+        await until_grown(fleet.fleet_measured, 2, "measurements while held")
         still = await query_progress(handle)
         assert still is not None
         assert "fleet gate MonitoringUnavailable" in still.message
         assert len({r.node for r in fleet.stage_requests}) == 1  # held: the canary only
-        down["now"] = False  # Prometheus answers again: no human needed
+        outage.down = False  # Prometheus answers again: no human needed
         done = await in_phase(handle, "Complete")
-        await handle.terminate("test done")
     assert (done.updated, done.failed) == (3, 0)
     assert done.rolled_back_generation is None  # the failure action never fired
     phases = [m.phase.value for m in fleet.fleet_measured]
@@ -508,19 +451,13 @@ def validating(
     return deployment.model_copy(update={"spec": type(deployment.spec).model_validate(spec)})
 
 
-def without_interrupt(name: str, policy: DeploymentPolicy) -> RolloutInput:
-    return RolloutInput(profile=examples.profile(name=name, interrupt=None), policy=policy, settings=SETTINGS)
-
-
 async def test_validations_run_cordoned_and_drained_then_the_checks_then_service(client: Client) -> None:
     fleet = FakeFleet(size=2)
     name = unique()
     # No interrupt: only the validations make the node cordoned and drained.
     policy = validating(DIAG, NCCL, check={**XID, "count": 1})
-    handle, queue = await start(client, fleet, without_interrupt(name, policy))
-    async with build_worker(client, fleet.activities(), task_queue=queue):
+    async with running(client, fleet, rollout_input(policy, name=name, interrupt=None)) as handle:
         done = await in_phase(handle, "Complete")
-        await handle.terminate("test done")
     assert done.updated == 2
     for node in fleet.nodes:  # in order, each with the node cordoned
         ran = [(v, cordoned) for n, v, _, cordoned in fleet.validated if n == node]
@@ -555,14 +492,12 @@ async def test_a_failing_validation_fails_the_node_naming_it_and_keeps_it_cordon
     fleet.validation_exit = exit_of
     name = unique()
     policy = validating(DIAG, NCCL, check={**XID, "count": 1})
-    plain = rollout(name, policy)
+    plain = rollout_input(policy, name=name)
     # Runtime-required: the taint keeps workloads off until the gate passed.
     required = plain.profile.spec.model_copy(update={"runtime_required": True})
     runtime = plain.model_copy(update={"profile": plain.profile.model_copy(update={"spec": required})})
-    handle, queue = await start(client, fleet, runtime)
-    async with build_worker(client, fleet.activities(), task_queue=queue):
+    async with running(client, fleet, runtime) as handle:
         halted = await in_phase(handle, "Halted")
-        await handle.terminate("test done")
     message = halted.failed_reasons[bad]
     assert "health gate failed" in message, message
     assert "validation dcgm-diag exited 226 (Job fw-validate-dcgm-diag-" in message, message
@@ -582,12 +517,10 @@ async def test_a_failing_validation_with_rollback_rolls_the_batch_back(client: C
         (1, "NCCL: bus bandwidth 12 GB/s") if request.node == "gpu-node-0002" else (0, "")
     )
     name = unique()
-    handle, queue = await start(
-        client, fleet, rollout(name, validating(NCCL, action="rollback", max_unavailable=2))
-    )
-    async with build_worker(client, fleet.activities(), task_queue=queue):
+    async with running(
+        client, fleet, rollout_input(validating(NCCL, action="rollback", max_unavailable=2), name=name)
+    ) as handle:
         done = await in_phase(handle, "RolledBack")
-        await handle.terminate("test done")
     assert done.rolled_back_generation is not None
     validated = {node for node, _, _, _ in fleet.validated}
     returned = {r.node for r in fleet.stage_requests if r.stage.value == "uninstall"}
@@ -604,9 +537,11 @@ async def test_a_worker_killed_mid_validation_adopts_its_job(client: Client) -> 
     fleet = FakeFleet(size=1)
     fleet.hold_validations = asyncio.Event()
     name = unique()
-    handle, queue = await start(client, fleet, rollout(name, validating(DIAG, check={**XID, "count": 2})))
+    handle, queue = await start(
+        client, fleet, rollout_input(validating(DIAG, check={**XID, "count": 2}), name=name)
+    )
     async with build_worker(client, fleet.activities(), task_queue=queue):
-        await until(lambda: fleet.validated, 30.0, "the validation", blocking=False)
+        await until_fleet(lambda: fleet.validated, "the validation")
     # The worker is gone while the validation's Job runs; a new one retries the activity.
     fleet.hold_validations.set()
     async with build_worker(client, fleet.activities(), task_queue=queue):
@@ -623,9 +558,8 @@ async def test_an_abort_during_a_validation_ends_the_gate_and_keeps_the_node_cor
     fleet.hold_validations = asyncio.Event()
     node = "gpu-node-0000"
     name = unique()
-    handle, queue = await start(client, fleet, rollout(name, validating(DIAG, NCCL)))
-    async with build_worker(client, fleet.activities(), task_queue=queue):
-        await until(lambda: fleet.validated, 30.0, "the validation", blocking=False)
+    async with running(client, fleet, rollout_input(validating(DIAG, NCCL), name=name)) as handle:
+        await until_fleet(lambda: fleet.validated, "the validation")
         await handle.signal(RolloutWorkflow.abort)
         result = await handle.result()  # the aborted rollout ends once its node did
     assert result.phase == "Aborted", result
@@ -639,10 +573,10 @@ async def test_an_abort_during_a_validation_ends_the_gate_and_keeps_the_node_cor
 async def test_a_no_interrupt_change_is_cordoned_for_its_gate_never_drained(client: Client) -> None:
     fleet = FakeFleet(size=2)
     name = unique()
-    handle, queue = await start(client, fleet, without_interrupt(name, gated({**XID, "count": 2})))
-    async with build_worker(client, fleet.activities(), task_queue=queue):
+    async with running(
+        client, fleet, rollout_input(gated({**XID, "count": 2}), name=name, interrupt=None)
+    ) as handle:
         done = await in_phase(handle, "Complete")
-        await handle.terminate("test done")
     assert done.updated == 2
     # Its stages ran in service; every measurement with the node cordoned; its pods never drained.
     assert {cordoned for _, _, cordoned in fleet.cordoned_at_stages} == {False}
@@ -657,27 +591,24 @@ async def test_a_no_interrupt_change_is_cordoned_for_its_gate_never_drained(clie
 
 async def test_a_no_interrupt_node_failing_or_waiting_at_its_gate_keeps_the_cordon(client: Client) -> None:
     fleet = FakeFleet(size=3)
-    bad, unsure = "gpu-node-0000", "gpu-node-0001"
+    bad, unsure, good = "gpu-node-0000", "gpu-node-0001", "gpu-node-0002"
     answers = {bad: answer(3), unsure: answer()}  # an XID; no data
     fleet.metric = lambda node, promql: answers.get(node, answer(0))
     name = unique()
     one_batch = [{"name": "all", "batches": {"strategy": "fixed", "initial": 3}}]
     policy = gated({**XID, "count": 1}, max_unavailable=3, steps=one_batch)
-    handle, queue = await start(client, fleet, without_interrupt(name, policy))
-    async with build_worker(client, fleet.activities(), task_queue=queue):
-        await until(
+    async with running(client, fleet, rollout_input(policy, name=name, interrupt=None)) as handle:
+        await until_fleet(
             lambda: (
                 fleet.reasons.get(bad) == NodeReason.GATE_FAILED
                 and fleet.reasons.get(unsure) == NodeReason.GATE_INCONCLUSIVE
+                and good in fleet.uncordoned
             ),
-            30.0,
-            "one node failed and one inconclusive at its gate",
-            blocking=False,
+            "one node failed, one inconclusive and one back in service",
         )
         assert fleet.cordoned() == {bad, unsure}
         assert fleet.statuses[bad] == "Failed"
         halted = await until_progress(handle, lambda p: p.failed_nodes != (), "the failure counted")
-        await handle.terminate("test done")
     assert fleet.drained == []
     assert bad not in fleet.uncordoned
     assert unsure not in fleet.uncordoned
@@ -703,10 +634,10 @@ async def test_a_gate_failed_node_returned_by_a_rollback_goes_back_into_service_
 
     fleet.metric = metric
     name = unique()
-    handle, queue = await start(client, fleet, without_interrupt(name, rollback_in_one_batch()))
-    async with build_worker(client, fleet.activities(), task_queue=queue):
+    async with running(
+        client, fleet, rollout_input(rollback_in_one_batch(), name=name, interrupt=None)
+    ) as handle:
         done = await in_phase(handle, "RolledBack")
-        await handle.terminate("test done")
     assert seen.count(bad) == 2  # its gate, then its gate again on the returned version
     assert not fleet.cordoned()
     assert fleet.reasons[bad] == NodeReason.GATE_PASSED
@@ -721,23 +652,128 @@ async def test_a_hardware_suspect_node_stays_out_until_a_human_releases_it(clien
     bad = "gpu-node-0000"
     fleet.metric = lambda node, promql: answer(5) if node == bad else answer(0)
     name = unique()
-    handle, queue = await start(client, fleet, without_interrupt(name, rollback_in_one_batch()))
-    async with build_worker(client, fleet.activities(), task_queue=queue):
+    async with running(
+        client, fleet, rollout_input(rollback_in_one_batch(), name=name, interrupt=None)
+    ) as handle:
         done = await in_phase(handle, "RolledBack")
         assert fleet.cordoned() == {bad}
         assert fleet.reasons[bad] == NodeReason.HARDWARE_SUSPECT
         with pytest.raises(WorkflowUpdateFailedError) as refused:
             await handle.execute_update(RolloutWorkflow.release_node, "gpu-node-0001")
         assert "has not failed in this rollout" in str(refused.value.cause)
+        node = client.get_workflow_handle(node_workflow_id(name, bad), result_type=NodeResult)
+        assert await node.query(NodeWorkflow.stage) == "quarantine"  # waiting to re-gate it
+        measured = len(fleet.measured)
         answered = await handle.execute_update(RolloutWorkflow.release_node, bad)
         assert f"releasing {bad}" in answered
-        await until(lambda: not fleet.cordoned(), 30.0, "the released node uncordoned", blocking=False)
+        await until_fleet(lambda: not fleet.cordoned(), "the released node uncordoned")
+        ended = await asyncio.wait_for(node.result(), 30)  # the release ended its quarantine
         await handle.terminate("test done")
+    assert ended.status is RunStatus.FAILED
+    assert len(fleet.measured) == measured  # no gate ran again after the release
     assert fleet.reasons[bad] == NodeReason.RELEASED
     assert fleet.statuses[bad] == "Complete"
     assert "released into service by a human" in fleet.messages[bad]
     assert "hardware suspect" in fleet.messages[bad]  # what it had failed with
     assert done.failed_nodes == (bad,)
+
+
+BAD = "gpu-node-0000"
+
+
+def suspect_fleet() -> tuple[FakeFleet, dict[str, bool]]:
+    """Two nodes; ``BAD``'s XID series shows a fault while ``faulty["now"]``."""
+    fleet = FakeFleet(size=2)
+    faulty = {"now": True}
+    fleet.metric = lambda node, promql: answer(5) if node == BAD and faulty["now"] else answer(0)
+    return fleet, faulty
+
+
+async def test_a_hardware_suspect_node_re_gates_by_itself_until_a_run_passes(
+    skipping_client: Client, time_skipping_env: WorkflowEnvironment
+) -> None:
+    fleet, faulty = suspect_fleet()
+    bad, name = BAD, unique()
+    handle, queue = await start(
+        skipping_client, fleet, rollout_input(rollback_in_one_batch(), name=name, interrupt=None)
+    )
+
+    def gated_runs() -> int:
+        return sum(1 for node, _, _ in fleet.measured if node == bad)
+
+    async with build_worker(skipping_client, fleet.activities(), task_queue=queue):
+        done = await in_phase(handle, "RolledBack")
+        assert (fleet.cordoned(), fleet.reasons[bad]) == ({bad}, NodeReason.HARDWARE_SUSPECT)
+        assert gated_runs() == 2  # its gate, then again on the version the rollback returned
+        stages = len(fleet.stage_requests)
+        await time_skipping_env.sleep(
+            timedelta(seconds=pause_before(1, SETTINGS.quarantine_regate_seconds))
+        )  # still faulty: run 1 fails
+        await until(
+            lambda: (
+                "run 1 in quarantine" in fleet.messages[bad] and "health gate failed" in fleet.messages[bad]
+            ),
+            30.0,
+            "the first run in quarantine failed",
+            blocking=False,
+            details=lambda: fleet.messages[bad],
+        )
+        assert (fleet.cordoned(), fleet.reasons[bad], fleet.statuses[bad]) == (
+            {bad},
+            NodeReason.HARDWARE_SUSPECT,
+            "Failed",
+        )
+        assert gated_runs() == 3
+        assert "next in 600s" in fleet.messages[bad]  # the pause doubles after a run that failed
+        faulty["now"] = False  # the series is clean: run 2 passes, by itself
+        await time_skipping_env.sleep(timedelta(seconds=pause_before(2, SETTINGS.quarantine_regate_seconds)))
+        await until(lambda: not fleet.cordoned(), 30.0, "the node back in service", blocking=False)
+        node = skipping_client.get_workflow_handle(node_workflow_id(name, bad), result_type=NodeResult)
+        passed = await node.result()
+        progress = await query_progress(handle)
+        await handle.terminate("test done")
+    assert passed.status is RunStatus.SUCCEEDED, passed
+    assert (fleet.reasons[bad], fleet.statuses[bad]) == (NodeReason.GATE_PASSED, "Complete")
+    assert "health gate run 2 in quarantine passed" in fleet.messages[bad], fleet.messages[bad]
+    assert gated_runs() == 4
+    suspect = [n.message for who, n in fleet.notes if who == bad and n.reason == NodeReason.HARDWARE_SUSPECT]
+    assert any("health gate run 1 in quarantine" in m for m in suspect), suspect
+    # The completed rollout started nothing new: the node's own workflow re-gated it.
+    assert len(fleet.stage_requests) == stages
+    assert progress is not None
+    assert progress.phase == "RolledBack", progress
+    assert done.failed_nodes == (bad,)
+
+
+async def test_a_new_pass_over_a_quarantined_node_ends_its_quarantine(client: Client) -> None:
+    fleet, faulty = suspect_fleet()
+    bad, name = BAD, unique()
+    handle, queue = await start(
+        client, fleet, rollout_input(rollback_in_one_batch(), name=name, interrupt=None)
+    )
+    async with build_worker(client, fleet.activities(), task_queue=queue):
+        await in_phase(handle, "RolledBack")
+        node = client.get_workflow_handle(node_workflow_id(name, bad), result_type=NodeResult)
+        quarantined = (await node.describe()).run_id
+        assert await node.query(NodeWorkflow.stage) == "quarantine"
+        faulty["now"] = False
+        change = examples.profile(name=name, version="1.2.0", generation=3, interrupt=None)
+        await handle.signal(
+            RolloutWorkflow.spec_changed, SpecChange(profile=change, policy=rollback_in_one_batch())
+        )
+        # The next generation's start ends the quarantine (its run closes Failed) and begins a
+        # new pass over the node, instead of waiting for a run that would re-gate for good.
+        ended = await asyncio.wait_for(
+            client.get_workflow_handle(node.id, run_id=quarantined, result_type=NodeResult).result(), 30
+        )
+        done = await in_phase(handle, "Complete")
+        latest = await node.describe()
+        await handle.terminate("test done")
+    assert ended.status is RunStatus.FAILED
+    assert latest.run_id != quarantined
+    assert (done.updated, done.failed) == (2, 0)
+    assert fleet.reasons[bad] == NodeReason.GATE_PASSED
+    assert not fleet.cordoned()
 
 
 async def test_an_abort_while_a_gate_failed_node_is_returned_keeps_it_cordoned(client: Client) -> None:
@@ -747,13 +783,10 @@ async def test_an_abort_while_a_gate_failed_node_is_returned_keeps_it_cordoned(c
     # The returned node's stages are held, so the abort finds it mid-return.
     fleet.holds = lambda request: request.node == bad and request.stage.value == "uninstall"
     name = unique()
-    handle, queue = await start(client, fleet, rollout(name, rollback_in_one_batch()))
-    async with build_worker(client, fleet.activities(), task_queue=queue):
-        await until(
+    async with running(client, fleet, rollout_input(rollback_in_one_batch(), name=name)) as handle:
+        await until_fleet(
             lambda: any(r.node == bad and r.stage.value == "uninstall" for r in fleet.stage_requests),
-            30.0,
             "the failed node being returned",
-            blocking=False,
         )
         await handle.signal(RolloutWorkflow.abort)
         node = client.get_workflow_handle(node_workflow_id(name, bad))
@@ -764,7 +797,7 @@ async def test_an_abort_while_a_gate_failed_node_is_returned_keeps_it_cordoned(c
                 e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED for e in history.events
             )
 
-        await until(aborted, 30.0, "the abort at the returned node", blocking=False)
+        await until_fleet(aborted, "the abort at the returned node")
         fleet.release.set()
         result = await handle.result()
     assert result.phase == "Aborted", result

@@ -4,8 +4,6 @@ rollout treats the node as having left the fleet, not as a failure against ``max
 
 from __future__ import annotations
 
-import asyncio
-import uuid
 from dataclasses import dataclass
 
 import pytest
@@ -16,12 +14,11 @@ from fleetwright.activities.errors import to_application_error
 from fleetwright.activities.payloads import NAMES, NodeStatusRequest, RecordStateRequest
 from fleetwright.errors import NodeGoneError
 from fleetwright.local import examples
-from fleetwright.planner.observations import RunStatus
-from fleetwright.worker.temporalworker import build_worker
-from fleetwright.workflows.enginesettings import EngineSettings
+from fleetwright.planner.rollout.observations import RunStatus
 from fleetwright.workflows.ids import node_workflow_id
-from fleetwright.workflows.payloads import NodeResult, Progress, RolloutInput
-from fleetwright.workflows.rollout import RolloutWorkflow
+from fleetwright.workflows.payloads import NodeResult
+from tests.support.rollouts import rollout_input, running, unique
+from tests.support.waiting import until_fleet, until_phase
 from tests.workflow.fakefleet import FakeFleet
 
 pytestmark = pytest.mark.workflow
@@ -47,33 +44,18 @@ class DeletingFleet(FakeFleet):
 async def test_a_node_deleted_mid_update_ends_its_workflow_as_gone_and_the_rollout_completes(
     client: Client,
 ) -> None:
-    name = f"tuning-{uuid.uuid4().hex[:8]}"
+    name = unique()
     fleet = DeletingFleet(size=2, hold_stages=True)
-    rollout = RolloutInput(
-        profile=examples.profile(name=name),
-        policy=examples.policy(max_unavailable=1, max_failed_nodes=0),
-        settings=EngineSettings(observe_interval_seconds=60, search_attributes=False),
-    )
-    queue = f"tq-{uuid.uuid4()}"
-    handle = await client.start_workflow(
-        RolloutWorkflow.run, rollout, id=f"nodeprofile/{name}", task_queue=queue
-    )
-    async with build_worker(client, fleet.activities(), task_queue=queue):
-        while True:
-            if fleet.started_stages:
-                break
-            await asyncio.sleep(0.05)
+    rollout = rollout_input(examples.policy(max_unavailable=1, max_failed_nodes=0), name=name)
+    async with running(client, fleet, rollout) as handle:
+        await until_fleet(lambda: fleet.started_stages, "the first stage")
         canary = fleet.started_stages[0][0]
         del fleet.nodes[canary]  # deleted while its first stage runs
         fleet.hold_stages = False
         fleet.release.set()
         node = client.get_workflow_handle(node_workflow_id(name, canary), result_type=NodeResult)
         gone = await node.result()
-        state: Progress | None = None
-        while state is None or state.phase not in ("Complete", "Halted"):
-            await asyncio.sleep(0.1)
-            state = await handle.query(RolloutWorkflow.progress)
-        await handle.terminate("test done")
+        state = await until_phase(handle, "Complete", "Halted")
     assert gone.status is RunStatus.GONE
     assert "node deleted" in gone.message
     assert fleet.statuses[canary] == "InProgress"  # no Failed status: it left, it did not fail

@@ -19,9 +19,9 @@ from fleetwright.local import examples
 from fleetwright.worker.temporalworker import build_worker
 from fleetwright.workflows.payloads import Progress, RolloutInput, SpecChange
 from fleetwright.workflows.rollout import RolloutWorkflow
+from tests.support.rollouts import SETTINGS, halted, start, unique
 from tests.support.waiting import until_progress
 from tests.workflow.fakefleet import FakeFleet
-from tests.workflow.test_rollout_workflow import SETTINGS, halted, start, unique
 
 pytestmark = pytest.mark.workflow
 

@@ -14,7 +14,7 @@ from temporalio.client import Client, WorkflowHandle
 from fleetwright.api.keys import cordon_key, state_key
 from fleetwright.api.nodeprofile import NodeProfile
 from fleetwright.local import examples
-from fleetwright.planner.nodestate import read_profile_state
+from fleetwright.planner.node.state import read_profile_state
 from fleetwright.worker.temporalworker import build_worker
 from fleetwright.workflows.enginesettings import EngineSettings
 from fleetwright.workflows.payloads import Deletion, Progress, RolloutInput

@@ -9,13 +9,13 @@ from temporalio.client import Client
 from fleetwright.activities.payloads import StageRequest
 from fleetwright.api.deploymentpolicy import DeploymentPolicy, FailurePolicy
 from fleetwright.local import examples
-from fleetwright.planner.nodestate import PackageRecord, read_profile_state
-from fleetwright.planner.packages import config_digests
+from fleetwright.planner.node.packages import config_digests
+from fleetwright.planner.node.state import PackageRecord, read_profile_state
 from fleetwright.worker.temporalworker import build_worker
 from fleetwright.workflows.payloads import Progress, RolloutInput
+from tests.support.rollouts import SETTINGS, in_phase, start, unique
 from tests.workflow.fakefleet import FakeFleet
 from tests.workflow.test_rollout_rollback import fleet_at_1_0_0
-from tests.workflow.test_rollout_workflow import SETTINGS, in_phase, start, unique
 
 pytestmark = pytest.mark.workflow
 

@@ -11,14 +11,14 @@ from temporalio.client import Client
 from fleetwright.activities.payloads import StageRequest
 from fleetwright.api.deploymentpolicy import DeploymentPolicy
 from fleetwright.local import examples
-from fleetwright.planner.nodestate import PackageRecord, format_annotation, read_profile_state
-from fleetwright.planner.packages import config_digests
+from fleetwright.planner.node.packages import config_digests
+from fleetwright.planner.node.state import PackageRecord, format_annotation, read_profile_state
 from fleetwright.worker.temporalworker import build_worker
 from fleetwright.workflows.payloads import RolloutInput, SpecChange
 from fleetwright.workflows.rollout import RolloutWorkflow
+from tests.support.rollouts import SETTINGS, in_phase, progress, start, unique
 from tests.support.waiting import until_progress
 from tests.workflow.fakefleet import FakeFleet
-from tests.workflow.test_rollout_workflow import SETTINGS, in_phase, progress, start, unique
 
 pytestmark = pytest.mark.workflow
 

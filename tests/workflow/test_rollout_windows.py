@@ -14,9 +14,9 @@ from fleetwright.api.deploymentpolicy import DeploymentPolicy
 from fleetwright.local import examples
 from fleetwright.worker.temporalworker import build_worker
 from fleetwright.workflows.payloads import RolloutInput
+from tests.support.rollouts import SETTINGS, start, unique
 from tests.support.waiting import until, until_progress
 from tests.workflow.fakefleet import FakeFleet
-from tests.workflow.test_rollout_workflow import SETTINGS, start, unique
 
 pytestmark = pytest.mark.workflow
 

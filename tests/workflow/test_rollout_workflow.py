@@ -1,89 +1,77 @@
-"""The rollout and node workflows on the time-skipping server, over an in-memory fleet."""
+"""The rollout and node workflows on the time-skipping server, over an in-memory fleet.
+
+``SETTINGS``, ``start``, ``unique``, ``progress``, ``in_phase`` and ``halted`` live in
+``tests.support.rollouts``; the other workflow-tier files still import them from here."""
 
 from __future__ import annotations
 
 import asyncio
 import itertools
-import uuid
+import json
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 import pytest
 from temporalio import activity
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowHandle, WorkflowHistory, WorkflowUpdateFailedError
+from temporalio.client import Client, WorkflowHistory, WorkflowUpdateFailedError
 from temporalio.testing import WorkflowEnvironment
 
 from fleetwright.activities.payloads import NAMES, DecideReport, DecideRequest, DrainReport, DrainRequest
+from fleetwright.api.deploymentpolicy import DeploymentPolicy
 from fleetwright.api.keys import condition_type, cordon_key, state_key
 from fleetwright.local import examples
-from fleetwright.planner.nodestate import read_profile_state
-from fleetwright.worker.temporalworker import build_worker
+from fleetwright.planner.node.state import read_profile_state
 from fleetwright.workflows.enginesettings import EngineSettings
 from fleetwright.workflows.ids import node_workflow_id
-from fleetwright.workflows.payloads import Progress, RolloutInput, SpecChange
+from fleetwright.workflows.payloads import RolloutInput, SpecChange
 from fleetwright.workflows.rollout import ABORTED, RolloutWorkflow
-from tests.support.waiting import query_progress, until, until_progress
+from tests.support.rollouts import (
+    SETTINGS,
+    Handle,
+    halted,
+    in_phase,
+    node_activities,
+    progress,
+    rollout_input,
+    running,
+    unique,
+)
+from tests.support.waiting import until_complete, until_fleet, until_progress
 from tests.workflow.fakefleet import FakeFleet
 
 pytestmark = pytest.mark.workflow
 
-SETTINGS = EngineSettings(observe_interval_seconds=60, search_attributes=False)
+
+def failing_fleet(size: int, **options: Any) -> FakeFleet:
+    """A fleet whose every node fails its first stage until ``failing_nodes`` is emptied."""
+    fleet = FakeFleet(size=size, **options)
+    fleet.failing_nodes = set(fleet.nodes)
+    return fleet
 
 
-def unique() -> str:
-    """A profile name per test, so node workflow ids never collide across tests."""
-    return f"tuning-{uuid.uuid4().hex[:8]}"
+async def fixed_canary(handle: Handle, fleet: FakeFleet) -> str:
+    """The canary, once the rollout halted on its failure; then its host is fixed (nothing fails)."""
+    await halted(handle)
+    (canary,) = fleet.started_nodes()
+    fleet.failing_nodes = set()  # the operator fixed the host
+    return canary
 
 
-async def start(
-    client: Client, fleet: FakeFleet, rollout: RolloutInput
-) -> tuple[WorkflowHandle[RolloutWorkflow, Progress], str]:
-    queue = f"tq-{uuid.uuid4()}"
-    handle = await client.start_workflow(
-        RolloutWorkflow.run,
-        rollout,
-        id=f"nodeprofile/{rollout.profile.metadata.name}-{uuid.uuid4()}",
-        task_queue=queue,
-    )
-    return handle, queue
-
-
-async def progress(handle: WorkflowHandle[RolloutWorkflow, Progress]) -> Progress:
-    result = await query_progress(handle)
-    assert result is not None
-    return result
-
-
-async def in_phase(handle: WorkflowHandle[RolloutWorkflow, Progress], phase: str) -> Progress:
-    return await until_progress(handle, lambda state: state.phase == phase, phase)
-
-
-async def halted(handle: WorkflowHandle[RolloutWorkflow, Progress]) -> Progress:
-    return await in_phase(handle, "Halted")
+def batches_of(size: int, max_unavailable: int | None = None) -> DeploymentPolicy:
+    """No canary: fixed batches of ``size`` under a cap of ``max_unavailable`` (``size`` unless given)."""
+    steps = [{"name": "rest", "batches": {"strategy": "fixed", "initial": size}}]
+    return examples.policy(max_unavailable=max_unavailable or size, steps=steps)
 
 
 async def test_a_rollout_completes_with_canary_first_and_the_cap_held(client: Client) -> None:
     fleet = FakeFleet(size=7)
-    rollout = RolloutInput(
-        profile=examples.profile(name=unique()),
-        policy=examples.policy(max_unavailable=2),
-        settings=SETTINGS,
-    )
-    handle, queue = await start(client, fleet, rollout)
-    async with build_worker(client, fleet.activities(), task_queue=queue):
-        await until(
-            lambda: len(fleet.statuses) == 7 and set(fleet.statuses.values()) == {"Complete"},
-            30.0,
-            "all nodes",
-            interval=0.05,
-            blocking=False,
+    async with running(client, fleet, rollout_input(examples.policy(max_unavailable=2))) as handle:
+        await until_fleet(
+            lambda: len(fleet.statuses) == 7 and set(fleet.statuses.values()) == {"Complete"}, "all nodes"
         )
-        state = await progress(handle)
-        while state.phase != "Complete":
-            await asyncio.sleep(0.1)
-            state = await progress(handle)
-        await handle.terminate("test done")
+        state = await in_phase(handle, "Complete")
     assert state.updated == 7
     assert fleet.max_cordoned <= 2
     assert not fleet.cordoned()
@@ -107,16 +95,9 @@ async def test_a_canary_gate_holds_for_seven_days_and_resumes_on_approve(
         {"name": "gate", "approval": {}},
         {"name": "rest", "batches": {"strategy": "fixed", "initial": 3}},
     ]
-    rollout = RolloutInput(
-        profile=examples.profile(name=unique()),
-        policy=examples.policy(max_unavailable=3, steps=steps),
-        settings=SETTINGS,
-    )
-    handle, queue = await start(client, fleet, rollout)
-    async with build_worker(client, fleet.activities(), task_queue=queue):
-        await until(
-            lambda: "Complete" in fleet.statuses.values(), 30.0, "the canary", interval=0.05, blocking=False
-        )
+    rollout = rollout_input(examples.policy(max_unavailable=3, steps=steps))
+    async with running(client, fleet, rollout) as handle:
+        await until_fleet(lambda: "Complete" in fleet.statuses.values(), "the canary")
         await time_skipping_env.sleep(timedelta(days=7))
         held = await progress(handle)
         assert held.updated == 1
@@ -128,52 +109,23 @@ async def test_a_canary_gate_holds_for_seven_days_and_resumes_on_approve(
             refused.value.cause
         )
         await handle.execute_update(RolloutWorkflow.approve, "rollout/gate")
-        await until(
-            lambda: list(fleet.statuses.values()).count("Complete") == 4,
-            30.0,
-            "the rest",
-            interval=0.05,
-            blocking=False,
-        )
-        await handle.terminate("test done")
+        await until_complete(fleet.statuses, 4, "the rest")
 
 
 async def test_pause_mid_batch_starts_no_new_node_until_resume(client: Client) -> None:
     fleet = FakeFleet(size=6, hold_stages=True)
-    steps = [{"name": "rest", "batches": {"strategy": "fixed", "initial": 2}}]
-    rollout = RolloutInput(
-        profile=examples.profile(name=unique(), interrupt=None),
-        policy=examples.policy(max_unavailable=2, steps=steps),
-        settings=SETTINGS,
-    )
-    handle, queue = await start(client, fleet, rollout)
-    async with build_worker(client, fleet.activities(), task_queue=queue):
-        await until(
-            lambda: len(fleet.started_nodes()) == 2, 30.0, "the first batch", interval=0.05, blocking=False
-        )
+    async with running(client, fleet, rollout_input(batches_of(2), interrupt=None)) as handle:
+        await until_fleet(lambda: len(fleet.started_nodes()) == 2, "the first batch")
         await handle.signal(RolloutWorkflow.pause)
         await in_phase(handle, "Paused")
         fleet.release.set()
-        await until(
-            lambda: list(fleet.statuses.values()).count("Complete") == 2,
-            30.0,
-            "the batch to finish",
-            interval=0.05,
-            blocking=False,
-        )
+        await until_complete(fleet.statuses, 2, "the batch to finish")
         # The turn that folds in both reports decides under the pause: nothing new starts.
         paused = await until_progress(handle, lambda state: state.updated == 2, "the batch's reports")
         assert paused.phase == "Paused"
         assert len(fleet.started_nodes()) == 2
         await handle.signal(RolloutWorkflow.resume)
-        await until(
-            lambda: list(fleet.statuses.values()).count("Complete") == 6,
-            30.0,
-            "the rest after resume",
-            interval=0.05,
-            blocking=False,
-        )
-        await handle.terminate("test done")
+        await until_complete(fleet.statuses, 6, "the rest after resume")
 
 
 @dataclass
@@ -195,7 +147,7 @@ class HeldDecideFleet(FakeFleet):
         return report
 
 
-async def node_starts_commanded(handle: WorkflowHandle[RolloutWorkflow, Progress]) -> int:
+async def node_starts_commanded(handle: Handle) -> int:
     """Node workflow starts the rollout asked for (its start activities)."""
     history = await handle.fetch_history()
     return sum(
@@ -211,26 +163,13 @@ async def test_a_pause_or_abort_received_while_deciding_starts_none_of_that_deci
     client: Client, control: str
 ) -> None:
     fleet = HeldDecideFleet(size=4)
-    steps = [{"name": "rest", "batches": {"strategy": "fixed", "initial": 2}}]
-    rollout = RolloutInput(
-        profile=examples.profile(name=unique(), interrupt=None),
-        policy=examples.policy(max_unavailable=2, steps=steps),
-        settings=SETTINGS,
-    )
-    handle, queue = await start(client, fleet, rollout)
-    async with build_worker(client, fleet.activities(), task_queue=queue):
+    async with running(client, fleet, rollout_input(batches_of(2), interrupt=None)) as handle:
         await fleet.deciding.wait()
         await handle.signal(control)  # recorded in history before the activity completes
         fleet.decided.set()
         # The turn ends by publishing its progress, after any start it made.
         wanted = ABORTED if control == "abort" else "Paused"
-        for _ in range(300):
-            state = await query_progress(handle)
-            if state is not None and state.phase == wanted:
-                break
-            await asyncio.sleep(0.1)
-        else:
-            raise AssertionError(f"the rollout never reported {wanted}")
+        await until_progress(handle, lambda state: state.phase == wanted, wanted, within=30.0)
         # The held decision would have started two nodes; the one taken under the control none.
         assert not fleet.requests[0].controls.paused
         assert not fleet.requests[0].controls.aborted
@@ -238,14 +177,7 @@ async def test_a_pause_or_abort_received_while_deciding_starts_none_of_that_deci
         assert fleet.started_nodes() == []
         if control == "pause":
             await handle.signal(RolloutWorkflow.resume)
-            await until(
-                lambda: list(fleet.statuses.values()).count("Complete") == 4,
-                30.0,
-                "all after resume",
-                interval=0.05,
-                blocking=False,
-            )
-            await handle.terminate("test done")
+            await until_complete(fleet.statuses, 4, "all after resume")
 
 
 @dataclass
@@ -273,22 +205,10 @@ class PdbHeldFleet(FakeFleet):
 
 async def test_a_node_whose_drain_a_pdb_holds_counts_as_blocked_while_it_runs(client: Client) -> None:
     fleet = PdbHeldFleet(size=3)
-    rollout = RolloutInput(
-        profile=examples.profile(name=unique(), interrupt="reboot"),
-        policy=examples.policy(max_unavailable=1),
-        settings=SETTINGS,
-    )
-    handle, queue = await start(client, fleet, rollout)
-    async with build_worker(client, fleet.activities(), task_queue=queue):
+    async with running(client, fleet, rollout_input(examples.policy(max_unavailable=1))) as handle:
         await fleet.draining.wait()
         await handle.signal(RolloutWorkflow.nodes_changed)  # what the controller sends; a turn observes
-        for _ in range(300):
-            state = await progress(handle)
-            if state.blocked:
-                break
-            await asyncio.sleep(0.1)
-        else:
-            raise AssertionError("the held drain never counted as blocked")
+        state = await until_progress(handle, lambda p: bool(p.blocked), "the held drain as blocked", 30.0)
         (canary,) = state.running_nodes
         assert state.blocked_nodes == (canary,)
         assert state.blocked == 1
@@ -296,41 +216,19 @@ async def test_a_node_whose_drain_a_pdb_holds_counts_as_blocked_while_it_runs(cl
         assert "trainer-pdb" in state.blocked_reasons[canary]
         assert "default/trainer-0" in state.blocked_reasons[canary]
         fleet.release.set()
-        await until(
-            lambda: list(fleet.statuses.values()).count("Complete") == 3,
-            30.0,
-            "all nodes",
-            interval=0.05,
-            blocking=False,
-        )
-        await handle.terminate("test done")
+        await until_complete(fleet.statuses, 3, "all nodes")
 
 
 async def test_abort_lets_in_flight_nodes_finish_their_stage_and_uncordons_them(client: Client) -> None:
     fleet = FakeFleet(size=5, hold_stages=True)
-    steps = [{"name": "rest", "batches": {"strategy": "fixed", "initial": 2}}]
-    rollout = RolloutInput(
-        profile=examples.profile(name=unique(), interrupt="reboot"),
-        policy=examples.policy(max_unavailable=2, steps=steps),
-        settings=SETTINGS,
-    )
-    handle, queue = await start(client, fleet, rollout)
-    async with build_worker(client, fleet.activities(), task_queue=queue):
-        await until(
-            lambda: len(fleet.started_nodes()) == 2, 30.0, "the first batch", interval=0.05, blocking=False
-        )
+    async with running(client, fleet, rollout_input(batches_of(2))) as handle:
+        await until_fleet(lambda: len(fleet.started_nodes()) == 2, "the first batch")
         in_flight = set(fleet.started_nodes())
         assert fleet.cordoned() == in_flight
         await handle.signal(RolloutWorkflow.abort)
         # While its nodes finish, the aborting rollout starts nothing yet is not shown as paused.
         await handle.signal(RolloutWorkflow.nodes_changed)  # a turn after the abort
-        for _ in range(300):
-            aborting = await progress(handle)
-            if aborting.message.startswith("aborting"):
-                break
-            await asyncio.sleep(0.1)
-        else:
-            raise AssertionError("the rollout never reported aborting")
+        aborting = await until_progress(handle, lambda p: p.message.startswith("aborting"), "aborting", 30.0)
         assert aborting.phase == "Progressing"
         assert not aborting.paused
         fleet.release.set()
@@ -343,16 +241,9 @@ async def test_abort_lets_in_flight_nodes_finish_their_stage_and_uncordons_them(
     assert fleet.started_nodes() == sorted(in_flight)
 
 
-ONE_AT_A_TIME = [{"name": "rest", "batches": {"strategy": "fixed", "initial": 1}}]
-
-
 def one_at_a_time() -> RolloutInput:
     """A profile of its own without an interrupt, rolled out one node at a time."""
-    return RolloutInput(
-        profile=examples.profile(name=unique(), interrupt=None),
-        policy=examples.policy(max_unavailable=1, steps=ONE_AT_A_TIME),
-        settings=SETTINGS,
-    )
+    return rollout_input(batches_of(1), interrupt=None)
 
 
 def next_generation(rollout: RolloutInput) -> SpecChange:
@@ -360,6 +251,12 @@ def next_generation(rollout: RolloutInput) -> SpecChange:
     name = rollout.profile.metadata.name
     new = examples.profile(name=name, interrupt=None, version="1.1.0", generation=2)
     return SpecChange(profile=new, policy=rollout.policy)
+
+
+async def abort_after_the_first_node(handle: Handle, fleet: FakeFleet) -> None:
+    """Abort a one-at-a-time rollout once its first node started."""
+    await until_fleet(lambda: len(fleet.started_nodes()) == 1, "the first node")
+    await handle.signal(RolloutWorkflow.abort)
 
 
 @pytest.mark.parametrize("edit", ["policy", "spec"])
@@ -370,16 +267,10 @@ async def test_an_aborting_rollout_stays_aborted_through_a_policy_edit_but_not_a
     # resumes. A DeploymentPolicy edit (it may pace many profiles) is no decision to roll out again.
     fleet = FakeFleet(size=3, hold_stages=True)
     rollout = one_at_a_time()
-    handle, queue = await start(client, fleet, rollout)
-    async with build_worker(client, fleet.activities(), task_queue=queue):
-        await until(
-            lambda: len(fleet.started_nodes()) == 1, 30.0, "the first node", interval=0.05, blocking=False
-        )
-        await handle.signal(RolloutWorkflow.abort)
+    async with running(client, fleet, rollout) as handle:
+        await abort_after_the_first_node(handle, fleet)
         if edit == "policy":
-            change = SpecChange(
-                profile=rollout.profile, policy=examples.policy(max_unavailable=3, steps=ONE_AT_A_TIME)
-            )
+            change = SpecChange(profile=rollout.profile, policy=batches_of(1, max_unavailable=3))
         else:
             change = next_generation(rollout)
         await handle.signal(RolloutWorkflow.spec_changed, change)
@@ -392,7 +283,6 @@ async def test_an_aborting_rollout_stays_aborted_through_a_policy_edit_but_not_a
             done = await in_phase(handle, "Complete")
             assert done.generation == 2
             assert fleet.started_nodes() == sorted(fleet.nodes)
-            await handle.terminate("test done")
 
 
 @dataclass
@@ -419,12 +309,8 @@ async def test_a_new_spec_signalled_while_the_last_aborted_node_is_folded_in_con
     # ending Aborted with the spec change unread.
     fleet = AbortTurnHeldFleet(size=3, hold_stages=True)
     rollout = one_at_a_time()
-    handle, queue = await start(client, fleet, rollout)
-    async with build_worker(client, fleet.activities(), task_queue=queue):
-        await until(
-            lambda: len(fleet.started_nodes()) == 1, 30.0, "the first node", interval=0.05, blocking=False
-        )
-        await handle.signal(RolloutWorkflow.abort)
+    async with running(client, fleet, rollout) as handle:
+        await abort_after_the_first_node(handle, fleet)
         fleet.release.set()  # after the abort: the node's report reaches an aborted turn
         await fleet.deciding.wait()
         await handle.signal(RolloutWorkflow.spec_changed, next_generation(rollout))
@@ -432,7 +318,6 @@ async def test_a_new_spec_signalled_while_the_last_aborted_node_is_folded_in_con
         done = await in_phase(handle, "Complete")
         assert done.generation == 2
         assert fleet.started_nodes() == sorted(fleet.nodes)
-        await handle.terminate("test done")
 
 
 async def test_a_node_updated_under_a_foreign_cordon_is_cordoned_again_when_it_is_lifted(
@@ -445,22 +330,14 @@ async def test_a_node_updated_under_a_foreign_cordon_is_cordoned_again_when_it_i
     fleet = FakeFleet(size=1, hold_stages=True)
     [node] = fleet.nodes
     fleet.nodes[node]["spec"]["unschedulable"] = True
-    rollout = RolloutInput(
-        profile=examples.profile(name=unique(), interrupt="reboot"),
-        policy=examples.policy(max_unavailable=1),
-        settings=SETTINGS,
-    )
-    handle, queue = await start(client, fleet, rollout)
-    async with build_worker(client, fleet.activities(), task_queue=queue):
-        await until(
-            lambda: bool(fleet.started_stages), 30.0, "the first stage", interval=0.05, blocking=False
-        )
+    rollout = rollout_input(examples.policy(max_unavailable=1))
+    async with running(client, fleet, rollout) as handle:
+        await until_fleet(lambda: bool(fleet.started_stages), "the first stage")
         assert fleet.cordoned_at_stages[0][2]
         assert cordon_key(rollout.profile.metadata.name) not in fleet.annotations(node)  # not ours
         fleet.nodes[node]["spec"].pop("unschedulable")  # the other party uncordons
         fleet.release.set()
         await in_phase(handle, "Complete")
-        await handle.terminate("test done")
     later = fleet.cordoned_at_stages[1:]
     assert later
     assert all(cordoned for _, _, cordoned in later), fleet.cordoned_at_stages
@@ -470,23 +347,12 @@ async def test_a_node_updated_under_a_foreign_cordon_is_cordoned_again_when_it_i
 
 
 async def test_a_failed_canary_halts_before_any_other_node_is_touched(client: Client) -> None:
-    fleet = FakeFleet(size=5)
-    rollout = RolloutInput(
-        profile=examples.profile(name=unique()), policy=examples.policy(), settings=SETTINGS
-    )
+    fleet = failing_fleet(5)
     canary = "gpu-node-0000"
-    fleet.failing_nodes = {f"gpu-node-000{i}" for i in range(5)}
-    handle, queue = await start(client, fleet, rollout)
-    async with build_worker(client, fleet.activities(), task_queue=queue):
-        await until(
-            lambda: "Failed" in fleet.statuses.values(),
-            30.0,
-            "the canary to fail",
-            interval=0.05,
-            blocking=False,
-        )
-        halted = await in_phase(handle, "Halted")
-        assert halted.failed == 1
+    async with running(client, fleet, rollout_input()) as handle:
+        await until_fleet(lambda: "Failed" in fleet.statuses.values(), "the canary to fail")
+        stopped = await halted(handle)
+        assert stopped.failed == 1
         assert len(fleet.started_nodes()) == 1
         failed = fleet.started_nodes()[0]
         assert fleet.recorded_by == [(failed, NAMES.RECORD_STATE)], "a failure is recorded on its own"
@@ -494,29 +360,15 @@ async def test_a_failed_canary_halts_before_any_other_node_is_touched(client: Cl
         with pytest.raises(WorkflowUpdateFailedError) as refused:
             await handle.execute_update(RolloutWorkflow.retry_node, healthy)
         assert f"{healthy} has not failed in this rollout (failed: {failed})" in str(refused.value.cause)
-        await handle.terminate("test done")
 
 
 async def test_the_node_records_every_passed_stage_and_completes_the_package(client: Client) -> None:
     fleet = FakeFleet(size=1)
-    steps = [{"name": "rest", "batches": {"strategy": "fixed", "initial": 1}}]
     name = unique()
-    rollout = RolloutInput(
-        profile=examples.profile(name=name, interrupt="reboot"),
-        policy=examples.policy(max_unavailable=1, steps=steps),
-        settings=SETTINGS,
-    )
-    handle, queue = await start(client, fleet, rollout)
-    async with build_worker(client, fleet.activities(), task_queue=queue):
-        await until(
-            lambda: fleet.statuses.get("gpu-node-0000") == "Complete",
-            30.0,
-            "the node",
-            interval=0.05,
-            blocking=False,
-        )
-        await asyncio.sleep(0.5)  # let the node report and close before its worker goes
-        await handle.terminate("test done")
+    async with running(client, fleet, rollout_input(batches_of(1), name=name)):
+        await until_fleet(lambda: fleet.statuses.get("gpu-node-0000") == "Complete", "the node")
+        # The node reports and closes before its worker goes.
+        await client.get_workflow_handle(node_workflow_id(name, "gpu-node-0000")).result()
     record = read_profile_state(fleet.annotations("gpu-node-0000"), name).packages["tuning"]
     assert record.version == "1.0.0"
     assert record.pending is None
@@ -525,16 +377,6 @@ async def test_the_node_records_every_passed_stage_and_completes_the_package(cli
     # its reboot, which the same activity waits for): no extra activity.
     assert [by for _, by in fleet.recorded_by] == [NAMES.RUN_STAGES] * 4
     assert fleet.rebooted == ["gpu-node-0000"]
-
-
-async def node_activities(client: Client, profile: str, node: str) -> list[str]:
-    """The activity types a node workflow scheduled, in order."""
-    history = await client.get_workflow_handle(node_workflow_id(profile, node)).fetch_history()
-    return [
-        e.activity_task_scheduled_event_attributes.activity_type.name
-        for e in history.events
-        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
-    ]
 
 
 @pytest.mark.parametrize(
@@ -553,17 +395,11 @@ async def test_a_node_runs_one_activity_for_its_stages_plus_its_cordon_and_drain
     """Each activity costs the node a workflow task queued behind every other node's."""
     fleet = FakeFleet(size=1)
     name = unique()
-    rollout = RolloutInput(
-        profile=examples.profile(name=name, interrupt=interrupt),
-        policy=examples.policy(max_unavailable=1),
-        settings=SETTINGS,
-    )
-    handle, queue = await start(client, fleet, rollout)
-    async with build_worker(client, fleet.activities(), task_queue=queue):
+    rollout = rollout_input(examples.policy(max_unavailable=1), name=name, interrupt=interrupt)
+    async with running(client, fleet, rollout):
         node = client.get_workflow_handle(node_workflow_id(name, "gpu-node-0000"))
-        await until(lambda: fleet.started_stages != [], 30.0, "the node", interval=0.05, blocking=False)
+        await until_fleet(lambda: fleet.started_stages != [], "the node")
         await node.result()
-        await handle.terminate("test done")
     assert await node_activities(client, name, "gpu-node-0000") == expected
     assert fleet.statuses["gpu-node-0000"] == "Complete"
     assert not fleet.cordoned()
@@ -571,25 +407,11 @@ async def test_a_node_runs_one_activity_for_its_stages_plus_its_cordon_and_drain
 
 
 async def test_retrying_a_failed_canary_reruns_it_and_the_rollout_goes_on(client: Client) -> None:
-    fleet = FakeFleet(size=3)
-    fleet.failing_nodes = {f"gpu-node-000{i}" for i in range(3)}
-    rollout = RolloutInput(
-        profile=examples.profile(name=unique()), policy=examples.policy(), settings=SETTINGS
-    )
-    handle, queue = await start(client, fleet, rollout)
-    async with build_worker(client, fleet.activities(), task_queue=queue):
-        await halted(handle)
-        (canary,) = fleet.started_nodes()
-        fleet.failing_nodes = set()  # the operator fixed the host
+    fleet = failing_fleet(3)
+    async with running(client, fleet, rollout_input()) as handle:
+        canary = await fixed_canary(handle, fleet)
         await handle.execute_update(RolloutWorkflow.retry_node, canary)
-        await until(
-            lambda: list(fleet.statuses.values()).count("Complete") == 3,
-            30.0,
-            "every node",
-            interval=0.05,
-            blocking=False,
-        )
-        await handle.terminate("test done")
+        await until_complete(fleet.statuses, 3, "every node")
     canary_stages = [stage for node, stage in fleet.started_stages if node == canary]
     # The failed first stage ran again; nothing before it had passed.
     assert canary_stages == ["apply", "apply", "config", "interrupt", "post-interrupt"]
@@ -598,59 +420,27 @@ async def test_retrying_a_failed_canary_reruns_it_and_the_rollout_goes_on(client
 async def test_retrying_a_failed_node_whose_record_is_corrupt_blocks_only_that_node(client: Client) -> None:
     """The retry cannot forget a failure it cannot read: the rollout goes on without the node, which
     is listed as UnreadableState until a human resets its record; then it completes too."""
-    fleet = FakeFleet(size=3)
-    fleet.failing_nodes = {f"gpu-node-000{i}" for i in range(3)}
+    fleet = failing_fleet(3)
     name = unique()
-    rollout = RolloutInput(profile=examples.profile(name=name), policy=examples.policy(), settings=SETTINGS)
-    handle, queue = await start(client, fleet, rollout)
-    async with build_worker(client, fleet.activities(), task_queue=queue):
-        await halted(handle)
-        (canary,) = fleet.started_nodes()
-        fleet.failing_nodes = set()
+    async with running(client, fleet, rollout_input(name=name)) as handle:
+        canary = await fixed_canary(handle, fleet)
         fleet.annotations(canary)[state_key(name)] = '{"v":1,"profile":'
         await handle.execute_update(RolloutWorkflow.retry_node, canary)
-        await until(
-            lambda: list(fleet.statuses.values()).count("Complete") == 2,
-            30.0,
-            "the other nodes",
-            interval=0.05,
-            blocking=False,
-        )
+        await until_complete(fleet.statuses, 2, "the other nodes")
         blocked = await until_progress(handle, lambda p: canary in p.blocked_reasons, "the canary blocked")
         assert blocked.blocked_reasons[canary].startswith("UnreadableState")
         del fleet.annotations(canary)[state_key(name)]  # what `fleetwright node reset` does
         await handle.signal(RolloutWorkflow.nodes_changed)
-        await until(
-            lambda: list(fleet.statuses.values()).count("Complete") == 3,
-            30.0,
-            "every node",
-            interval=0.05,
-            blocking=False,
-        )
-        await handle.terminate("test done")
+        await until_complete(fleet.statuses, 3, "every node")
 
 
 async def test_skipping_a_failed_canary_leaves_it_alone_and_the_rollout_goes_on(client: Client) -> None:
-    fleet = FakeFleet(size=3)
-    fleet.failing_nodes = {f"gpu-node-000{i}" for i in range(3)}
-    rollout = RolloutInput(
-        profile=examples.profile(name=unique()), policy=examples.policy(), settings=SETTINGS
-    )
-    handle, queue = await start(client, fleet, rollout)
-    async with build_worker(client, fleet.activities(), task_queue=queue):
-        await halted(handle)
-        (canary,) = fleet.started_nodes()
-        fleet.failing_nodes = set()
+    fleet = failing_fleet(3)
+    async with running(client, fleet, rollout_input()) as handle:
+        canary = await fixed_canary(handle, fleet)
         await handle.execute_update(RolloutWorkflow.skip_node, canary)
-        await until(
-            lambda: list(fleet.statuses.values()).count("Complete") == 2,
-            30.0,
-            "the other nodes",
-            interval=0.05,
-            blocking=False,
-        )
+        await until_complete(fleet.statuses, 2, "the other nodes")
         progress_now = await in_phase(handle, "Complete")
-        await handle.terminate("test done")
     assert (fleet.statuses[canary], fleet.reasons[canary]) == ("Failed", "StageFailed")
     assert [stage for node, stage in fleet.started_stages if node == canary] == ["apply"]
     assert progress_now.targeted == 2
@@ -669,36 +459,25 @@ class ContinuedRollout:
 
 async def run_across_runs(client: Client, size: int, settings: EngineSettings) -> ContinuedRollout:
     fleet = FakeFleet(size=size)
-    rollout = RolloutInput(
-        profile=examples.profile(name=unique(), interrupt=None),
-        policy=examples.policy(max_unavailable=2),
-        settings=settings,
-    )
-    handle, queue = await start(client, fleet, rollout)
-    first_run = (await handle.describe()).run_id
-    # Follow the workflow id, not the first run: that run closes when it continues as new.
-    latest: WorkflowHandle[RolloutWorkflow, Progress] = client.get_workflow_handle_for(
-        RolloutWorkflow.run, handle.id
-    )
-    async with build_worker(client, fleet.activities(), task_queue=queue):
+    name = unique()
+    rollout = rollout_input(examples.policy(max_unavailable=2), name=name, interrupt=None, settings=settings)
+    # The handle follows the workflow id, not the first run: that run closes when it continues as new.
+    async with running(client, fleet, rollout) as handle:
+        first_run = handle.result_run_id  # the run this start made
+        assert first_run is not None
         # A liveness bound, not a speed claim: a dozen nodes two at a time, each batch a real
         # server round of turns, on a machine that may be busy with other work.
-        await until(
-            lambda: list(fleet.statuses.values()).count("Complete") == size,
-            180,
-            "every node",
-            interval=0.05,
-            blocking=False,
-        )
+        await until_complete(fleet.statuses, size, "every node", within=180)
         # No query here: one sent while a run hands over to the next can wait out the test
-        # server's deadline. The fleet and the histories say what these tests need.
-        await asyncio.sleep(1.0)
-        description = await latest.describe()
-        latest_history = await latest.fetch_history()
+        # server's deadline. The fleet and the histories say what these tests need, once every
+        # node workflow reported and closed.
+        for node in fleet.nodes:
+            await client.get_workflow_handle(node_workflow_id(name, node)).result()
+        description = await handle.describe()
+        latest_history = await handle.fetch_history()
         first_history = await client.get_workflow_handle(handle.id, run_id=first_run).fetch_history()
-        await latest.terminate("test done")
     for node in fleet.nodes:
-        record = read_profile_state(fleet.annotations(node), rollout.profile.metadata.name).packages["tuning"]
+        record = read_profile_state(fleet.annotations(node), name).packages["tuning"]
         assert (record.version, record.pending) == ("1.0.0", None)
     return ContinuedRollout(fleet, first_run, description.run_id, first_history, latest_history)
 
@@ -743,28 +522,16 @@ class SlowDecideFleet(FakeFleet):
 
     @activity.defn(name=NAMES.OBSERVE_AND_DECIDE)
     async def observe_and_decide(self, request: DecideRequest) -> DecideReport:
-        await asyncio.sleep(0.5)
+        await asyncio.sleep(0.5)  # the fleet's latency, not a wait of the test's
         return await super().observe_and_decide(request)
 
 
 async def test_turns_woken_by_node_reports_are_spaced_by_the_last_turns_duration(client: Client) -> None:
     fleet = SlowDecideFleet(size=6)
-    rollout = RolloutInput(
-        profile=examples.profile(name=unique(), interrupt=None),
-        policy=examples.policy(max_unavailable=2),
-        settings=SETTINGS,
-    )
-    handle, queue = await start(client, fleet, rollout)
-    async with build_worker(client, fleet.activities(), task_queue=queue):
-        await until(
-            lambda: list(fleet.statuses.values()).count("Complete") == 6,
-            30.0,
-            "every node",
-            interval=0.05,
-            blocking=False,
-        )
+    rollout = rollout_input(examples.policy(max_unavailable=2), interrupt=None)
+    async with running(client, fleet, rollout) as handle:
+        await until_complete(fleet.statuses, 6, "every node")
         history = await handle.fetch_history()
-        await handle.terminate("test done")
     asked_at: dict[int, datetime] = {}
     turns: list[tuple[datetime, datetime]] = []
     for event in history.events:
@@ -781,38 +548,55 @@ async def test_turns_woken_by_node_reports_are_spaced_by_the_last_turns_duration
         assert next_asked - answered >= answered - asked, "a turn followed the last one too soon"
 
 
+@dataclass
+class LostWorkerDecideFleet(FakeFleet):
+    """Every observe-and-decide takes two real seconds, as one whose first attempt a lost worker
+    held until its timeout does (seen from the workflow, both are one long activity)."""
+
+    @activity.defn(name=NAMES.OBSERVE_AND_DECIDE)
+    async def observe_and_decide(self, request: DecideRequest) -> DecideReport:
+        await asyncio.sleep(2.0)  # the lost attempt's timeout, not a wait of the test's
+        return await super().observe_and_decide(request)
+
+
+async def test_turns_are_spaced_by_at_most_the_observe_interval(client: Client) -> None:
+    """A turn that outlived a lost worker was not slow to observe: the next one waits at most
+    ``observe_interval_seconds`` after it, never the whole turn's length again."""
+    settings = SETTINGS.model_copy(update={"observe_interval_seconds": 1, "ended_check_seconds": 3600})
+    rollout = rollout_input(examples.policy(max_unavailable=2), interrupt=None, settings=settings)
+    fleet = LostWorkerDecideFleet(size=4)
+    async with running(client, fleet, rollout) as handle:
+        await until_complete(fleet.statuses, 4, "every node")
+        history = await handle.fetch_history()
+    timers = [
+        event.timer_started_event_attributes.start_to_fire_timeout.ToTimedelta()
+        for event in history.events
+        if event.event_type == EventType.EVENT_TYPE_TIMER_STARTED
+    ]
+    # The look for ended node workflows waits about an hour; every shorter timer paces a turn.
+    paced = [timer for timer in timers if timer < timedelta(minutes=30)]
+    assert paced, timers
+    assert max(paced) <= timedelta(seconds=1), paced
+    patches = [
+        json.loads(event.marker_recorded_event_attributes.details["patch-data"].payloads[0].data)["id"]
+        for event in history.events
+        if event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
+    ]
+    assert patches == ["pace-bounded"], patches
+
+
 async def test_a_node_that_joins_after_completion_gets_its_packages(client: Client) -> None:
     fleet = FakeFleet(size=3)
-    rollout = RolloutInput(
-        profile=examples.profile(name=unique(), interrupt=None), policy=examples.policy(), settings=SETTINGS
-    )
-    handle, queue = await start(client, fleet, rollout)
-    async with build_worker(client, fleet.activities(), task_queue=queue):
-        await until(
-            lambda: list(fleet.statuses.values()).count("Complete") == 3,
-            30.0,
-            "the first three",
-            interval=0.05,
-            blocking=False,
-        )
-        await asyncio.sleep(0.5)
+    async with running(client, fleet, rollout_input(interrupt=None)) as handle:
+        await until_complete(fleet.statuses, 3, "the first three")
+        await in_phase(handle, "Complete")
         joined = FakeFleet(size=4).nodes["gpu-node-0003"]
         fleet.nodes["gpu-node-0003"] = joined
         await handle.signal(RolloutWorkflow.nodes_changed)
-        await until(
-            lambda: fleet.statuses.get("gpu-node-0003") == "Complete",
-            30.0,
-            "the joined node",
-            interval=0.05,
-            blocking=False,
+        await until_fleet(lambda: fleet.statuses.get("gpu-node-0003") == "Complete", "the joined node")
+        state = await until_progress(
+            handle, lambda p: p.phase == "Complete" and p.updated == 4, "four updated"
         )
-        state = await progress(handle)
-        for _ in range(50):
-            if state.phase == "Complete":
-                break
-            await asyncio.sleep(0.1)
-            state = await progress(handle)
-        await handle.terminate("test done")
     assert state.phase == "Complete"
     assert (state.updated, state.targeted) == (4, 4)
     assert fleet.started_nodes() == ["gpu-node-0000", "gpu-node-0001", "gpu-node-0002", "gpu-node-0003"]

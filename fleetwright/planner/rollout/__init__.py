@@ -22,11 +22,10 @@ The engine is split by what each part does, the way a rollout controller splits 
 ``lifecycle`` (begin, retarget, begin_rollback), ``decision`` (``decide`` and the ``Decision`` it
 assembles), ``outcomes`` (folding finished runs in), ``failures`` (the failure rules), ``walk``
 (the steps in order), one module per step kind (``canary``, ``soak``, ``approval``, ``batching``),
-``refusals`` (why a node may not start) and ``engine`` (what one call's parts share).
+``refusals`` (why a node may not start), ``working`` (one call's working sets) and ``engine``
+(what the steps do with them). Beside the engine: the state it carries between calls (``state``),
+what it observes (``observations``, read from a fleet snapshot by ``snapshot``) and reads of the
+fleet (``targets``, ``ordering``, ``budget``), the fleet gate's due checks (``fleetgate``),
+batch sizing (``sizing``), the spec (``spec``), the rollback plan (``rollback``) and the plan
+preview that runs it (``preview``).
 """
-
-from fleetwright.planner.rollout.decision import decide
-from fleetwright.planner.rollout.engine import MAX_STARTS_PER_DECISION
-from fleetwright.planner.rollout.lifecycle import begin, begin_rollback, retarget
-
-__all__ = ["MAX_STARTS_PER_DECISION", "begin", "begin_rollback", "decide", "retarget"]

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from fleetwright.planner.policy import ApprovalStep
+from fleetwright.planner.policy.model import ApprovalStep
 from fleetwright.planner.rollout.engine import Engine
-from fleetwright.planner.rolloutstate import ScopeState
+from fleetwright.planner.rollout.state import ScopeState
 
 
 def approval(engine: Engine, scope: ScopeState, step: ApprovalStep) -> bool:

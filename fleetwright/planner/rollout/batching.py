@@ -1,19 +1,20 @@
-"""The batches step: the scope's remaining nodes in batches whose sizes ``planner.batches``
+"""The batches step: the scope's remaining nodes in batches whose sizes ``planner.rollout.sizing``
 computes, each filled under the budget (a workload's nodes start together when workloads are
-known), evaluated when its nodes have finished, with the step's pause between batches; too many
-consecutive failed batches halt the scope. The step's fleet gate (``background``) runs alongside:
-while it does not pass, no batch opens or fills."""
+known, waiting a bounded time for one of them that cannot start), evaluated when its nodes have
+finished, with the step's pause between batches; too many consecutive failed batches halt the
+scope. The step's fleet gate (``background``) runs alongside: while it does not pass, no batch
+opens or fills."""
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from fleetwright.planner.batches import evaluate_batch, next_batch_size
-from fleetwright.planner.budget import BUDGET, Refusal
-from fleetwright.planner.policy import BatchesStep
+from fleetwright.planner.policy.model import BatchesStep
 from fleetwright.planner.rollout import background, refusals
+from fleetwright.planner.rollout.budget import BUDGET, Refusal
 from fleetwright.planner.rollout.engine import Engine
-from fleetwright.planner.rolloutstate import ScopeState
+from fleetwright.planner.rollout.sizing import evaluate_batch, next_batch_size
+from fleetwright.planner.rollout.state import ScopeState
 
 
 def batches(
@@ -117,10 +118,15 @@ def _fill_units(engine: Engine, scope: ScopeState, members: list[str]) -> ScopeS
     for index, node in enumerate(members):
         if node in seen or node not in engine.pending:
             continue
-        unit = [n for n in units.get(node, (node,)) if n in engine.pending]
+        whole = units.get(node, (node,))
+        unit = [n for n in whole if n in engine.pending]
         seen.update(unit)
         chain = chains.get(node)
         if chain in passed or (len(unit) > room - len(started) and (scope.current or started)):
+            if chain is not None:
+                passed.add(chain)
+            continue
+        if len(whole) > 1 and _waits_for_member(engine, whole, unit):
             if chain is not None:
                 passed.add(chain)
             continue
@@ -141,6 +147,18 @@ def _fill_units(engine: Engine, scope: ScopeState, members: list[str]) -> ScopeS
     if not started:
         return scope
     return scope.model_copy(update={"current": scope.current + tuple(started)})
+
+
+def _waits_for_member(engine: Engine, whole: tuple[str, ...], unit: list[str]) -> bool:
+    """Hold the unit's startable nodes while one of its nodes cannot start, within the bound
+    (``refusals.unit_refusal``); the nodes that cannot start keep their own reason."""
+    wait = refusals.unit_refusal(engine, whole)
+    if wait is None:
+        return False
+    for member in unit:
+        own = engine.view.node_refusal(member)
+        engine.hold(member, wait if own is None else Refusal(own, waiting=False))
+    return True
 
 
 def _start_unit(

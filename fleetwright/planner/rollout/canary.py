@@ -4,10 +4,10 @@ says (``failures.check_failures`` keeps it halted on later calls)."""
 
 from __future__ import annotations
 
-from fleetwright.planner.nodework import NodeWork
-from fleetwright.planner.policy import CanaryStep
+from fleetwright.planner.node.work import NodeWork
+from fleetwright.planner.policy.model import CanaryStep
 from fleetwright.planner.rollout.engine import Engine
-from fleetwright.planner.rolloutstate import ScopeState
+from fleetwright.planner.rollout.state import ScopeState
 
 
 def canary(

@@ -11,14 +11,14 @@ from __future__ import annotations
 import heapq
 from datetime import datetime
 
-from fleetwright.planner.observations import Observations
-from fleetwright.planner.rollback import fires
-from fleetwright.planner.rollout.engine import MAX_STARTS_PER_DECISION, Engine
+from fleetwright.planner.policy.windows import ensure_aware
+from fleetwright.planner.rollout.engine import Engine
 from fleetwright.planner.rollout.failures import check_failures
 from fleetwright.planner.rollout.lifecycle import begin_rollback
+from fleetwright.planner.rollout.observations import Observations
 from fleetwright.planner.rollout.outcomes import absorb
-from fleetwright.planner.rollout.walk import walk
-from fleetwright.planner.rolloutstate import (
+from fleetwright.planner.rollout.rollback import fires
+from fleetwright.planner.rollout.state import (
     MAX_BLOCKED_LISTED,
     BlockedNode,
     Counts,
@@ -26,8 +26,9 @@ from fleetwright.planner.rolloutstate import (
     Phase,
     RolloutState,
 )
-from fleetwright.planner.targets import FleetView, Prepared
-from fleetwright.planner.windows import ensure_aware
+from fleetwright.planner.rollout.targets import FleetView, Prepared
+from fleetwright.planner.rollout.walk import walk
+from fleetwright.planner.rollout.working import MAX_STARTS_PER_DECISION
 
 
 def decide(
@@ -176,6 +177,7 @@ def _decision(engine: Engine, state: RolloutState, phase: Phase, message: str) -
         waiting=listed(engine.waiting),
         watch_fleet=engine.watch_fleet or bool(engine.blocked),
         counts=_counts(engine, state, len(engine.blocked)),
+        fleet_gates=tuple(engine.fleet_gates),
     )
 
 
@@ -198,4 +200,5 @@ def _counts(engine: Engine, state: RolloutState, blocked: int) -> Counts:
         unavailable=len(engine.tracker.unavailable),
         max_unavailable=view.cap,
         unproven=unproven,
+        spared=state.spared,
     )

@@ -1,96 +1,40 @@
 """The engine for one ``decide`` call: what the steps share while they walk the fleet.
 
-``Engine`` holds the call's working sets (pending, running, updated, failed nodes), the budget
-tracker, and what the call has found so far: the nodes it starts, the nodes held and why, the
-times it must wake at, its notes and its halt. The step modules (``canary``, ``soak``,
+``Engine`` acts on the call's working sets (``working``: pending, running, updated, failed nodes,
+the budget tracker, and what the call has found so far). The step modules (``canary``, ``soak``,
 ``approval``, ``batching``) read and extend it; ``decision`` turns it into a ``Decision``. Starting
 a node goes through ``Engine.try_start``, which asks ``refusals`` why it may not.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from datetime import datetime, timedelta
+from datetime import timedelta
 
-from fleetwright.planner.budget import BUDGET, BudgetTracker, Refusal
-from fleetwright.planner.observations import Observations
-from fleetwright.planner.policy import GATES_SCOPE
+from fleetwright.planner.health.analysis import ENDED, CheckPhase
+from fleetwright.planner.policy.model import GATES_SCOPE
 from fleetwright.planner.rollout import refusals
-from fleetwright.planner.rolloutstate import Halt, NodeStart, RolloutState
-from fleetwright.planner.targets import FleetView
-from fleetwright.planner.windows import longest_remaining
+from fleetwright.planner.rollout.budget import BUDGET, Refusal
+from fleetwright.planner.rollout.state import FleetGateOutcome, Halt, NodeStart
+from fleetwright.planner.rollout.working import WorkingSets
 
-# At most this many nodes start per decision (see ``Engine.capped``), and the next decision comes
-# this long after a capped one.
-MAX_STARTS_PER_DECISION = 200
+# The next decision comes this long after one that started its most nodes (``Engine.capped``).
 CAPPED_RETRY = timedelta(seconds=1)
 
 
-class Engine:
-    """One ``decide`` call's working state; made afresh for every call, never stored."""
-
-    def __init__(
-        self,
-        state: RolloutState,
-        view: FleetView,
-        observations: Observations,
-        now: datetime,
-        max_starts: int = MAX_STARTS_PER_DECISION,
-    ) -> None:
-        if max_starts < 1:
-            raise ValueError("max_starts must be at least 1")
-        self.max_starts = max_starts
-        self.view = view
-        self.observations = observations
-        self.now = now
-        self.policy = state.spec.policy
-        self.running = {run.node for run in state.running}
-        self.updated = set(state.updated)
-        self.failed = {f.node: f for f in state.failed}
-        self.earlier = set(state.running_for_earlier_target)
-        busy = self.running | self.earlier | view.reported_running
-        self.tracker = BudgetTracker(
-            view.foreign_unavailable,
-            view.compartment_of,
-            view.cap,
-            view.compartment_caps,
-            ours=busy,
-            reporting=self.running,
-            failed=_left_failed(view, [*self.failed, *view.prepared.failed_earlier], busy),
-        )
-        self.pending = (
-            view.prepared.needing
-            - busy
-            - self.updated
-            - self.failed.keys()
-            - view.prepared.failed_earlier.keys()
-        )
-        self.starts: list[NodeStart] = []
-        self.waits: list[datetime] = []
-        # Nodes that need work and cannot start now, and why: blocked (only a change outside the
-        # rollout lets them start) or waiting (they start by themselves once the rollout's own
-        # work frees budget, or a window opens). A node is in one of them at most.
-        self.blocked: dict[str, str] = {}
-        self.waiting: dict[str, str] = {}
-        # (refusal, members, from index): the rest of a compartment found the cap full; their
-        # reasons are filled in only when the decision is assembled (a full cap must not cost O(n)
-        # refusals).
-        self.budget_waits: list[tuple[Refusal, list[str], int]] = []
-        # Something only a fresh observation of the fleet shows can change this decision
-        # (``Decision.watch_fleet``); blocked nodes count by themselves.
-        self.watch_fleet = bool(self.earlier)
-        self.notes: list[str] = []
-        self.halt: Halt | None = None
-        # Scope -> the refusal of a budget that only this rollout's failed nodes hold.
-        self.held_by_failed: dict[str, str] = {}
-        self.window_left = longest_remaining(self.policy.windows, now)
-        self.fit_cache: dict[int, datetime | None] = {}
-        self.held_since = dict(state.held_for_workloads)
+class Engine(WorkingSets):
+    """What the steps do with one ``decide`` call's working sets (``working``): start and hold
+    nodes, halt, record fleet gates; made afresh for every call, never stored."""
 
     def halt_now(self, reason: str, scope: str) -> None:
         if self.halt is None:
             failure = self.policy.failure_for(scope) if scope != GATES_SCOPE else self.policy.failure
             self.halt = Halt(reason=reason, action=failure.action, scope=scope, at=self.now)
+
+    def fleet_gate_moved(self, step: str, before: CheckPhase, after: CheckPhase) -> None:
+        """Record a fleet gate of a ``step`` (soak, batches) that reached ``after`` this turn: an
+        outcome, or a hold that began (not one that goes on, nor a return to measuring)."""
+        if after != before and (after in ENDED or after is CheckPhase.MONITORING_UNAVAILABLE):
+            self.fleet_gates.append(FleetGateOutcome(step=step, outcome=after))
 
     # -- where the nodes are ------------------------------------------------------------------
 
@@ -180,15 +124,3 @@ class Engine:
         waiting = node in self.waiting
         reason = self.waiting.get(node) or self.blocked.get(node, "")
         return Refusal(reason, waiting) if reason.startswith(BUDGET) else None
-
-
-def _left_failed(view: FleetView, failed: Iterable[str], busy: set[str]) -> set[str]:
-    """Of ``failed`` (nodes whose change toward this target failed), those unavailable only because
-    this profile left them cordoned: no node workflow runs there, nobody else holds them."""
-    out: set[str] = set()
-    for node in failed:
-        obs = view.nodes.get(node)
-        left = obs is not None and obs.own_cordon and not obs.unschedulable and not obs.disruptions
-        if left and node not in busy:
-            out.add(node)
-    return out

@@ -6,10 +6,10 @@ hardware's failure, not the change's: no rule counts it, so the rollback returns
 
 from __future__ import annotations
 
-from fleetwright.planner.budget import BUDGET
-from fleetwright.planner.policy import GATES_SCOPE, FailurePolicy
+from fleetwright.planner.policy.model import GATES_SCOPE, FailurePolicy
+from fleetwright.planner.rollout.budget import BUDGET
 from fleetwright.planner.rollout.engine import Engine
-from fleetwright.planner.rolloutstate import Halt, RolloutState
+from fleetwright.planner.rollout.state import Halt, RolloutState
 
 
 def check_failures(engine: Engine, state: RolloutState) -> RolloutState:

@@ -1,18 +1,18 @@
 """Where a rollout's state begins: a fresh rollout of a spec (``begin``), a spec change
 (``retarget``: new packages begin anew, a policy change keeps the progress) and the rollback of a
-rollout whose failure rule fired (``begin_rollback``; what it returns is ``planner.rollback``'s)."""
+rollout whose failure rule fired (``begin_rollback``; what it returns is ``planner.rollout.rollback``'s)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
 
-from fleetwright.planner.batches import BatchState
-from fleetwright.planner.policy import DEFAULT_COMPARTMENT, GATES_SCOPE, BatchesStep, RolloutPolicy
-from fleetwright.planner.rollback import rollback_of, rollback_spec
-from fleetwright.planner.rolloutstate import RolloutState, ScopeState
-from fleetwright.planner.spec import RolloutSpec
-from fleetwright.planner.windows import ensure_aware
+from fleetwright.planner.policy.model import DEFAULT_COMPARTMENT, GATES_SCOPE, BatchesStep, RolloutPolicy
+from fleetwright.planner.policy.windows import ensure_aware
+from fleetwright.planner.rollout.rollback import rollback_of, rollback_spec
+from fleetwright.planner.rollout.sizing import BatchState
+from fleetwright.planner.rollout.spec import RolloutSpec
+from fleetwright.planner.rollout.state import RolloutState, ScopeState
 
 
 def begin(

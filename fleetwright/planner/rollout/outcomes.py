@@ -3,16 +3,17 @@ failed nodes and count in their scopes' batches; runs whose node left the fleet 
 
 from __future__ import annotations
 
-from fleetwright.planner.batches import record_nodes
-from fleetwright.planner.observations import RunStatus
-from fleetwright.planner.rolloutstate import FailedNode, NodeRun, RolloutState, ScopeState
-from fleetwright.planner.targets import FleetView
+from fleetwright.planner.rollout.observations import RunStatus
+from fleetwright.planner.rollout.sizing import record_nodes
+from fleetwright.planner.rollout.state import FailedNode, RolloutState, RunningNode, ScopeState
+from fleetwright.planner.rollout.targets import FleetView
 
 
 def absorb(state: RolloutState, view: FleetView) -> RolloutState:
     """Move finished runs to updated/failed and count them in their scopes."""
-    still: list[NodeRun] = []
+    still: list[RunningNode] = []
     newly: set[str] = set()
+    spared = state.spared
     failed = list(state.failed)
     scopes = {s.name: s for s in (state.gates, *state.compartments)}
     for run in state.running:
@@ -32,6 +33,7 @@ def absorb(state: RolloutState, view: FleetView) -> RolloutState:
             # after recording the last stage. Only a node whose status nobody reports (a caller
             # without node workflows) is judged by its record alone.
             newly.add(run.node)
+            spared += obs.spared and obs.run is RunStatus.SUCCEEDED
             ok = True
         else:
             still.append(run)
@@ -48,13 +50,14 @@ def absorb(state: RolloutState, view: FleetView) -> RolloutState:
             "updated": tuple(sorted(newly.union(state.updated))) if newly else state.updated,
             "failed": tuple(sorted(failed, key=lambda f: f.node)),
             "running_for_earlier_target": earlier,
+            "spared": spared,
             "gates": scopes[state.gates.name],
             "compartments": tuple(scopes[s.name] for s in state.compartments),
         }
     )
 
 
-def _count_finished(scopes: dict[str, ScopeState], compartment: str, run: NodeRun, ok: bool) -> None:
+def _count_finished(scopes: dict[str, ScopeState], compartment: str, run: RunningNode, ok: bool) -> None:
     scope = scopes.get(compartment)
     if scope is None:
         return

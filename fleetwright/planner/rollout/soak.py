@@ -1,22 +1,22 @@
 """The soak step: wait a duration after the scope's earlier steps, and while it lasts halt as soon
 as an updated node fails the step's health gate (watched on every fresh observation) or a check
-of its fleet gate fails (``planner.fleetgate``: measured by the observe-and-decide activity, folded
+of its fleet gate fails (``planner.rollout.fleetgate``: measured by the observe-and-decide activity, folded
 into the scope's state here). A soak with checks ends only once they all passed, or a human
 approved it while one was Inconclusive or MonitoringUnavailable. Only a Failed check halts it: a
 MonitoringUnavailable one (Prometheus did not answer) holds it, measuring on, until an answer
-lifts the hold."""
+lifts the hold; the wait is named MonitoringUnavailable from a check's first Error."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import timedelta
 
-from fleetwright.planner import fleetgate
-from fleetwright.planner.analysis import HELD, Phase
-from fleetwright.planner.policy import GATES_SCOPE, HealthGate, SoakStep
+from fleetwright.planner.health.analysis import HELD, CheckPhase
+from fleetwright.planner.policy.model import GATES_SCOPE, HealthGate, SoakStep
+from fleetwright.planner.rollout import fleetgate
 from fleetwright.planner.rollout.engine import Engine
-from fleetwright.planner.rolloutstate import ScopeState
-from fleetwright.planner.targets import FleetView
+from fleetwright.planner.rollout.state import ScopeState
+from fleetwright.planner.rollout.targets import FleetView
 
 
 def soak(engine: Engine, scope: ScopeState, step: SoakStep) -> tuple[ScopeState, bool]:
@@ -32,9 +32,11 @@ def soak(engine: Engine, scope: ScopeState, step: SoakStep) -> tuple[ScopeState,
 def _fleet_gate(engine: Engine, scope: ScopeState, step: SoakStep) -> tuple[ScopeState, bool]:
     """Record this turn's measurements; whether the gate lets the soak end (it may still wait)."""
     taken = engine.observations.fleet_measurements
+    before = fleetgate.judged(step, scope)[1]
     scope = fleetgate.took(scope, taken, step, engine.now)
     _, outcome, shown = fleetgate.judged(step, scope)
-    if outcome is Phase.FAILED:
+    engine.fleet_gate_moved("soak", before, outcome)
+    if outcome is CheckPhase.FAILED:
         engine.halt_now(f"soak {step.name}: fleet gate failed: {shown}", scope.name)
         return scope, False
     approval = f"{scope.name}/{step.name}"
@@ -42,14 +44,19 @@ def _fleet_gate(engine: Engine, scope: ScopeState, step: SoakStep) -> tuple[Scop
         engine.notes.append(f"{scope.name}: soak {step.name} fleet gate {_waiting(outcome, shown, approval)}")
         engine.waits.extend(fleetgate.wakes(step, scope, engine.now))
         return scope, False
+    if outcome is CheckPhase.RUNNING and (waiting := fleetgate.erroring(step, scope)):
+        engine.notes.append(
+            f"{scope.name}: soak {step.name} fleet gate MonitoringUnavailable: {waiting}; measuring on "
+            "until Prometheus answers"
+        )
     engine.waits.extend(fleetgate.wakes(step, scope, engine.now))
-    return scope, outcome is not Phase.RUNNING
+    return scope, outcome is not CheckPhase.RUNNING
 
 
-def _waiting(outcome: Phase, shown: str, approval: str) -> str:
+def _waiting(outcome: CheckPhase, shown: str, approval: str) -> str:
     """What a held fleet gate waits for."""
     human = f"`fleetwright approve <profile> {approval}` (or abort)"
-    if outcome is Phase.MONITORING_UNAVAILABLE:
+    if outcome is CheckPhase.MONITORING_UNAVAILABLE:
         return f"MonitoringUnavailable: {shown}; waiting for Prometheus to answer (measuring on) or {human}"
     return f"inconclusive: {shown}; waiting for {human}"
 

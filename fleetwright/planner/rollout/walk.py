@@ -5,14 +5,16 @@ in the walk cancels the call's starts."""
 
 from __future__ import annotations
 
-from fleetwright.planner.policy import ApprovalStep, CanaryStep, SoakStep, Step
+from datetime import datetime
+
+from fleetwright.planner.policy.model import ApprovalStep, CanaryStep, SoakStep, Step
 from fleetwright.planner.rollout.approval import approval
 from fleetwright.planner.rollout.batching import batches
 from fleetwright.planner.rollout.canary import canary
 from fleetwright.planner.rollout.engine import Engine
 from fleetwright.planner.rollout.failures import fire_held_by_failed
 from fleetwright.planner.rollout.soak import soak
-from fleetwright.planner.rolloutstate import NodeRun, RolloutState, ScopeState
+from fleetwright.planner.rollout.state import RolloutState, RunningNode, ScopeState
 
 
 def walk(engine: Engine, state: RolloutState) -> RolloutState:
@@ -34,7 +36,7 @@ def walk(engine: Engine, state: RolloutState) -> RolloutState:
     if engine.halt is not None:
         engine.starts = []  # a halt found later in this call cancels this call's starts too
     running = state.running + tuple(
-        NodeRun(node=s.node, scope=s.scope, batch=s.batch, started_at=engine.now, regate=s.regate)
+        RunningNode(node=s.node, scope=s.scope, batch=s.batch, started_at=engine.now, regate=s.regate)
         for s in engine.starts
     )
     return state.model_copy(
@@ -44,8 +46,19 @@ def walk(engine: Engine, state: RolloutState) -> RolloutState:
             "running": tuple(sorted(running, key=lambda r: r.node)),
             "halt": engine.halt,
             "held_for_workloads": {n: t for n, t in engine.held_since.items() if n in engine.pending},
+            "unit_waits": _unit_waits(engine),
         }
     )
+
+
+def _unit_waits(engine: Engine) -> dict[str, datetime]:
+    """The units still waiting for a node: still a unit, by the same first node, some node pending."""
+    units = engine.view.prepared.ordering.units
+    return {
+        first: since
+        for first, since in engine.unit_since.items()
+        if units.get(first, ("",))[0] == first and any(n in engine.pending for n in units[first])
+    }
 
 
 def _scope(engine: Engine, scope: ScopeState, steps: tuple[Step, ...], members: list[str]) -> ScopeState:

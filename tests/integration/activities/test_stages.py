@@ -24,6 +24,7 @@ from fleetwright.activities.payloads import (
     NodePhase,
     NodeReport,
     NodeResult,
+    StageRequest,
     StagesRequest,
     StatusNote,
 )
@@ -34,11 +35,11 @@ from fleetwright.kube.jobwatch import JobWatches
 from fleetwright.local import nodes as fleet_nodes
 from fleetwright.local.kubelet import SimulatedKubelet
 from fleetwright.local.nodes import stage_pod_timing
-from fleetwright.planner.interrupts import REBOOT
-from fleetwright.planner.nodestate import NodePackageState, PackageRecord, parse_annotation
-from fleetwright.planner.observations import RunStatus
-from fleetwright.planner.stages import Stage
-from fleetwright.stagejob.outcome import StageOutcome
+from fleetwright.planner.node.interrupts import REBOOT
+from fleetwright.planner.node.stages import Stage
+from fleetwright.planner.node.state import NodePackageState, PackageRecord, parse_annotation
+from fleetwright.planner.rollout.observations import RunStatus
+from fleetwright.stagejob.outcome import StageOutcome, StageReport
 from tests.support.nodeactivities import condition, get_json, package, stage_request
 from tests.support.providers import ClusterUnderTest
 from tests.support.waiting import until
@@ -53,6 +54,22 @@ def jobs_in(cluster: ClusterUnderTest, namespace: str) -> list[dict[str, Any]]:
 def applied(profile: str) -> NodePackageState:
     """A package state for a stage or a reboot wait to record once it succeeded."""
     return NodePackageState(profile=profile, packages={"tuning": PackageRecord(version="1.0.0")})
+
+
+def ending(node: str, namespace: str, outcome: str, **fields: Any) -> StageRequest:
+    """A stage of ``package()`` on ``node`` whose pod the simulated kubelet ends with ``outcome``
+    (``fail``, ``image-pull-backoff``); ``fields``: any other request field."""
+    return stage_request(
+        node, namespace, package(), pod_labels={"sim.fleetwright.io/outcome": outcome}, **fields
+    )
+
+
+async def run_stage(activities: NodeActivities, request: StageRequest, within: float = 60) -> StageReport:
+    """The run-stage activity's report for ``request``, as a worker runs it, within ``within`` s."""
+    report: StageReport = await asyncio.wait_for(
+        ActivityEnvironment().run(activities.run_stage, request), within
+    )
+    return report
 
 
 def recorded(cluster: ClusterUnderTest, node: str, profile: str) -> NodePackageState | None:
@@ -145,7 +162,7 @@ async def test_an_interrupt_stage_runs_the_encoded_interrupt(
 ) -> None:
     node = next(spare_nodes)
     request = stage_request(node, namespace, package(), stage=Stage.INTERRUPT, interrupt=REBOOT)
-    report = await asyncio.wait_for(ActivityEnvironment().run(activities.run_stage, request), 60)
+    report = await run_stage(activities, request)
     assert report.succeeded
     [job] = jobs_in(cluster, namespace)
     [agent] = job["spec"]["template"]["spec"]["initContainers"]
@@ -195,15 +212,8 @@ async def test_a_failing_stage_is_a_report_and_its_job_is_kept(
     cluster: ClusterUnderTest, activities: NodeActivities, spare_nodes: Iterator[str], namespace: str
 ) -> None:
     node = next(spare_nodes)
-    request = stage_request(
-        node,
-        namespace,
-        package(),
-        pod_labels={"sim.fleetwright.io/outcome": "fail"},
-        backoff_limit=0,
-        record=applied("act-stage"),
-    )
-    report = await asyncio.wait_for(ActivityEnvironment().run(activities.run_stage, request), 60)
+    request = ending(node, namespace, "fail", backoff_limit=0, record=applied("act-stage"))
+    report = await run_stage(activities, request)
     assert report.outcome is StageOutcome.FAILED
     assert recorded(cluster, node, "act-stage") is None, "a failed stage records nothing"
     assert "BackoffLimitExceeded" in report.message
@@ -216,21 +226,14 @@ async def test_an_image_that_never_pulls_fails_the_stage_after_the_bound(
     cluster: ClusterUnderTest, activities: NodeActivities, spare_nodes: Iterator[str], namespace: str
 ) -> None:
     node = next(spare_nodes)
-    request = stage_request(
-        node,
-        namespace,
-        package(),
-        pod_labels={"sim.fleetwright.io/outcome": "image-pull-backoff"},
-        image_pull_timeout_seconds=2,
-    )
-    env = ActivityEnvironment()
-    report = await asyncio.wait_for(env.run(activities.run_stage, request), 60)
+    request = ending(node, namespace, "image-pull-backoff", image_pull_timeout_seconds=2)
+    report = await run_stage(activities, request)
     assert report.outcome is StageOutcome.IMAGE_PULL_FAILED
     assert "ImagePullBackOff" in report.message
     assert "registry.example/fleetwright/packages/tuning:1.0.0" in report.message
     [job] = jobs_in(cluster, namespace)
     assert job["spec"]["suspend"] is True, "the stuck pod must stop pulling"
-    again = await asyncio.wait_for(env.run(activities.run_stage, request), 10)
+    again = await run_stage(activities, request, within=10)
     assert again.outcome is StageOutcome.IMAGE_PULL_FAILED
     assert len(jobs_in(cluster, namespace)) == 1
 

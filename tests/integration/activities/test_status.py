@@ -21,9 +21,9 @@ from fleetwright.activities.payloads import (
 )
 from fleetwright.api.keys import state_key, status_label_key
 from fleetwright.local import nodes as fleet_nodes
-from fleetwright.planner.interrupts import REBOOT
-from fleetwright.planner.nodestate import NodePackageState, PackageRecord, parse_annotation
-from fleetwright.planner.stages import Stage
+from fleetwright.planner.node.interrupts import REBOOT
+from fleetwright.planner.node.stages import Stage
+from fleetwright.planner.node.state import NodePackageState, PackageRecord, parse_annotation
 from tests.support.nodeactivities import condition, get_json, node_events, package, stage_request
 from tests.support.providers import ClusterUnderTest
 

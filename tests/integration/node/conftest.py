@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from fleetwright.local import realnode
-from fleetwright.local.controlplane import ClusterOptions, LocalCluster, create_package_namespace
+from fleetwright.local import nodehost
+from fleetwright.local.controlplane import ClusterOptions, LocalCluster
+from fleetwright.local.kubectl import create_package_namespace
 from fleetwright.local.nodeconfig import TEMPORAL_ADDRESS
 from fleetwright.local.realnode import RealNode, RealNodeOptions, linked_to_temporal
 from fleetwright.local.temporalserver import LocalTemporal
@@ -28,10 +29,10 @@ from tests.support.stack import engine_settings
 
 @pytest.fixture(scope="session")
 def cluster(temporal_server: LocalTemporal) -> Iterator[LocalCluster]:
-    missing = realnode.requirements()
+    missing = nodehost.requirements()
     if missing:
         pytest.fail("the node tier cannot run on this machine: " + "; ".join(missing), pytrace=False)
-    kernel, defaults = realnode.kernel_parameters(), realnode.host_defaults_present()
+    kernel, defaults = nodehost.kernel_parameters(), nodehost.host_defaults_present()
     options = ClusterOptions(real_node=linked_to_temporal(RealNodeOptions(), temporal_server.port))
     started = LocalCluster(options)
     started.start()
@@ -43,9 +44,9 @@ def cluster(temporal_server: LocalTemporal) -> Iterator[LocalCluster]:
     finally:
         cgroup_root = started.real_node.cgroup_root
         started.stop()
-        assert realnode.kernel_parameters() == kernel, "the node changed this machine's kernel parameters"
-        assert realnode.host_defaults_present() == defaults, "the node wrote outside its scratch directory"
-        assert realnode.cgroups_left(cgroup_root) == [], "the node left cgroups behind"
+        assert nodehost.kernel_parameters() == kernel, "the node changed this machine's kernel parameters"
+        assert nodehost.host_defaults_present() == defaults, "the node wrote outside its scratch directory"
+        assert nodehost.cgroups_left(cgroup_root) == [], "the node left cgroups behind"
 
 
 @pytest.fixture(scope="session")

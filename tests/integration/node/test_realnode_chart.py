@@ -8,7 +8,6 @@ address), every RBAC rule is needed by the very tokens the kubelet mounted into 
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -35,7 +34,16 @@ from tests.support.chartrbac import (
     helm,
 )
 from tests.support.engine import kubectl_json, unique
-from tests.support.realnode import SHELLSCRIPT, apply_rollout, delete_rollout, group, wait_complete
+from tests.support.realnode import (
+    SHELLSCRIPT,
+    apply_rollout,
+    delete_rollout,
+    group,
+    marker_of,
+    marking_scripts,
+    wait_complete,
+)
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.node, pytest.mark.timeout(1200)]
 
@@ -117,14 +125,8 @@ def test_the_chart_runs_on_the_real_node_admits_through_its_webhook_and_complete
     # A rollout driven only by the in-cluster worker and controller.
     name = unique("rnc")
     nodes = group(cluster, real_node, name, 2)
-    marker = f"/etc/fleetwright-test/{name}"
-    scripts = {
-        "apply.sh": f"mkdir -p /etc/fleetwright-test && echo in-cluster > {marker}",
-        "apply_check.sh": f"test -f {marker}",
-        "config.sh": "exit 0",
-        "config_check.sh": "exit 0",
-    }
-    apply_rollout(cluster, name, scripts)
+    marker = marker_of(name)
+    apply_rollout(cluster, name, marking_scripts(marker, "in-cluster"))
     try:
         wait_complete(cluster, name)
         assert host_root.read(marker) == "in-cluster\n"
@@ -152,10 +154,13 @@ def test_helm_uninstall_leaves_nothing(
     )
     cluster.kubectl("delete", "namespace", PACKAGES, "--wait=false")
     # The pods stop gracefully (SIGTERM, exit 0) after helm returns; the real kubelet confirms.
-    deadline = time.monotonic() + 180
-    while left := _leftovers(cluster, installed.namespace):
-        assert time.monotonic() < deadline, f"still there after uninstall: {left}"
-        time.sleep(1)
+    wait_for(
+        lambda: not _leftovers(cluster, installed.namespace),
+        180,
+        "nothing of the release left after uninstall",
+        interval=1,
+        details=lambda: f"still there: {_leftovers(cluster, installed.namespace)}",
+    )
     on_node = kubectl_json(
         cluster, "pods", "-A", "--field-selector", f"spec.nodeName={real_node.options.name}"
     )

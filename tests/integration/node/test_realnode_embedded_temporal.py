@@ -17,7 +17,6 @@ from typing import Any
 
 import pytest
 
-from fleetwright.chaos.snapshot import job_view
 from fleetwright.images import spec as image_spec
 from fleetwright.local import realnode
 from fleetwright.local.controlplane import LocalCluster
@@ -34,7 +33,12 @@ from tests.support.chartinstall import (
 )
 from tests.support.chartrbac import CHART, PACKAGES, helm
 from tests.support.engine import kubectl_json, unique
-from tests.support.realnode import apply_rollout, delete_rollout, group, real_stage_pods, wait_complete
+from tests.support.realnode import (
+    apply_marked_rollout,
+    assert_each_stage_ran_once,
+    delete_rollout,
+    wait_real_stage_running,
+)
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.node, pytest.mark.timeout(1200)]
@@ -127,26 +131,10 @@ def test_the_charts_own_temporal_serves_a_rollout_that_survives_its_pods_deletio
         assert f"{installed.release}-fleetwright-test-{check}" in tested, tested
     assert tested.count("Phase:          Succeeded") == 2, tested
 
-    name = unique("rnt")
-    nodes = group(cluster, real_node, name, 2)
-    marker = f"/etc/fleetwright-test/{name}"
-    scripts = {
-        "apply.sh": f"sleep {STAGE_SECONDS} && mkdir -p /etc/fleetwright-test && echo once >> {marker}",
-        "apply_check.sh": f"test -f {marker}",
-        "config.sh": "exit 0",
-        "config_check.sh": "exit 0",
-    }
-    apply_rollout(cluster, name, scripts, canary=real_node.options.name)
+    rollout = apply_marked_rollout(cluster, real_node, "rnt", "once", STAGE_SECONDS)
+    name = rollout.name
     try:
-        wait_for(
-            lambda: any(
-                p["status"].get("phase") == "Running"
-                for p in real_stage_pods(cluster, real_node.options.name, name)
-            ),
-            timeout=300,
-            what="the real node's stage to run",
-            interval=1,
-        )
+        wait_real_stage_running(cluster, real_node, name)
         cluster.kubectl("delete", "pod", "-n", installed.namespace, first["metadata"]["name"], "--wait=false")
         second = wait_for(
             lambda: (
@@ -159,14 +147,8 @@ def test_the_charts_own_temporal_serves_a_rollout_that_survives_its_pods_deletio
             interval=1,
         )
         assert second["spec"]["nodeName"] == real_node.options.name
-        wait_complete(cluster, name)
-        # The stage that ran across Temporal's restart ran once: its script appended one line.
-        assert host_root.read(marker) == "once\n"
-        listed = kubectl_json(cluster, "jobs", "-n", PACKAGES, "-l", f"fleetwright.io/profile={name}")
-        jobs = [job_view(j) for j in listed["items"]]
-        keys = [job.key for job in jobs]
-        assert len(keys) == len(set(keys)), sorted(keys)
-        assert {job.node for job in jobs} == set(nodes)
+        # The stage that ran across Temporal's restart ran once.
+        assert_each_stage_ran_once(cluster, host_root, rollout)
         # The workflows ran in the embedded Temporal, on the database that outlived the first pod.
         described = embedded_workflow(cluster, installed, f"nodeprofile/{name}")
         assert described["workflowExecutionInfo"]["execution"]["workflowId"] == f"nodeprofile/{name}"

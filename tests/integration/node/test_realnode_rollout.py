@@ -14,27 +14,31 @@ real kubelet, containerd and runc, against the node's scratch host root.
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
 from fleetwright.api.keys import condition_type, cordon_key, status_label_key
-from fleetwright.local import realnode
+from fleetwright.local import nodehost
 from fleetwright.local.controlplane import LocalCluster
 from fleetwright.local.realnode import RealNode
 from fleetwright.local.temporalserver import LocalTemporal
 from fleetwright.packagetest.hostroot import HostRoot
-from fleetwright.planner.nodestate import read_profile_state
+from fleetwright.planner.node.state import read_profile_state
 from tests.support.cli import Cli
 from tests.support.engine import kubectl_json, unique
 from tests.support.realnode import (
     apply_rollout,
     delete_rollout,
     group,
+    marker_of,
+    marking_scripts,
     ran_in_containerd,
     real_stage_pods,
     wait_complete,
 )
 from tests.support.stack import RunningController
+from tests.support.waiting import until
 
 # The first node test also starts the session's cluster (and builds any image the code changed).
 pytestmark = [pytest.mark.node, pytest.mark.timeout(1200)]
@@ -50,18 +54,14 @@ async def test_a_rollout_runs_its_stages_as_real_containers_on_the_real_node(
 ) -> None:
     name = unique("rn")
     nodes = await asyncio.to_thread(group, cluster, real_node, name, 2)
-    marker = f"/etc/fleetwright-test/{name}"
+    marker = marker_of(name)
     service = f"fleetwright-test-{name}"
     scripts = {
-        "apply.sh": f"mkdir -p /etc/fleetwright-test && echo applied-by-{name} > {marker}",
-        "apply_check.sh": f"grep -q applied-by-{name} {marker}",
-        # A configMap makes a fresh install run config after apply.
-        "config.sh": "exit 0",
-        "config_check.sh": "exit 0",
+        **marking_scripts(marker, f"applied-by-{name}"),
         "post_interrupt.sh": f"systemctl is-active {service}",
         "post_interrupt_check.sh": "exit 0",
     }
-    kernel = realnode.kernel_parameters()
+    kernel = nodehost.kernel_parameters()
     await asyncio.to_thread(
         apply_rollout, cluster, name, scripts, interrupt={"type": "service", "services": [service]}
     )
@@ -90,7 +90,7 @@ async def test_a_rollout_runs_its_stages_as_real_containers_on_the_real_node(
         assert ("shellscript-interrupt", 0) in ran
         assert len(nodes) == 3
         # The kubelet set its kernel parameters, in the scratch files standing in for /proc/sys.
-        assert realnode.kernel_parameters() == kernel
+        assert nodehost.kernel_parameters() == kernel
         assert real_node.layout.sysctl_file("vm/overcommit_memory").read_text().strip() == "1"
     finally:
         await asyncio.to_thread(delete_rollout, cluster, name)
@@ -105,14 +105,14 @@ async def test_a_failing_script_fails_the_real_job_halts_the_rollout_and_logs_sh
         "apply.sh": f"echo '{name}: this stage fails on purpose' >&2; exit 3",
         "apply_check.sh": "exit 0",
     }
+
+    async def ended() -> Any:
+        view = await cli.json("status", name)
+        return view if view["phase"] in ("Halted", "Complete") else None
+
     await asyncio.to_thread(apply_rollout, cluster, name, scripts, canary=real_node.options.name)
     try:
-        view = await cli.json("status", name)
-        for _ in range(300):
-            if view["phase"] == "Halted":
-                break
-            await asyncio.sleep(1)
-            view = await cli.json("status", name)
+        view = await until(ended, 300, f"{name} to halt", interval=1)
         assert view["phase"] == "Halted", view
         states = {n["node"]: n["state"] for n in view["nodes"]}
         assert states[real_node.options.name] == "Failed"

@@ -7,7 +7,6 @@ and stage, the CRDs kept, and no failed workflow task or replaced run in any his
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +14,6 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from fleetwright.chaos.snapshot import job_view
 from fleetwright.images import spec as image_spec
 from fleetwright.images.offline import Built
 from fleetwright.local import realnode
@@ -26,7 +24,12 @@ from fleetwright.packagetest.hostroot import HostRoot
 from tests.support.chartinstall import built, chart_values, install_args
 from tests.support.chartrbac import CHART, PACKAGES, helm
 from tests.support.engine import kubectl_json, unique
-from tests.support.realnode import apply_rollout, delete_rollout, group, real_stage_pods, wait_complete
+from tests.support.realnode import (
+    apply_marked_rollout,
+    assert_each_stage_ran_once,
+    delete_rollout,
+    wait_real_stage_running,
+)
 from tests.support.releases import build_image, checkout, history_problems, previous
 
 pytestmark = [pytest.mark.node, pytest.mark.timeout(1500)]
@@ -111,24 +114,10 @@ def test_helm_upgrade_mid_rollout_completes_it_under_the_new_release(
 ) -> None:
     previous_images = images_of(cluster, installed_previous.namespace)
     assert this_image(real_node).pinned() not in previous_images
-    name = unique("rnu")
-    nodes = group(cluster, real_node, name, 2)
-    marker = f"/etc/fleetwright-test/{name}"
-    scripts = {
-        "apply.sh": f"sleep {STAGE_SECONDS} && mkdir -p /etc/fleetwright-test && echo upgraded >> {marker}",
-        "apply_check.sh": f"test -f {marker}",
-        "config.sh": "exit 0",
-        "config_check.sh": "exit 0",
-    }
-    apply_rollout(cluster, name, scripts, canary=real_node.options.name)
+    rollout = apply_marked_rollout(cluster, real_node, "rnu", "upgraded", STAGE_SECONDS)
+    name, nodes = rollout.name, rollout.nodes
     try:
-        deadline = time.monotonic() + 300
-        while not any(
-            p["status"].get("phase") == "Running"
-            for p in real_stage_pods(cluster, real_node.options.name, name)
-        ):
-            assert time.monotonic() < deadline, "the real node's stage never ran"
-            time.sleep(1)
+        wait_real_stage_running(cluster, real_node, name)
         # What an operator runs: the new CRDs first (Helm never changes them), then the chart.
         cluster.kubectl("apply", "-f", str(CHART / "crds"))
         helm(
@@ -147,18 +136,8 @@ def test_helm_upgrade_mid_rollout_completes_it_under_the_new_release(
             "10m",
         )
         assert images_of(cluster, installed_previous.namespace) == {this_image(real_node).pinned()}
-        wait_complete(cluster, name)
-        # The stage that ran across the upgrade ran once: its script appended one line.
-        assert host_root.read(marker) == "upgraded\n"
-        jobs = [
-            job_view(j)
-            for j in kubectl_json(cluster, "jobs", "-n", PACKAGES, "-l", f"fleetwright.io/profile={name}")[
-                "items"
-            ]
-        ]
-        keys = [job.key for job in jobs]
-        assert len(keys) == len(set(keys)), sorted(keys)
-        assert {job.node for job in jobs} == set(nodes)
+        # The stage that ran across the upgrade ran once.
+        assert_each_stage_ran_once(cluster, host_root, rollout)
         ids = [f"nodeprofile/{name}", *(f"node/{name}/{node}" for node in nodes)]
         assert asyncio.run(_problems(temporal_server, ids)) == []
     finally:
