@@ -21,6 +21,7 @@ from temporalio.testing import WorkflowEnvironment
 from fleetwright.activities.payloads import NAMES, DecideReport, DecideRequest, DrainReport, DrainRequest
 from fleetwright.api.deploymentpolicy import DeploymentPolicy
 from fleetwright.api.keys import condition_type, cordon_key, state_key
+from fleetwright.kube import nodestatus
 from fleetwright.local import examples
 from fleetwright.planner.node.state import read_profile_state
 from fleetwright.workflows.enginesettings import EngineSettings
@@ -189,17 +190,20 @@ class PdbHeldFleet(FakeFleet):
 
     @activity.defn(name=NAMES.DRAIN)
     async def drain(self, request: DrainRequest) -> DrainReport:
-        conditions = self.nodes[request.node]["status"]["conditions"]
-        held = {
-            "type": condition_type(request.profile),
-            "status": "False",
-            "reason": "DrainBlocked",
-            "message": f"drain of {request.node}: default/trainer-0: PodDisruptionBudget trainer-pdb",
-        }
-        conditions.append(held)
+        kind = condition_type(request.profile)
+        message = f"drain of {request.node}: default/trainer-0: PodDisruptionBudget trainer-pdb"
+        # Keyed by type, as the apiserver keeps a Node's conditions: it replaces the node's
+        # condition for the profile, and the drain's end replaces it again.
+        self._put_condition(
+            request.node, kind, nodestatus.NodeStatusCondition(kind, "False", "DrainBlocked", message)
+        )
         self.draining.set()
         await self.release.wait()
-        conditions.remove(held)
+        self._put_condition(
+            request.node,
+            kind,
+            nodestatus.NodeStatusCondition(kind, "True", "Drained", f"drain of {request.node} finished"),
+        )
         return DrainReport()
 
 
