@@ -18,7 +18,13 @@ from rich.markup import escape
 from rich.table import Table
 from rich.tree import Tree
 
-from fleetwright.api.keys import NodeReason, condition_type, cordon_key, status_label_key
+from fleetwright.api.keys import (
+    NodeReason,
+    condition_type,
+    cordon_key,
+    status_label_key,
+    unit_wait_condition_type,
+)
 from fleetwright.api.nodeprofile import NodeProfile
 from fleetwright.controller.profilestatus import rollout_phase
 from fleetwright.errors import InvalidSpecError
@@ -167,6 +173,12 @@ def node_line(
         return line.model_copy(update={"state": "Blocked", "reason": "NotStarted", "message": why})
     if progress is not None and name in progress.waiting_reasons:
         why = progress.waiting_reasons[name]
+        return line.model_copy(update={"state": "Waiting", "reason": "NotStarted", "message": why})
+    # The rollout lists a bounded number of waiting nodes; a node held for its workload unit says
+    # so itself, so each one beyond the list shows its wait too.
+    unit = _condition(node, unit_wait_condition_type(profile.metadata.name))
+    if unit.get("status") == "True":
+        why = f"{unit.get('reason') or ''}: {unit.get('message') or ''}"
         return line.model_copy(update={"state": "Waiting", "reason": "NotStarted", "message": why})
     return line.model_copy(update={"state": _settled_state(annotations, profile, progress)})
 

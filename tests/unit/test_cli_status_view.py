@@ -15,7 +15,7 @@ import yaml
 from rich.console import Console
 from typer.testing import CliRunner
 
-from fleetwright.api.keys import condition_type, cordon_key, status_label_key
+from fleetwright.api.keys import condition_type, cordon_key, status_label_key, unit_wait_condition_type
 from fleetwright.cli.app import app
 from fleetwright.cli.commands import load_all
 from fleetwright.cli.history import describe_record, recorded
@@ -249,6 +249,33 @@ def test_nodes_waiting_for_the_budget_are_waiting_and_a_foreign_cordon_holding_i
     console = Console(width=200, record=True)
     render(stuck, console, NOW)
     assert "n9 (cordoned by someone else)" in console.export_text()
+
+
+def test_a_node_held_for_its_workload_unit_beyond_the_listed_waits_shows_its_own_condition() -> None:
+    # The rollout lists a bounded number of waiting nodes; n3 is not among them, yet it carries
+    # the unit-wait condition the rollout wrote: status shows that wait, not a bare Pending.
+    held = node("n3")
+    why = "node n3 waits for n4 of unit train/llm (NotReady) since 19:50, at most until 20:20"
+    held["status"]["conditions"].append(
+        {
+            "type": unit_wait_condition_type("gpu"),
+            "status": "True",
+            "reason": "WaitingForUnit",
+            "message": why,
+        }
+    )
+    ended = node("n5")  # a wait that ended: the condition gone, the node is Pending again
+    view = rollout_view(
+        PROFILE,
+        progress(waiting=2, waiting_reasons={"n2": "Budget: maxUnavailable 1 reached: n1"}),
+        [node("n2"), held, ended],
+        {},
+        workflow_id="nodeprofile/gpu",
+    )
+    lines = {line.node: line for line in view.nodes}
+    assert (lines["n3"].state, lines["n3"].message) == ("Waiting", f"WaitingForUnit: {why}")
+    assert lines["n5"].state == "Pending"
+    assert lines["n2"].state == "Waiting"
 
 
 def test_the_cli_says_the_phase_the_nodeprofile_status_says() -> None:
