@@ -439,6 +439,9 @@ def report(
         *sim.table(expected),
         "",
         *agreement(figures, expected),
+        f"interruptions per affected workload, {AWARE} live: {figures[-1].per_affected_mean:.2f}; no order "
+        "can do better under this policy than "
+        f"{sim.interruption_floor(a.jobs, args.max_unavailable):.2f}",
         f"benchmark run: {took:.0f} s (a shared 2-core machine: times are noisy)",
         "reproduce: "
         + " ".join([".venv/bin/python bench/interruptions_live.py", *sim.changed(args, parse_args([]))]),
