@@ -25,7 +25,7 @@ from fleetwright.stagejob.render import render as render_job
 from tests.unit.test_cli_status_view import NOW, PROFILE, progress
 from tests.unit.test_plan_cli import FLEET, manifests, run  # noqa: F401 (a fixture)
 from tests.unit.test_plan_cli import NOW as NOW_TEXT
-from tests.unit.test_planner_rollout import DRIVER, Fleet, batches, policy
+from tests.unit.test_planner_rollout import DRIVER, Fleet, batches, policy, started
 from tests.unit.test_stagejob import spec
 
 pytestmark = pytest.mark.unit
@@ -106,6 +106,29 @@ def test_the_rollout_counts_the_nodes_its_preflight_spared() -> None:
     unused.decide()
     unused.finish_running()
     assert "spared" not in unused.decide().state.model_dump()  # the previous release reads it
+
+
+def test_a_node_the_preflight_spared_gives_its_place_in_the_batch_to_another() -> None:
+    # Batches of 2 (the cap) over 6 nodes: the batch is of nodes changed. Two spared nodes leave
+    # it, two others take their places at once, and the batch closes only when 2 changed nodes
+    # finished: the fleet takes the batches of the nodes that need the change, not of all.
+    fleet = Fleet(6, policy(batches(initial=2), cap=2, preflight=True))
+    first = started(fleet.decide())
+    assert len(first) == 2
+    fleet.set(first[0], run=RunStatus.SUCCEEDED, spared=True)
+    refill = started(fleet.decide())
+    assert len(refill) == 1
+    assert refill[0] not in first
+    (gates,) = [s for s in (fleet.state.gates, *fleet.state.compartments) if first[1] in s.current]
+    assert first[0] not in gates.current
+    assert gates.batch.batches == 0
+    fleet.finish(first[1], *refill)
+    decision = fleet.decide()
+    assert fleet.state.spared == 1
+    assert len(started(decision)) == 2  # batch 1 (2 changed nodes) closed, batch 2 opened
+    closed = [s for s in (fleet.state.gates, *fleet.state.compartments) if s.batch.batches]
+    assert closed
+    assert all(s.batch.consecutive_failures == 0 for s in closed)
 
 
 def test_status_shows_the_spared_nodes_only_when_there_are_some() -> None:

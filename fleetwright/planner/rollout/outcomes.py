@@ -23,6 +23,7 @@ def absorb(state: RolloutState, view: FleetView) -> RolloutState:
             # failure to count against the budgets. A node re-registered under the name is new work.
             continue
         work = view.work[run.node]
+        was_spared = False
         if obs.run is RunStatus.FAILED or work.failed is not None:
             message = obs.message or work.failed or ""
             failed.append(FailedNode(node=run.node, scope=run.scope, message=message, suspect=run.regate))
@@ -33,12 +34,13 @@ def absorb(state: RolloutState, view: FleetView) -> RolloutState:
             # after recording the last stage. Only a node whose status nobody reports (a caller
             # without node workflows) is judged by its record alone.
             newly.add(run.node)
-            spared += obs.spared and obs.run is RunStatus.SUCCEEDED
+            was_spared = obs.spared and obs.run is RunStatus.SUCCEEDED
+            spared += was_spared
             ok = True
         else:
             still.append(run)
             continue
-        _count_finished(scopes, view.compartment_of[run.node], run, ok)
+        _count_finished(scopes, view.compartment_of[run.node], run, ok, spared=was_spared)
     earlier = tuple(
         n
         for n in state.running_for_earlier_target
@@ -57,7 +59,13 @@ def absorb(state: RolloutState, view: FleetView) -> RolloutState:
     )
 
 
-def _count_finished(scopes: dict[str, ScopeState], compartment: str, run: RunningNode, ok: bool) -> None:
+def _count_finished(
+    scopes: dict[str, ScopeState], compartment: str, run: RunningNode, ok: bool, *, spared: bool = False
+) -> None:
+    """Count a finished node in its compartment's progress and, if it is in the open batch, in
+    that batch; a node its preflight spared leaves the batch instead: it did no work and
+    disrupted nothing, so its place goes to another node (a batch is of nodes changed, and a fleet
+    half at the target takes half the batches)."""
     scope = scopes.get(compartment)
     if scope is None:
         return
@@ -65,6 +73,9 @@ def _count_finished(scopes: dict[str, ScopeState], compartment: str, run: Runnin
         "batch": record_nodes(scope.batch, succeeded=int(ok), failed=int(not ok)),
     }
     if run.scope == compartment and run.node in scope.current:
-        key = "current_succeeded" if ok else "current_failed"
-        update[key] = getattr(scope, key) + 1
+        if spared:
+            update["current"] = tuple(n for n in scope.current if n != run.node)
+        else:
+            key = "current_succeeded" if ok else "current_failed"
+            update[key] = getattr(scope, key) + 1
     scopes[compartment] = scope.model_copy(update=update)
