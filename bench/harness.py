@@ -28,6 +28,8 @@ from typing import Any
 
 import yaml
 from pydantic import BaseModel
+from temporalio.client import Client
+from temporalio.service import RPCError
 
 from fleetwright.api.crdgen import CRDS, rendered_files
 from fleetwright.kube.client import ApiClient, from_kubeconfig
@@ -38,6 +40,7 @@ from fleetwright.local.processes import Supervised
 from fleetwright.local.temporalserver import Backend, TemporalServer, local_temporal
 from fleetwright.process.settings import WorkerSettings, process_environment
 from fleetwright.workflows.enginesettings import EngineSettings
+from fleetwright.workflows.ids import rollout_workflow_id
 from fleetwright.workflows.search import REGISTRATION
 
 BENCH = Path(__file__).resolve().parent
@@ -109,6 +112,17 @@ def manifest(model: BaseModel, name: str) -> dict[str, Any]:
     body.pop("status", None)
     body["metadata"] = {"name": name}
     return body
+
+
+async def published_progress(client: Client, profile: str) -> dict[str, Any]:
+    """The rollout's published progress (its memo), read without a worker round trip; empty
+    before the controller started the rollout."""
+    try:
+        described = await client.get_workflow_handle(rollout_workflow_id(profile)).describe()
+    except RPCError:  # not started yet
+        return {}
+    value: dict[str, Any] = (await described.memo()).get("progress") or {}
+    return value
 
 
 def loadavg() -> str:

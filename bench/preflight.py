@@ -35,12 +35,11 @@ from fleetwright.local.nodes import node_name, stage_pod_timing
 from fleetwright.process.shutdown import run_and_exit
 from fleetwright.process.temporalclient import connect
 from fleetwright.workflows.enginesettings import EngineSettings
-from fleetwright.workflows.ids import rollout_workflow_id
 from fleetwright.workflows.payloads import RolloutInput
 
 if not __package__:  # run as a file (python bench/preflight.py): the repository root holds bench/
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.harness import Stack, actor, loadavg, manifest
+from bench.harness import Stack, actor, loadavg, manifest, published_progress
 
 PROFILE = "preflight-bench"
 FINAL = ("Complete", "Halted", "Failed")
@@ -99,21 +98,11 @@ def cordons(events: list[dict[str, Any]]) -> Counter[str]:
     return counted
 
 
-async def progress(client: Client) -> dict[str, Any]:
-    """The rollout's published progress (its memo), read without a worker round trip."""
-    try:
-        described = await client.get_workflow_handle(rollout_workflow_id(PROFILE)).describe()
-    except Exception:  # not started yet
-        return {}
-    value: dict[str, Any] = (await described.memo()).get("progress") or {}
-    return value
-
-
 async def wait_done(client: Client, within: float) -> dict[str, Any]:
     deadline = time.monotonic() + within
     state: dict[str, Any] = {}
     while time.monotonic() < deadline:
-        state = await progress(client)
+        state = await published_progress(client, PROFILE)
         if state.get("phase") in FINAL:
             return state
         await asyncio.sleep(0.5)

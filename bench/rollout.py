@@ -52,7 +52,6 @@ from fleetwright.planner.rollout.snapshot import observe_fleet
 from fleetwright.process.shutdown import run_and_exit
 from fleetwright.process.temporalclient import connect
 from fleetwright.workflows.enginesettings import EngineSettings
-from fleetwright.workflows.ids import rollout_workflow_id
 from fleetwright.workflows.payloads import RolloutInput
 
 if not __package__:  # run as a file (python bench/rollout.py): the repository root holds bench/
@@ -70,6 +69,7 @@ from bench.harness import (
     peak_rss_mib,
     per_node_lines,
     percentile,
+    published_progress,
 )
 from bench.jobtimes import job_lines, job_times, reactions
 from bench.nodetimes import NodeTimes, breakdown_lines, node_times
@@ -140,22 +140,12 @@ def engine(stage_seconds: float) -> EngineSettings:
     )
 
 
-async def progress(client: Client) -> dict[str, Any]:
-    """The rollout's published progress (its memo), read without a worker round trip."""
-    try:
-        memo = await client.get_workflow_handle(rollout_workflow_id(PROFILE)).describe()
-    except Exception:  # not started yet
-        return {}
-    value: dict[str, Any] = (await memo.memo()).get("progress") or {}
-    return value
-
-
 async def wait_done(client: Client, within: float, busy: MachineBusy) -> dict[str, Any]:
     started = time.monotonic()
     last_print = 0.0
     state: dict[str, Any] = {}
     while time.monotonic() - started < within:
-        state = await progress(client)
+        state = await published_progress(client, PROFILE)
         if state.get("phase") in FINAL:
             return state
         if time.monotonic() - last_print > 30:
