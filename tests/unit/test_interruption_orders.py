@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from bench.interruptions import (
@@ -91,6 +91,18 @@ def test_every_order_sees_the_same_workloads_and_the_aware_one_interrupts_each_o
 
 
 @settings(max_examples=30)
+# Workloads larger than the budget, where NodeWright's order can lose fewer GPU-hours.
+@example(
+    nodes=32,
+    cap=2,
+    batch=1,
+    strategy="exponential",
+    replaced=0,
+    placement="packed",
+    idle=0,
+    largest=16,
+    seed=1,
+)
 @given(
     nodes=st.sampled_from([16, 32, 48, 64]),
     cap=st.sampled_from([2, 4, 8, 16]),
@@ -102,7 +114,7 @@ def test_every_order_sees_the_same_workloads_and_the_aware_one_interrupts_each_o
     largest=st.sampled_from([1, 4, 16, 64]),
     seed=st.integers(0, 10_000),
 )
-def test_the_workload_aware_order_never_loses_more_than_nodewrights(
+def test_the_workload_aware_order_never_interrupts_more_than_nodewrights(
     nodes: int,
     cap: int,
     batch: int,
@@ -130,7 +142,14 @@ def test_the_workload_aware_order_never_loses_more_than_nodewrights(
     zone = simulated(spec, observations(fleet.nodes, None), ZONE_SPREAD)
     jobs, figures = compare(fleet.nodes, fleet.pods, spec, zone, args)
     _, nodewright, aware = figures
-    assert aware.gpu_hours_lost <= nodewright.gpu_hours_lost + 1e-6
+    # Never more interruptions, on any fleet. Never more GPU-hours where every workload fits in
+    # the budget; a workload larger than maxUnavailable is interrupted once per batch it takes
+    # either way, and which of those interruptions last longest can favour NodeWright's order by
+    # a few percent (32 nodes of 4- to 16-node jobs, maxUnavailable 2, exponential batches from
+    # 1, packed, seed 1: 870 against 834 GPU-hours, 17 interruptions each; docs/benchmarks.md).
+    assert aware.interruptions <= nodewright.interruptions
+    if all(len(j.nodes) <= cap for j in jobs):
+        assert aware.gpu_hours_lost <= nodewright.gpu_hours_lost + 1e-6
     # The floor the bench prints is one: no order interrupts a workload of n nodes fewer than
     # ceil(n / maxUnavailable) times (every node is changed, so every workload is affected).
     floor = interruption_floor(jobs, cap)
