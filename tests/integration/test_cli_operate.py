@@ -356,6 +356,11 @@ async def test_kubectl_fleetwright_runs_the_cli_as_a_plugin(cluster: ClusterUnde
     assert isinstance(json.loads(listed.stdout), list)
 
 
+UNFINISHED = ("Running", "Pending")
+"""``history``'s result of a Job the Job controller has not marked finished: its pod runs, or it
+has ended and the controller's next sync is still to come."""
+
+
 async def settled_history(cli: Cli, node: str, profile: str) -> Any:
     """The node's ``history`` once none of the profile's stage Jobs is still running: a stage ends
     once its pod has succeeded, so a node can show Complete a moment before the Job controller's
@@ -363,7 +368,7 @@ async def settled_history(cli: Cli, node: str, profile: str) -> Any:
 
     async def settled() -> Any:
         history = await cli.json("history", node)
-        running = [s for s in history["stages"] if s["profile"] == profile and s["result"] == "Running"]
+        running = [s for s in history["stages"] if s["profile"] == profile and s["result"] in UNFINISHED]
         return None if running else history
 
     return await until(settled, 30, f"no stage Job of {profile} running on {node}", interval=0.5)

@@ -265,7 +265,8 @@ def validated_policy(validation: dict[str, Any], check: dict[str, Any] | None = 
 DIAG = {
     "name": "dcgm-diag",
     "image": "ghcr.io/example/gpu-health:1.0.0",
-    "args": ["diag", "--level", "1"],
+    "command": ["chroot", "/host", "dcgmi"],
+    "args": ["diag", "-r", "1"],
     "privileged": True,
     "resources": {"cpuRequest": "100m", "memoryLimit": "512Mi"},
 }
