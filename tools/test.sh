@@ -7,10 +7,9 @@
 #
 # Each gate runs in the background into a log of its own, printed (each line prefixed with the
 # gate's name) once pytest has ended, then a summary; the script fails if any gate or pytest
-# fails. Without arguments each tier runs in a pytest process of its own: the integration tier
-# mostly waits on servers, so the unit tier (tests/unit: pure, no servers) and the workflow tier
-# (its own Temporal servers, workers in-process) run beside it, and once both have ended the node
-# tier (tests/integration/node: its own control plane, real node and Temporal) takes their place.
+# fails. Without arguments each tier but the node tier runs in a pytest process of its own: the
+# integration tier (with the node tier) mostly waits on servers, so the unit tier (tests/unit: pure,
+# no servers) and the workflow tier (its own Temporal servers, workers in-process) run beside it.
 # The workflow tier's process leaves the CRD fields it drove in a shared directory as it ends; the
 # CRD field coverage test, last in the integration tier, waits for that record and judges both.
 # With arguments one pytest process runs exactly what they ask.
@@ -24,18 +23,6 @@ pids=()
 # background jobs ignore the terminal's SIGINT.
 trap '((${#pids[@]} == 0)) || kill "${pids[@]}" 2>/dev/null || true; rm -rf "$logs"' EXIT
 
-# after NAME... -- COMMAND...: run COMMAND once every background job NAME has ended (a job's end
-# is its marker file: an ended job stays a process until this script reaps it). Run by background.
-# shellcheck disable=SC2317
-after() {
-  while [[ $1 != -- ]]; do
-    while [[ ! -e "$logs/$1.done" ]]; do sleep 2; done
-    shift
-  done
-  shift
-  exec "$@"
-}
-
 # background NAME COMMAND...: run COMMAND into NAME's log, which ends with how long it took; the
 # job's shell passes a SIGTERM on to COMMAND.
 background() {
@@ -48,7 +35,6 @@ background() {
     trap 'kill "$command" 2>/dev/null' TERM
     wait "$command" || rc=$?
     echo "($((SECONDS - began)) s)"
-    : >"$logs/$name.done"
     exit "$rc"
   } >"$logs/$name" 2>&1 &
   names+=("$name")
@@ -71,13 +57,10 @@ if (($# == 0)); then
   background "pytest unit tier" nice -n 10 "$bin/pytest" tests/unit
   background "pytest workflow tier" env FIELD_COVERAGE_DIR="$coverage" \
     nice -n 5 "$bin/pytest" tests/workflow
-  # The node tier drives no CRD field the coverage test counts: no shared record to wait for.
-  background "pytest node tier" after "pytest unit tier" "pytest workflow tier" -- \
-    "$bin/pytest" tests/integration/node
   name="pytest integration tier"
   echo "== $name"
-  FIELD_COVERAGE_DIR=$coverage "$bin/pytest" tests --ignore=tests/unit --ignore=tests/workflow \
-    --ignore=tests/integration/node || result=FAILED status=1
+  FIELD_COVERAGE_DIR=$coverage "$bin/pytest" tests --ignore=tests/unit --ignore=tests/workflow ||
+    result=FAILED status=1
 else
   name="pytest"
   echo "== $name"
