@@ -31,15 +31,15 @@ from temporalio.client import Client
 
 from fleetwright.api.packageparts import EnvVar
 from fleetwright.local import examples
-from fleetwright.local.nodes import node_name, stage_pod_timing
+from fleetwright.local.nodes import node_name
 from fleetwright.process.shutdown import run_and_exit
 from fleetwright.process.temporalclient import connect
-from fleetwright.workflows.enginesettings import EngineSettings
 from fleetwright.workflows.payloads import RolloutInput
 
 if not __package__:  # run as a file (python bench/preflight.py): the repository root holds bench/
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.harness import Stack, actor, loadavg, manifest, published_progress
+from bench.rollout import engine
 
 PROFILE = "preflight-bench"
 FINAL = ("Complete", "Halted", "Failed")
@@ -75,13 +75,7 @@ def rollout(args: argparse.Namespace, preflight: bool, lacking: list[str]) -> Ro
         {"name": "rest", "batches": {"strategy": "fixed", "initial": args.max_unavailable}},
     ]
     policy = examples.policy(max_unavailable=args.max_unavailable, steps=steps, preflight=preflight)
-    settings = EngineSettings(
-        observe_interval_seconds=5,
-        stage_backoff_limit=0,
-        drain_poll_seconds=0.5,
-        stage_pod_annotations=stage_pod_timing(args.stage_seconds),
-    )
-    return RolloutInput(profile=profile, policy=policy, settings=settings)
+    return RolloutInput(profile=profile, policy=policy, settings=engine(args.stage_seconds))
 
 
 def cordons(events: list[dict[str, Any]]) -> Counter[str]:
