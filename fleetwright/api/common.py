@@ -75,6 +75,18 @@ class LocalRule:
         return rule
 
 
+def exactly_one_of(name: str, first: str, second: str) -> LocalRule:
+    """The rule that exactly one of two optional fields is set, from their Python names: the CEL and
+    the message name them as the JSON does (camelCase), the check reads them as None or not."""
+    first_json, second_json = to_camel(first), to_camel(second)
+    return LocalRule(
+        name=name,
+        cel=f"has(self.{first_json}) != has(self.{second_json})",
+        message=f"exactly one of {first_json} or {second_json} must be set",
+        check=lambda m: (getattr(m, first) is None) != (getattr(m, second) is None),
+    )
+
+
 class ApiModel(BaseModel):
     """Base for every API object: camelCase JSON, strict types, unknown fields are errors."""
 

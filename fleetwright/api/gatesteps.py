@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from fleetwright.api.common import ApiModel, LabelSelector, LocalRule, selector_nonempty_cel
+from fleetwright.api.common import ApiModel, LabelSelector, LocalRule, exactly_one_of, selector_nonempty_cel
 from fleetwright.api.compat import added_fields
 from fleetwright.api.health import MAX_CHECKS, CheckName, HealthGate
 
@@ -29,12 +29,7 @@ class CanaryStep(ApiModel):
     )
 
     local_rules = (
-        LocalRule(
-            name="canary-count-or-selector",
-            cel="has(self.count) != has(self.selector)",
-            message="exactly one of count or selector must be set",
-            check=lambda m: (m.count is None) != (m.selector is None),
-        ),
+        exactly_one_of("canary-count-or-selector", "count", "selector"),
         LocalRule(
             name="canary-selector-nonempty",
             cel="!has(self.selector) || " + "(" + selector_nonempty_cel("self.selector") + ")",

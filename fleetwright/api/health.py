@@ -25,6 +25,7 @@ from fleetwright.api.common import (
     MAX_SHORT_STRING,
     ApiModel,
     LocalRule,
+    exactly_one_of,
 )
 from fleetwright.api.healthcondition import (
     MAX_CONDITION,
@@ -227,12 +228,7 @@ class ExternalValidator(ApiModel):
     )
 
     local_rules = (
-        LocalRule(
-            name="external-validator-condition-or-annotation",
-            cel="has(self.conditionType) != has(self.annotation)",
-            message="exactly one of conditionType or annotation must be set",
-            check=lambda m: (m.condition_type is None) != (m.annotation is None),
-        ),
+        exactly_one_of("external-validator-condition-or-annotation", "condition_type", "annotation"),
     )
 
     def describe(self) -> str:

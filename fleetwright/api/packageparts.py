@@ -7,7 +7,14 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from fleetwright.api.common import DNS_LABEL_PATTERN, MAX_NAME, MAX_SHORT_STRING, ApiModel, LocalRule
+from fleetwright.api.common import (
+    DNS_LABEL_PATTERN,
+    MAX_NAME,
+    MAX_SHORT_STRING,
+    ApiModel,
+    LocalRule,
+    exactly_one_of,
+)
 
 CONFIG_KEY_PATTERN = r"^[-._a-zA-Z0-9]+$"
 ENV_NAME_PATTERN = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"
@@ -47,14 +54,7 @@ class EnvVarSource(ApiModel):
     )
     config_map_key_ref: KeySelector | None = Field(default=None, description="A key of a ConfigMap.")
 
-    local_rules = (
-        LocalRule(
-            name="env-source-exactly-one",
-            cel="has(self.secretKeyRef) != has(self.configMapKeyRef)",
-            message="exactly one of secretKeyRef or configMapKeyRef must be set",
-            check=lambda m: (m.secret_key_ref is None) != (m.config_map_key_ref is None),
-        ),
-    )
+    local_rules = (exactly_one_of("env-source-exactly-one", "secret_key_ref", "config_map_key_ref"),)
 
 
 class EnvVar(ApiModel):
