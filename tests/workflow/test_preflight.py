@@ -15,10 +15,9 @@ from fleetwright.activities.payloads import NAMES, StageRequest
 from fleetwright.api.keys import NodeReason, state_key
 from fleetwright.local import examples
 from fleetwright.planner.node.stages import Stage
-from fleetwright.worker.temporalworker import build_worker
-from fleetwright.workflows.payloads import RolloutInput
+from fleetwright.workflows.payloads import Progress, RolloutInput
 from fleetwright.workflows.rollout import ABORTED, RolloutWorkflow
-from tests.support.rollouts import SETTINGS, in_phase, node_activities, start, unique
+from tests.support.rollouts import in_phase, node_activities, rollout_input, running, unique
 from tests.support.waiting import until, until_progress
 from tests.workflow.fakefleet import FakeFleet
 
@@ -29,11 +28,14 @@ CARRYING = {"gpu-node-0000", "gpu-node-0002"}
 
 
 def rollout(name: str, *, preflight: bool, steps: list[dict[str, Any]] | None = None) -> RolloutInput:
-    return RolloutInput(
-        profile=examples.profile(name=name, interrupt="reboot"),
-        policy=examples.policy(max_unavailable=2, preflight=preflight, steps=steps),
-        settings=SETTINGS,
-    )
+    policy = examples.policy(max_unavailable=2, preflight=preflight, steps=steps)
+    return rollout_input(policy, name=name, interrupt="reboot")
+
+
+async def completed(client: Client, fleet: FakeFleet, name: str, *, preflight: bool) -> Progress:
+    """The progress of profile ``name``'s rollout on ``fleet`` once it is Complete."""
+    async with running(client, fleet, rollout(name, preflight=preflight)) as handle:
+        return await in_phase(handle, "Complete")
 
 
 def check_fails(request: StageRequest) -> bool:
@@ -46,10 +48,7 @@ async def test_a_node_whose_checks_pass_is_never_cordoned_and_recorded_at_the_ta
 ) -> None:
     fleet = FakeFleet(size=4, fails=check_fails)
     name = unique()
-    handle, queue = await start(client, fleet, rollout(name, preflight=True))
-    async with build_worker(client, fleet.activities(), task_queue=queue):
-        done = await in_phase(handle, "Complete")
-        await handle.terminate("test done")
+    done = await completed(client, fleet, name, preflight=True)
     assert (done.updated, done.spared) == (4, 2)
     cordoned_ever = set().union(*fleet.cordoned_sets)
     assert cordoned_ever == set(fleet.nodes) - CARRYING
@@ -80,11 +79,7 @@ async def test_a_node_whose_checks_pass_is_never_cordoned_and_recorded_at_the_ta
 
 async def test_a_node_whose_checks_fail_says_so_when_it_is_cordoned(client: Client) -> None:
     fleet = FakeFleet(size=1, fails=lambda request: request.preflight)
-    name = unique()
-    handle, queue = await start(client, fleet, rollout(name, preflight=True))
-    async with build_worker(client, fleet.activities(), task_queue=queue):
-        done = await in_phase(handle, "Complete")
-        await handle.terminate("test done")
+    done = await completed(client, fleet, unique(), preflight=True)
     assert (done.updated, done.spared) == (1, 0)
     reasons = [note.reason for _, note in fleet.notes]
     assert reasons == [NodeReason.PREFLIGHT, NodeReason.UPDATING, NodeReason.COMPLETE], fleet.notes
@@ -96,11 +91,7 @@ async def test_a_node_whose_checks_fail_says_so_when_it_is_cordoned(client: Clie
 
 async def test_no_preflight_runs_without_the_policy_field(client: Client) -> None:
     fleet = FakeFleet(size=2, fails=check_fails)
-    name = unique()
-    handle, queue = await start(client, fleet, rollout(name, preflight=False))
-    async with build_worker(client, fleet.activities(), task_queue=queue):
-        done = await in_phase(handle, "Complete")
-        await handle.terminate("test done")
+    done = await completed(client, fleet, unique(), preflight=False)
     assert (done.updated, done.spared) == (2, 0)
     assert not any(r.preflight for r in fleet.stage_requests)
     assert set().union(*fleet.cordoned_sets) == set(fleet.nodes)
@@ -110,8 +101,7 @@ async def test_no_preflight_runs_without_the_policy_field(client: Client) -> Non
 async def test_an_abort_during_the_preflight_ends_the_node_never_cordoned(client: Client) -> None:
     fleet = FakeFleet(size=2, fails=check_fails, holds=lambda request: request.preflight)
     both = [{"name": "both", "batches": {"strategy": "fixed", "initial": 2}}]
-    handle, queue = await start(client, fleet, rollout(unique(), preflight=True, steps=both))
-    async with build_worker(client, fleet.activities(), task_queue=queue):
+    async with running(client, fleet, rollout(unique(), preflight=True, steps=both)) as handle:
         await until(lambda: len(fleet.started_nodes()) == 2, 30.0, "both preflights", blocking=False)
         await handle.signal(RolloutWorkflow.abort)
         await handle.signal(RolloutWorkflow.nodes_changed)  # a turn after the abort
