@@ -21,7 +21,7 @@ from fleetwright.cli.commands import load_all
 from fleetwright.cli.history import describe_record, recorded
 from fleetwright.cli.logs import choose
 from fleetwright.cli.session import Output, check_output, emit
-from fleetwright.cli.statusview import profile_lines, render, rollout_view
+from fleetwright.cli.statusview import RolloutView, profile_lines, render, rollout_view
 from fleetwright.kube.stagelogs import StageJobFacts
 from fleetwright.local import examples
 from fleetwright.planner.node.stages import Stage
@@ -91,6 +91,13 @@ def progress(**changes: Any) -> Progress:
     return base.model_copy(update=changes)
 
 
+def rendered(view: RolloutView, *, width: int = 400) -> str:
+    """The text of the tree ``render`` draws for ``view`` at ``NOW``, ``width`` columns wide."""
+    console = Console(record=True, width=width)
+    render(view, console, NOW)
+    return console.export_text()
+
+
 def test_each_node_gets_the_rollouts_view_first_then_its_own_records() -> None:
     nodes = [
         node("n1", label="Blocked", reason="DrainBlocked", message=PDB_MESSAGE, cordoned=True),
@@ -145,9 +152,7 @@ def test_the_tree_shows_step_counts_eta_and_the_blocking_pdb_and_pod_verbatim() 
         eta=NOW + timedelta(minutes=75),
         eta_note="planner estimate",
     )
-    console = Console(record=True, width=400)
-    render(view, console, NOW)
-    text = console.export_text()
+    text = rendered(view)
     assert "NodeProfile gpu  Progressing — rollout: canary 0/1 done" in text
     assert "step: rollout: canary" in text
     assert "1/4 updated, 1 running, 0 waiting, 1 blocked, 0 failed (maxUnavailable 2)" in text
@@ -246,9 +251,7 @@ def test_nodes_waiting_for_the_budget_are_waiting_and_a_foreign_cordon_holding_i
         workflow_id="nodeprofile/gpu",
     )
     assert (stuck.phase, stuck.blocked, stuck.nodes[0].message) == ("Blocked", 1, foreign)
-    console = Console(width=200, record=True)
-    render(stuck, console, NOW)
-    assert "n9 (cordoned by someone else)" in console.export_text()
+    assert "n9 (cordoned by someone else)" in rendered(stuck, width=200)
 
 
 def test_a_node_held_for_its_workload_unit_beyond_the_listed_waits_shows_its_own_condition() -> None:
@@ -294,9 +297,7 @@ def test_a_rollback_shows_nodes_still_to_return_as_pending_and_the_others_as_pre
     rolling = progress(phase="RollingBack", generation=2, rolled_back_generation=2, rolled_back=of)
     view = rollout_view(PROFILE, rolling, nodes, {}, workflow_id="nodeprofile/gpu")
     assert [(line.node, line.state) for line in view.nodes] == [("n1", "Pending"), ("n2", "Previous")]
-    console = Console(record=True, width=200)
-    render(view, console, NOW)
-    text = console.export_text()
+    text = rendered(view, width=200)
     assert "RollingBack" in text
     assert "generation 2 (rolling back generation 2)" in text
 
@@ -345,9 +346,7 @@ def test_status_shows_the_digests_the_generation_runs() -> None:
     }
     view = rollout_view(PROFILE, progress(images=images), [], {}, workflow_id="nodeprofile/gpu")
     assert view.images == images
-    console = Console(record=True, width=400)
-    render(view, console, NOW)
-    text = console.export_text()
+    text = rendered(view)
     assert "images (pinned for this generation)" in text
     assert f"ghcr.io/x/tuning:1.0.0 → {digest}" in text
     assert "ghcr.io/x/agent:0.1.0 → not pinned" in text
@@ -358,8 +357,6 @@ def test_status_names_the_images_whose_signature_only_warned() -> None:
     warnings = {"ghcr.io/x/tuning:1.0.0": f"{digest}: no cosign signature (sha256-{'d' * 64}.sig has none)"}
     view = rollout_view(PROFILE, progress(image_warnings=warnings), [], {}, workflow_id="nodeprofile/gpu")
     assert view.image_warnings == warnings
-    console = Console(record=True, width=400)
-    render(view, console, NOW)
-    text = console.export_text()
+    text = rendered(view)
     assert "image signatures (warn: rolled out anyway)" in text
     assert f"ghcr.io/x/tuning:1.0.0: {digest}: no cosign signature" in text
