@@ -2,13 +2,13 @@
 install takes before fleetwright can run a rollout, and where that time goes.
 
 It starts the local control plane with one real node (kubelet, containerd, runc; needs root; the
-images this checkout builds, imported as a registry pull would leave them), binds the embedded
-Temporal's claim to a static hostPath volume (no provisioner here), then runs the install the node
-tier runs (``tests/support/chartinstall.py``: the README's, plus the local node's nodeSelector and
-scratch host root) and times it: from ``helm install`` to its return (``--wait``: every Deployment
-Ready), each pod from creation to Ready (Kubernetes' whole seconds), and ``helm test``. The image
-pulls are not in it (the node has the images), so on a cluster add the pull of about 159 MB
-compressed (fleetwright and temporal; their base layer once). Run as root:
+images this checkout builds, pushed to the local OCI registry), binds the embedded Temporal's claim
+to a static hostPath volume (no provisioner here), then runs the install the node tier runs
+(``tests/support/chartinstall.py``: the README's, plus the local node's nodeSelector and scratch
+host root) and times it: from ``helm install`` to its return (``--wait``: every Deployment Ready),
+each pod from creation to Ready (Kubernetes' whole seconds), and ``helm test``. The pulls of the
+fleetwright and temporal images (about 159 MB compressed; their base layer once) from the registry
+on loopback are in it; over a network, add their transfer. Run as root:
 
     .venv/bin/python bench/chart_install.py
 """
@@ -69,8 +69,9 @@ def main(argv: list[str] | None = None) -> int:
         home = Path(tempfile.mkdtemp(prefix="bench-helm-"))
         local_volume(cluster, node, f"{RELEASE}-temporal", SIZE)
         values = [
-            *chart_values(built(node, image_spec.FLEETWRIGHT).digest, "fleetwright", []),
-            *realnode.chart_settings(node, None),
+            *chart_values(
+                built(node, image_spec.FLEETWRIGHT).digest, "fleetwright", realnode.chart_settings(node, None)
+            ),
             *embedded_temporal_values(node, SIZE),
         ]
         load = f"load average {loadavg()}, calibration {calibrate():.0f} ms"

@@ -30,7 +30,7 @@ from typing import Any
 from fleetwright.images import spec as image_spec
 from fleetwright.local.controlplane import ClusterOptions, LocalCluster
 from fleetwright.local.nodes import node_name, stage_pod_timing
-from fleetwright.local.realnode import RealNodeOptions
+from fleetwright.local.realnode import RealNode, RealNodeOptions
 from fleetwright.stagejob.render import PACKAGE_NAMESPACE, StageJobSpec, config_map_name, render
 
 PROFILE, PACKAGE, VERSION = "bench-real", "shellscript", "1.0.0"
@@ -54,7 +54,9 @@ def _setup(cluster: LocalCluster) -> None:
     cluster.kubectl("create", "configmap", name, "-n", PACKAGE_NAMESPACE, *literals)
 
 
-def _job(node: str, run: int, host_root: str, annotations: dict[str, str]) -> dict[str, Any]:
+def _job(node: str, run: int, host_root: str, annotations: dict[str, str], real: RealNode) -> dict[str, Any]:
+    """The apply stage's Job on ``node``, with the images as the real node pulls them (its
+    registry's)."""
     spec = StageJobSpec(
         profile=PROFILE,
         profile_uid=f"run{run}",
@@ -62,9 +64,9 @@ def _job(node: str, run: int, host_root: str, annotations: dict[str, str]) -> di
         node=node,
         package=PACKAGE,
         version=VERSION,
-        image=image_spec.package_ref(PACKAGE, VERSION).rsplit(":", 1)[0],
+        image=real.image(image_spec.package_ref(PACKAGE, VERSION)).repository,
         stage="apply",
-        agent_image=image_spec.AGENT.ref,
+        agent_image=real.image(image_spec.AGENT.ref).pinned(),
         host_root=host_root,
         config_keys=tuple(SCRIPTS),
         pod_annotations=annotations,
@@ -135,15 +137,15 @@ def main(argv: list[str] | None = None) -> int:
     with LocalCluster(options) as cluster:
         assert cluster.real_node is not None
         real = cluster.real_node
-        print(f"cluster with a real node up in {cluster.startup_seconds:.1f}s; image imports (s):")
-        for ref, seconds in real.import_seconds.items():
+        print(f"cluster with a real node up in {cluster.startup_seconds:.1f}s; image pushes (s):")
+        for ref, seconds in real.image_seconds.items():
             print(f"  {ref:<60} {seconds:5.1f}")
         _setup(cluster)
         real_runs, kwok_runs = [], []
         for run in range(args.runs):
-            job = _job(real.options.name, run, real.host_root.path, {})
+            job = _job(real.options.name, run, real.host_root.path, {}, real)
             real_runs.append(run_one(cluster, job))
-            simulated = _job(node_name(0), run, "/", stage_pod_timing(args.stage_seconds))
+            simulated = _job(node_name(0), run, "/", stage_pod_timing(args.stage_seconds), real)
             kwok_runs.append(run_one(cluster, simulated))
     _table(f"real node {options.real_node and options.real_node.name}: copy + apply + apply-check", real_runs)
     _table(f"kwok node, stage_pod_timing({args.stage_seconds})", kwok_runs)

@@ -27,6 +27,7 @@ from fleetwright.local.kwok import KwokFleet
 from fleetwright.local.launcher import Launcher
 from fleetwright.local.loopback import LOOPBACK, free_port, http_ok
 from fleetwright.local.nodeconfig import SERVICE_CIDR
+from fleetwright.local.ociregistry import LocalRegistry
 from fleetwright.local.pki import CertPair, LocalCA, write_service_account_keys
 from fleetwright.local.processes import Supervised, wait_until
 from fleetwright.local.realnode import RealNode, RealNodeOptions
@@ -80,7 +81,8 @@ class ClusterOptions:
     """Also run one real node (kubelet, containerd, runc) beside the kwok fleet, and the
     kube-scheduler so that Deployments land on it (see ``realnode``)."""
     images: tuple[Built, ...] | None = None
-    """The image archives the real node imports; None: build (or find cached) this checkout's."""
+    """The image archives the real node pulls (pushed to the registry first); None: build (or find
+    cached) this checkout's."""
 
 
 def _kubeconfig(server: str, ca: Path, client: CertPair, user: str) -> dict[str, Any]:
@@ -111,6 +113,10 @@ class LocalCluster(Launcher):
     ca_cert: Path = field(init=False)
     components: dict[str, Supervised] = field(init=False, default_factory=dict)
     real_node: RealNode | None = field(init=False, default=None)
+    registry: LocalRegistry | None = None
+    """The running OCI registry a real node pulls its images from; None: with a real node, the
+    cluster starts (and stops) one of its own, serving with the cluster's CA."""
+    _own_registry: bool = field(init=False, default=False)
 
     def __post_init__(self) -> None:
         self.workdir = self._work_directory(self.options.workdir, "fleetwright-cluster-")
@@ -127,8 +133,17 @@ class LocalCluster(Launcher):
             if images is None:
                 builder = offline.Builder(offline.repository(), cache_dir(), control_plane_binary)
                 images = tuple(builder.all())
+            if self.registry is None:
+                self.registry, self._own_registry = LocalRegistry(self.workdir / "registry", self._ca), True
+                self.registry.start()
             self.real_node = RealNode(
-                self.options.real_node, self.workdir, self._ca, self._apiserver_port, self.kubectl, images
+                self.options.real_node,
+                self.workdir,
+                self._ca,
+                self._apiserver_port,
+                self.kubectl,
+                self.registry,
+                images,
             )
         self._define_components()
         self.start_component("etcd")
@@ -145,6 +160,8 @@ class LocalCluster(Launcher):
     def _stop(self) -> None:
         if self.real_node is not None:
             self.real_node.stop()
+        if self._own_registry and self.registry is not None:
+            self.registry.stop()
         # Reverse dependency order so nothing logs connection errors into a dying etcd.
         for name in ("kube-scheduler", "kwok", "kube-controller-manager", "kube-apiserver", "etcd"):
             component = self.components.get(name)

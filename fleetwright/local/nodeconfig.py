@@ -189,6 +189,16 @@ def containerd_config(layout: NodeLayout, sandbox_image: str) -> str:
     )
 
 
+def registry_hosts(host: str, ca: Path) -> str:
+    """containerd's ``hosts.toml`` for the registry at ``host`` (``address:port``): pull and
+    resolve over TLS verified by ``ca``, the local CA the registry serves with."""
+    server = f"https://{host}"
+    return _toml(
+        {f'host."{server}"': {"capabilities": ["pull", "resolve"], "ca": str(ca)}},
+        {"server": server},
+    )
+
+
 def cni_network(layout: NodeLayout) -> dict[str, Any]:
     """A bridge with the node as the pods' gateway; no masquerade (nothing leaves the node's
     namespace except through the node link)."""

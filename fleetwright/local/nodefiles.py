@@ -6,6 +6,7 @@ parameters its kubelet sets, the host root its stage pods mount, the configurati
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import yaml
 
@@ -18,9 +19,12 @@ from fleetwright.packagetest import hostroot
 from fleetwright.packagetest.hostroot import HostRoot
 
 
-def write_files(layout: NodeLayout, name: str, ca: LocalCA, cgroup_root: str) -> tuple[HostRoot, CertPair]:
-    """Everything the node ``name`` reads under ``layout``; returns its host root and the node
-    link's client certificate."""
+def write_files(
+    layout: NodeLayout, name: str, ca: LocalCA, cgroup_root: str, registry: tuple[str, Path]
+) -> tuple[HostRoot, CertPair]:
+    """Everything the node ``name`` reads under ``layout``, trusting the image registry
+    ``registry`` (its ``address:port`` and CA bundle); returns its host root and the node link's
+    client certificate."""
     for directory in ("containerd", "registry", "runc", "cni/net.d", "cni/ipam", "pod-logs", "sysctl"):
         layout.path(*directory.split("/")).mkdir(parents=True, exist_ok=True)
     for directory in nodeconfig.GUARDED_DIRS:
@@ -30,6 +34,9 @@ def write_files(layout: NodeLayout, name: str, ca: LocalCA, cgroup_root: str) ->
         layout.sysctl_file(key).write_text(value + "\n")
     host_root = hostroot.build(str(layout.host_root))
     layout.path("containerd.toml").write_text(nodeconfig.containerd_config(layout, image_spec.PAUSE_REF))
+    host, registry_ca = registry
+    layout.path("registry", host).mkdir(exist_ok=True)
+    layout.path("registry", host, "hosts.toml").write_text(nodeconfig.registry_hosts(host, registry_ca))
     layout.path("cni", "net.d", "10-fleetwright.conflist").write_text(
         json.dumps(nodeconfig.cni_network(layout), indent=1)
     )

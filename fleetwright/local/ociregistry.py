@@ -4,8 +4,9 @@ store: what image pinning resolves against in the integration tier, and where im
 with ``skopeo copy`` (Debian's ``skopeo``) from OCI archives (those the offline image builder
 makes, or any other).
 
-Owns its configuration, starting and stopping it, and pushing an archive to it. Anonymous: no
-auth, since only this machine reaches it.
+Owns its configuration, starting and stopping it, and pushing an archive to it (``publish``: an
+image the offline builder made, under this registry's host as the README's install pushes it).
+Anonymous: no auth, since only this machine reaches it.
 """
 
 from __future__ import annotations
@@ -15,12 +16,13 @@ import os
 import ssl
 import urllib.error
 import urllib.request
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import yaml
 
 from fleetwright.binaries import SETUP_HINT, MissingBinaryError
+from fleetwright.images.offline import Built
 from fleetwright.local.launcher import Launcher
 from fleetwright.local.loopback import LOOPBACK, free_port
 from fleetwright.local.pki import LocalCA
@@ -134,3 +136,13 @@ class LocalRegistry(Launcher):
         ]
         run_tool(argv, what=f"skopeo copy {archive.name} to {repository}:{tag}", timeout=PUSH_TIMEOUT)
         return digest_file.read_text().strip()
+
+    def publish(self, image: Built) -> Built:
+        """``image`` pushed here as the README's install pushes it (its repository's registry host
+        replaced by this one's, ``ghcr.io/fleetwright/agent:T`` to ``<host>/fleetwright/agent:T``),
+        under the digest it was built with."""
+        path = image.repository.split("/", 1)[1]
+        digest = self.push(image.archive, path, image.tag)
+        if digest != image.digest:
+            raise RuntimeError(f"{image.ref} was pushed as {digest}, not its built digest {image.digest}")
+        return replace(image, ref=f"{self.host}/{path}:{image.tag}")

@@ -4,8 +4,10 @@ It owns the node's life on the test machine: its scratch directory (``nodeconfig
 written by ``nodefiles``; what it needs of the machine and its cgroups are ``nodehost``'s), the
 namespaces it runs in (a *holder*: PID 1 of new PID, mount, network and UTS namespaces, which sets
 them up and then reaps orphans as the pause process), containerd with the CRI plugin, the CNI
-bridge, the image import (``ctr images import`` of the offline-built archives), the kubelet, the
-relay to the host's loopback (``nodelink``), reboots, and tearing it all down.
+bridge, its images (the offline-built archives pushed to the local OCI registry, which its
+containerd pulls from by digest as a cluster's nodes would; only the sandbox image is imported with
+``ctr``), the kubelet, the relay to the host's loopback (``nodelink``), reboots, and tearing it all
+down.
 
 What it may touch on the machine, and why that is safe (docs/real-node.md says more):
 
@@ -41,10 +43,12 @@ from pathlib import Path
 import yaml
 
 from fleetwright.binaries import cache_dir, control_plane_binary
+from fleetwright.images import spec as image_spec
 from fleetwright.images.offline import Built
 from fleetwright.local import nodeconfig, nodefiles, nodehost
 from fleetwright.local.kubectl import KubectlRunner
 from fleetwright.local.nodeconfig import NodeLayout
+from fleetwright.local.ociregistry import LocalRegistry
 from fleetwright.local.pki import CertPair, LocalCA
 from fleetwright.local.processes import Supervised, run_tool, wait_until
 from fleetwright.local.ticker import Ticker
@@ -92,6 +96,8 @@ class RealNode:
     ca: LocalCA
     apiserver_port: int
     kubectl: KubectlRunner
+    registry: LocalRegistry
+    """Where its images are pushed and pulled from (started by the cluster before the node)."""
     images: Sequence[Built] = ()
     layout: NodeLayout = field(init=False)
     host_root: HostRoot = field(init=False)
@@ -103,8 +109,10 @@ class RealNode:
     _lock: threading.RLock = field(init=False, default_factory=threading.RLock)
     _reboot_watch: Ticker | None = field(init=False, default=None)
     _reboots_seen: int = field(init=False, default=0)
-    import_seconds: dict[str, float] = field(init=False, default_factory=dict)
-    """Seconds each image's ``ctr images import`` took (the first boot imports them all)."""
+    published: dict[str, Built] = field(init=False, default_factory=dict)
+    """Each built image's ref -> the image as pushed to ``registry`` (the first boot pushes them)."""
+    image_seconds: dict[str, float] = field(init=False, default_factory=dict)
+    """Seconds each image's push to the registry (the sandbox image's ``ctr`` import) took."""
 
     def __post_init__(self) -> None:
         missing = nodehost.requirements()
@@ -122,7 +130,11 @@ class RealNode:
         )
         self._cgroup_root = nodehost.new_cgroup_root()
         self.host_root, self._link_client = nodefiles.write_files(
-            self.layout, self.options.name, self.ca, self._cgroup_root
+            self.layout,
+            self.options.name,
+            self.ca,
+            self._cgroup_root,
+            (self.registry.host, self.registry.ca_file),
         )
 
     # ----- the apiserver's side -----------------------------------------------------------
@@ -193,6 +205,8 @@ class RealNode:
             f"--listen={nodeconfig.KUBERNETES_SERVICE_IP}:{nodeconfig.KUBERNETES_SERVICE_PORT}="
             f"{self.apiserver_port}",
             *(f"--listen={nodeconfig.NODE_IP}:{port}={host}" for port, host in self.options.forwards),
+            # containerd pulls from the registry at the address its images are named by.
+            f"--listen={self.registry.host}={self.registry.port}",
             f"--services=https://127.0.0.1:{self.apiserver_port}",
             f"--ca={self.ca.cert_path}",
             f"--client-cert={self._link_client.cert}",
@@ -223,7 +237,7 @@ class RealNode:
             path = f"{self.layout.bin_dir}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
             self._start_containerd(path)
             if self.boots == 0:
-                self._import_images()
+                self._load_images()
             nodehost.make_cgroup_root(self._cgroup_root)
             self._start_kubelet(path)
             self._reboots_seen = len(self.reboot_requests())
@@ -277,18 +291,30 @@ class RealNode:
         argv = [str(control_plane_binary("ctr")), f"--address={self.layout.containerd_socket}", *args]
         return run_tool(argv, what=f"ctr {' '.join(args)}", check=check, timeout=timeout)
 
-    def _import_images(self) -> None:
+    def _load_images(self) -> None:
+        """Every image pushed to the registry, but the sandbox image: containerd's pinned pause
+        image, imported as a node's image preloads it."""
         for image in self.images:
             started = time.monotonic()
-            self.import_image(image)
-            self.import_seconds[image.ref] = time.monotonic() - started
+            if image.ref == image_spec.PAUSE_REF:
+                base = f"--base-name={image.repository}"
+                self._ctr("-n", "k8s.io", "images", "import", base, str(image.archive))
+            else:
+                self.published[image.ref] = self.registry.publish(image)
+            self.image_seconds[image.ref] = time.monotonic() - started
 
-    def import_image(self, image: Built) -> None:
-        """The archive under its tag, and under ``repository@digest`` too: a pod that pins the
-        image by digest (the chart's ``image.digest``) finds it as a registry pull would leave it,
-        also beside another build of the same tag (a previous release's)."""
-        self._ctr("-n", "k8s.io", "images", "import", f"--base-name={image.repository}", str(image.archive))
-        self._ctr("-n", "k8s.io", "images", "tag", "--force", image.ref, image.pinned())
+    def engine_fields(self) -> dict[str, str]:
+        """The rollout engine's settings this node decides: stage pods mount its scratch host
+        root, and run the agent image this checkout built, by its digest in the registry."""
+        return {
+            "host_root": str(self.host_root.path),
+            "agent_image": self.image(image_spec.AGENT.ref).pinned(),
+        }
+
+    def image(self, ref: str) -> Built:
+        """The image built as ``ref`` (``spec.FLEETWRIGHT.ref``, a ``package_ref``), as this node
+        pulls it: from the registry."""
+        return self.published[ref]
 
     def ready(self) -> bool:
         done = self.kubectl("get", "node", self.options.name, "-o", "json", check=False)
@@ -372,9 +398,16 @@ def linked_to_temporal(options: RealNodeOptions, host_port: int) -> RealNodeOpti
 
 def chart_settings(node: RealNode, temporal_address: str | None) -> list[str]:
     """``helm install`` flags that run the chart's processes on this node (the scheduler would
-    otherwise also place them on kwok nodes, which only pretend to run them), reaching Temporal at
-    ``temporal_address`` and pointing stage Jobs at the node's scratch host root."""
-    flags = ["--set", f"settings.engine.host_root={node.host_root.path}"]
+    otherwise also place them on kwok nodes, which only pretend to run them) from the images this
+    checkout built, pulled from the node's registry by digest as the README's install sets them,
+    reaching Temporal at ``temporal_address`` and pointing stage Jobs at the node's scratch host
+    root."""
+    flags: list[str] = []
+    for key, image in (("image", image_spec.FLEETWRIGHT), ("temporal.embedded.image", image_spec.TEMPORAL)):
+        pushed = node.image(image.ref)
+        flags += ["--set", f"{key}.repository={pushed.repository}", "--set", f"{key}.digest={pushed.digest}"]
+    for key, value in node.engine_fields().items():
+        flags += ["--set", f"settings.engine.{key}={value}"]
     if temporal_address is not None:
         flags += ["--set", f"settings.temporal_address={temporal_address}"]
     for component in ("worker", "controller", "webhook"):

@@ -120,6 +120,8 @@ class LocalStack(Launcher):
 
     def __post_init__(self) -> None:
         self.workdir = self._work_directory(self.options.workdir, "fleetwright-stack-")
+        if self.options.registry:
+            self.registry = LocalRegistry(workdir=self.workdir / "registry")
         if self.attached is not None:
             self.cluster, self.temporal = self.attached
         else:
@@ -132,13 +134,12 @@ class LocalStack(Launcher):
             real_node = self.options.cluster.real_node
             if real_node is not None:
                 real_node = linked_to_temporal(real_node, temporal.port)
+            # A real node pulls its images from the stack's registry.
             self.cluster = LocalCluster(
-                replace(self.options.cluster, workdir=self.workdir, real_node=real_node)
+                replace(self.options.cluster, workdir=self.workdir, real_node=real_node), self.registry
             )
         if self.options.gpu_metrics:
             self.gpu_metrics = GpuMetrics(workdir=self.workdir / "gpu-metrics", wait_first_scrape=False)
-        if self.options.registry:
-            self.registry = LocalRegistry(workdir=self.workdir / "registry")
         if self.options.workloads:
             self.training_operator = TrainingOperator(
                 self.cluster.kubeconfig, self.cluster.kubectl, workdir=self.workdir / "training-operator"
@@ -252,11 +253,12 @@ class LocalStack(Launcher):
         )
 
     def _on_nodes(self, engine: EngineSettings) -> EngineSettings:
-        """A real node's stage pods mount its scratch host root, never this machine's ``/``."""
+        """A real node's stage pods mount its scratch host root, never this machine's ``/``, and
+        run the agent image this checkout built, by its digest in the registry."""
         node = self.cluster.real_node
         if node is None:
             return engine
-        return engine.model_copy(update={"host_root": str(node.host_root.path)})
+        return engine.model_copy(update=node.engine_fields())
 
     def _write_settings(self, engine: EngineSettings) -> None:
         self.settings_path.write_text(json.dumps(self.settings(engine).model_dump(mode="json"), indent=2))

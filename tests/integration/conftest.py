@@ -18,6 +18,7 @@ from fleetwright.local.ociregistry import LocalRegistry
 from fleetwright.local.temporalserver import LocalTemporal
 from fleetwright.local.trainingoperator import TrainingOperator
 from fleetwright.process.settings import WorkerSettings
+from fleetwright.registry import RegistryAccess
 from fleetwright.worker.temporalworker import build_worker
 from fleetwright.workflows.enginesettings import EngineSettings
 from fleetwright.workflows.ids import rollout_workflow_id
@@ -56,7 +57,16 @@ def training_operator(cluster: ClusterUnderTest) -> Iterator[TrainingOperator]:
 
 
 @pytest.fixture
-async def worker(cluster: ClusterUnderTest, temporal_client: Client) -> AsyncIterator[str]:
+def registry_access() -> RegistryAccess | None:
+    """How the ``worker`` fixture's image pinning reaches registries (None: the defaults; the node
+    tier's trusts its real node's registry)."""
+    return None
+
+
+@pytest.fixture
+async def worker(
+    cluster: ClusterUnderTest, temporal_client: Client, registry_access: RegistryAccess | None
+) -> AsyncIterator[str]:
     """An in-process worker with the real activities (stage waits on the shared Job watch, as in the
     worker process) on its own task queue; yields the queue."""
     api = from_kubeconfig(cluster.kubeconfig)
@@ -64,7 +74,7 @@ async def worker(cluster: ClusterUnderTest, temporal_client: Client) -> AsyncIte
     with JobWatches(api) as job_watches:
         activities = [
             *all_activities(api, job_watches=job_watches),
-            *rollout_activities(api),
+            *rollout_activities(api, registry=registry_access),
         ]
         async with build_worker(temporal_client, activities, task_queue=queue):
             yield queue

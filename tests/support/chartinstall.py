@@ -1,7 +1,7 @@
 """The ``helm install`` the node tier runs, written once: the README's install (the chart from this
-checkout, the images pinned by the digests the offline builder printed) plus what the local real
-node needs (``realnode.chart_settings``: its scratch host root, its nodeSelector), so the chart,
-upgrade and embedded-Temporal tests and the README cannot drift apart."""
+checkout, the images pushed to a registry and pinned by the digests the offline builder printed:
+``realnode.chart_settings``, with the real node's scratch host root and nodeSelector), so the
+chart, upgrade and embedded-Temporal tests and the README cannot drift apart."""
 
 from __future__ import annotations
 
@@ -23,23 +23,23 @@ USER = 65532  # the temporal image's user (spec.TEMPORAL): it owns the database 
 
 
 def built(real_node: RealNode, image: image_spec.ProductImage) -> Built:
-    """The archive of ``image`` this checkout built, as the real node imported it."""
-    (found,) = [i for i in real_node.images if i.ref == image.ref]
-    return found
+    """The image ``image`` this checkout built, as the real node pulls it: from its registry."""
+    return real_node.image(image.ref)
 
 
 def chart_values(digest: str, queue: str, settings: list[str]) -> list[str]:
-    """The fleetwright image by digest, a task queue of the test's own, and ``settings``."""
-    return ["--set", f"image.digest={digest}", "--set", f"settings.task_queue={queue}", *settings]
+    """``settings`` (``realnode.chart_settings``), the fleetwright image by ``digest`` (another
+    build's, e.g. a previous release's, wins over the one they name), a task queue of the test's
+    own."""
+    return [*settings, "--set", f"image.digest={digest}", "--set", f"settings.task_queue={queue}"]
 
 
 def embedded_temporal_values(real_node: RealNode, size: str) -> list[str]:
-    """The embedded Temporal's image by digest, its claim on the local class, and its pod and the
-    ``helm test`` pods on the real node (the scheduler would place them on kwok nodes too)."""
+    """The embedded Temporal's claim on the local class, and its pod and the ``helm test`` pods on
+    the real node (the scheduler would place them on kwok nodes too); its image is
+    ``realnode.chart_settings``'s."""
     node = real_node.options.name
     return [
-        "--set",
-        f"temporal.embedded.image.digest={built(real_node, image_spec.TEMPORAL).digest}",
         "--set",
         f"temporal.embedded.persistence.storageClassName={LOCAL_STORAGE_CLASS}",
         "--set",

@@ -5,10 +5,12 @@ the real node (its stage pods, and which of their containers containerd ran)."""
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
 from fleetwright.chaos.snapshot import job_view
+from fleetwright.images import spec as image_spec
 from fleetwright.local import examples
 from fleetwright.local.controlplane import LocalCluster
 from fleetwright.local.realnode import RealNode
@@ -18,7 +20,11 @@ from tests.support.engine import kubectl_json, label_nodes, unique
 from tests.support.stack import GROUP_LABEL
 from tests.support.waiting import wait_for
 
-SHELLSCRIPT = "ghcr.io/fleetwright/packages/shellscript"
+
+def shellscript(real_node: RealNode) -> str:
+    """The catalog's ``shellscript`` package image (1.0.0), as the real node pulls it: its
+    repository in the node's registry."""
+    return real_node.image(image_spec.package_ref("shellscript", "1.0.0")).repository
 
 
 def apply_rollout(
@@ -33,10 +39,11 @@ def apply_rollout(
 ) -> None:
     """A shellscript profile on the nodes labelled for ``name``; the canary is ``canary`` when
     given (the real node), then the rest one at a time. ``node_gate``: the policy's node gate."""
+    assert cluster.real_node is not None
     package: dict[str, Any] = {
         "name": "shellscript",
         "version": "1.0.0",
-        "image": SHELLSCRIPT,
+        "image": shellscript(cluster.real_node),
         "configMap": scripts,
         "stageTimeoutSeconds": 300,
     }
@@ -103,6 +110,20 @@ def ran_in_containerd(pod: dict[str, Any]) -> list[tuple[str, int]]:
         if status.get("containerID", "").startswith("containerd://") and "exitCode" in terminated:
             out.append((status["name"], terminated["exitCode"]))
     return out
+
+
+def pulled(cluster: LocalCluster) -> set[str]:
+    """Every image a kubelet pulled from a registry (its ``Pulled`` events that say so; an image
+    already on the node says "already present" instead), cluster-wide."""
+    events = kubectl_json(cluster, "events", "-A", "--field-selector=reason=Pulled")["items"]
+    found = (re.match(r'Successfully pulled image "([^"]+)"', e.get("message", "")) for e in events)
+    return {match.group(1) for match in found if match is not None}
+
+
+def pod_images(pods: list[dict[str, Any]]) -> set[str]:
+    """The images of every container and init container of ``pods``."""
+    specs = [pod["spec"] for pod in pods]
+    return {c["image"] for spec in specs for c in [*spec.get("initContainers", []), *spec["containers"]]}
 
 
 def marker_of(name: str) -> str:

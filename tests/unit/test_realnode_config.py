@@ -51,6 +51,14 @@ def test_containerd_writes_only_under_the_scratch_directory() -> None:
     assert len(str(LAYOUT.shim_sockets)) <= 42
 
 
+def test_containerd_pulls_from_the_local_registry_over_tls_trusting_its_ca() -> None:
+    hosts = tomllib.loads(nodeconfig.registry_hosts("127.0.0.1:5443", Path("/certs/ca.crt")))
+    assert hosts == {
+        "server": "https://127.0.0.1:5443",
+        "host": {"https://127.0.0.1:5443": {"capabilities": ["pull", "resolve"], "ca": "/certs/ca.crt"}},
+    }
+
+
 def test_the_kubelet_writes_only_under_the_scratch_directory() -> None:
     config = nodeconfig.kubelet_config(
         LAYOUT,

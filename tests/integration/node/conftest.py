@@ -1,5 +1,6 @@
 """The node tier: the local control plane with one real node (a real kubelet, containerd and runc
-running the images this checkout builds) beside the kwok fleet.
+running the images this checkout builds, pulled by digest from the local OCI registry they were
+pushed to) beside the kwok fleet.
 
 One cluster serves the whole session; the first node test starts it. Stage pods mount the real
 node's scratch host root (``engine.host_root``), whose reboot, sysctl and systemctl only record.
@@ -12,7 +13,6 @@ A machine that cannot run the node fails every test here with the reason, never 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -23,6 +23,7 @@ from fleetwright.local.nodeconfig import TEMPORAL_ADDRESS
 from fleetwright.local.realnode import RealNode, RealNodeOptions, linked_to_temporal
 from fleetwright.local.temporalserver import LocalTemporal
 from fleetwright.packagetest.hostroot import HostRoot
+from fleetwright.registry import RegistryAccess
 from fleetwright.workflows.enginesettings import EngineSettings
 from tests.support.stack import engine_settings
 
@@ -67,8 +68,17 @@ def temporal_on_node(real_node: RealNode) -> str:
 
 
 @pytest.fixture
+def registry_access(real_node: RealNode) -> RegistryAccess:
+    """The in-process worker's image pinning trusts the real node's registry."""
+    return RegistryAccess(ca_file=str(real_node.registry.ca_file))
+
+
+@pytest.fixture
 def engine(cluster: LocalCluster, real_node: RealNode) -> EngineSettings:
-    settings = engine_settings().model_copy(update={"host_root": str(Path(real_node.host_root.path))})
+    """Stage pods mount the real node's scratch host root and run the images it pulls from its
+    registry, each package image pinned to its digest there at the generation's start."""
+    update = {**real_node.engine_fields(), "image_pinning": True}
+    settings = engine_settings().model_copy(update=update)
     # The chart's tests install and uninstall the package namespace (the chart owns it); a rollout
     # after them needs it back, as the chart would have made it.
     package_namespace = settings.package_namespace

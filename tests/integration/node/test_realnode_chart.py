@@ -35,12 +35,13 @@ from tests.support.chartrbac import (
 )
 from tests.support.engine import kubectl_json, unique
 from tests.support.realnode import (
-    SHELLSCRIPT,
     apply_rollout,
     delete_rollout,
     group,
     marker_of,
     marking_scripts,
+    pulled,
+    shellscript,
     wait_complete,
 )
 from tests.support.waiting import wait_for
@@ -107,13 +108,18 @@ def test_the_chart_runs_on_the_real_node_admits_through_its_webhook_and_complete
         assert status["containerID"].startswith("containerd://")
         # The image this checkout built, pinned by its digest.
         assert pod["spec"]["containers"][0]["image"] == image.pinned()
+    # Pulled from the registry the README's install pushed it to, not preloaded on the node.
+    assert image.pinned() in pulled(cluster)
 
     # Admission: a version that is not semver passes the CRD schema; only the webhook rejects it.
     bad = {
         "apiVersion": "fleetwright.io/v1alpha1",
         "kind": "NodeProfile",
         "metadata": {"name": unique("bad")},
-        "spec": {"allNodes": True, "packages": [{"name": "p", "version": "1.2", "image": SHELLSCRIPT}]},
+        "spec": {
+            "allNodes": True,
+            "packages": [{"name": "p", "version": "1.2", "image": shellscript(real_node)}],
+        },
     }
     denied = cluster.kubectl("apply", "-f", "-", input=json.dumps(bad), check=False)
     assert denied.returncode != 0

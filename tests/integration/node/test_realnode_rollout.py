@@ -4,7 +4,8 @@ real kubelet, containerd and runc, against the node's scratch host root.
 
 - a rollout completes: the script's file is in the scratch root, the service interrupt reached
   the root's recording ``systemctl``, the node carries the profile's state annotation, label and
-  condition, and the cordon fleetwright put on it is gone;
+  condition, the cordon fleetwright put on it is gone, and its stage pods ran the package image
+  pinned to its digest in the local registry, which the kubelet pulled from there;
 - a failing script: the real Job fails, the rollout halts at the canary, and ``fleetwright logs``
   prints the script's own stderr, read from the container through the apiserver and kubelet;
 - a reboot interrupt: the root's ``reboot`` records the call, the node reboots (a new boot id,
@@ -19,6 +20,7 @@ from typing import Any
 import pytest
 
 from fleetwright.api.keys import condition_type, cordon_key, status_label_key
+from fleetwright.images import spec as image_spec
 from fleetwright.local import nodehost
 from fleetwright.local.controlplane import LocalCluster
 from fleetwright.local.realnode import RealNode
@@ -33,6 +35,8 @@ from tests.support.realnode import (
     group,
     marker_of,
     marking_scripts,
+    pod_images,
+    pulled,
     ran_in_containerd,
     real_stage_pods,
     wait_complete,
@@ -83,6 +87,12 @@ async def test_a_rollout_runs_its_stages_as_real_containers_on_the_real_node(
         # Copy, apply and apply-check (and the interrupt, post-interrupt, its check): real
         # containers that exited 0.
         pods = real_stage_pods(cluster, real_node.options.name, name)
+        # The package image pinned to its digest in the registry at the generation's start, and
+        # the agent's: the kubelet pulled both from the registry (nothing imported them).
+        package = real_node.image(image_spec.package_ref("shellscript", "1.0.0")).pinned()
+        agent = real_node.image(image_spec.AGENT.ref).pinned()
+        assert pod_images(pods) == {package, agent}
+        assert {package, agent} <= pulled(cluster)
         ran = [c for pod in pods for c in ran_in_containerd(pod)]
         assert ("shellscript-init", 0) in ran
         assert ("shellscript-apply", 0) in ran

@@ -61,9 +61,8 @@ def installed_previous(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[PreviousRelease]:
     tree = checkout(previous(), tmp_path_factory.mktemp("release"))
-    image = build_image(tree, image_spec.FLEETWRIGHT.ref)
+    image = real_node.registry.publish(build_image(tree, image_spec.FLEETWRIGHT.ref))
     assert image.digest != this_image(real_node).digest, "the previous release's image is this checkout's"
-    real_node.import_image(image)
     home = tmp_path_factory.mktemp("helm")
     installed = PreviousRelease(
         unique("fwu"),

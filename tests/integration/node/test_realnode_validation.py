@@ -21,7 +21,7 @@ from fleetwright.local.temporalserver import LocalTemporal
 from fleetwright.stagejob.validation import VALIDATE_STAGE
 from tests.support.cli import Cli
 from tests.support.engine import kubectl_json, unique
-from tests.support.realnode import SHELLSCRIPT, apply_rollout, delete_rollout, group
+from tests.support.realnode import apply_rollout, delete_rollout, group, shellscript
 from tests.support.stack import RunningController
 from tests.support.waiting import until
 
@@ -53,7 +53,7 @@ async def test_a_failing_validation_keeps_the_real_node_cordoned_tainted_and_log
         "validations": [
             {
                 "name": "gpu-diag",
-                "image": f"{SHELLSCRIPT}:1.0.0",
+                "image": f"{shellscript(real_node)}:1.0.0",
                 "command": ["/bin/sh", "-c", diagnostics],
                 "timeoutSeconds": 120,
             }
