@@ -8,7 +8,6 @@ Owns the command and its text; starting and stopping the pieces is ``local.stack
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import shlex
 from pathlib import Path
@@ -18,6 +17,7 @@ import typer
 
 from fleetwright.api.keys import status_label_key
 from fleetwright.cli.app import CommandGroup, app
+from fleetwright.eventwait import wait_event
 from fleetwright.process.shutdown import stop_on_signals
 
 if TYPE_CHECKING:
@@ -196,6 +196,5 @@ async def _run_until_stopped(console: Console, stack: LocalStack) -> bool:
         except RuntimeError as error:
             console.print(str(error), style="red", markup=False, highlight=False)
             return True
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), timeout=1.0)
+        await wait_event(stop, 1.0)
     return False

@@ -65,6 +65,7 @@ from fleetwright.api.nodeprofile import NodeProfile, NodeProfileStatus
 from fleetwright.controller.nodewatch import NodeWatch
 from fleetwright.controller.profilestatus import Inputs, derive, transitions
 from fleetwright.errors import FleetwrightError
+from fleetwright.eventwait import wait_event
 from fleetwright.kube.client import ApiClient, from_kubeconfig
 from fleetwright.kube.events import emit_for
 from fleetwright.kube.listwatch import ListWatch, WatchEvent, start_thread
@@ -292,8 +293,7 @@ class Controller:
                 except (RPCError, FleetwrightError) as error:
                     log.warning("profile %s: status not updated: %s", name, error)
             self._refresh.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._refresh.wait(), timeout=self.options.status_interval_seconds)
+            await wait_event(self._refresh, self.options.status_interval_seconds)
 
     async def mirror(self, name: str) -> None:
         """Write one profile's status from its workflow's memo, and the Events for what changed."""

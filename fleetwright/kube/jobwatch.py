@@ -29,6 +29,7 @@ from datetime import datetime
 from typing import Any
 
 from fleetwright.api.keys import MANAGED_BY, MANAGED_BY_LABEL, NODE_LABEL
+from fleetwright.eventwait import wait_event
 from fleetwright.kube.client import ApiClient
 from fleetwright.kube.jobs import JobFacts, job_facts
 from fleetwright.kube.listwatch import ListWatch, WatchEvent, start_thread
@@ -222,10 +223,7 @@ class JobWatch:
         event = asyncio.Event()
         self._waiters.setdefault(name, {})[event] = seen
         try:
-            await asyncio.wait_for(event.wait(), seconds)
-            return True
-        except TimeoutError:
-            return self._moved(name, version, uid)[0]
+            return await wait_event(event, seconds) or self._moved(name, version, uid)[0]
         finally:
             waiting = self._waiters.get(name)
             if waiting is not None:

@@ -12,7 +12,6 @@ Owns the check; what the workflows upsert is theirs (``workflows.search``).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Mapping
 
@@ -21,6 +20,7 @@ from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.client import Client
 from temporalio.service import RPCError
 
+from fleetwright.eventwait import wait_event
 from fleetwright.workflows.search import REGISTRATION
 
 log = logging.getLogger("fleetwright.worker")
@@ -77,7 +77,6 @@ class SearchAttributeCheck:
     async def run(self, stop: asyncio.Event) -> None:
         """Check again every minute until ``stop``."""
         while not stop.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=RECHECK_SECONDS)
+            await wait_event(stop, RECHECK_SECONDS)
             if not stop.is_set():
                 await self.check()
