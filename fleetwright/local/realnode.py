@@ -303,18 +303,14 @@ class RealNode:
                 self.published[image.ref] = self.registry.publish(image)
             self.image_seconds[image.ref] = time.monotonic() - started
 
-    def engine_fields(self) -> dict[str, str]:
-        """The rollout engine's settings this node decides: stage pods mount its scratch host
-        root, and run the agent image this checkout built, by its digest in the registry."""
-        return {
-            "host_root": str(self.host_root.path),
-            "agent_image": self.image(image_spec.AGENT.ref).pinned(),
-        }
-
     def image(self, ref: str) -> Built:
         """The image built as ``ref`` (``spec.FLEETWRIGHT.ref``, a ``package_ref``), as this node
         pulls it: from the registry."""
         return self.published[ref]
+
+    def image_refs(self) -> set[str]:
+        """The image references containerd holds (``ctr images ls``)."""
+        return set(self._ctr("-n", "k8s.io", "images", "ls", "-q").stdout.split())
 
     def ready(self) -> bool:
         done = self.kubectl("get", "node", self.options.name, "-o", "json", check=False)
@@ -396,6 +392,12 @@ def linked_to_temporal(options: RealNodeOptions, host_port: int) -> RealNodeOpti
     return replace(options, forwards=(*options.forwards, (nodeconfig.TEMPORAL_PORT, host_port)))
 
 
+def engine_fields(node: RealNode) -> dict[str, str]:
+    """The rollout engine's settings the node decides: stage pods mount its scratch host root, and
+    run the agent image this checkout built, by its digest in the node's registry."""
+    return {"host_root": str(node.host_root.path), "agent_image": node.image(image_spec.AGENT.ref).pinned()}
+
+
 def chart_settings(node: RealNode, temporal_address: str | None) -> list[str]:
     """``helm install`` flags that run the chart's processes on this node (the scheduler would
     otherwise also place them on kwok nodes, which only pretend to run them) from the images this
@@ -406,7 +408,7 @@ def chart_settings(node: RealNode, temporal_address: str | None) -> list[str]:
     for key, image in (("image", image_spec.FLEETWRIGHT), ("temporal.embedded.image", image_spec.TEMPORAL)):
         pushed = node.image(image.ref)
         flags += ["--set", f"{key}.repository={pushed.repository}", "--set", f"{key}.digest={pushed.digest}"]
-    for key, value in node.engine_fields().items():
+    for key, value in engine_fields(node).items():
         flags += ["--set", f"settings.engine.{key}={value}"]
     if temporal_address is not None:
         flags += ["--set", f"settings.temporal_address={temporal_address}"]

@@ -45,7 +45,7 @@ from fleetwright.local.loopback import LOOPBACK, free_port
 from fleetwright.local.nodes import gpu_product, node_name, stage_pod_timing
 from fleetwright.local.ociregistry import LocalRegistry
 from fleetwright.local.processes import Supervised, wait_until
-from fleetwright.local.realnode import linked_to_temporal
+from fleetwright.local.realnode import engine_fields, linked_to_temporal
 from fleetwright.local.temporalserver import LocalTemporal, TemporalServer
 from fleetwright.local.trainingoperator import TrainingOperator
 from fleetwright.process.settings import WorkerSettings, process_environment
@@ -258,7 +258,7 @@ class LocalStack(Launcher):
         node = self.cluster.real_node
         if node is None:
             return engine
-        return engine.model_copy(update=node.engine_fields())
+        return engine.model_copy(update=engine_fields(node))
 
     def _write_settings(self, engine: EngineSettings) -> None:
         self.settings_path.write_text(json.dumps(self.settings(engine).model_dump(mode="json"), indent=2))

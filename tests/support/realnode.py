@@ -5,7 +5,6 @@ the real node (its stage pods, and which of their containers containerd ran)."""
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -110,14 +109,6 @@ def ran_in_containerd(pod: dict[str, Any]) -> list[tuple[str, int]]:
         if status.get("containerID", "").startswith("containerd://") and "exitCode" in terminated:
             out.append((status["name"], terminated["exitCode"]))
     return out
-
-
-def pulled(cluster: LocalCluster) -> set[str]:
-    """Every image a kubelet pulled from a registry (its ``Pulled`` events that say so; an image
-    already on the node says "already present" instead), cluster-wide."""
-    events = kubectl_json(cluster, "events", "-A", "--field-selector=reason=Pulled")["items"]
-    found = (re.match(r'Successfully pulled image "([^"]+)"', e.get("message", "")) for e in events)
-    return {match.group(1) for match in found if match is not None}
 
 
 def pod_images(pods: list[dict[str, Any]]) -> set[str]:

@@ -20,7 +20,7 @@ from fleetwright.local import nodehost
 from fleetwright.local.controlplane import ClusterOptions, LocalCluster
 from fleetwright.local.kubectl import create_package_namespace
 from fleetwright.local.nodeconfig import TEMPORAL_ADDRESS
-from fleetwright.local.realnode import RealNode, RealNodeOptions, linked_to_temporal
+from fleetwright.local.realnode import RealNode, RealNodeOptions, engine_fields, linked_to_temporal
 from fleetwright.local.temporalserver import LocalTemporal
 from fleetwright.packagetest.hostroot import HostRoot
 from fleetwright.registry import RegistryAccess
@@ -77,7 +77,7 @@ def registry_access(real_node: RealNode) -> RegistryAccess:
 def engine(cluster: LocalCluster, real_node: RealNode) -> EngineSettings:
     """Stage pods mount the real node's scratch host root and run the images it pulls from its
     registry, each package image pinned to its digest there at the generation's start."""
-    update = {**real_node.engine_fields(), "image_pinning": True}
+    update = {**engine_fields(real_node), "image_pinning": True}
     settings = engine_settings().model_copy(update=update)
     # The chart's tests install and uninstall the package namespace (the chart owns it); a rollout
     # after them needs it back, as the chart would have made it.
