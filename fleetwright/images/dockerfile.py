@@ -45,8 +45,8 @@ def _payload(image: spec.ProductImage) -> list[str]:
 
 
 def _build_stage() -> list[str]:
-    """The project wheel and its pinned dependencies under PREFIX, in a stage of its own so that
-    pip and the build backend never reach the final image."""
+    """The project wheel and its pinned dependencies under PREFIX, less the lab (``prune``, run from
+    the sources), in a stage of its own so that pip and the build backend never reach the image."""
     copies = [f"COPY {src}/ /src/{src}/" for src in PROJECT_SOURCES]
     return [
         f"FROM {spec.DEBIAN_IMAGE} AS build",
@@ -56,7 +56,8 @@ def _build_stage() -> list[str]:
         *copies,
         "RUN python3 -m pip wheel --no-deps --wheel-dir /wheels /src \\",
         f" && python3 -m pip install --no-cache-dir --target {spec.PREFIX} --only-binary=:all: \\",
-        "      --constraint /src/tools/constraints.txt /wheels/*.whl",
+        "      --constraint /src/tools/constraints.txt /wheels/*.whl \\",
+        f" && PYTHONPATH=/src python3 -m fleetwright.images.prune {spec.PREFIX}",
         "",
     ]
 

@@ -6,7 +6,7 @@ in a tar, what ``ctr images import`` and ``docker load``/``podman load`` read):
 - the shared base layer: a slim Debian root made by ``mmdebstrap`` (minbase, no recommends, the
   -slim image's dpkg excludes) with the spec's packages, as a tar;
 - the payload layer: the project wheel and its pinned dependencies installed by pip (``--target``,
-  binary wheels only, compiled), or the agent's sources, as a tar of its own;
+  binary wheels only, the lab left out by ``prune``, compiled), or the agent's sources, as a tar;
 - busybox (Debian's ``busybox-static``) under each catalog package's COPYs; the pause binary alone;
 - the image config (user, environment, entrypoint, OCI labels) and the layout, by ``umoci``.
 
@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from fleetwright.images import catalog, spec
+from fleetwright.images import catalog, prune, spec
 from fleetwright.packagetest import HostRootError, toolbox
 
 # Layer file times: one fixed instant, so a layer's bytes depend only on its content.
@@ -279,7 +279,7 @@ class Builder:
             if image.payload == "project":
                 self._project_payload(work, prefix)
                 created_by = (
-                    "pip install --target /opt/fleetwright fleetwright (constraints: tools/constraints.txt)"
+                    "pip install --target /opt/fleetwright fleetwright, less the lab (tools/constraints.txt)"
                 )
             elif image.payload == "temporal":
                 self._temporal_payload(work, prefix)
@@ -326,6 +326,7 @@ class Builder:
                 *map(str, sorted(wheels.glob("*.whl"))),
             ],
         )
+        prune.prune_lab(prefix)  # the controller image ships the runtime only
         # pip wrote this interpreter's path into the scripts; in the image it is Debian's python3.
         for script in (prefix / "bin").iterdir():
             text = script.read_bytes()
