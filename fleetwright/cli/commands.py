@@ -6,14 +6,21 @@ imports only the module of the command it invokes; the root ``--help`` (or an un
 imports them all, so it lists every command. ``COMMANDS`` is the one
 place that names them (a unit test holds it to what the modules register).
 
+The lab commands (``LAB_COMMAND_MODULES``) drive the development modules ``fleetwright.lab``
+names; an installation without them (the controller image) neither lists them nor imports their
+modules, and a run of one ends with a one-line error (exit 2).
+
 Owns that table and the imports; it must not know what a command does.
 """
 
 from __future__ import annotations
 
 import importlib
+import sys
 from collections.abc import Sequence
 from types import ModuleType
+
+from fleetwright import lab
 
 # command (or command group) -> the module under fleetwright.cli that registers it
 COMMANDS = {
@@ -39,6 +46,8 @@ COMMANDS = {
     "controller": "serve",
     "webhook": "serve",
 }
+# The command modules that import the lab (a unit test holds this to their imports).
+LAB_COMMAND_MODULES = frozenset({"package", "cluster", "demo", "chaos"})
 # The root options that take a value (``--kubeconfig PATH``): the token after one is no command.
 VALUE_OPTIONS = frozenset({"--kubeconfig", "--temporal-address", "--temporal-namespace"})
 
@@ -57,13 +66,29 @@ def invoked(argv: Sequence[str]) -> str | None:
 
 
 def load(argv: Sequence[str]) -> list[ModuleType]:
-    """Import the module of the command ``argv`` invokes, or every command module."""
+    """Import the module of the command ``argv`` invokes, or every command module; a lab command
+    where the lab is not installed ends the run here (exit 2)."""
     command = invoked(argv)
     if command is None:
         return load_all()
+    if COMMANDS[command] in LAB_COMMAND_MODULES and not lab.installed():
+        print(not_shipped(command), file=sys.stderr)
+        raise SystemExit(2)
     return [importlib.import_module(f"fleetwright.cli.{COMMANDS[command]}")]
 
 
 def load_all() -> list[ModuleType]:
-    """Import every command module (each registers its commands on the app)."""
-    return [importlib.import_module(f"fleetwright.cli.{name}") for name in sorted(set(COMMANDS.values()))]
+    """Import every command module (each registers its commands on the app), less the lab
+    commands' where the lab is not installed."""
+    names = set(COMMANDS.values())
+    if not lab.installed():
+        names -= LAB_COMMAND_MODULES
+    return [importlib.import_module(f"fleetwright.cli.{name}") for name in sorted(names)]
+
+
+def not_shipped(command: str) -> str:
+    """The error for a lab command where the lab is not installed."""
+    return (
+        f"error: `fleetwright {command}` is a development command, not shipped in this installation (the "
+        "controller image ships the runtime only); run it from a checkout installed with `pip install -e .`"
+    )

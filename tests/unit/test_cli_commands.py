@@ -1,20 +1,24 @@
 """The command table the entry point loads lazily: it names every command the modules register,
 each in the module that registers it, and a run imports only its command's module; no command
-module imports the Temporal or Kubernetes clients before its command runs."""
+module imports the Temporal or Kubernetes clients before its command runs. Without the lab (the
+controller image), the lab commands are neither listed nor imported, and running one exits 2."""
 
 from __future__ import annotations
 
 import ast
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
+from fleetwright import lab
 from fleetwright.cli.app import app
-from fleetwright.cli.commands import COMMANDS, invoked, load_all
+from fleetwright.cli.commands import COMMANDS, LAB_COMMAND_MODULES, invoked, load, load_all, not_shipped
 
 pytestmark = pytest.mark.unit
+REPO = Path(__file__).resolve().parents[2]
 
 
 def registered() -> dict[str, str]:
@@ -132,3 +136,48 @@ def test_the_plain_help_lists_each_command_with_its_whole_first_sentence() -> No
     assert "abort Abort the rollout: nothing new starts" in commands
     assert "asks first unless --yes." in commands  # not cut at the terminal's width
     assert "..." not in commands
+
+
+def lab_importers() -> set[str]:
+    """The command modules whose source imports a lab module (``fleetwright.lab.MODULES``)."""
+    found = set()
+    for path in sorted((REPO / "fleetwright" / "cli").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            else:
+                continue
+            if any(name == m or name.startswith(f"{m}.") for name in names for m in lab.MODULES):
+                found.add(path.stem)
+    return found
+
+
+def test_the_lab_commands_are_the_command_modules_that_import_the_lab() -> None:
+    assert lab_importers() == LAB_COMMAND_MODULES
+
+
+def test_without_the_lab_the_root_help_lists_the_runtime_commands_only() -> None:
+    """As in the controller image: the lab commands' modules would fail to import there."""
+    code = "import fleetwright.lab\nfleetwright.lab.installed = lambda: False\n" + help_of([])
+    lab_commands = tuple(f"fleetwright.cli.{name}" for name in LAB_COMMAND_MODULES)
+    assert imported(code, lab_commands + lab.MODULES) == []
+
+
+@pytest.mark.parametrize("command", sorted(c for c, m in COMMANDS.items() if m in LAB_COMMAND_MODULES))
+def test_a_lab_command_without_the_lab_exits_2_with_one_line(
+    command: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(lab, "installed", lambda: False)
+    with pytest.raises(SystemExit) as exited:
+        load(["--kubeconfig", "k", command, "up"])
+    assert exited.value.code == 2
+    error = capsys.readouterr().err
+    assert error == not_shipped(command) + "\n"
+    assert f"`fleetwright {command}` is a development command, not shipped" in error
+
+
+def test_with_the_lab_installed_every_command_module_loads() -> None:
+    assert lab.installed()
+    assert {m.__name__.removeprefix("fleetwright.cli.") for m in load_all()} == set(COMMANDS.values())
