@@ -3,7 +3,8 @@ controller and webhook run as real pods of the fleetwright image, admission goes
 in-cluster webhook (the apiserver reaches its pod through the node link), a rollout over kwok nodes
 and the real node is driven entirely by the in-cluster processes (Temporal reached at the node's
 address), every RBAC rule is needed by the very tokens the kubelet mounted into those pods, and
-``helm uninstall`` leaves nothing behind."""
+``helm uninstall`` leaves nothing behind. The image ships the runtime only: no lab module, every
+other module imports, and a lab command refuses to run."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from dataclasses import dataclass
 import pytest
 import yaml
 
+from fleetwright import lab
+from fleetwright.cli.commands import LAB_COMMAND_MODULES, not_shipped
 from fleetwright.images import spec as image_spec
 from fleetwright.local import realnode
 from fleetwright.local.controlplane import LocalCluster
@@ -49,6 +52,27 @@ pytestmark = [pytest.mark.node, pytest.mark.timeout(1200)]
 
 COMPONENTS = ("worker", "controller", "webhook")
 TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+# Run by the image's python3: every module of the installed fleetwright package (from its files, so
+# a package that fails to import is still listed), each imported in this one process but the
+# ``__main__`` modules and those named as arguments; the last line is JSON.
+MODULES_PROBE = """
+import importlib, json, pathlib, sys
+import fleetwright
+root = pathlib.Path(fleetwright.__path__[0])
+names = sorted(
+    ".".join(("fleetwright", *p.relative_to(root).with_suffix("").parts)).removesuffix(".__init__")
+    for p in root.rglob("*.py")
+)
+failed = {}
+for name in names:
+    if name.endswith(".__main__") or name in sys.argv[1:]:
+        continue
+    try:
+        importlib.import_module(name)
+    except Exception as error:
+        failed[name] = f"{type(error).__name__}: {error}"
+print(json.dumps({"modules": names, "failed": failed}))
+"""
 
 
 @dataclass
@@ -141,6 +165,25 @@ def test_the_chart_runs_on_the_real_node_admits_through_its_webhook_and_complete
         assert status["progress"] == f"{len(nodes)}/{len(nodes)}"
     finally:
         delete_rollout(cluster, name)
+
+
+def test_the_image_ships_the_runtime_only_and_refuses_the_lab_commands(
+    cluster: LocalCluster, installed: InCluster
+) -> None:
+    exec_in_worker = ("exec", "-n", installed.namespace, installed.pod("worker"), "--")
+    # The CLI's lab command modules stay in the image (it names them), unimported without the lab.
+    lab_commands = [f"fleetwright.cli.{name}" for name in sorted(LAB_COMMAND_MODULES)]
+    probe = cluster.kubectl(*exec_in_worker, "python3", "-c", MODULES_PROBE, *lab_commands, timeout=300)
+    found = json.loads(probe.stdout.splitlines()[-1])
+    modules: list[str] = found["modules"]
+    assert {"fleetwright.lab", "fleetwright.worker.temporalworker", *lab_commands} <= set(modules)
+    shipped_lab = [m for m in modules if any(m == n or m.startswith(f"{n}.") for n in lab.MODULES)]
+    assert shipped_lab == []
+    assert found["failed"] == {}
+
+    refused = cluster.kubectl(*exec_in_worker, "fleetwright", "cluster", "up", check=False)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert not_shipped("cluster") in refused.stderr
 
 
 def test_every_rule_is_needed_by_the_tokens_the_kubelet_mounted(
