@@ -24,6 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+if not __package__:  # run as a file (python bench/chart_install.py): the repository root holds bench/
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.harness import calibrate, loadavg
 from fleetwright.images import spec as image_spec
 from fleetwright.local import realnode
