@@ -121,7 +121,7 @@ def _real_node_steps(stack: LocalStack) -> list[str]:
     return [
         "",
         f"Real node {node.options.name}: its stage pods mount the scratch host root {node.host_root.path}",
-        "  fleetwright in-cluster on it (the chart, with the locally built image):",
+        "  fleetwright in-cluster on it (the chart, with this checkout's images from the OCI registry):",
         "  " + shlex.join([*install, *chart_settings(node, TEMPORAL_ADDRESS)]),
     ]
 
