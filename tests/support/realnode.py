@@ -10,6 +10,7 @@ from typing import Any
 
 from fleetwright.chaos.snapshot import job_view
 from fleetwright.images import spec as image_spec
+from fleetwright.images.offline import Built
 from fleetwright.local import examples
 from fleetwright.local.controlplane import LocalCluster
 from fleetwright.local.realnode import RealNode
@@ -20,10 +21,10 @@ from tests.support.stack import GROUP_LABEL
 from tests.support.waiting import wait_for
 
 
-def shellscript(real_node: RealNode) -> str:
-    """The catalog's ``shellscript`` package image (1.0.0), as the real node pulls it: its
-    repository in the node's registry."""
-    return real_node.image(image_spec.package_ref("shellscript", "1.0.0")).repository
+def shellscript(real_node: RealNode) -> Built:
+    """The catalog's ``shellscript`` package image (1.0.0), as the real node pulls it: from the
+    node's registry."""
+    return real_node.image(image_spec.package_ref("shellscript", "1.0.0"))
 
 
 def apply_rollout(
@@ -42,7 +43,7 @@ def apply_rollout(
     package: dict[str, Any] = {
         "name": "shellscript",
         "version": "1.0.0",
-        "image": shellscript(cluster.real_node),
+        "image": shellscript(cluster.real_node).repository,
         "configMap": scripts,
         "stageTimeoutSeconds": 300,
     }

@@ -142,7 +142,7 @@ def test_the_chart_runs_on_the_real_node_admits_through_its_webhook_and_complete
         "metadata": {"name": unique("bad")},
         "spec": {
             "allNodes": True,
-            "packages": [{"name": "p", "version": "1.2", "image": shellscript(real_node)}],
+            "packages": [{"name": "p", "version": "1.2", "image": shellscript(real_node).repository}],
         },
     }
     denied = cluster.kubectl("apply", "-f", "-", input=json.dumps(bad), check=False)

@@ -38,6 +38,7 @@ from tests.support.realnode import (
     pod_images,
     ran_in_containerd,
     real_stage_pods,
+    shellscript,
     wait_complete,
 )
 from tests.support.stack import RunningController
@@ -90,7 +91,7 @@ async def test_a_rollout_runs_its_stages_as_real_containers_on_the_real_node(
         # the agent's: containerd holds both under the registry's names, which only a pull from it
         # gives (the node imports nothing but the sandbox image).
         pinned = {
-            real_node.image(image_spec.package_ref("shellscript", "1.0.0")).pinned(),
+            shellscript(real_node).pinned(),
             real_node.image(image_spec.AGENT.ref).pinned(),
         }
         assert pod_images(pods) == pinned

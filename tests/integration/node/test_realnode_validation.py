@@ -53,7 +53,7 @@ async def test_a_failing_validation_keeps_the_real_node_cordoned_tainted_and_log
         "validations": [
             {
                 "name": "gpu-diag",
-                "image": f"{shellscript(real_node)}:1.0.0",
+                "image": shellscript(real_node).ref,
                 "command": ["/bin/sh", "-c", diagnostics],
                 "timeoutSeconds": 120,
             }
