@@ -19,8 +19,7 @@ from fleetwright.errors import NotFoundError
 from fleetwright.kube import inventory
 from fleetwright.kube.client import ApiClient
 from fleetwright.local.ticker import Ticker
-
-STAGE_NAMESPACE = "fleetwright-system"
+from fleetwright.stagejob.render import PACKAGE_NAMESPACE
 
 
 @dataclass
@@ -30,7 +29,7 @@ class Watcher:
     node_selector: str
     """Label selector of the rollout's nodes."""
     interval: float = 0.5
-    namespace: str = STAGE_NAMESPACE
+    namespace: str = PACKAGE_NAMESPACE
     timeline: list[Snapshot] = field(default_factory=list)
     failed_reads: int = 0
     _started: float = field(default_factory=time.monotonic)

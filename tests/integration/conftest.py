@@ -9,17 +9,12 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 from temporalio.client import Client
 
-from fleetwright.activities.node import all_activities
-from fleetwright.activities.rollout import rollout_activities
-from fleetwright.kube.client import from_kubeconfig
-from fleetwright.kube.jobwatch import JobWatches
 from fleetwright.local.kubelet import SimulatedKubelet
 from fleetwright.local.ociregistry import LocalRegistry
 from fleetwright.local.temporalserver import LocalTemporal
 from fleetwright.local.trainingoperator import TrainingOperator
 from fleetwright.process.settings import WorkerSettings
 from fleetwright.registry import RegistryAccess
-from fleetwright.worker.temporalworker import build_worker
 from fleetwright.workflows.enginesettings import EngineSettings
 from fleetwright.workflows.ids import rollout_workflow_id
 from tests.support.chartrbac import RULE_IDS, RULES, Installed, RuleCase
@@ -67,17 +62,10 @@ def registry_access() -> RegistryAccess | None:
 async def worker(
     cluster: ClusterUnderTest, temporal_client: Client, registry_access: RegistryAccess | None
 ) -> AsyncIterator[str]:
-    """An in-process worker with the real activities (stage waits on the shared Job watch, as in the
-    worker process) on its own task queue; yields the queue."""
-    api = from_kubeconfig(cluster.kubeconfig)
-    queue = unique("ctl")
-    with JobWatches(api) as job_watches:
-        activities = [
-            *all_activities(api, job_watches=job_watches),
-            *rollout_activities(api, registry=registry_access),
-        ]
-        async with build_worker(temporal_client, activities, task_queue=queue):
-            yield queue
+    """An in-process worker with the real activities (``engine_worker``: stage waits on the shared
+    Job watch, as in the worker process) on its own task queue; yields the queue."""
+    async with engine_worker(cluster, temporal_client, "ctl", registry=registry_access) as queue:
+        yield queue
 
 
 @pytest.fixture(scope="module")

@@ -31,6 +31,7 @@ from fleetwright.workflows.payloads import Progress, RolloutInput, SpecChange
 from fleetwright.workflows.rollout import RolloutWorkflow
 from tests.support.engine import (
     FAST_PODS,
+    JobCreations,
     Sampler,
     cordoned_by,
     engine_worker,
@@ -237,23 +238,28 @@ async def test_upgrade_runs_upgrade_dependencies_in_order_and_a_foreign_cordon_s
         profile_name, selector={GROUP_LABEL: name}, interrupt=None, extra_packages=[dependent]
     )
     steps = [{"name": "rest", "batches": {"strategy": "fixed", "initial": 3}}]
-    handle = await start(temporal_client, engine, first, {"max_unavailable": 3, "steps": steps}, settings())
-    await until_phase(handle, "Complete", "Halted", within=180)
-    await handle.terminate("first version done")
-    dependent_v2 = {**dependent, "dependsOn": [{"name": "tuning", "version": "1.1.0"}]}
-    second = examples.profile(
-        profile_name,
-        selector={GROUP_LABEL: name},
-        interrupt=None,
-        version="1.1.0",
-        extra_packages=[dependent_v2],
-    )
-    handle = await start(temporal_client, engine, second, {"max_unavailable": 3, "steps": steps}, settings())
-    done = await until_phase(handle, "Complete", "Halted", within=180)
-    assert done.phase == "Complete", done
-    jobs = jobs_of(cluster, profile_name)
+    with JobCreations(cluster, profile_name) as creations:
+        handle = await start(
+            temporal_client, engine, first, {"max_unavailable": 3, "steps": steps}, settings()
+        )
+        await until_phase(handle, "Complete", "Halted", within=180)
+        await handle.terminate("first version done")
+        dependent_v2 = {**dependent, "dependsOn": [{"name": "tuning", "version": "1.1.0"}]}
+        second = examples.profile(
+            profile_name,
+            selector={GROUP_LABEL: name},
+            interrupt=None,
+            version="1.1.0",
+            extra_packages=[dependent_v2],
+        )
+        handle = await start(
+            temporal_client, engine, second, {"max_unavailable": 3, "steps": steps}, settings()
+        )
+        done = await until_phase(handle, "Complete", "Halted", within=180)
+        assert done.phase == "Complete", done
+        jobs = creations.ordered(jobs_of(cluster, profile_name))
     by_node: dict[str, list[tuple[str, str, str]]] = {}
-    for job in sorted(jobs, key=lambda j: j["metadata"]["creationTimestamp"]):
+    for job in jobs:
         labels = job["metadata"]["labels"]
         annotations = job["metadata"].get("annotations", {})
         by_node.setdefault(labels["fleetwright.io/node"], []).append(
@@ -445,6 +451,7 @@ async def test_a_failing_upgrade_with_a_reboot_rolls_back_every_changed_node_to_
     with (
         SimulatedKubelet(cluster.kubectl),
         Sampler(cordoned_by(cluster, profile_name), interval=0.2) as sampler,
+        JobCreations(cluster, profile_name) as creations,
     ):
         rollout = RolloutInput(profile=v1, policy=policy, settings=settings())
         handle = await temporal_client.start_workflow(
@@ -457,10 +464,10 @@ async def test_a_failing_upgrade_with_a_reboot_rolls_back_every_changed_node_to_
         rolling = await until_phase(handle, "RollingBack", "Halted", "RolledBack", within=240)
         assert rolling.phase == "RollingBack", rolling
         done = await until_phase(handle, "RolledBack", "Halted", within=300)
+        jobs = creations.ordered(jobs_of(cluster, profile_name))
     assert done.phase == "RolledBack", done
     assert done.rolled_back_generation == 2
     assert sampler.worst <= 2, f"{sampler.worst} nodes cordoned by us at once"
-    jobs = sorted(jobs_of(cluster, profile_name), key=lambda j: j["metadata"]["creationTimestamp"])
     stages: dict[str, list[tuple[str, str]]] = {}
     for job in jobs:
         meta = job["metadata"]

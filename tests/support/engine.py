@@ -1,12 +1,13 @@
 """Harness for engine integration tests: an in-process worker with the real activities against
 the local control plane and the Temporal dev server, a simulated kubelet that "reboots" a node
-when an interrupt Job runs on it, samplers that watch invariants while a rollout runs, and the
-decisions a rollout's history recorded."""
+when an interrupt Job runs on it, samplers that watch invariants while a rollout runs, the order of a
+profile's stage Jobs, and the decisions a rollout's history recorded."""
 
 from __future__ import annotations
 
 import contextlib
 import json
+import threading
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -19,12 +20,15 @@ from fleetwright.activities.health import health_activities
 from fleetwright.activities.node import all_activities
 from fleetwright.activities.payloads import NAMES, DecideReport
 from fleetwright.activities.rollout import rollout_activities
-from fleetwright.api.keys import cordon_key
+from fleetwright.api.keys import PROFILE_LABEL, cordon_key
 from fleetwright.kube.client import from_kubeconfig
+from fleetwright.kube.jobwatch import JobWatches
+from fleetwright.kube.listwatch import ListWatch, WatchEvent, start_thread
 from fleetwright.local.nodes import stage_pod_timing
 from fleetwright.local.ticker import Ticker
 from fleetwright.prometheus import PrometheusAccess
 from fleetwright.registry import RegistryAccess
+from fleetwright.stagejob.render import PACKAGE_NAMESPACE
 from fleetwright.worker.temporalworker import build_worker
 from tests.support.providers import ClusterUnderTest
 
@@ -46,16 +50,18 @@ async def engine_worker(
     registry: RegistryAccess | None = None,
 ) -> AsyncIterator[str]:
     """An in-process worker with the real activities on a task queue of its own (``queue``, to
-    take over another worker's); yields the queue. Health checks query ``prometheus_url``; image
-    pinning reaches the registries with ``registry``."""
+    take over another worker's); yields the queue. Stage waits share one Job watch, as in the
+    worker process. Health checks query ``prometheus_url``; image pinning reaches the registries
+    with ``registry``."""
     api = from_kubeconfig(cluster.kubeconfig)
     queue = queue or unique(prefix)
     access = PrometheusAccess(url=prometheus_url, timeout_seconds=QUERY_TIMEOUT_SECONDS)
-    health = health_activities(api, access)
-    rollout = rollout_activities(api, prometheus=access, registry=registry)
-    activities = [*all_activities(api), *rollout, *health]
-    async with build_worker(client, activities, task_queue=queue):
-        yield queue
+    with JobWatches(api) as job_watches:
+        health = health_activities(api, access)
+        rollout = rollout_activities(api, prometheus=access, registry=registry)
+        activities = [*all_activities(api, job_watches=job_watches), *rollout, *health]
+        async with build_worker(client, activities, task_queue=queue):
+            yield queue
 
 
 QUERY_TIMEOUT_SECONDS = 5
@@ -134,3 +140,39 @@ async def decisions(client: Client, handle: WorkflowHandle[Any, Any]) -> list[De
                 (report,) = converter.from_payloads(attributes.result.payloads, [DecideReport])
                 reports.append(report)
     return reports
+
+
+class JobCreations:
+    """The order in which the apiserver created a profile's stage Jobs, from a watch's events: a
+    creation timestamp has whole seconds, and a node's fast stages are created within one."""
+
+    def __init__(self, cluster: ClusterUnderTest, profile: str) -> None:
+        self.names: list[str] = []
+        self._stop = threading.Event()
+        self._watch = ListWatch(
+            from_kubeconfig(cluster.kubeconfig),
+            "jobs",
+            self._deliver,
+            self._stop,
+            namespace=PACKAGE_NAMESPACE,
+            label_selector=f"{PROFILE_LABEL}={profile}",
+            window_seconds=5,
+        )
+
+    def __enter__(self) -> JobCreations:
+        start_thread(self._watch)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+
+    def _deliver(self, event: WatchEvent) -> None:
+        created = [event.obj] if event.type == "ADDED" and event.obj else list(event.items)
+        for job in created:
+            name = job["metadata"]["name"]
+            if name not in self.names:
+                self.names.append(name)
+
+    def ordered(self, jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``jobs`` in the order they were created (each must have been seen)."""
+        return sorted(jobs, key=lambda job: self.names.index(job["metadata"]["name"]))
