@@ -9,7 +9,6 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 from temporalio.client import Client
 
-from fleetwright.local.kubelet import SimulatedKubelet
 from fleetwright.local.ociregistry import LocalRegistry
 from fleetwright.local.temporalserver import LocalTemporal
 from fleetwright.local.trainingoperator import TrainingOperator
@@ -18,7 +17,7 @@ from fleetwright.registry import RegistryAccess
 from fleetwright.workflows.enginesettings import EngineSettings
 from fleetwright.workflows.ids import rollout_workflow_id
 from tests.support.chartrbac import RULE_IDS, RULES, Installed, RuleCase
-from tests.support.engine import engine_worker, label_nodes, unique
+from tests.support.engine import engine_worker, label_nodes, simulated_kubelet, unique
 from tests.support.providers import ClusterUnderTest
 from tests.support.stack import GROUP_LABEL, Rollout, RunningController, engine_settings, install_crds
 
@@ -149,7 +148,7 @@ async def rollout(
         ],
     }
     created = Rollout(cluster, name, name, nodes, policy)
-    with SimulatedKubelet(cluster.kubectl):
+    with simulated_kubelet(cluster):
         yield created
     await asyncio.to_thread(created.delete)
     handle = temporal_client.get_workflow_handle(rollout_workflow_id(name))

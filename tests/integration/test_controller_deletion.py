@@ -15,11 +15,10 @@ from temporalio.client import Client
 
 from fleetwright.api.keys import FINALIZER, condition_type, cordon_key, state_key, status_label_key
 from fleetwright.local import examples
-from fleetwright.local.kubelet import SimulatedKubelet
 from fleetwright.planner import convert
 from fleetwright.planner.node.state import NodePackageState, PackageRecord, format_annotation
 from fleetwright.workflows.ids import rollout_workflow_id
-from tests.support.engine import Sampler, cordoned_by, kubectl_json, label_nodes, unique
+from tests.support.engine import Sampler, cordoned_by, kubectl_json, label_nodes, simulated_kubelet, unique
 from tests.support.providers import ClusterUnderTest
 from tests.support.stack import GROUP_LABEL, Rollout, RunningController
 from tests.support.waiting import until
@@ -90,7 +89,7 @@ async def test_deleting_a_profile_uninstalls_everywhere_cleans_the_nodes_and_rel
     # Someone else cordons a node: the uninstall works under that cordon and never lifts it.
     foreign = rollout.nodes[0]
     cluster.kubectl("cordon", foreign)
-    with Sampler(cordoned_by(cluster, rollout.name)) as sampler:
+    with Sampler(cordoned_by(cluster, rollout.name, f"{GROUP_LABEL}={rollout.group}")) as sampler:
         cluster.kubectl("delete", "nodeprofile", rollout.name, "--wait=false")
         deleting = await until(
             lambda: (c := rollout.condition("Deleting")) and c,
@@ -137,7 +136,7 @@ async def test_a_failing_uninstall_blocks_the_deletion_with_a_condition_and_keep
     policy: dict[str, Any] = {"max_unavailable": 1, "steps": [{"name": "canary", "canary": {"count": 1}}]}
     rollout = Rollout(cluster, name, name, nodes, policy)
     try:
-        with SimulatedKubelet(cluster.kubectl):
+        with simulated_kubelet(cluster):
             await asyncio.to_thread(record_installed, rollout)
             await asyncio.to_thread(apply_removable, rollout)
             await asyncio.to_thread(rollout.wait_ready)  # already installed: nothing to run

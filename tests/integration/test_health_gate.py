@@ -37,7 +37,6 @@ from fleetwright.api.keys import NodeReason, condition_type
 from fleetwright.api.nodeprofile import NodeProfile
 from fleetwright.local import examples
 from fleetwright.local.gpuexporter import XID_ERRORS, GpuExporter
-from fleetwright.local.kubelet import SimulatedKubelet
 from fleetwright.local.kwok import STAGE_LOG
 from fleetwright.local.nodes import stage_pod_timing
 from fleetwright.local.prometheus import LocalPrometheus
@@ -56,15 +55,15 @@ from tests.support.engine import (
     kubectl_json,
     label_nodes,
     running_on,
+    simulated_kubelet,
     unique,
 )
 from tests.support.providers import ClusterUnderTest
-from tests.support.stack import engine_settings
+from tests.support.stack import GROUP_LABEL, engine_settings
 from tests.support.waiting import query_progress, until, until_phase, until_progress
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("crds")]
 
-GROUP_LABEL = "test.fleetwright.io/group"
 XID_CHECK = {
     "name": "gpu-xid-errors",
     "query": f'changes({XID_ERRORS}{{Hostname="{{{{node}}}}"}}[20s])',
@@ -279,7 +278,7 @@ async def test_an_xid_during_the_gate_fails_the_node_and_rolls_its_batch_back(
     name, nodes = made.name, made.nodes
     v1, v2 = made.profile(), made.profile("1.1.0", generation=2)
     policy = gated_policy(action="rollback")
-    with SimulatedKubelet(cluster.kubectl):
+    with simulated_kubelet(cluster):
         handle = await start(temporal_client, engine, v1, policy)
         first = await until_phase(handle, "Complete", "Halted", within=300)
         assert first.phase == "Complete", first
@@ -308,7 +307,7 @@ async def test_no_data_waits_named_until_approved_then_completes(
     (node,) = nodes = made.nodes
     name, profile = made.name, made.profile()
     cli = Cli(cluster, temporal_server)
-    with SimulatedKubelet(cluster.kubectl):
+    with simulated_kubelet(cluster):
         handle = await start(temporal_client, engine, profile, gated_policy(max_unavailable=1, initial=1))
         await until(
             lambda: reasons(cluster, name, nodes).get(node) == NodeReason.GATE_INCONCLUSIVE,
@@ -367,7 +366,7 @@ async def test_a_frozen_prometheus_holds_the_node_named_and_the_rollout_complete
     # Long enough a gate to freeze Prometheus in it; one Error in a row tolerated, the second holds.
     check: dict[str, Any] = {**XID_CHECK, "count": 8, "consecutiveErrorLimit": 1}
     policy = gated_policy(action="rollback", max_unavailable=1, initial=1, check=check)
-    with SimulatedKubelet(cluster.kubectl):
+    with simulated_kubelet(cluster):
         handle = await start(temporal_client, engine, profile, policy)
         await until(
             lambda: reasons(cluster, name, nodes).get(node) == NodeReason.HEALTH_GATE, 180.0, "the gate"
@@ -411,7 +410,7 @@ async def test_a_worker_stopped_mid_gate_is_replaced_without_recounting(
     (node,) = nodes = made.nodes
     name, profile = made.name, made.profile()
     policy = gated_policy(max_unavailable=1, initial=1, check={**XID_CHECK, "count": 4})
-    with SimulatedKubelet(cluster.kubectl):
+    with simulated_kubelet(cluster):
         async with engine_worker(cluster, temporal_client, prometheus_url=prometheus.url) as queue:
             handle = await start(temporal_client, queue, profile, policy)
             await until(
@@ -448,7 +447,7 @@ async def test_a_fleet_gate_failure_during_the_soak_stops_the_next_batch(
         {"name": "rest", "batches": {"strategy": "fixed", "initial": 2}},
     ]
     policy = checked_policy(steps, 2, [fleet_xid("30s", count=10, intervalSeconds=2)])
-    with SimulatedKubelet(cluster.kubectl):
+    with simulated_kubelet(cluster):
         handle = await start(temporal_client, engine, profile, policy)
         soaking = await until_progress(
             handle, lambda p: p.updated == 1 and "watch" in p.step, "the soak", within=180
@@ -480,7 +479,7 @@ async def test_a_background_fleet_gate_failure_while_a_batch_runs_stops_the_next
         {"name": "rest", "batches": {"strategy": "fixed", "initial": 1, "checks": ["fleet-xid"]}},
     ]
     policy = checked_policy(steps, 1, [fleet_xid("5m", count=3, intervalSeconds=1)])
-    with SimulatedKubelet(cluster.kubectl):
+    with simulated_kubelet(cluster):
         handle = await start(temporal_client, engine, profile, policy)
         trying = await until_progress(handle, lambda p: p.running == 1, "the canary", within=180)
         (canary,) = trying.running_nodes
@@ -573,7 +572,7 @@ async def test_a_frozen_prometheus_holds_the_soak_named_and_the_rollout_complete
     profile = await gpu_profile(cluster, exporter, prometheus, 2)
     # Enough measurements that the soak is still measuring when Prometheus freezes.
     policy = fleet_gated_policy(SOAKED, count=12)
-    with SimulatedKubelet(cluster.kubectl):
+    with simulated_kubelet(cluster):
         handle = await start(temporal_client, engine, profile, policy)
         await until_progress(handle, in_the_soak, "the soak", within=180)
         with frozen(prometheus) as frozen_at:
@@ -599,7 +598,7 @@ async def test_a_frozen_prometheus_holds_new_batches_named_and_the_rollout_compl
         {"name": "rest", "batches": {"strategy": "fixed", "initial": 1, "checks": ["fleet-xid"]}},
     ]
     policy = fleet_gated_policy(steps, count=3)
-    with SimulatedKubelet(cluster.kubectl):
+    with simulated_kubelet(cluster):
         handle = await start(temporal_client, engine, profile, policy)
         await until_progress(
             handle, lambda p: p.updated == 1 and p.running == 1 and "rest" in p.step, "a batch", within=180
@@ -631,7 +630,7 @@ async def test_with_prometheus_frozen_approve_passes_a_held_soak_and_abort_ends_
     approved, aborted = [await gpu_profile(cluster, exporter, prometheus, 2) for _ in range(2)]
     policy = fleet_gated_policy(SOAKED, count=30)  # a soak that outlasts the test unless approved
     cli = Cli(cluster, temporal_server)
-    with SimulatedKubelet(cluster.kubectl):
+    with simulated_kubelet(cluster):
         handles = [await start(temporal_client, engine, p, policy) for p in (approved, aborted)]
         for handle in handles:
             await until_progress(handle, in_the_soak, "the soak", within=180)
@@ -662,7 +661,7 @@ async def test_a_worker_stopped_mid_validation_neither_duplicates_its_job_nor_re
     # Long enough that the worker is gone well before the Job ends, however loaded the machine
     # (a Job ended first would let the first attempt finish: nothing retried to prove).
     slow = settings(stage_pod_annotations=stage_pod_timing(20, ready_seconds=0.1))
-    with SimulatedKubelet(cluster.kubectl):
+    with simulated_kubelet(cluster):
         async with engine_worker(cluster, temporal_client, prometheus_url=prometheus.url) as queue:
             handle = await start(temporal_client, queue, profile, policy, slow)
             running = await until(
@@ -695,7 +694,7 @@ async def test_a_failing_validation_fails_the_node_keeps_it_cordoned_and_logs_sh
     # The simulated kubelet fails a pod whose container names its stage in SIM_FAIL_STAGE (exit 1).
     failing = {**DIAG, "env": [{"name": "SIM_FAIL_STAGE", "value": "validate"}]}
     cli = Cli(cluster, temporal_server)
-    with SimulatedKubelet(cluster.kubectl):
+    with simulated_kubelet(cluster):
         async with engine_worker(cluster, temporal_client) as queue:
             handle = await start(temporal_client, queue, profile, validated_policy(failing))
             halted = await until_phase(handle, "Halted", "Complete", within=180)

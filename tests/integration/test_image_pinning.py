@@ -13,21 +13,27 @@ import pytest
 from temporalio.client import Client
 
 from fleetwright.local import examples
-from fleetwright.local.kubelet import SimulatedKubelet
 from fleetwright.local.ociregistry import LocalRegistry
 from fleetwright.registry import RegistryAccess
 from fleetwright.workflows.enginesettings import EngineSettings
 from fleetwright.workflows.ids import rollout_workflow_id
 from fleetwright.workflows.payloads import RolloutInput
 from fleetwright.workflows.rollout import RolloutWorkflow
-from tests.support.engine import FAST_PODS, engine_worker, kubectl_json, label_nodes, unique
+from tests.support.engine import (
+    FAST_PODS,
+    engine_worker,
+    kubectl_json,
+    label_nodes,
+    simulated_kubelet,
+    unique,
+)
 from tests.support.ociimages import write_archive
 from tests.support.providers import ClusterUnderTest
+from tests.support.stack import GROUP_LABEL
 from tests.support.waiting import until_phase, until_progress
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("crds")]
 
-GROUP_LABEL = "test.fleetwright.io/group"
 STEPS = [
     {"name": "canary", "canary": {"count": 1}},
     {"name": "gate", "approval": {}},
@@ -80,7 +86,7 @@ async def test_every_job_of_a_generation_runs_the_digest_its_start_resolved(
         profile=profile, policy=examples.policy(max_unavailable=3, steps=STEPS), settings=settings
     )
     async with engine_worker(cluster, temporal_client, "pin", registry=access) as queue:
-        with SimulatedKubelet(cluster.kubectl):
+        with simulated_kubelet(cluster):
             handle = await temporal_client.start_workflow(
                 RolloutWorkflow.run, rollout, id=rollout_workflow_id(profile.metadata.name), task_queue=queue
             )

@@ -19,7 +19,6 @@ from temporalio.client import Client, WorkflowHandle
 from fleetwright.api.imagesignatures import ImageSignatures
 from fleetwright.controller.profilestatus import Inputs, derive
 from fleetwright.local import examples
-from fleetwright.local.kubelet import SimulatedKubelet
 from fleetwright.local.ociregistry import LocalRegistry
 from fleetwright.registry import RegistryAccess
 from fleetwright.workflows.enginesettings import EngineSettings
@@ -27,14 +26,21 @@ from fleetwright.workflows.ids import rollout_workflow_id
 from fleetwright.workflows.payloads import Progress, RolloutInput
 from fleetwright.workflows.rollout import RolloutWorkflow
 from tests.support.cosign import Cosign, keys_secret
-from tests.support.engine import FAST_PODS, engine_worker, kubectl_json, label_nodes, unique
+from tests.support.engine import (
+    FAST_PODS,
+    engine_worker,
+    kubectl_json,
+    label_nodes,
+    simulated_kubelet,
+    unique,
+)
 from tests.support.ociimages import write_archive
 from tests.support.providers import ClusterUnderTest
+from tests.support.stack import GROUP_LABEL
 from tests.support.waiting import until_phase
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("crds")]
 
-GROUP_LABEL = "test.fleetwright.io/group"
 PACKAGES = EngineSettings().package_namespace
 
 
@@ -78,7 +84,7 @@ class Signed:
         access = RegistryAccess(ca_file=str(self.registry.ca_file), timeout_seconds=5)
         rollout = RolloutInput(profile=profile, policy=policy, settings=settings)
         async with engine_worker(self.cluster, self.client, "sig", registry=access) as queue:
-            with SimulatedKubelet(self.cluster.kubectl):
+            with simulated_kubelet(self.cluster):
                 handle: WorkflowHandle[RolloutWorkflow, Progress] = await self.client.start_workflow(
                     RolloutWorkflow.run,
                     rollout,

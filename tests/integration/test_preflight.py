@@ -15,19 +15,18 @@ from temporalio.client import Client
 from fleetwright.api.keys import NodeReason, condition_type
 from fleetwright.api.packageparts import EnvVar
 from fleetwright.local import examples
-from fleetwright.local.kubelet import SimulatedKubelet
 from fleetwright.planner.node.state import read_profile_state
 from fleetwright.stagejob.render import PREFLIGHT_ENV
 from tests.integration.test_rollout_engine import (  # noqa: F401 (engine: a fixture)
-    GROUP_LABEL,
     engine,
     group,
     jobs_of,
     settings,
     start,
 )
-from tests.support.engine import Sampler, kubectl_json, unique
+from tests.support.engine import Sampler, kubectl_json, simulated_kubelet, unique
 from tests.support.providers import ClusterUnderTest
+from tests.support.stack import GROUP_LABEL
 from tests.support.waiting import until_phase
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("crds")]
@@ -63,7 +62,7 @@ async def test_a_node_whose_checks_pass_is_never_cordoned_and_one_whose_checks_f
         "steps": [{"name": "all", "batches": {"strategy": "fixed", "initial": 2}}],
     }
     with (
-        SimulatedKubelet(cluster.kubectl),
+        simulated_kubelet(cluster),
         Sampler(unschedulable(cluster, carrying)) as spared,
         Sampler(unschedulable(cluster, lacking)) as updated,
     ):

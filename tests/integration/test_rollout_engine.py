@@ -21,7 +21,6 @@ from fleetwright.api.keys import condition_type, status_label_key
 from fleetwright.api.nodeprofile import NodeProfile
 from fleetwright.api.packageparts import EnvVar
 from fleetwright.local import examples
-from fleetwright.local.kubelet import SimulatedKubelet
 from fleetwright.local.temporalserver import LocalTemporal
 from fleetwright.planner.node.state import read_profile_state
 from fleetwright.workflows import search as sa
@@ -37,17 +36,17 @@ from tests.support.engine import (
     engine_worker,
     kubectl_json,
     label_nodes,
+    simulated_kubelet,
     unique,
 )
 from tests.support.providers import ClusterUnderTest
-from tests.support.stack import LOST_WORKER_HEARTBEAT_SECONDS
+from tests.support.stack import GROUP_LABEL, LOST_WORKER_HEARTBEAT_SECONDS
 
 # observe-and-decide lists NodeProfiles (priority across profiles), so the CRDs must exist.
 from tests.support.waiting import until, until_phase, until_progress
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("crds")]
 
-GROUP_LABEL = "test.fleetwright.io/group"
 # The cap test's fleet: a canary, then exponential batches of 1, 2, 4 and 8, the last larger than
 # maxUnavailable (5), so the cap, not the batch, limits how many nodes run at once.
 CAP_FLEET = 16
@@ -105,7 +104,10 @@ async def test_canary_soak_exponential_never_exceed_the_cap(
         {"name": "watch", "soak": {"durationSeconds": 3}},
         {"name": "rest", "batches": {"strategy": "exponential", "initial": 1, "growthFactor": 2}},
     ]
-    with SimulatedKubelet(cluster.kubectl), Sampler(cordoned_by(cluster, profile.metadata.name)) as sampler:
+    with (
+        simulated_kubelet(cluster),
+        Sampler(cordoned_by(cluster, profile.metadata.name, f"{GROUP_LABEL}={name}")) as sampler,
+    ):
         handle = await start(
             temporal_client, engine, profile, {"max_unavailable": 5, "steps": steps}, settings()
         )
@@ -122,7 +124,7 @@ async def test_canary_soak_exponential_never_exceed_the_cap(
     recorded = [read_profile_state(a, profile.metadata.name).packages.get("tuning") for a in annotations]
     assert len(recorded) == CAP_FLEET
     assert {(r.version, r.pending) if r else None for r in recorded} == {("1.0.0", None)}, recorded[:3]
-    assert cordoned_by(cluster, profile.metadata.name)() == 0
+    assert cordoned_by(cluster, profile.metadata.name, f"{GROUP_LABEL}={name}")() == 0
     # one Job per node and stage: apply, config, interrupt, post-interrupt
     assert len(jobs_of(cluster, profile.metadata.name)) == CAP_FLEET * 4
     await handle.terminate("test done")
@@ -134,7 +136,7 @@ async def test_a_failing_canary_halts_with_no_other_node_cordoned_and_shows_ever
     name, nodes = await asyncio.to_thread(group, cluster, 6)
     profile = examples.profile(unique("fail"), selector={GROUP_LABEL: name}, interrupt="reboot")
     failing = settings(stage_pod_labels={"sim.fleetwright.io/outcome": "fail"})
-    with Sampler(cordoned_by(cluster, profile.metadata.name)) as sampler:
+    with Sampler(cordoned_by(cluster, profile.metadata.name, f"{GROUP_LABEL}={name}")) as sampler:
         handle = await start(temporal_client, engine, profile, {"max_unavailable": 3}, failing)
         halted = await until_phase(handle, "Halted", within=120)
     assert halted.failed == 1
@@ -198,7 +200,7 @@ async def test_a_pdb_that_allows_no_disruption_is_a_visible_wait_until_relaxed(
 
     # An observe interval far beyond the test: the rollout shows the wait because the drain tells
     # it as the wait starts, not because it looked again.
-    with SimulatedKubelet(cluster.kubectl):
+    with simulated_kubelet(cluster):
         handle = await start(
             temporal_client,
             engine,
@@ -304,8 +306,8 @@ async def test_a_config_change_with_a_reboot_mid_rollout_never_disrupts_two_node
     steps = [{"name": "rest", "batches": {"strategy": "fixed", "initial": 1}}]
     policy: dict[str, Any] = {"max_unavailable": 1, "steps": steps}
     with (
-        SimulatedKubelet(cluster.kubectl),
-        Sampler(cordoned_by(cluster, profile_name), interval=0.2) as sampler,
+        simulated_kubelet(cluster),
+        Sampler(cordoned_by(cluster, profile_name, f"{GROUP_LABEL}={name}"), interval=0.2) as sampler,
     ):
         handle = await start(temporal_client, engine, version("vm.swappiness=10\n", 1), policy, settings())
         await until_progress(
@@ -394,7 +396,7 @@ async def test_a_worker_killed_during_a_drain_loses_nothing_and_runs_no_stage_tw
 
     first = worker_process()
     try:
-        with SimulatedKubelet(cluster.kubectl):
+        with simulated_kubelet(cluster):
             lost = settings(heartbeat_timeout_seconds=LOST_WORKER_HEARTBEAT_SECONDS)
             handle = await start(
                 temporal_client, queue, profile, {"max_unavailable": 1, "steps": steps}, lost
@@ -449,8 +451,8 @@ async def test_a_failing_upgrade_with_a_reboot_rolls_back_every_changed_node_to_
         update={"spec": base.spec.model_copy(update={"failure": FailurePolicy(action="rollback")})}
     )
     with (
-        SimulatedKubelet(cluster.kubectl),
-        Sampler(cordoned_by(cluster, profile_name), interval=0.2) as sampler,
+        simulated_kubelet(cluster),
+        Sampler(cordoned_by(cluster, profile_name, f"{GROUP_LABEL}={name}"), interval=0.2) as sampler,
         JobCreations(cluster, profile_name) as creations,
     ):
         rollout = RolloutInput(profile=v1, policy=policy, settings=settings())
@@ -519,7 +521,7 @@ async def test_tolerated_failures_filling_the_budget_fire_the_failure_action(
     )
     failure = FailurePolicy.model_validate({"maxFailedNodes": 2, "action": action})
     policy = base.model_copy(update={"spec": base.spec.model_copy(update={"failure": failure})})
-    with SimulatedKubelet(cluster.kubectl):
+    with simulated_kubelet(cluster):
         rollout = RolloutInput(profile=v1, policy=policy, settings=settings())
         handle = await temporal_client.start_workflow(
             RolloutWorkflow.run, rollout, id=rollout_workflow_id(profile_name), task_queue=engine

@@ -16,16 +16,16 @@ from fleetwright.api.common import API_VERSION
 from fleetwright.api.keys import condition_type
 from fleetwright.api.nodeprofile import NodeProfile
 from fleetwright.local import examples
-from fleetwright.local.kubelet import SimulatedKubelet
 from fleetwright.planner.node.packages import digest
 from fleetwright.planner.node.state import read_profile_state
 from fleetwright.workflows.ids import rollout_workflow_id
 from fleetwright.workflows.payloads import RolloutInput, SpecChange
 from fleetwright.workflows.rollout import RolloutWorkflow
-from tests.integration.test_rollout_engine import GROUP_LABEL, group, jobs_of, settings
-from tests.support.engine import kubectl_json, unique
+from tests.integration.test_rollout_engine import group, jobs_of, settings
+from tests.support.engine import kubectl_json, simulated_kubelet, unique
 from tests.support.nodeactivities import pod
 from tests.support.providers import ClusterUnderTest
+from tests.support.stack import GROUP_LABEL
 from tests.support.waiting import until_phase, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("crds")]
@@ -197,7 +197,7 @@ async def test_package_drain_and_scheduling_settings_take_effect_on_the_nodes(
     cluster.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(guarded))
     first = rich_profile(profile_name, name, generation=1, sysctl="vm.swappiness=10\n", remove_agent=False)
     policy = examples.policy(max_unavailable=2, steps=[{"name": "all", "batches": {"initial": 2}}])
-    with SimulatedKubelet(cluster.kubectl):
+    with simulated_kubelet(cluster):
         rollout = RolloutInput(profile=first, policy=policy, settings=settings())
         handle = await temporal_client.start_workflow(
             RolloutWorkflow.run, rollout, id=rollout_workflow_id(profile_name), task_queue=worker

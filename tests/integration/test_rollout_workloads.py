@@ -13,14 +13,21 @@ import pytest
 from temporalio.client import Client
 
 from fleetwright.local import examples
-from fleetwright.local.kubelet import SimulatedKubelet
 from fleetwright.local.nodes import OUTCOME_LABEL
 from fleetwright.local.ticker import Ticker
 from fleetwright.planner.rollout.ordering import order_nodes
 from fleetwright.workflows.ids import rollout_workflow_id
 from fleetwright.workflows.payloads import RolloutInput
 from fleetwright.workflows.rollout import RolloutWorkflow
-from tests.support.engine import decisions, engine_worker, kubectl_json, label_nodes, running_on, unique
+from tests.support.engine import (
+    decisions,
+    engine_worker,
+    kubectl_json,
+    label_nodes,
+    running_on,
+    simulated_kubelet,
+    unique,
+)
 from tests.support.providers import ClusterUnderTest
 from tests.support.stack import GROUP_LABEL, engine_settings
 from tests.support.waiting import until, until_phase, until_progress, wait_for
@@ -121,7 +128,7 @@ async def test_a_gangs_nodes_are_drained_in_one_batch_after_the_idle_nodes(
         steps = [{"name": "rest", "batches": {"strategy": "fixed", "initial": 3}}]
         policy = examples.policy(max_unavailable=3, steps=steps, workload_label=RUN_LABEL)
         settings = engine_settings()
-        with SimulatedKubelet(cluster.kubectl):
+        with simulated_kubelet(cluster):
             handle = await temporal_client.start_workflow(
                 RolloutWorkflow.run,
                 RolloutInput(profile=profile, policy=policy, settings=settings),
@@ -163,7 +170,7 @@ async def test_a_node_waits_for_its_training_job_to_finish_before_it_is_drained(
     wait = {"selector": {"matchLabels": {"app": "train"}}, "timeoutSeconds": 600}
     policy = examples.policy(max_unavailable=1, steps=steps, workload_wait=wait)
     waiting = "WaitingForWorkloads: " + f"{namespace}/finishing-"
-    with SimulatedKubelet(cluster.kubectl):
+    with simulated_kubelet(cluster):
         handle = await temporal_client.start_workflow(
             RolloutWorkflow.run,
             RolloutInput(profile=profile, policy=policy, settings=engine_settings()),

@@ -11,12 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from fleetwright.local.kubelet import SimulatedKubelet
 from fleetwright.local.processes import Supervised
 from fleetwright.local.temporalserver import LocalTemporal
 from fleetwright.process.settings import WorkerSettings
 from fleetwright.workflows.search import REGISTRATION
-from tests.support.engine import label_nodes, unique
+from tests.support.engine import label_nodes, simulated_kubelet, unique
 from tests.support.providers import ClusterUnderTest
 from tests.support.stack import GROUP_LABEL, Rollout, RunningController, engine_settings
 from tests.support.waiting import until
@@ -53,7 +52,7 @@ async def test_missing_search_attributes_are_named_in_the_status_and_the_rollout
         worker.start()
         controller.start()
         try:
-            with SimulatedKubelet(cluster.kubectl):
+            with simulated_kubelet(cluster):
                 await asyncio.to_thread(rollout.apply)
                 await asyncio.to_thread(rollout.wait_ready, 120)
             searchable = rollout.condition("Searchable")

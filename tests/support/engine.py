@@ -9,7 +9,7 @@ import contextlib
 import json
 import threading
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,9 +21,11 @@ from fleetwright.activities.node import all_activities
 from fleetwright.activities.payloads import NAMES, DecideReport
 from fleetwright.activities.rollout import rollout_activities
 from fleetwright.api.keys import PROFILE_LABEL, cordon_key
+from fleetwright.kube import inventory
 from fleetwright.kube.client import from_kubeconfig
 from fleetwright.kube.jobwatch import JobWatches
 from fleetwright.kube.listwatch import ListWatch, WatchEvent, start_thread
+from fleetwright.local.kubelet import SimulatedKubelet, watched_kubelet
 from fleetwright.local.nodes import stage_pod_timing
 from fleetwright.local.ticker import Ticker
 from fleetwright.prometheus import PrometheusAccess
@@ -66,6 +68,14 @@ async def engine_worker(
 
 QUERY_TIMEOUT_SECONDS = 5
 """The Prometheus query timeout of ``engine_worker``'s health activities."""
+
+
+@contextlib.contextmanager
+def simulated_kubelet(cluster: ClusterUnderTest) -> Iterator[SimulatedKubelet]:
+    """The simulated kubelet on a watch of the interrupt pods: a poll makes no request. Stage pods
+    are kept, so a kubectl list per poll would read every interrupt pod the session made."""
+    with watched_kubelet(cluster.kubeconfig, cluster.kubectl) as kubelet:
+        yield kubelet
 
 
 def kubectl_json(cluster: ClusterUnderTest, *args: str) -> Any:
@@ -113,11 +123,13 @@ class Sampler:
         self.samples += 1
 
 
-def cordoned_by(cluster: ClusterUnderTest, profile: str) -> Callable[[], int]:
-    key = cordon_key(profile)
+def cordoned_by(cluster: ClusterUnderTest, profile: str, selector: str) -> Callable[[], int]:
+    """How many of the nodes ``selector`` picks the profile's rollout has cordoned now (read on a
+    client of its own: a sampler asks every few tenths of a second)."""
+    api, key = from_kubeconfig(cluster.kubeconfig), cordon_key(profile)
 
     def count() -> int:
-        nodes = kubectl_json(cluster, "nodes")["items"]
+        nodes = inventory.list_items(api, "nodes", label_selector=selector)
         return sum(
             1 for n in nodes if n["spec"].get("unschedulable") and key in n["metadata"].get("annotations", {})
         )

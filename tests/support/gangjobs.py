@@ -30,12 +30,11 @@ from fleetwright.local.gangjobs import (
     stopped,
     unbound_slots,
 )
-from fleetwright.local.kubelet import SimulatedKubelet
 from fleetwright.local.ticker import Ticker
 from fleetwright.workflows.ids import rollout_workflow_id
 from fleetwright.workflows.payloads import RolloutInput
 from fleetwright.workflows.rollout import RolloutWorkflow
-from tests.support.engine import decisions, kubectl_json, label_nodes, running_on, unique
+from tests.support.engine import decisions, kubectl_json, label_nodes, running_on, simulated_kubelet, unique
 from tests.support.providers import ClusterUnderTest
 from tests.support.stack import GROUP_LABEL, engine_settings
 from tests.support.waiting import until, until_phase
@@ -166,7 +165,7 @@ async def roll_over_gang(
     profile = examples.profile(unique("gang"), selector={GROUP_LABEL: name}, interrupt="reboot")
     if busy:
         cluster.kubectl("annotate", "node", nodes[0], f"{claim_key('other')}=true")
-    with SimulatedKubelet(cluster.kubectl), Ticker(log.tick, 0.2, name="evictions"):
+    with simulated_kubelet(cluster), Ticker(log.tick, 0.2, name="evictions"):
         handle = await client.start_workflow(
             RolloutWorkflow.run,
             RolloutInput(profile=profile, policy=policy, settings=engine_settings()),
