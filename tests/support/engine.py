@@ -33,6 +33,7 @@ from fleetwright.registry import RegistryAccess
 from fleetwright.stagejob.render import PACKAGE_NAMESPACE
 from fleetwright.worker.temporalworker import build_worker
 from tests.support.providers import ClusterUnderTest
+from tests.support.waiting import wait_for
 
 FAST_PODS = stage_pod_timing(0.3, ready_seconds=0.1)
 
@@ -161,6 +162,7 @@ class JobCreations:
     def __init__(self, cluster: ClusterUnderTest, profile: str) -> None:
         self.names: list[str] = []
         self._stop = threading.Event()
+        self._listed = threading.Event()
         self._watch = ListWatch(
             from_kubeconfig(cluster.kubeconfig),
             "jobs",
@@ -173,12 +175,15 @@ class JobCreations:
 
     def __enter__(self) -> JobCreations:
         start_thread(self._watch)
+        # Listed before the test creates any Job: a Job first seen in the list has no known order.
+        wait_for(self._listed.is_set, what="the stage Job watch's first list")
         return self
 
     def __exit__(self, *_: object) -> None:
         self._stop.set()
 
     def _deliver(self, event: WatchEvent) -> None:
+        self._listed.set()
         created = [event.obj] if event.type == "ADDED" and event.obj else list(event.items)
         for job in created:
             name = job["metadata"]["name"]
