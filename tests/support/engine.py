@@ -9,7 +9,7 @@ import contextlib
 import json
 import threading
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,12 +71,10 @@ QUERY_TIMEOUT_SECONDS = 5
 """The Prometheus query timeout of ``engine_worker``'s health activities."""
 
 
-@contextlib.contextmanager
-def simulated_kubelet(cluster: ClusterUnderTest) -> Iterator[SimulatedKubelet]:
+def simulated_kubelet(cluster: ClusterUnderTest) -> contextlib.AbstractContextManager[SimulatedKubelet]:
     """The simulated kubelet on a watch of the interrupt pods: a poll makes no request. Stage pods
     are kept, so a kubectl list per poll would read every interrupt pod the session made."""
-    with watched_kubelet(cluster.kubeconfig, cluster.kubectl) as kubelet:
-        yield kubelet
+    return watched_kubelet(cluster.kubeconfig, cluster.kubectl)
 
 
 def kubectl_json(cluster: ClusterUnderTest, *args: str) -> Any:
@@ -184,8 +182,13 @@ class JobCreations:
 
     def _deliver(self, event: WatchEvent) -> None:
         self._listed.set()
-        created = [event.obj] if event.type == "ADDED" and event.obj else list(event.items)
-        for job in created:
+        if event.type == "SYNC":
+            seen = list(event.items)
+        elif event.type == "ADDED" and event.obj is not None:
+            seen = [event.obj]
+        else:
+            return
+        for job in seen:
             name = job["metadata"]["name"]
             if name not in self.names:
                 self.names.append(name)
