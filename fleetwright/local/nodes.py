@@ -7,6 +7,7 @@ Pure: builds Node manifests as plain dicts. kwok takes over every node annotated
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 from fleetwright.api.keys import qualified
@@ -23,23 +24,34 @@ RACK_LABEL = qualified("rack")
 POD_COMPLETE_DELAY = "pod-complete.stage.kwok.x-k8s.io/delay"
 POD_COMPLETE_JITTER = "pod-complete.stage.kwok.x-k8s.io/jitter-delay"
 POD_READY_DELAY = "pod-ready.stage.kwok.x-k8s.io/delay"
+# A stage pod labelled with a stage (``fleetwright.io/stage``) completes after this annotation's
+# delay plus the stage's name when it has one (``validate``); every preflight pod reads ``preflight``.
+STAGE_COMPLETE_AFTER = "sim.fleetwright.io/complete-after."
 
 GPU_PRODUCTS = ("NVIDIA-H100-80GB-HBM3", "NVIDIA-A100-SXM4-80GB", "NVIDIA-GB200")
 ZONES = ("zone-a", "zone-b", "zone-c")
 NODES_PER_RACK = 8
 
 
-def stage_pod_timing(complete_seconds: float, ready_seconds: float = 0.0) -> dict[str, str]:
+def stage_pod_timing(
+    complete_seconds: float, ready_seconds: float = 0.0, *, stages: Mapping[str, float] | None = None
+) -> dict[str, str]:
     """Pod annotations under which a simulated stage pod is Ready after ``ready_seconds`` and
-    completes ``complete_seconds`` after it started. The jitter bound is the delay itself: kwok
-    draws a delay between the two, and one at or below the delay REPLACES it (kwok v0.8.0
+    completes ``complete_seconds`` after it started, or after ``stages[stage]`` for a pod of that
+    stage (``validate``; ``preflight``: every preflight pod). The jitter bound is the delay itself:
+    kwok draws a delay between the two, and one at or below the delay REPLACES it (kwok v0.8.0
     ``Stage.Delay``), so a ``jitter-delay`` of ``0s`` would make every stage complete at once."""
-    complete = f"{round(complete_seconds * 1000)}ms"
+    complete = _milliseconds(complete_seconds)
     return {
         POD_COMPLETE_DELAY: complete,
         POD_COMPLETE_JITTER: complete,
-        POD_READY_DELAY: f"{round(ready_seconds * 1000)}ms",
+        POD_READY_DELAY: _milliseconds(ready_seconds),
+        **{STAGE_COMPLETE_AFTER + stage: _milliseconds(seconds) for stage, seconds in (stages or {}).items()},
     }
+
+
+def _milliseconds(seconds: float) -> str:
+    return f"{round(seconds * 1000)}ms"
 
 
 def node_name(index: int) -> str:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from fleetwright.api.keys import cordon_key
+from fleetwright.api.keys import STAGE_LABEL, cordon_key
 from fleetwright.errors import ForbiddenError
 from fleetwright.kube import client as kube_client
 from fleetwright.kube import nodes as kube_nodes
@@ -18,6 +18,7 @@ from fleetwright.kube.eviction import EvictionResult, evict
 from fleetwright.local import nodes as fleet_nodes
 from fleetwright.local.controlplane import LocalCluster
 from fleetwright.local.nodes import stage_pod_timing
+from fleetwright.stagejob.render import PREFLIGHT_ENV
 from tests.support.providers import ClusterUnderTest
 from tests.support.waiting import wait_for
 
@@ -73,10 +74,24 @@ def test_fifty_kwok_nodes_become_ready_with_their_labels(cluster: ClusterUnderTe
     assert zones == set(fleet_nodes.ZONES)
 
 
-def job_manifest(name: str, node: str, *, outcome: str | None = None, seconds: float = 0.5) -> dict[str, Any]:
+def job_manifest(
+    name: str,
+    node: str,
+    *,
+    outcome: str | None = None,
+    seconds: float = 0.5,
+    stage: str | None = None,
+    stages: dict[str, float] | None = None,
+    env: dict[str, str] | None = None,
+) -> dict[str, Any]:
     labels = {"app": name}
     if outcome:
         labels["sim.fleetwright.io/outcome"] = outcome
+    if stage:
+        labels[STAGE_LABEL] = stage
+    container: dict[str, Any] = {"name": "stage", "image": "registry.example/fleetwright/agent:0.1.0"}
+    if env:
+        container["env"] = [{"name": k, "value": v} for k, v in env.items()]
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -86,7 +101,7 @@ def job_manifest(name: str, node: str, *, outcome: str | None = None, seconds: f
             "template": {
                 "metadata": {
                     "labels": labels,
-                    "annotations": stage_pod_timing(seconds),
+                    "annotations": stage_pod_timing(seconds, stages=stages),
                 },
                 "spec": {
                     "nodeName": node,
@@ -98,7 +113,7 @@ def job_manifest(name: str, node: str, *, outcome: str | None = None, seconds: f
                             "effect": "NoSchedule",
                         }
                     ],
-                    "containers": [{"name": "stage", "image": "registry.example/fleetwright/agent:0.1.0"}],
+                    "containers": [container],
                 },
             },
         },
@@ -133,13 +148,29 @@ def test_a_stage_pod_runs_for_its_simulated_duration(
 ) -> None:
     """Benchmarks rest on this: a stage pod completes after the time it is given, not at once (a
     jitter bound below the delay used to replace it, and every stage finished immediately)."""
-    manifest = job_manifest("timed", fleet[2], seconds=4.0)
-    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(manifest))
-    assert wait_for(lambda: job_condition(cluster, namespace, "timed"), 60.0, "job to finish") == "Complete"
-    status = get_json(cluster, "job", "timed", "-n", namespace)["status"]
-    started, completed = (datetime.fromisoformat(status[k]) for k in ("startTime", "completionTime"))
+    slow_validation = {"validate": 4.0}
+    manifests = [
+        job_manifest("timed", fleet[2], seconds=4.0),
+        # A stage of its own time: the validation's pod runs 4 s, the apply stage's does not.
+        job_manifest("timed-validate", fleet[2], stage="validate", stages=slow_validation),
+        job_manifest("timed-apply", fleet[2], stage="apply", stages=slow_validation),
+        job_manifest("timed-preflight", fleet[2], stage="apply", stages={"preflight": 4}, env=PREFLIGHT_ENV),
+    ]
+    items = {"apiVersion": "v1", "kind": "List", "items": manifests}
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(items))
+    ran = {m["metadata"]["name"]: run_time(cluster, namespace, m["metadata"]["name"]) for m in manifests}
     # Whole seconds on both ends; the pod is created and started within the Job's first second.
-    assert timedelta(seconds=3) <= completed - started <= timedelta(seconds=15)
+    slow = {name: took for name, took in ran.items() if name != "timed-apply"}
+    assert all(timedelta(seconds=3) <= took <= timedelta(seconds=15) for took in slow.values()), ran
+    assert ran["timed-apply"] <= timedelta(seconds=2), ran
+
+
+def run_time(cluster: ClusterUnderTest, namespace: str, name: str) -> timedelta:
+    """How long the Job ``name`` ran, once it completed."""
+    assert wait_for(lambda: job_condition(cluster, namespace, name), 60.0, f"{name} to finish") == "Complete"
+    status = get_json(cluster, "job", name, "-n", namespace)["status"]
+    started, completed = (datetime.fromisoformat(status[k]) for k in ("startTime", "completionTime"))
+    return completed - started
 
 
 def test_job_marked_to_fail_fails(cluster: ClusterUnderTest, fleet: list[str], namespace: str) -> None:

@@ -658,9 +658,11 @@ async def test_a_worker_stopped_mid_validation_neither_duplicates_its_job_nor_re
     (node,) = nodes = made.nodes
     name, profile = made.name, made.profile()
     policy = validated_policy(DIAG, check={**XID_CHECK, "count": 2})
-    # Long enough that the worker is gone well before the Job ends, however loaded the machine
-    # (a Job ended first would let the first attempt finish: nothing retried to prove).
-    slow = settings(stage_pod_annotations=stage_pod_timing(20, ready_seconds=0.1))
+    # The validation's pod long enough that the worker is gone well before its Job ends, however
+    # loaded the machine (a Job ended first would let the first attempt finish: nothing retried to
+    # prove); the stages before it as fast as elsewhere.
+    timing = stage_pod_timing(0.3, ready_seconds=0.1, stages={"validate": 20})
+    slow = settings(stage_pod_annotations=timing)
     with simulated_kubelet(cluster):
         async with engine_worker(cluster, temporal_client, prometheus_url=prometheus.url) as queue:
             handle = await start(temporal_client, queue, profile, policy, slow)
