@@ -7,9 +7,11 @@
 #
 # Each gate runs in the background into a log of its own, printed (each line prefixed with the
 # gate's name) once pytest has ended, then a summary; the script fails if any gate or pytest
-# fails. Without arguments each tier but the node tier runs in a pytest process of its own: the
-# integration tier (with the node tier) mostly waits on servers, so the unit tier (tests/unit: pure,
-# no servers) and the workflow tier (its own Temporal servers, workers in-process) run beside it.
+# fails. Without arguments each tier runs in a pytest process of its own: the integration tier
+# mostly waits on servers, so the unit tier (tests/unit: pure, no servers), the workflow tier (its
+# own Temporal servers, workers in-process) and, once the unit tier has ended, the node tier (its
+# own control plane, real node and Temporal dev server) run beside it; no two share a server, a
+# port or a directory.
 # The workflow tier's process leaves the CRD fields it drove in a shared directory as it ends; the
 # CRD field coverage test, last in the integration tier, waits for that record and judges both.
 # With arguments one pytest process runs exactly what they ask.
@@ -41,6 +43,16 @@ background() {
   pids+=("$!")
 }
 
+# after PID COMMAND...: once PID (a job of this script's, not this shell's child) has ended, become
+# COMMAND.
+# shellcheck disable=SC2317 # run through background, which shellcheck does not follow
+after() {
+  local pid=$1
+  shift
+  while kill -0 "$pid" 2>/dev/null; do sleep 1; done
+  exec "$@"
+}
+
 background "commit messages" "$bin/python" tools/commitmsg.py
 background ruff "$bin/ruff" check .
 background "mypy --strict" "$bin/mypy"
@@ -55,11 +67,14 @@ if (($# == 0)); then
   # Niced: the integration tier's servers answer within their timeouts first, the workflow tier
   # takes most of what CPU is left, the unit tier the rest.
   background "pytest unit tier" nice -n 10 "$bin/pytest" tests/unit
+  unit=${pids[-1]}
+  background "pytest node tier" after "$unit" "$bin/pytest" tests/integration/node
   background "pytest workflow tier" env FIELD_COVERAGE_DIR="$coverage" \
     nice -n 5 "$bin/pytest" tests/workflow
   name="pytest integration tier"
   echo "== $name"
-  FIELD_COVERAGE_DIR=$coverage "$bin/pytest" tests --ignore=tests/unit --ignore=tests/workflow ||
+  FIELD_COVERAGE_DIR=$coverage "$bin/pytest" tests --ignore=tests/unit --ignore=tests/workflow \
+    --ignore=tests/integration/node ||
     result=FAILED status=1
 else
   name="pytest"
