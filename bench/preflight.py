@@ -1,7 +1,8 @@
 """Benchmark: the preflight on a fleet where part of the nodes already carry the target.
 
 Reproduce from the repository root with:  .venv/bin/python bench/preflight.py
-(options: --nodes, --carrying-percent, --max-unavailable, --stage-seconds, --json PATH)
+(options: --nodes, --carrying-percent, --max-unavailable, --stage-seconds, --preflight-seconds,
+--json PATH)
 
 The same rollout runs twice on the local stack (``bench.harness.Stack``: real control plane, kwok
 nodes, the simulated kubelet, worker and controller as their own processes), each time on a fresh
@@ -9,6 +10,8 @@ fleet: the ``tuning`` package with a reboot, canary 1, then fixed batches of ``-
 once without and once with the DeploymentPolicy's ``preflight``. ``--carrying-percent`` of the
 nodes, spread evenly over the fleet, already carry the change: their preflight pods pass, the
 others' fail (the simulated kubelet's ``SIM_FAIL_PREFLIGHT_ON``, ``fleetwright/local/stages.yaml``).
+A stage pod runs a stage's work and its check for ``--stage-seconds``; a preflight pod runs only the
+check, for ``--preflight-seconds``.
 Cordons are counted per node from the apiserver's audit log (fleetwright's Node patches that set
 ``spec.unschedulable``), so a cordon the rollout lifted at once still counts. Printed per run: wall
 time from apply to Complete, nodes cordoned (carrying / lacking), cordons per carrying node, nodes
@@ -75,7 +78,8 @@ def rollout(args: argparse.Namespace, preflight: bool, lacking: list[str]) -> Ro
         {"name": "rest", "batches": {"strategy": "fixed", "initial": args.max_unavailable}},
     ]
     policy = examples.policy(max_unavailable=args.max_unavailable, steps=steps, preflight=preflight)
-    return RolloutInput(profile=profile, policy=policy, settings=engine(args.stage_seconds))
+    settings = engine(args.stage_seconds, stages={"preflight": args.preflight_seconds})
+    return RolloutInput(profile=profile, policy=policy, settings=settings)
 
 
 def cordons(events: list[dict[str, Any]]) -> Counter[str]:
@@ -135,7 +139,8 @@ def report(args: argparse.Namespace, runs: list[Run], took: float) -> list[str]:
     lines = [
         f"fleet: {args.nodes} kwok nodes, {carrying} already carrying the target ({args.carrying_percent}%); "
         f"tuning with a reboot, canary 1 then fixed batches of {args.max_unavailable}, "
-        f"maxUnavailable {args.max_unavailable}, stages {args.stage_seconds:g} s",
+        f"maxUnavailable {args.max_unavailable}, stages {args.stage_seconds:g} s, "
+        f"preflight pods {args.preflight_seconds:g} s",
         "",
         f"{'preflight':<11}{'phase':>10}{'updated':>9}{'spared':>8}{'cordoned carrying':>19}"
         f"{'cordoned lacking':>18}{'cordons/carrying':>18}{'wall':>9}",
@@ -156,7 +161,8 @@ def report(args: argparse.Namespace, runs: list[Run], took: float) -> list[str]:
         f"benchmark run: {took:.0f} s (load {loadavg()}; a shared 2-core machine: wall times are noisy)",
         "reproduce: .venv/bin/python bench/preflight.py "
         f"--nodes {args.nodes} --carrying-percent {args.carrying_percent} "
-        f"--max-unavailable {args.max_unavailable} --stage-seconds {args.stage_seconds:g}",
+        f"--max-unavailable {args.max_unavailable} --stage-seconds {args.stage_seconds:g} "
+        f"--preflight-seconds {args.preflight_seconds:g}",
     ]
     return lines
 
@@ -176,6 +182,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--carrying-percent", type=int, default=50)
     parser.add_argument("--max-unavailable", type=int, default=4)
     parser.add_argument("--stage-seconds", type=float, default=2.0)
+    parser.add_argument(
+        "--preflight-seconds", type=float, default=1.0, help="a preflight pod's run: its checks only"
+    )
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds for each rollout")
     parser.add_argument("--workdir", default="")
     parser.add_argument("--json", default="")

@@ -131,12 +131,14 @@ def manifests(rollout: RolloutInput) -> str:
     return json.dumps({"apiVersion": "v1", "kind": "List", "items": items})
 
 
-def engine(stage_seconds: float) -> EngineSettings:
+def engine(stage_seconds: float, stages: dict[str, float] | None = None) -> EngineSettings:
+    """The bench's engine: stage pods run ``stage_seconds`` (``stages``: per stage, see
+    ``stage_pod_timing``)."""
     return EngineSettings(
         observe_interval_seconds=5,
         stage_backoff_limit=0,
         drain_poll_seconds=0.5,
-        stage_pod_annotations=stage_pod_timing(stage_seconds),
+        stage_pod_annotations=stage_pod_timing(stage_seconds, stages=stages),
     )
 
 
