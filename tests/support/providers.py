@@ -24,6 +24,12 @@ from fleetwright.workflows.enginesettings import EngineSettings
 from tests.support.waiting import wait_for
 
 PROVIDER_ENV = "FLEETWRIGHT_CLUSTER_PROVIDER"
+# The session's fleet only grows (each test adds the nodes it needs, hundreds by the end): kwok
+# renewing every lease once a minute instead of every 10 s keeps them from costing the apiserver,
+# etcd and kwok CPU the tests need (300 idle nodes renewing every 10 s: about a fifth of a core).
+# No test waits for a lease to expire.
+SESSION_LEASE_SECONDS = 240
+SESSION_CONTROLLER_MANAGER_ARGS = (f"--node-monitor-grace-period={SESSION_LEASE_SECONDS + 60}s",)
 
 
 class ProviderUnavailableError(RuntimeError):
@@ -100,7 +106,10 @@ def start_cluster(provider: str | None = None) -> ClusterUnderTest:
     name = provider or os.environ.get(PROVIDER_ENV, "local")
     started: ClusterUnderTest
     if name == "local":
-        local = LocalCluster(ClusterOptions(nodes=0))
+        options = ClusterOptions(
+            node_lease_seconds=SESSION_LEASE_SECONDS, controller_manager_args=SESSION_CONTROLLER_MANAGER_ARGS
+        )
+        local = LocalCluster(options)
         local.start()
         started = local
     elif name == "k3s":
