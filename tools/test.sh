@@ -10,10 +10,12 @@
 # fails. Without arguments each tier runs in a pytest process of its own: the integration tier
 # mostly waits on servers, so the unit tier (tests/unit: pure, no servers), the workflow tier (its
 # own Temporal servers, workers in-process) and, once the unit tier has ended, the node tier (its
-# own control plane, real node and Temporal dev server) run beside it; no two share a server, a
-# port or a directory.
-# The workflow tier's process leaves the CRD fields it drove in a shared directory as it ends; the
-# CRD field coverage test, last in the integration tier, waits for that record and judges both.
+# own control plane, real node and Temporal dev server) run beside it, and once the workflow tier
+# has ended, the integration tests that start whole stacks of their own (demo, cluster up); no two
+# share a server, a port or a directory.
+# The workflow tier's process (and the own stacks') leaves the CRD fields it drove and the files it
+# ran in a shared directory as it ends; the CRD field coverage test, last in the integration tier,
+# waits for those records and judges them all.
 # With arguments one pytest process runs exactly what they ask.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -60,6 +62,10 @@ background import-linter "$bin/lint-imports"
 background shellcheck tools/shellcheck.sh
 background "CRD drift" "$bin/python" -m fleetwright.api.crdgen --check
 
+# The integration tests that start whole stacks of their own and use none of the session's
+# servers: a pytest process of their own once the workflow tier has ended.
+own_stacks=(tests/integration/test_demo.py tests/integration/test_cluster_up.py)
+
 status=0 result=ok
 if (($# == 0)); then
   coverage="$logs/field-coverage"
@@ -71,10 +77,13 @@ if (($# == 0)); then
   background "pytest node tier" after "$unit" "$bin/pytest" tests/integration/node
   background "pytest workflow tier" env FIELD_COVERAGE_DIR="$coverage" \
     nice -n 5 "$bin/pytest" tests/workflow
+  workflow=${pids[-1]}
+  background "pytest integration tier, own stacks" after "$workflow" \
+    env FIELD_COVERAGE_DIR="$coverage" "$bin/pytest" "${own_stacks[@]}"
   name="pytest integration tier"
   echo "== $name"
   FIELD_COVERAGE_DIR=$coverage "$bin/pytest" tests --ignore=tests/unit --ignore=tests/workflow \
-    --ignore=tests/integration/node ||
+    --ignore=tests/integration/node "${own_stacks[@]/#/--ignore=}" ||
     result=FAILED status=1
 else
   name="pytest"
