@@ -91,7 +91,7 @@ _API_VERB = {"post": "create", "put": "update"}
 # per 1,000 nodes (renewed at a quarter of that, not every 10 s: at 1,000 nodes 10 s renewals
 # were 54 % of all apiserver requests, at 10,000 nodes 1-minute renewals were ~170 writes/s, most
 # of the machine, and at 1,000 nodes 1-minute renewals were still the largest kind of write, 26
-# per node) and the controller manager's grace period is stretched past that, so a loaded 2-core
+# per node) and the cluster stretches the controller manager's grace period past that, so a loaded 2-core
 # machine does not turn nodes NotReady mid-rollout (which fleetwright then rightly refuses to
 # touch). Real nodes renew their own leases, on the control plane's own machines.
 NODE_LEASE_SECONDS_PER_1000 = 1200
@@ -100,10 +100,6 @@ NODE_LEASE_SECONDS_PER_1000 = 1200
 def node_lease_seconds(nodes: int) -> int:
     """The simulated nodes' lease: about 3 renewals per second whatever the fleet's size."""
     return max(NODE_LEASE_SECONDS_PER_1000, NODE_LEASE_SECONDS_PER_1000 * nodes // 1000)
-
-
-def node_monitor_grace(nodes: int) -> str:
-    return f"--node-monitor-grace-period={node_lease_seconds(nodes) + 60}s"
 
 
 def manifest(model: BaseModel, name: str) -> dict[str, Any]:
@@ -274,7 +270,6 @@ class Stack:
                 "--audit-log-format=json",
                 "--audit-log-maxsize=0",
             ),
-            controller_manager_args=(node_monitor_grace(self.nodes),),
             node_lease_seconds=node_lease_seconds(self.nodes),
             startup_timeout=600,
         )

@@ -32,7 +32,7 @@ from kubernetes import client as k8s
 
 if not __package__:  # run as a file (python bench/observe_decide.py): the repository root holds bench/
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.harness import load_line, loadavg, node_lease_seconds, node_monitor_grace, spread_lines
+from bench.harness import load_line, loadavg, node_lease_seconds, spread_lines
 from fleetwright.activities import nodeprogress
 from fleetwright.activities.payloads import DecideRequest
 from fleetwright.activities.rollout import RolloutActivities
@@ -141,7 +141,6 @@ def request(profile: NodeProfile, policy: DeploymentPolicy) -> DecideRequest:
 def fleet(nodes: int, per_node: int) -> Iterator[tuple[LocalCluster, ApiClient, int]]:
     options = ClusterOptions(
         nodes=nodes,
-        controller_manager_args=(node_monitor_grace(nodes),),
         node_lease_seconds=node_lease_seconds(nodes),
         startup_timeout=600,
     )

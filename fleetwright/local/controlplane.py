@@ -59,20 +59,34 @@ CONTROLLERS = (
 )
 
 
+DEFAULT_LEASE_SECONDS = 40
+# How far a longer lease's node-monitor grace period reaches past the lease itself.
+GRACE_PAST_LEASE_SECONDS = 60
+
+
+def node_monitor_grace(lease_seconds: int) -> tuple[str, ...]:
+    """The controller manager's flags for nodes whose leases last ``lease_seconds``: none at the
+    default, a grace period past a longer lease."""
+    if lease_seconds <= DEFAULT_LEASE_SECONDS:
+        return ()
+    return (f"--node-monitor-grace-period={lease_seconds + GRACE_PAST_LEASE_SECONDS}s",)
+
+
 @dataclass(frozen=True)
 class ClusterOptions:
     nodes: int = 0
     workdir: Path | None = None
     # Extra kube-apiserver flags, e.g. feature gates, as "--flag=value" strings.
     apiserver_args: tuple[str, ...] = ()
-    # Extra kube-controller-manager flags, e.g. a longer --node-monitor-grace-period for a fleet
-    # of thousands of simulated nodes on a loaded machine.
+    # Extra kube-controller-manager flags, as "--flag=value" strings.
     controller_manager_args: tuple[str, ...] = ()
     # How long a simulated node's lease lasts (kwok renews it at a quarter of that, like a kubelet).
     # Thousands of simulated nodes renewing every 10 s cost the apiserver more than the rollout
-    # does; a longer lease (with a longer node-monitor grace period) keeps a benchmark about
-    # fleetwright.
-    node_lease_seconds: int = 40
+    # does; a longer lease keeps a benchmark about fleetwright. A lease longer than the default
+    # stretches the controller manager's node-monitor grace period past it (by
+    # ``GRACE_PAST_LEASE_SECONDS``),
+    # so nodes do not turn NotReady between renewals.
+    node_lease_seconds: int = DEFAULT_LEASE_SECONDS
     startup_timeout: float = 120.0
     scheduler: bool = False
     """Also run kube-scheduler, so that pods without a node name (a Deployment's) are placed on the
@@ -301,6 +315,7 @@ class LocalCluster(Launcher):
             "--kube-api-qps=200",
             "--kube-api-burst=400",
             "--v=1",
+            *node_monitor_grace(self.options.node_lease_seconds),
             *self.options.controller_manager_args,
         ]
 

@@ -29,7 +29,6 @@ PROVIDER_ENV = "FLEETWRIGHT_CLUSTER_PROVIDER"
 # etcd and kwok CPU the tests need (300 idle nodes renewing every 10 s: about a fifth of a core).
 # No test waits for a lease to expire.
 SESSION_LEASE_SECONDS = 240
-SESSION_CONTROLLER_MANAGER_ARGS = (f"--node-monitor-grace-period={SESSION_LEASE_SECONDS + 60}s",)
 
 
 class ProviderUnavailableError(RuntimeError):
@@ -106,10 +105,7 @@ def start_cluster(provider: str | None = None) -> ClusterUnderTest:
     name = provider or os.environ.get(PROVIDER_ENV, "local")
     started: ClusterUnderTest
     if name == "local":
-        options = ClusterOptions(
-            node_lease_seconds=SESSION_LEASE_SECONDS, controller_manager_args=SESSION_CONTROLLER_MANAGER_ARGS
-        )
-        local = LocalCluster(options)
+        local = LocalCluster(ClusterOptions(node_lease_seconds=SESSION_LEASE_SECONDS))
         local.start()
         started = local
     elif name == "k3s":

@@ -11,7 +11,7 @@ from cryptography import x509
 
 from fleetwright.binaries import MissingBinaryError, control_plane_binary
 from fleetwright.local import nodes
-from fleetwright.local.controlplane import ClusterOptions
+from fleetwright.local.controlplane import ClusterOptions, node_monitor_grace
 from fleetwright.local.kwok import kwok_configuration
 from fleetwright.local.pki import LocalCA
 from fleetwright.local.postgres import LocalPostgres
@@ -48,6 +48,12 @@ def test_kwok_keeps_its_defaults_for_small_fleets_and_grows_its_workers_with_lar
     large = kwok_configuration(10_000)
     assert large is not None
     assert large["options"]["nodeLeaseParallelism"] == 313
+
+
+def test_a_lease_longer_than_the_default_stretches_the_node_monitor_grace_period_past_it() -> None:
+    assert node_monitor_grace(40) == ()
+    assert node_monitor_grace(240) == ("--node-monitor-grace-period=300s",)
+    assert node_monitor_grace(1200) == ("--node-monitor-grace-period=1260s",)
 
 
 def test_boot_ids_differ_per_node_and_generation() -> None:
