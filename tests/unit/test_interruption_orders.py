@@ -5,15 +5,18 @@ order never losing more GPU-hours than NodeWright's on the fleets the bench gene
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from bench import interruptions_search as search
 from bench.interruptions import (
     AWARE,
     NODEWRIGHT,
     ZONE_SPREAD,
+    Figures,
     Job,
     compare,
     in_slots,
@@ -91,7 +94,9 @@ def test_every_order_sees_the_same_workloads_and_the_aware_one_interrupts_each_o
 
 
 @settings(max_examples=30)
-# Workloads larger than the budget, where NodeWright's order can lose fewer GPU-hours.
+# Workloads larger than the budget and no idle node: a canary on the largest workload's node cost
+# it one more interruption than NodeWright's order (870 against 834 GPU-hours) until the canary
+# went to the smallest workload.
 @example(
     nodes=32,
     cap=2,
@@ -142,14 +147,9 @@ def test_the_workload_aware_order_never_interrupts_more_than_nodewrights(
     zone = simulated(spec, observations(fleet.nodes, None), ZONE_SPREAD)
     jobs, figures = compare(fleet.nodes, fleet.pods, spec, zone, args)
     _, nodewright, aware = figures
-    # Never more interruptions, on any fleet. Never more GPU-hours where every workload fits in
-    # the budget; a workload larger than maxUnavailable is interrupted once per batch it takes
-    # either way, and which of those interruptions last longest can favour NodeWright's order by
-    # a few percent (32 nodes of 4- to 16-node jobs, maxUnavailable 2, exponential batches from
-    # 1, packed, seed 1: 870 against 834 GPU-hours, 17 interruptions each; docs/benchmarks.md).
+    # Never more interruptions and never more GPU-hours lost, on any fleet.
     assert aware.interruptions <= nodewright.interruptions
-    if all(len(j.nodes) <= cap for j in jobs):
-        assert aware.gpu_hours_lost <= nodewright.gpu_hours_lost + 1e-6
+    assert aware.gpu_hours_lost <= nodewright.gpu_hours_lost + 1e-6
     # The floor the bench prints is one: no order interrupts a workload of n nodes fewer than
     # ceil(n / maxUnavailable) times (every node is changed, so every workload is affected).
     floor = interruption_floor(jobs, cap)
@@ -164,3 +164,24 @@ def test_the_sweep_prints_each_fleet_and_the_smallest_ratio(monkeypatch: pytest.
     assert any(f"minimum {smallest:.2f}x" in line for line in lines)
     command = "--nodes 48 --max-unavailable 8 --sweep --sweep-seeds 2"
     assert lines[-1] == f"reproduce: .venv/bin/python bench/interruptions.py {command}"
+
+
+def test_the_search_draws_fleets_reproducibly_and_names_each_one_done_worse() -> None:
+    args = search.parse_args(["--fleets", "4", "--nodes", "16"])
+    assert search.draws(args) == search.draws(args)
+    lines = search.run(args)
+    assert lines[0] == "4 fleets of 16 nodes: the workload-aware order did worse than NodeWright's on 0"
+    assert lines[-1] == "reproduce: .venv/bin/python bench/interruptions_search.py --fleets 4 --nodes 16"
+
+
+def test_the_search_names_a_fleet_where_the_aware_order_lost_more(monkeypatch: pytest.MonkeyPatch) -> None:
+    def swapped(*given: Any) -> tuple[list[Job], list[Figures]]:
+        jobs, (zone, nodewright, aware) = compare(*given)
+        return jobs, [zone, aware, nodewright]  # the aware order's figures as NodeWright's
+
+    monkeypatch.setattr(search, "compare", swapped)
+    argv = ["--nodes", "32", "--max-unavailable", "4", "--seed", "3"]
+    ratio, found = search.worse(argv)
+    assert ratio < 1
+    assert found
+    assert "GPU-hours lost against" in found[-1]

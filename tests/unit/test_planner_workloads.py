@@ -144,13 +144,18 @@ def test_a_unit_waits_for_room_for_all_its_nodes() -> None:
     assert len({start_of[n.name] for n in nodes[2:]}) == 1  # j2's four nodes start at once
 
 
-def test_the_canary_prefers_an_idle_node_then_a_single_node_job() -> None:
+def test_the_canary_prefers_an_idle_node_then_the_smallest_workload() -> None:
     nodes = fleet([1, 1, 2, 2, 0, 3, 3])
     first = decide(begin(spec(2, 2, canary=1), T0), Observations(nodes=tuple(nodes)), T0)
     assert [s.node for s in first.start] == ["gpu-004"]
     busy = fleet([1, 1, 2, 2, 4, 3, 3])
     first = decide(begin(spec(2, 2, canary=1), T0), Observations(nodes=tuple(busy)), T0)
     assert [s.node for s in first.start] == ["gpu-004"]
+    # No idle node, no single-node job: the canary's extra interruption goes to the smallest
+    # workload (j2, 4 nodes), not to the largest one the order puts first.
+    packed = fleet([1, 1, 1, 1, 1, 1, 2, 2, 2, 2])
+    first = decide(begin(spec(2, 2, canary=1), T0), Observations(nodes=tuple(packed)), T0)
+    assert [s.node for s in first.start][0] in {"gpu-006", "gpu-007", "gpu-008", "gpu-009"}
 
 
 jobs_lists = st.lists(st.integers(0, 6), min_size=1, max_size=40)

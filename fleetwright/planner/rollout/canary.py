@@ -49,10 +49,11 @@ def _choose(engine: Engine, step: CanaryStep, members: list[str]) -> list[str]:
     ready = [n for n in candidates if view.node_refusal(n) is None]
     rest = [n for n in candidates if view.node_refusal(n) is not None]
     ordering = view.prepared.ordering
-    if ordering.idle or ordering.units:
-        # With workloads known, a canary on an idle node interrupts no job, and one on a
-        # single-node job's node interrupts no job twice (its other nodes would follow later).
-        ready.sort(key=lambda n: 0 if n in ordering.idle else len(ordering.units.get(n, (n,))))
+    if ordering.idle or ordering.sizes:
+        # With workloads known, a canary on an idle node interrupts no job, one on a single-node
+        # job's node interrupts no job twice, and otherwise the smallest workload takes the
+        # extra interruption (its other nodes follow in later batches).
+        ready.sort(key=lambda n: 0 if n in ordering.idle else ordering.sizes.get(n, 1))
     groups: dict[tuple[str, ...], list[str]] = {}
     for node in ready + rest:
         groups.setdefault(_signature(view.work[node]), []).append(node)

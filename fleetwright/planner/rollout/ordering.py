@@ -52,6 +52,9 @@ class WorkloadOrder:
     before the pieces ahead of it (they stay consecutive)."""
     idle: frozenset[str] = frozenset()
     """Nodes no workload runs on (empty when nothing is known about workloads)."""
+    sizes: dict[str, int] = field(default_factory=dict)
+    """busy node -> how many nodes its workload covers (with the workloads sharing its nodes):
+    what starting the node alone, as a canary does, costs in restarts."""
     notes: tuple[str, ...] = ()
     """Workloads larger than the cap, each said once: their nodes go in consecutive batches."""
 
@@ -90,7 +93,9 @@ def order_by_workloads(
     units: dict[str, tuple[str, ...]] = {}
     chains: dict[str, str] = {}
     notes: list[str] = []
+    sizes: dict[str, int] = {}
     for component in busy:
+        sizes.update(dict.fromkeys(component, len(component)))
         cap = max(1, caps.get(by_name[component[0]].group, 1))
         if len(component) > cap:
             notes.append(_split_note(component, by_name, cap))
@@ -100,7 +105,7 @@ def order_by_workloads(
             order.extend(piece)
             if len(piece) > 1:
                 units.update(dict.fromkeys(piece, piece))
-    return WorkloadOrder(order, units, chains, frozenset(idle), tuple(notes))
+    return WorkloadOrder(order, units, chains, frozenset(idle), sizes, tuple(notes))
 
 
 def _components(nodes: Sequence[OrderInput], rank: Mapping[str, int]) -> list[list[str]]:
