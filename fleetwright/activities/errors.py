@@ -3,6 +3,12 @@
 ``PermanentError`` becomes a non-retryable ``ApplicationError`` whose type is the error's reason
 (``Forbidden``, ``NotFound``, ``InvalidSpec``, ...), so retry policies need no list of Python class
 names; ``RetryableError`` becomes a retryable one. Everything else propagates unchanged.
+
+The failure carries the error's message, not its chain of causes: an API server that does not
+answer raises through urllib3's retries, and with every cause's stack trace the failure passes the
+server's size limit, which replaces it with "Failure exceeds size limit." and no type, so neither
+the Temporal UI nor ``fleetwright campaign status`` could say what failed. The message names the
+call and the cause (``list nodes: API server unreachable: ...``).
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ def temporal_errors(function: F) -> F:
             try:
                 return await function(*args, **kwargs)
             except FleetwrightError as error:
-                raise to_application_error(error) from error
+                raise to_application_error(error) from None
 
         return cast(F, async_wrapper)
 
@@ -41,6 +47,6 @@ def temporal_errors(function: F) -> F:
         try:
             return function(*args, **kwargs)
         except FleetwrightError as error:
-            raise to_application_error(error) from error
+            raise to_application_error(error) from None
 
     return cast(F, wrapper)

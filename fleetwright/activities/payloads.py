@@ -209,6 +209,10 @@ class Controls(Frozen):
     deleting: bool = False
     """The NodeProfile is being deleted: the rollout converges to the removal target, then cleans
     up the nodes and releases the finalizer."""
+    rollback: str = ""
+    """A rollback demanded from outside, and why (a campaign's failure rule fired in another
+    cluster): the rollout returns what it changed whatever its own failure rule says."""
+    _since_0_2_0 = added_fields("rollback")
 
 
 class DecideRequest(Frozen):

@@ -120,6 +120,7 @@ def observe(
     observations = Observations(
         nodes=tuple(observed[n] for n in sorted(observed)),
         approvals=request.controls.approvals,
+        rollback=request.controls.rollback,
         # An aborted rollout starts nothing more, like a paused one (its running nodes finish).
         paused=request.controls.paused or request.controls.aborted,
     )

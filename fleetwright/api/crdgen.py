@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
+from fleetwright.api.campaign import MAX_CAMPAIGN_NAME, CampaignSpec, CampaignStatus
 from fleetwright.api.common import VERSION
 from fleetwright.api.deploymentpolicy import DeploymentPolicySpec, DeploymentPolicyStatus
 from fleetwright.api.keys import GROUP, IN_USE
@@ -58,12 +59,16 @@ _KEPT_KEYS = {
     "x-kubernetes-preserve-unknown-fields",
 }
 
-NAME_RULE = {
-    "rule": "size(self.metadata.name) <= 63 && self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",
-    "message": "metadata.name must be a DNS label (at most 63 characters: lowercase letters, digits, '-'), "
-    "because fleetwright uses it in node labels and workflow ids",
-    "reason": "FieldValueInvalid",
-}
+
+def name_rule(length: int = 63) -> dict[str, str]:
+    """metadata.name a DNS label of at most ``length`` characters."""
+    return {
+        "rule": f"size(self.metadata.name) <= {length} && "
+        "self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",
+        "message": f"metadata.name must be a DNS label (at most {length} characters: lowercase letters, "
+        "digits, '-'), because fleetwright uses it in node labels and workflow ids",
+        "reason": "FieldValueInvalid",
+    }
 
 
 @dataclass(frozen=True)
@@ -78,6 +83,7 @@ class CrdSpec:
     description: str
     printer_columns: tuple[dict[str, Any], ...]
     spec_required: bool
+    name_length: int = 63
 
     @property
     def name(self) -> str:
@@ -161,7 +167,29 @@ DEPLOYMENTPOLICY = CrdSpec(
     spec_required=False,
 )
 
-CRDS = (NODEPROFILE, DEPLOYMENTPOLICY)
+CAMPAIGN = CrdSpec(
+    kind="Campaign",
+    plural="campaigns",
+    short_names=("fwc",),
+    spec_model=CampaignSpec,
+    status_model=CampaignStatus,
+    description="Campaign rolls one host-layer change (a NodeProfile spec) across member clusters, in "
+    "stages of cluster groups with a soak or approval between them, under one failure rule.",
+    printer_columns=(
+        {"name": "Phase", "type": "string", "jsonPath": ".status.phase", "description": "Campaign phase."},
+        {
+            "name": "Stage",
+            "type": "string",
+            "jsonPath": ".status.stage",
+            "description": "The stage in progress.",
+        },
+        AGE_COLUMN,
+    ),
+    spec_required=True,
+    name_length=MAX_CAMPAIGN_NAME,
+)
+
+CRDS = (NODEPROFILE, DEPLOYMENTPOLICY, CAMPAIGN)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -303,7 +331,7 @@ def _root_schema(spec: CrdSpec) -> dict[str, Any]:
             "spec": spec_schema,
             "status": status_schema,
         },
-        "x-kubernetes-validations": [NAME_RULE],
+        "x-kubernetes-validations": [name_rule(spec.name_length)],
     }
     if spec.spec_required:
         root["required"] = ["spec"]

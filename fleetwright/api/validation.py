@@ -25,6 +25,7 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from fleetwright.api.campaign import MAX_CAMPAIGN_NAME, CampaignSpec, CampaignStatus
 from fleetwright.api.common import API_VERSION, DNS_LABEL_PATTERN, SKIP_RULES_CONTEXT, ApiModel
 from fleetwright.api.deploymentpolicy import DeploymentPolicySpec, DeploymentPolicyStatus
 from fleetwright.api.nodeprofile import NodeProfileSpec, NodeProfileStatus
@@ -324,6 +325,42 @@ def validate_policy_deletion(name: str, referencing_profiles: Collection[str]) -
 
 
 # ---------------------------------------------------------------------------------------------
+# Campaign
+
+
+def validate_campaign(obj: Any) -> Result:
+    """Validate a Campaign manifest: its envelope, its schema and rules (the profile it carries
+    included, as the CRD's CEL does). The checks of a NodeProfile that CEL cannot do run on each
+    member's rollout."""
+    return _guard(lambda: _validate_campaign(obj))
+
+
+def _validate_campaign(obj: Any) -> Result:
+    result = Result()
+    if not isinstance(obj, dict):
+        result.error("", "a Campaign must be a mapping", "envelope-not-object")
+        return result
+    _check_envelope(obj, "Campaign", result)
+    metadata = obj.get("metadata")
+    name = metadata.get("name") if isinstance(metadata, dict) else None
+    if isinstance(name, str) and len(name) > MAX_CAMPAIGN_NAME:
+        result.error(
+            "metadata.name",
+            f"at most {MAX_CAMPAIGN_NAME} characters: each member's rollout is named <campaign>-<cluster>",
+            "metadata-name-dns-label",
+        )
+    if obj.get("status") is not None:
+        _parse(CampaignStatus, obj["status"], ("status",), result)
+    if "spec" not in obj:
+        result.error("spec", "required field is missing", "schema-missing")
+        return result
+    spec = _parse(CampaignSpec, obj["spec"], ("spec",), result)
+    if spec is not None:
+        result.issues.extend(_rule_issues(spec, "spec"))
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
 # Dispatch
 
 
@@ -340,8 +377,12 @@ def validate_object(
         return validate_nodeprofile(obj, policies=policies, registries=registries)
     if kind == "DeploymentPolicy":
         return validate_deploymentpolicy(obj)
+    if kind == "Campaign":
+        return validate_campaign(obj)
     result = Result()
-    result.error("kind", f"unknown kind {kind!r}: expected NodeProfile or DeploymentPolicy", "envelope-kind")
+    result.error(
+        "kind", f"unknown kind {kind!r}: expected NodeProfile, DeploymentPolicy or Campaign", "envelope-kind"
+    )
     return result
 
 

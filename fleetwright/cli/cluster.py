@@ -156,6 +156,15 @@ def up(
             "training pods owned by their job, as on a real cluster.",
         ),
     ] = False,
+    clusters: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            max=8,
+            help="Local control planes, each with NODES simulated nodes, all registered for campaigns "
+            "(cluster-1 is the one the CLI talks to).",
+        ),
+    ] = 1,
 ) -> None:
     """Start the local stack, print how to use it, and keep it running until Ctrl-C or SIGTERM."""
     from fleetwright.cli.text import human_console
@@ -169,13 +178,16 @@ def up(
         cluster=ClusterOptions(nodes=nodes, scheduler=True, real_node=node),
         workdir=workdir,
         workloads=workloads,
+        clusters=clusters,
     )
-    console.print(f"starting the local stack with {nodes} simulated GPU nodes...")
+    where = f"in each of {clusters} clusters" if clusters > 1 else ""
+    console.print(f"starting the local stack with {nodes} simulated GPU nodes{where and ' ' + where}...")
     with LocalStack(options) as stack:
         console.print(
             f"[green]ready[/] in {stack.startup_seconds:.0f}s: control plane, kube-scheduler, Temporal, "
             "CRDs, admission webhook, worker, controller, simulated reboots, GPU metrics, OCI registry"
             + (", Kubeflow training operator" if workloads else "")
+            + (f", {clusters - 1} member clusters registered for campaigns" if clusters > 1 else "")
         )
         for line in next_steps(stack, kept=workdir is not None):
             console.print(line, markup=False, highlight=False)

@@ -32,6 +32,7 @@ COMMANDS = {
     "skip-node": "control",
     "release": "control",
     "abort": "control",
+    "campaign": "campaign",
     "history": "history",
     "logs": "logs",
     "node": "node",

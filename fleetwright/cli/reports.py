@@ -1,6 +1,6 @@
 """What the operator commands answer: one model per answer, printed as JSON or YAML with
 ``-o json|yaml`` and rendered by the command for a human (``pause`` ... ``skip-node``, ``node reset``,
-``logs``, ``history``; ``status`` has its own view in ``fleetwright.cli.statusview``).
+``logs``, ``history``, ``campaign status``; ``status`` has its own view in ``fleetwright.cli.statusview``).
 
 Kept out of the command modules, which every ``--help`` imports (the root's imports them all), so
 pydantic is imported only when a command runs. Owns the models; it must not read or print.
@@ -11,6 +11,8 @@ from __future__ import annotations
 from datetime import datetime
 
 from pydantic import BaseModel, Field
+
+from fleetwright.workflows.payloads import CampaignProgress
 
 
 class Acted(BaseModel):
@@ -81,3 +83,11 @@ class NodeHistory(BaseModel):
     recorded: list[Recorded] = Field(default_factory=list)
     runs: list[Run] = Field(default_factory=list)
     stages: list[StageRun] = Field(default_factory=list)
+
+
+class CampaignView(BaseModel):
+    """``fleetwright campaign status`` (its ``-o json|yaml`` output)."""
+
+    progress: CampaignProgress
+    unreachable: dict[str, str] = {}
+    """cluster -> why its rollout cannot reach it."""

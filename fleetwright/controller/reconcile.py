@@ -62,6 +62,7 @@ from fleetwright.api.deploymentpolicy import PLURAL as POLICY_PLURAL
 from fleetwright.api.keys import FINALIZER, PAUSED_ANNOTATION
 from fleetwright.api.nodeprofile import PLURAL as PROFILE_PLURAL
 from fleetwright.api.nodeprofile import NodeProfile, NodeProfileStatus
+from fleetwright.controller.campaigns import CampaignController
 from fleetwright.controller.nodewatch import NodeWatch
 from fleetwright.controller.profilestatus import Inputs, derive, transitions
 from fleetwright.errors import FleetwrightError
@@ -364,8 +365,9 @@ async def run_controller(
     api = from_kubeconfig(settings.kubeconfig)
     client = await connect_with(settings)
     controller = Controller(client, api, settings, options or ControllerOptions())
-    log.info("controller watching profiles for task queue %s", settings.task_queue)
-    await controller.run(stop_event)
+    campaigns = CampaignController(client, api, settings)
+    log.info("controller watching profiles and campaigns for task queue %s", settings.task_queue)
+    await asyncio.gather(controller.run(stop_event), campaigns.run(stop_event))
 
 
 # ----- small pure helpers ------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from opentelemetry import trace
@@ -66,6 +67,21 @@ def from_kubeconfig(path: Path | str | None = None, *, context: str | None = Non
         )
     except (config.ConfigException, OSError) as error:
         source = path or "(default)"
+        raise PermanentError(f"kubeconfig {source}: {error}", reason="InvalidKubeconfig") from error
+    return traced(client.ApiClient(configuration))
+
+
+def from_kubeconfig_text(text: str, source: str) -> client.ApiClient:
+    """An API client for a kubeconfig held as text (a campaign's member cluster, from its Secret),
+    in its current context; certificates and keys must be inline (``*-data``), as no file of the
+    cluster that wrote it exists here."""
+    configuration = _pooled()
+    try:
+        loaded = yaml.safe_load(text)
+        if not isinstance(loaded, dict):
+            raise config.ConfigException("not a kubeconfig (a YAML mapping)")
+        config.load_kube_config_from_dict(loaded, client_configuration=configuration)  # type: ignore[no-untyped-call]
+    except (config.ConfigException, yaml.YAMLError, OSError, TypeError, KeyError) as error:
         raise PermanentError(f"kubeconfig {source}: {error}", reason="InvalidKubeconfig") from error
     return traced(client.ApiClient(configuration))
 

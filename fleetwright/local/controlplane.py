@@ -9,6 +9,8 @@ out of the Kubernetes client.
 
 from __future__ import annotations
 
+import base64
+import copy
 import ssl
 import subprocess
 import urllib.error
@@ -114,6 +116,21 @@ def _kubeconfig(server: str, ca: Path, client: CertPair, user: str) -> dict[str,
         ],
         "current-context": "fleetwright-local",
     }
+
+
+def inline_kubeconfig(config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` with its certificate and key files read into ``*-data`` fields: a kubeconfig
+    that works where those files do not exist (a campaign's member Secret)."""
+    inlined = copy.deepcopy(config)
+    for section, key in (("clusters", "cluster"), ("users", "user")):
+        for entry in inlined[section]:
+            body = entry[key]
+            for field_name in ("certificate-authority", "client-certificate", "client-key"):
+                if field_name in body:
+                    body[f"{field_name}-data"] = base64.b64encode(
+                        Path(body.pop(field_name)).read_bytes()
+                    ).decode()
+    return inlined
 
 
 @dataclass

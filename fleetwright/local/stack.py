@@ -33,15 +33,15 @@ import yaml
 
 from fleetwright import certs
 from fleetwright.api.common import API_VERSION
-from fleetwright.api.crdgen import CRDS, rendered_files
 from fleetwright.binaries import wheel_binary
 from fleetwright.images.offline import repository
 from fleetwright.local.controlplane import ClusterOptions, LocalCluster
 from fleetwright.local.gpumetrics import GpuMetrics
-from fleetwright.local.kubectl import KubectlRunner, create_package_namespace, wait_established
+from fleetwright.local.kubectl import KubectlRunner, create_package_namespace
 from fleetwright.local.kubelet import watched_kubelet
 from fleetwright.local.launcher import Launcher
 from fleetwright.local.loopback import LOOPBACK, free_port
+from fleetwright.local.members import MemberClusters, cluster_names, prepare, register
 from fleetwright.local.nodes import gpu_product, node_name, stage_pod_timing
 from fleetwright.local.ociregistry import LocalRegistry
 from fleetwright.local.processes import Supervised, wait_until
@@ -97,6 +97,10 @@ class StackOptions:
     registry: bool = True
     """Run a local OCI registry (docker-registry with TLS from its own CA) that the worker trusts:
     images pushed there (``skopeo copy``) can be rolled out with ``image_pinning``."""
+    clusters: int = 1
+    """Local control planes, each with its own simulated fleet (``cluster.nodes`` nodes): beyond
+    one, the others are campaign members (``local.members``), and every one, this stack's own
+    cluster included, is registered for campaigns as ``cluster-1`` ... ``cluster-N``."""
     workloads: bool = False
     """Run the Kubeflow training operator with its CRDs: PyTorchJobs (and TFJobs, MPIJobs, ...)
     get pods owned by their job, as on a real cluster."""
@@ -116,6 +120,7 @@ class LocalStack(Launcher):
     gpu_metrics: GpuMetrics | None = field(init=False, default=None)
     registry: LocalRegistry | None = field(init=False, default=None)
     training_operator: TrainingOperator | None = field(init=False, default=None)
+    members: MemberClusters | None = field(init=False, default=None)
     _exit: contextlib.ExitStack = field(init=False, default_factory=contextlib.ExitStack)
 
     def __post_init__(self) -> None:
@@ -140,6 +145,10 @@ class LocalStack(Launcher):
             )
         if self.options.gpu_metrics:
             self.gpu_metrics = GpuMetrics(workdir=self.workdir / "gpu-metrics", wait_first_scrape=False)
+        if self.options.clusters > 1:
+            self.members = MemberClusters(
+                cluster_names(self.options.clusters)[1:], self.options.cluster, self.workdir / "members"
+            )
         if self.options.workloads:
             self.training_operator = TrainingOperator(
                 self.cluster.kubeconfig, self.cluster.kubectl, workdir=self.workdir / "training-operator"
@@ -191,10 +200,12 @@ class LocalStack(Launcher):
             self._exit.callback(self.temporal.stop)
         self._write_settings(self.options.engine)
         self._write_env()
-        crds = "---\n".join(rendered_files().values())
-        self.cluster.kubectl("apply", "-f", "-", input=crds)
-        wait_established(self.cluster.kubectl, [spec.name for spec in CRDS])
-        create_package_namespace(self.cluster.kubectl, self.options.engine.package_namespace)
+        namespace = self.options.engine.package_namespace
+        prepare(self.cluster.kubectl, namespace)
+        if self.members is not None:
+            register(self.cluster.kubectl, namespace, cluster_names(1)[0], self.cluster.kubeconfig)
+            self._exit.callback(self.members.stop)
+            self.members.start(self.cluster.kubectl, namespace)
         if self.options.webhook:
             self._start_webhook()
         if self.training_operator is not None:

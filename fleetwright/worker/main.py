@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import sys
@@ -17,13 +18,14 @@ from typing import Any
 from fleetwright.activities.health import health_activities
 from fleetwright.activities.node import DEFAULT_THREADS, all_activities
 from fleetwright.activities.rollout import rollout_activities
-from fleetwright.kube.client import from_kubeconfig
+from fleetwright.kube.client import ApiClient, from_kubeconfig
 from fleetwright.kube.jobwatch import JobWatches
 from fleetwright.process import logs, metrics
 from fleetwright.process.searchattrs import SearchAttributeCheck
 from fleetwright.process.settings import WorkerSettings
 from fleetwright.process.temporalclient import connect_with
 from fleetwright.worker import tracing
+from fleetwright.worker.members import Activities, MemberWorkers
 from fleetwright.worker.temporalworker import build_worker
 
 log = logging.getLogger("fleetwright.worker")
@@ -66,23 +68,35 @@ ROLES = {"all": "workflows and activities", "workflows": "workflows", "activitie
 
 async def run_worker(settings: WorkerSettings, stop: asyncio.Event) -> None:
     """The worker until ``stop``: the workflows, the activities, or both, as
-    ``settings.worker_role`` says."""
+    ``settings.worker_role`` says; and as much for each campaign's member cluster
+    (``worker.members``)."""
     cache_bytecode()
     client = await connect_with(settings)
-    with contextlib.ExitStack() as resources:
-        activities: list[Callable[..., Any]] = []
+    home = from_kubeconfig(settings.kubeconfig)
+    async with contextlib.AsyncExitStack() as resources:
+        build: Activities = _no_activities
         if settings.worker_role != "workflows":
             registered = SearchAttributeCheck(client, settings.temporal_namespace)
             await registered.check()
             rechecks = asyncio.create_task(registered.run(stop))
             resources.callback(rechecks.cancel)
-            activities = _activities(settings, resources, registered)
+            build = functools.partial(_activities, settings, unregistered=registered)
+        workflows = settings.worker_role != "activities"
         worker = build_worker(
             client,
-            activities,
+            build(home, resources),
             task_queue=settings.task_queue,
             max_concurrent_activities=settings.max_concurrent_activities,
-            workflows=settings.worker_role != "activities",
+            workflows=workflows,
+        )
+        members = MemberWorkers(
+            client,
+            home,
+            settings.task_queue,
+            build,
+            namespace=settings.engine.package_namespace,
+            workflows=workflows,
+            max_concurrent_activities=settings.max_concurrent_activities,
         )
         # The watches stop after the worker: activities still finishing keep theirs.
         async with worker:
@@ -92,16 +106,23 @@ async def run_worker(settings: WorkerSettings, stop: asyncio.Event) -> None:
                 settings.temporal_address,
                 ROLES[settings.worker_role],
             )
-            await stop.wait()
+            await members.run(stop)
     log.info("worker stopped")
 
 
+def _no_activities(api: ApiClient, resources: contextlib.AsyncExitStack) -> list[Callable[..., Any]]:
+    return []
+
+
 def _activities(
-    settings: WorkerSettings, resources: contextlib.ExitStack, unregistered: Callable[[], tuple[str, ...]]
+    settings: WorkerSettings,
+    api: ApiClient,
+    resources: contextlib.AsyncExitStack,
+    *,
+    unregistered: Callable[[], tuple[str, ...]],
 ) -> list[Callable[..., Any]]:
     """Every activity, on one Kubernetes client, one thread pool and one stage Job watch;
     ``unregistered`` says which search attributes the namespace lacks."""
-    api = from_kubeconfig(settings.kubeconfig)
     # Kubernetes calls run on threads that keep the activity's trace and log context.
     # One thread per activity slot: an activity makes one blocking call at a time, so no call ever
     # queues for a thread. With fewer threads than slots, a wide rollout's drain and stage waits

@@ -14,11 +14,12 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 from fleetwright.worker import tracing
 from fleetwright.worker.interceptor import ActivityInterceptor
+from fleetwright.workflows.campaign import CampaignWorkflow
 from fleetwright.workflows.node import NodeWorkflow
 from fleetwright.workflows.rollout import RolloutWorkflow
 
 TASK_QUEUE = "fleetwright"
-WORKFLOWS: tuple[type, ...] = (RolloutWorkflow, NodeWorkflow)
+WORKFLOWS: tuple[type, ...] = (RolloutWorkflow, NodeWorkflow, CampaignWorkflow)
 # Modules the workflow sandbox shares instead of importing again for every workflow it creates
 # (a node workflow per node): pydantic and fleetwright's payload models and pure core, and the
 # workflows' own payload models, retry policies and search attribute keys. They hold no mutable

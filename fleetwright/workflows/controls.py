@@ -1,8 +1,9 @@
 """What the humans' signals and updates do to a rollout run (``RolloutRun.controls`` and its
 pending requests): pause, resume, abort, approve a step, retry or skip a failed node, release a
-failed node back into service, and the validators that refuse an update the rollout cannot
-honour. Each asks for a decision now. A release's one side effect (lifting the node's cordon and
-showing it Released) is an activity the loop runs with ``release_nodes``."""
+failed node back into service, a rollback a campaign demands, and the validators that refuse an
+update the rollout cannot honour. Each asks for a decision now. A release's one side effect
+(lifting the node's cordon and showing it Released) is an activity the loop runs with
+``release_nodes``."""
 
 from __future__ import annotations
 
@@ -28,7 +29,15 @@ def set_flag(run: RolloutRun, **flags: bool) -> None:
 
 def change_spec(run: RolloutRun, change: SpecChange) -> None:
     run.new_spec = (change.profile, change.policy)
+    if run.controls.rollback:  # a demanded rollback was for the spec it rolled back
+        run.controls = run.controls.model_copy(update={"rollback": ""})
     run.decide_now = True
+
+
+def demand_rollback(run: RolloutRun, reason: str) -> None:
+    if not run.controls.rollback:
+        run.controls = run.controls.model_copy(update={"rollback": reason or "rollback demanded"})
+        run.decide_now = True
 
 
 def delete(run: RolloutRun, deletion: Deletion) -> None:

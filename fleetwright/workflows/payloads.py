@@ -11,12 +11,14 @@ from datetime import datetime
 from pydantic import Field
 
 from fleetwright.activities.payloads import Controls, DecideReport, DecideRequest, NodeResult
+from fleetwright.api.campaign import Campaign
 from fleetwright.api.common import LabelSelector, Toleration
 from fleetwright.api.compat import added_fields
 from fleetwright.api.deploymentpolicy import DeploymentPolicy
 from fleetwright.api.health import ExternalValidator, MetricCheck, ValidationContainer
 from fleetwright.api.nodeprofile import DrainSpec, NodeProfile, Package
 from fleetwright.planner.base import Frozen
+from fleetwright.planner.campaign import CampaignState, ClusterReport
 from fleetwright.planner.node.packages import DesiredPackage
 from fleetwright.planner.node.state import PackageRecord
 from fleetwright.planner.node.work import NodeWork
@@ -162,3 +164,51 @@ class Progress(Frozen):
 
 
 __all__ = ["Controls", "DecideReport", "DecideRequest", "NodeResult"]
+
+
+class ClusterProgress(Frozen):
+    """A campaign's member rollout reports to its campaign (signal ``cluster_progress``): sent by
+    the rollout whenever what it reports changed."""
+
+    workflow_id: str
+    """The member rollout's workflow id: the campaign knows which cluster it serves."""
+    report: ClusterReport
+
+
+class CampaignInput(Frozen):
+    """The campaign workflow's input, and what it carries across continue-as-new."""
+
+    campaign: Campaign
+    policies: dict[str, DeploymentPolicy] = Field(default_factory=dict)
+    """DeploymentPolicy name -> the policy, for every policy the campaign and its stages name
+    (resolved by the controller in fleetwright's cluster); "" is the built-in policy."""
+    settings: EngineSettings = EngineSettings()
+    state: CampaignState = CampaignState()
+    reports: dict[str, ClusterReport] = Field(default_factory=dict)
+    """cluster -> what its rollout last reported."""
+    children: tuple[str, ...] = ()
+    """Clusters whose rollout workflow was started (it runs on: a new generation retargets it)."""
+    paused: bool = False
+    aborted: bool = False
+
+
+class CampaignChange(Frozen):
+    """A new generation of the Campaign (signal ``spec_changed``), with the policies it names."""
+
+    campaign: Campaign
+    policies: dict[str, DeploymentPolicy] = Field(default_factory=dict)
+
+
+class CampaignProgress(Frozen):
+    """What the campaign publishes (memo ``progress``, the ``progress`` query)."""
+
+    campaign: str
+    phase: str
+    message: str
+    generation: int = 0
+    """The Campaign's generation the workflow runs (an abort holds for it)."""
+    stage: str = ""
+    clusters: dict[str, ClusterReport] = Field(default_factory=dict)
+    """cluster -> its rollout's last report (``Pending`` before its stage starts it)."""
+    rollouts: dict[str, str] = Field(default_factory=dict)
+    """cluster -> its rollout's workflow id, once started."""

@@ -29,6 +29,7 @@ from __future__ import annotations
 from temporalio import workflow
 
 from fleetwright.workflows import controls, pinning
+from fleetwright.workflows.campaignreport import report_to_campaign
 from fleetwright.workflows.deletion import clean_up, removal_done
 from fleetwright.workflows.noderuns import abort_children, collect_ended, start_nodes
 from fleetwright.workflows.retargeting import another_pass, apply_spec_change
@@ -69,6 +70,12 @@ class RolloutWorkflow:
     @workflow.signal(name="abort")
     def abort(self) -> None:
         controls.set_flag(self._run, aborted=True)
+
+    @workflow.signal(name="roll_back")
+    def roll_back(self, reason: str) -> None:
+        """Return what this rollout changed, for ``reason`` (a campaign's failure rule fired in
+        another cluster), whatever its own failure rule says. A new spec lifts the demand."""
+        controls.demand_rollback(self._run, reason)
 
     @workflow.signal(name="spec_changed")
     def spec_changed(self, change: SpecChange) -> None:
@@ -147,7 +154,9 @@ class RolloutWorkflow:
             if run.controls.aborted and not run.state.running and run.new_spec is None:
                 # A spec change signalled while this turn was decided is applied first: a new
                 # generation lifts the abort, even when the last running node finished meanwhile.
-                return publish(run, decision, phase=ABORTED)
+                progress = publish(run, decision, phase=ABORTED)
+                await report_to_campaign(run)
+                return progress
             if removal_done(run, decision) and await clean_up(run, decision):
                 return publish(run, decision, phase=DELETED)
             if run.controls.aborted:
@@ -155,6 +164,7 @@ class RolloutWorkflow:
             else:
                 await start_nodes(run, decision.start, report)
             publish(run, decision)
+            await report_to_campaign(run)
             await _continue_as_new_if_long(run)
             if another_pass(run, decision):
                 continue

@@ -15,6 +15,7 @@ with workflow.unsafe.imports_passed_through():
     from fleetwright.api.deploymentpolicy import DeploymentPolicy
     from fleetwright.api.nodeprofile import NodeProfile
     from fleetwright.planner import convert
+    from fleetwright.planner.campaign import ClusterReport
     from fleetwright.planner.rollout.spec import RolloutSpec
     from fleetwright.planner.rollout.state import BlockedNode, RolloutState
     from fleetwright.workflows.payloads import ImagePins, NodeResult, Progress, RolloutInput
@@ -56,6 +57,8 @@ class RolloutRun:
         # an image does not exist: (generation, why).
         self.pins: ImagePins | None = rollout.pins
         self.refused: tuple[int, str] | None = None
+        # What a campaign's member rollout last reported to its campaign (``campaignreport``).
+        self.reported: ClusterReport | None = None
 
     def spec(self) -> RolloutSpec:
         return convert.rollout_spec(

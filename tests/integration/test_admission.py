@@ -83,8 +83,7 @@ def test_invalid_example_is_rejected_naming_the_field(
     assert done.returncode != 0, f"{path.name} was accepted: {done.stdout}"
     assert expected_path(path) in done.stderr, done.stderr
     obj = yaml.safe_load(path.read_text())
-    kind = "nodeprofile" if obj["kind"] == "NodeProfile" else "deploymentpolicy"
-    gone = cluster.kubectl("get", kind, obj["metadata"]["name"], check=False)
+    gone = cluster.kubectl("get", obj["kind"].lower(), obj["metadata"]["name"], check=False)
     assert gone.returncode != 0, "a rejected object must not exist"
 
 

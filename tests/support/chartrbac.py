@@ -179,6 +179,14 @@ def _list_profiles(api: ApiClient, node: str) -> object:
     return resources.list_objects(api, "nodeprofiles")
 
 
+def _list_campaigns(api: ApiClient, node: str) -> object:
+    return resources.list_objects(api, "campaigns")
+
+
+def _patch_campaign_status(api: ApiClient, node: str) -> object:
+    return resources.patch_status(api, "campaigns", f"absent-{node}", {"phase": "Pending"})
+
+
 def _patch_status(api: ApiClient, node: str) -> object:
     return resources.patch_status(api, "nodeprofiles", f"absent-{node}", {"phase": "Pending"})
 
@@ -209,6 +217,7 @@ RULES: list[tuple[str, str, int, str, Operation]] = [
     ("ClusterRole", "worker", 4, "worker", _evict),
     ("ClusterRole", "worker", 5, "worker", _remove_finalizer),
     ("ClusterRole", "worker", 6, "worker", _list_profiles),
+    ("ClusterRole", "worker", 7, "worker", _list_campaigns),
     ("Role", "packages", 0, "worker", _ensure_config_map),
     ("Role", "packages", 1, "worker", _read_job),
     ("Role", "packages", 2, "worker", _read_secret),
@@ -218,6 +227,8 @@ RULES: list[tuple[str, str, int, str, Operation]] = [
     ("ClusterRole", "controller", 2, "controller", _patch_status),
     ("ClusterRole", "controller", 3, "controller", _add_finalizer),
     ("ClusterRole", "controller", 4, "controller", _add_runtime_taint),
+    ("ClusterRole", "controller", 5, "controller", _list_campaigns),
+    ("ClusterRole", "controller", 6, "controller", _patch_campaign_status),
     ("ClusterRole", "webhook", 0, "webhook", _policy_names),
 ]
 

@@ -199,6 +199,27 @@ async def test_taxonomy_errors_leave_activities_as_typed_application_errors(
     assert str(error) in str(failure.value)
 
 
+async def test_an_activity_failure_carries_no_chain_of_causes() -> None:
+    # An unreachable API server raises through urllib3's retries: with every cause's stack trace
+    # the failure passed the Temporal server's size limit and lost its type and message.
+    @activity.defn(name="unreachable")
+    @temporal_errors
+    async def unreachable() -> None:
+        try:
+            try:
+                raise ConnectionRefusedError(111, "Connection refused")
+            except OSError as refused:
+                raise OSError("Max retries exceeded") from refused
+        except OSError as retries:
+            raise RetryableError("list nodes: API server unreachable", reason="ApiUnreachable") from retries
+
+    with pytest.raises(ApplicationError) as failure:
+        await ActivityEnvironment().run(unreachable)
+    assert failure.value.type == "ApiUnreachable"
+    assert failure.value.__cause__ is None
+    assert failure.value.__suppress_context__
+
+
 async def test_a_wait_clock_resumes_from_the_previous_attempts_heartbeat() -> None:
     env = ActivityEnvironment()
     env.info = dataclasses.replace(env.info, heartbeat_details=[{"started": 1000.0, "held": ["a/b"]}])

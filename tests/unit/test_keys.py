@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from fleetwright.api import keys
+from fleetwright.api.campaign import Campaign
 from fleetwright.api.common import API_VERSION
 from fleetwright.api.deploymentpolicy import DeploymentPolicy
 from fleetwright.api.keys import claim_key, condition_type, cordon_key, state_key, status_label_key
@@ -93,7 +94,11 @@ def _strings(path: Path) -> Iterator[tuple[int, str]]:
 
 def test_no_module_but_keys_spells_out_the_prefix() -> None:
     # The resources' apiVersion is a Literal type, which must be spelled out; it is tied below.
-    api_version = {REPO / "fleetwright/api/nodeprofile.py", REPO / "fleetwright/api/deploymentpolicy.py"}
+    api_version = {
+        REPO / "fleetwright/api/nodeprofile.py",
+        REPO / "fleetwright/api/deploymentpolicy.py",
+        REPO / "fleetwright/api/campaign.py",
+    }
     paths = itertools.chain.from_iterable((REPO / s).rglob("*.py") for s in SOURCES)
     found = [
         f"{path.relative_to(REPO)}:{line}: {text!r}"
@@ -109,3 +114,4 @@ def test_the_resources_api_version_is_the_groups() -> None:
     assert API_VERSION.startswith(keys.PREFIX)
     assert NodeProfile.model_fields["api_version"].default == API_VERSION
     assert DeploymentPolicy.model_fields["api_version"].default == API_VERSION
+    assert Campaign.model_fields["api_version"].default == API_VERSION

@@ -181,6 +181,8 @@ class Fleet:
         self.now = T0
         self.max_running = 0
         self.started: list[tuple[str, str]] = []
+        self.demanded = ""
+        """A rollback demanded from outside (a campaign's failure rule), passed in every observation."""
 
     def decide(self) -> Decision:
         nodes = tuple(
@@ -193,7 +195,7 @@ class Fleet:
             )
             for n in sorted(self.records)
         )
-        decision = decide(self.state, Observations(nodes=nodes), self.now)
+        decision = decide(self.state, Observations(nodes=nodes, rollback=self.demanded), self.now)
         self.state = decision.state
         for start in decision.start:
             self.run[start.node] = RunStatus.RUNNING
@@ -263,6 +265,27 @@ def test_a_failing_batch_rolls_back_exactly_the_nodes_the_rollout_changed_under_
     fleet.state = again
     assert fleet.decide().phase is Phase.ROLLED_BACK
     assert fleet.decide().start == ()
+
+
+def test_a_demanded_rollback_returns_the_changed_nodes_though_none_failed() -> None:
+    # A campaign's failure rule fired in another cluster: this rollout failed nowhere, and its own
+    # rule would never fire, yet it returns every node it changed, once.
+    fleet = Fleet(8, cap=2)
+    fleet.decide()
+    fleet.finish_all()  # the canary
+    fleet.decide()
+    fleet.finish_all()  # a first batch
+    changed = {n for n, _ in fleet.started}
+    fleet.demanded = "campaign c1: 1 failed nodes over the clusters (east: 1)"
+    rolling = fleet.decide()
+    assert rolling.phase is Phase.ROLLING_BACK
+    assert fleet.demanded in rolling.message
+    done = run_until(fleet, Phase.ROLLED_BACK)
+    assert {n for n, phase in fleet.started if phase == Phase.ROLLING_BACK.value} == changed
+    for node, records in fleet.records.items():
+        assert records["tuning"] == PackageRecord(version="1.0.0", config=OLD_CONFIG), node
+    assert fleet.decide().phase is Phase.ROLLED_BACK  # the demand, still set, starts nothing again
+    assert done.start == ()
 
 
 def test_a_node_still_failing_its_change_when_the_rule_fires_is_returned_after_the_others() -> None:

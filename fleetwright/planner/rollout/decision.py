@@ -17,7 +17,7 @@ from fleetwright.planner.rollout.failures import check_failures
 from fleetwright.planner.rollout.lifecycle import begin_rollback
 from fleetwright.planner.rollout.observations import Observations
 from fleetwright.planner.rollout.outcomes import absorb
-from fleetwright.planner.rollout.rollback import fires
+from fleetwright.planner.rollout.rollback import demanded_rollback, fires
 from fleetwright.planner.rollout.state import (
     MAX_BLOCKED_LISTED,
     BlockedNode,
@@ -54,6 +54,7 @@ def decide(
     engine = Engine(state, view, observations, now, max_starts)
     if state.halt is None:
         state = check_failures(engine, state)
+    state = demanded_rollback(state, observations.rollback, now)
     if state.halt is None and not observations.paused:
         state = walk(engine, state)
     if fires(state):

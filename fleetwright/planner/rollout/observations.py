@@ -87,4 +87,7 @@ class Observations(Frozen):
     """Approval step ids granted (``rollout/<step>`` or ``<compartment>/<step>``)."""
     fleet_measurements: tuple[ScopedMeasurement, ...] = ()
     """Fleet-gate measurements taken for this turn (``planner.rollout.fleetgate.due``)."""
+    rollback: str = ""
+    """Roll back now, for this reason, whatever this rollout's own failure rule says (a campaign's
+    failure rule fired in another cluster). Empty: only this rollout's own rules decide."""
     paused: bool = False

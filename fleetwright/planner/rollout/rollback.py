@@ -33,13 +33,32 @@ from fleetwright.planner.node.packages import DesiredPackage, PackageGraph
 from fleetwright.planner.node.stages import Stage
 from fleetwright.planner.node.state import Before, PackageRecord, PendingChange
 from fleetwright.planner.node.work import BlockedPackage, NodeWork, plan_node
-from fleetwright.planner.policy.model import BatchesStep, FailureAction, FailurePolicy, RolloutPolicy
+from fleetwright.planner.policy.model import (
+    GATES_SCOPE,
+    BatchesStep,
+    FailureAction,
+    FailurePolicy,
+    RolloutPolicy,
+)
 from fleetwright.planner.rollout.observations import Observations
 from fleetwright.planner.rollout.spec import RollbackOf, RolloutSpec
-from fleetwright.planner.rollout.state import RolloutState
+from fleetwright.planner.rollout.state import Halt, RolloutState
 
 UNKNOWN_BEFORE = "RollbackUnknownBefore"
 PREVIEW_REASON = "preview: as if the failure rule fired once the rollout had changed every node it needs to"
+
+
+def demanded_rollback(state: RolloutState, reason: str, now: datetime) -> RolloutState:
+    """``state`` halted with ``action: rollback`` when a rollback is demanded from outside (a
+    campaign's failure rule fired in another cluster), also over a halt of its own; a rollback
+    already under way, or one that ran, is left as it is."""
+    if not reason or state.spec.rollback is not None:
+        return state
+    if state.halt is not None and state.halt.action is FailureAction.ROLLBACK:
+        return state
+    return state.model_copy(
+        update={"halt": Halt(reason=reason, action=FailureAction.ROLLBACK, scope=GATES_SCOPE, at=now)}
+    )
 
 
 def fires(state: RolloutState) -> bool:

@@ -1,0 +1,133 @@
+"""Campaigns end to end on the workflow tier: three member clusters, each a fake fleet behind a
+worker on the member's task queue, one campaign workflow over them. The canary cluster's stage,
+its approval, then the other two at once; a node failing in the canary cluster holds the
+campaign before any other cluster starts."""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+from temporalio.client import Client, WorkflowHandle
+
+from fleetwright.api.campaign import Campaign
+from fleetwright.local import examples
+from fleetwright.worker.temporalworker import build_worker
+from fleetwright.workflows.campaign import CampaignWorkflow
+from fleetwright.workflows.ids import member_task_queue
+from fleetwright.workflows.payloads import CampaignInput, CampaignProgress
+from tests.support.rollouts import SETTINGS
+from tests.support.waiting import until
+from tests.workflow.fakefleet import FakeFleet
+
+pytestmark = pytest.mark.workflow
+
+CLUSTERS = ("canary", "east", "west")
+
+
+TWO_STAGES = [
+    {"name": "canary", "clusters": ["canary"], "approval": True},
+    {"name": "rest", "clusters": ["east", "west"]},
+]
+
+
+def campaign(name: str, stages: list[dict[str, Any]], **failure: Any) -> Campaign:
+    return Campaign.model_validate(
+        {
+            "metadata": {"name": name, "generation": 1, "uid": str(uuid.uuid4())},
+            "spec": {
+                "profile": examples.profile().spec.model_dump(mode="json", by_alias=True, exclude_none=True),
+                "policy": {"name": "careful"},
+                "clusters": [{"name": c, "kubeconfigSecret": f"{c}-kubeconfig"} for c in CLUSTERS],
+                "stages": stages,
+                "failure": failure,
+            },
+        }
+    )
+
+
+@contextlib.asynccontextmanager
+async def running(
+    client: Client, fleets: dict[str, FakeFleet], stages: list[dict[str, Any]] = TWO_STAGES, **failure: Any
+) -> AsyncIterator[WorkflowHandle[CampaignWorkflow, CampaignProgress]]:
+    """A campaign over ``fleets`` with a worker for the campaign and one per member cluster."""
+    queue = f"tq-{uuid.uuid4()}"
+    name = f"c{uuid.uuid4().hex[:8]}"
+    given = CampaignInput(
+        campaign=campaign(name, stages, **failure), policies={"careful": examples.policy()}, settings=SETTINGS
+    )
+    handle = await client.start_workflow(CampaignWorkflow.run, given, id=f"campaign/{name}", task_queue=queue)
+    async with contextlib.AsyncExitStack() as workers:
+        await workers.enter_async_context(build_worker(client, [], task_queue=queue))
+        for cluster, fleet in fleets.items():
+            member = build_worker(
+                client, fleet.activities(), task_queue=member_task_queue(queue, f"{cluster}-kubeconfig")
+            )
+            await workers.enter_async_context(member)
+        try:
+            yield handle
+        finally:
+            await handle.signal(CampaignWorkflow.abort)
+            with contextlib.suppress(Exception):
+                await handle.result()
+
+
+async def shows(
+    handle: WorkflowHandle[CampaignWorkflow, CampaignProgress],
+    predicate: Callable[[CampaignProgress], bool],
+    what: str,
+) -> CampaignProgress:
+    last: list[CampaignProgress | None] = [None]
+
+    async def shown() -> CampaignProgress | None:
+        progress = last[0] = await handle.query(CampaignWorkflow.progress)
+        return progress if progress is not None and predicate(progress) else None
+
+    progress: CampaignProgress = await until(
+        shown, 60.0, f"the campaign to show {what}", interval=0.1, details=lambda: last[0]
+    )
+    return progress
+
+
+async def test_the_canary_cluster_then_approval_then_the_other_two_at_once(client: Client) -> None:
+    fleets = {c: FakeFleet(size=2) for c in CLUSTERS}
+    async with running(client, fleets) as handle:
+        waiting = await shows(handle, lambda p: "waiting for approval" in p.message, "the approval gate")
+        assert waiting.clusters["canary"].phase == "Complete"
+        assert {waiting.clusters[c].phase for c in ("east", "west")} == {"Pending"}
+        assert not fleets["east"].started_stages
+        assert not fleets["west"].started_stages
+        await handle.execute_update(CampaignWorkflow.approve, "canary")
+        done = await shows(handle, lambda p: p.phase == "Complete", "Complete")
+    assert {r.phase for r in done.clusters.values()} == {"Complete"}
+    assert all(r.updated == 2 for r in done.clusters.values())
+    assert all(f.started_stages for f in fleets.values())
+
+
+async def test_a_node_failing_in_the_canary_cluster_holds_every_cluster(client: Client) -> None:
+    fleets = {c: FakeFleet(size=2) for c in CLUSTERS}
+    fleets["canary"].failing_nodes = set(fleets["canary"].nodes)
+    async with running(client, fleets) as handle:
+        halted = await shows(handle, lambda p: p.phase == "Halted", "Halted")
+        assert "failed nodes over the clusters (canary: 1)" in halted.message, halted.message
+        assert {halted.clusters[c].phase for c in ("east", "west")} == {"Pending"}
+    assert not fleets["east"].started_stages
+    assert not fleets["west"].started_stages
+
+
+async def test_with_action_rollback_a_failure_in_one_cluster_returns_every_started_cluster(
+    client: Client,
+) -> None:
+    fleets = {c: FakeFleet(size=2) for c in CLUSTERS}
+    failing = sorted(fleets["canary"].nodes)[-1]
+    # Its change fails; returning it (the uninstall) does not.
+    fleets["canary"].fails = lambda r: r.node == failing and not r.stage.startswith("uninstall")
+    stages = [{"name": "first", "clusters": ["canary", "east"]}, {"name": "later", "clusters": ["west"]}]
+    async with running(client, fleets, stages, action="rollback") as handle:
+        done = await shows(handle, lambda p: p.phase == "RolledBack", "RolledBack")
+    assert {done.clusters[c].phase for c in ("canary", "east")} == {"RolledBack"}, done
+    assert done.clusters["west"].phase == "Pending"
+    assert not fleets["west"].started_stages
