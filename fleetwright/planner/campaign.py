@@ -85,7 +85,11 @@ def decide(
     now: datetime,
 ) -> CampaignDecision:
     """The next step of the campaign."""
-    failed = {name: r.failed for name, r in sorted(reports.items()) if r.failed}
+    # Only what the rollouts report for this generation counts: an earlier one's failures were
+    # the earlier spec's, and a cluster not retargeted yet has not run this one.
+    failed = {
+        name: r.failed for name, r in sorted(reports.items()) if r.failed and r.generation == state.generation
+    }
     total = sum(failed.values())
     if not state.halted and total > spec.failure.max_failed_nodes:
         state = state.model_copy(update={"halted": _halt_reason(failed, spec.failure.max_failed_nodes)})
@@ -217,11 +221,12 @@ def approve(spec: CampaignSpec, state: CampaignState, stage: str) -> CampaignSta
 
 
 def retarget(state: CampaignState, generation: int) -> CampaignState:
-    """A new generation of the Campaign: the stages start over from the first, every gate again.
-    A fired failure rule stays fired."""
+    """A new generation of the Campaign: the stages start over from the first, every gate again,
+    and the failure rule counts the new generation's failed nodes only (a halt or a rollback was
+    the earlier spec's)."""
     if generation <= state.generation:
         return state
-    return CampaignState(generation=generation, halted=state.halted)
+    return CampaignState(generation=generation)
 
 
 def resume(state: CampaignState) -> CampaignState:

@@ -80,6 +80,7 @@ class CampaignWorkflow:
                 update={"campaign": change.campaign, "policies": change.policies}
             )
             self._state = core.retarget(self._state, generation)
+            self._rolling_back = False  # a rollback was for the generation it returned
             self._changed = True
 
     @workflow.signal(name="pause")
@@ -115,11 +116,14 @@ class CampaignWorkflow:
     # ----- the loop -------------------------------------------------------------------------
     @workflow.run
     async def run(self, campaign: CampaignInput) -> CampaignProgress:
-        spec = campaign.campaign.spec
         while True:
             self._changed = False
             decision = core.decide(
-                spec, self._state, self._reports, paused=self._paused or self._aborted, now=workflow.now()
+                self._input.campaign.spec,  # a new generation's, once signalled
+                self._state,
+                self._reports,
+                paused=self._paused or self._aborted,
+                now=workflow.now(),
             )
             self._state = decision.state
             for cluster in decision.start:
@@ -194,8 +198,7 @@ class CampaignWorkflow:
     def _rollouts_stopped(self) -> bool:
         running = ("Progressing", "Waiting", "Blocked", "RollingBack")
         return all(
-            self._reports.get(c, ClusterReport(phase=PENDING)).phase not in running
-            for c in self._state.started
+            self._reports.get(c, ClusterReport(phase=PENDING)).phase not in running for c in self._children
         )
 
     def _publish(self, decision: CampaignDecision, phase: str | None = None) -> CampaignProgress:

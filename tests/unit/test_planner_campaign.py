@@ -121,7 +121,7 @@ def test_clusters_start_stage_by_stage_never_more_than_max_parallel_at_once(
     sizes: list[int], parallel: int
 ) -> None:
     names = iter(f"c{i}" for i in range(sum(sizes)))
-    stages = [
+    stages: list[dict[str, Any]] = [
         {"name": f"s{i}", "clusters": [next(names) for _ in range(n)], "maxParallel": parallel}
         for i, n in enumerate(sizes)
     ]
@@ -176,3 +176,15 @@ def test_with_action_rollback_every_started_cluster_returns_what_it_changed() ->
     assert fired.start == ()  # no later stage starts
     returned = {"a": ClusterReport(phase="RolledBack", failed=1), "b": ClusterReport(phase="RolledBack")}
     assert decide(rule, fired.state, returned, paused=False, now=T0).phase == CampaignPhase.ROLLED_BACK
+
+
+def test_a_new_generation_counts_only_its_own_failed_nodes() -> None:
+    rule = spec([{"name": "all", "clusters": ["a", "b"]}])
+    old = {"a": ClusterReport(phase="Halted", generation=1, failed=2), "b": RUNNING}
+    halted = decide(rule, CampaignState(generation=1, started=("a", "b")), old, paused=False, now=T0)
+    assert halted.phase == CampaignPhase.HALTED
+    again = decide(rule, retarget(halted.state, 2), old, paused=False, now=T0)
+    assert again.phase == CampaignPhase.PROGRESSING  # the fix the new generation carries runs
+    assert again.start == ("a", "b")
+    failing = {**old, "a": ClusterReport(phase="Progressing", generation=2, failed=1)}
+    assert decide(rule, again.state, failing, paused=False, now=T0).phase == CampaignPhase.HALTED

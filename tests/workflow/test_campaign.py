@@ -18,7 +18,7 @@ from fleetwright.local import examples
 from fleetwright.worker.temporalworker import build_worker
 from fleetwright.workflows.campaign import CampaignWorkflow
 from fleetwright.workflows.ids import member_task_queue
-from fleetwright.workflows.payloads import CampaignInput, CampaignProgress
+from fleetwright.workflows.payloads import CampaignChange, CampaignInput, CampaignProgress
 from tests.support.rollouts import SETTINGS
 from tests.support.waiting import until
 from tests.workflow.fakefleet import FakeFleet
@@ -28,7 +28,7 @@ pytestmark = pytest.mark.workflow
 CLUSTERS = ("canary", "east", "west")
 
 
-TWO_STAGES = [
+TWO_STAGES: list[dict[str, Any]] = [
     {"name": "canary", "clusters": ["canary"], "approval": True},
     {"name": "rest", "clusters": ["east", "west"]},
 ]
@@ -131,3 +131,36 @@ async def test_with_action_rollback_a_failure_in_one_cluster_returns_every_start
     assert {done.clusters[c].phase for c in ("canary", "east")} == {"RolledBack"}, done
     assert done.clusters["west"].phase == "Pending"
     assert not fleets["west"].started_stages
+
+
+async def test_a_new_generation_starts_the_stages_over_from_the_first(client: Client) -> None:
+    fleets = {c: FakeFleet(size=2) for c in CLUSTERS}
+    async with running(client, fleets) as handle:
+        await shows(handle, lambda p: "waiting for approval" in p.message, "the first approval gate")
+        await handle.execute_update(CampaignWorkflow.approve, "canary")
+        first = await shows(handle, lambda p: p.phase == "Complete", "Complete")
+        newer = campaign(first.campaign, TWO_STAGES)
+        profile = examples.profile(version="1.1.0").spec.model_dump(
+            mode="json", by_alias=True, exclude_none=True
+        )
+        update = {
+            "metadata": {**newer.metadata.model_dump(), "generation": 2},
+            "spec": {**newer.spec.model_dump(by_alias=True), "profile": profile},
+        }
+        change = CampaignChange(
+            campaign=Campaign.model_validate({**newer.model_dump(by_alias=True), **update}),
+            policies={"careful": examples.policy()},
+        )
+        await handle.signal(CampaignWorkflow.spec_changed, change)
+        gated = await shows(
+            handle, lambda p: p.generation == 2 and "waiting for approval" in p.message, "the gate again"
+        )
+        assert gated.clusters["canary"].phase == "Complete"
+        assert gated.clusters["canary"].generation == 2
+        assert {gated.clusters[c].phase for c in ("east", "west")} == {"Pending"}
+        assert {r.package.version for r in fleets["canary"].stage_requests} == {"1.0.0", "1.1.0"}
+        assert {r.package.version for r in fleets["east"].stage_requests} == {"1.0.0"}
+        await handle.execute_update(CampaignWorkflow.approve, "canary")
+        done = await shows(handle, lambda p: p.generation == 2 and p.phase == "Complete", "Complete again")
+    assert all(r.generation == 2 for r in done.clusters.values())
+    assert {r.package.version for r in fleets["west"].stage_requests} == {"1.0.0", "1.1.0"}
