@@ -72,19 +72,25 @@ async def run_worker(settings: WorkerSettings, stop: asyncio.Event) -> None:
     (``worker.members``)."""
     cache_bytecode()
     client = await connect_with(settings)
-    home = from_kubeconfig(settings.kubeconfig)
     async with contextlib.AsyncExitStack() as resources:
         build: Activities = _no_activities
+        # A workflows-only worker needs no cluster for its own queue: it reads the Campaigns (for
+        # the members' workflows) with a client it makes when it first looks.
+        home: Callable[[], ApiClient] = functools.partial(from_kubeconfig, settings.kubeconfig)
+        activities: list[Callable[..., Any]] = []
         if settings.worker_role != "workflows":
             registered = SearchAttributeCheck(client, settings.temporal_namespace)
             await registered.check()
             rechecks = asyncio.create_task(registered.run(stop))
             resources.callback(rechecks.cancel)
             build = functools.partial(_activities, settings, unregistered=registered)
+            api = from_kubeconfig(settings.kubeconfig)
+            activities = build(api, resources)
+            home = functools.partial(_same, api)
         workflows = settings.worker_role != "activities"
         worker = build_worker(
             client,
-            build(home, resources),
+            activities,
             task_queue=settings.task_queue,
             max_concurrent_activities=settings.max_concurrent_activities,
             workflows=workflows,
@@ -112,6 +118,10 @@ async def run_worker(settings: WorkerSettings, stop: asyncio.Event) -> None:
 
 def _no_activities(api: ApiClient, resources: contextlib.AsyncExitStack) -> list[Callable[..., Any]]:
     return []
+
+
+def _same(api: ApiClient) -> ApiClient:
+    return api
 
 
 def _activities(

@@ -4,7 +4,9 @@ bound to a Kubernetes client for that cluster. A campaign's rollout in a member 
 same rollout workflow as a NodeProfile's, started on that queue, so its activities reach the
 member's API server and nothing else changes.
 
-The Secrets are read from the package namespace (``namespace``) (where the worker already reads Secrets); the
+The home cluster's client is made when the Campaigns are first looked for (a workflows-only worker
+needs no cluster otherwise; one it cannot reach is warned about and looked for again). The Secrets
+are read from the package namespace (``namespace``) (where the worker already reads Secrets); the
 Campaigns are looked for again every ``interval``. A member whose Secret is missing or holds no
 usable kubeconfig is logged and looked for again; one no campaign names any more keeps its worker
 until the process stops (a rollout of it may still be finishing). Must not decide anything."""
@@ -51,7 +53,7 @@ class MemberWorkers:
     def __init__(
         self,
         client: Client,
-        home: ApiClient,
+        home: Callable[[], ApiClient],
         task_queue: str,
         activities: Activities,
         *,
@@ -60,7 +62,8 @@ class MemberWorkers:
         max_concurrent_activities: int = 200,
         interval: float = 10.0,
     ) -> None:
-        self._client, self._home, self._task_queue, self._namespace = client, home, task_queue, namespace
+        self._client, self._make_home, self._task_queue, self._namespace = client, home, task_queue, namespace
+        self._home: ApiClient | None = None
         self._activities, self._workflows = activities, workflows
         self._max_concurrent_activities, self._interval = max_concurrent_activities, interval
         self._warned: set[str] = set()
@@ -77,13 +80,14 @@ class MemberWorkers:
 
     async def refresh(self, workers: contextlib.AsyncExitStack) -> None:
         try:
-            campaigns = await asyncio.to_thread(resources.list_objects, self._home, PLURAL)
+            home = self._home = self._home or self._make_home()
+            campaigns = await asyncio.to_thread(resources.list_objects, home, PLURAL)
         except FleetwrightError as error:
             self._warn(f"campaigns not listed: {error}")
             return
         for secret in named_secrets(campaigns):
             if secret not in self.serving:
-                await self._start(secret, workers)
+                await self._start(home, secret, workers)
 
     def _warn(self, message: str) -> None:
         """Each different problem once: a cluster without the Campaign CRD is not news every poll."""
@@ -91,9 +95,9 @@ class MemberWorkers:
             self._warned.add(message)
             log.warning("%s", message)
 
-    async def _start(self, secret: str, workers: contextlib.AsyncExitStack) -> None:
+    async def _start(self, home: ApiClient, secret: str, workers: contextlib.AsyncExitStack) -> None:
         try:
-            entries = await asyncio.to_thread(secrets.secret_text, self._home, self._namespace, secret)
+            entries = await asyncio.to_thread(secrets.secret_text, home, self._namespace, secret)
             text = entries.get(KUBECONFIG_KEY)
             if text is None:
                 self._warn(f"secret {self._namespace}/{secret} has no {KUBECONFIG_KEY} key")
