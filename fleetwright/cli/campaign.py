@@ -15,7 +15,7 @@ import typer
 
 from fleetwright.api.keys import PAUSED_ANNOTATION
 from fleetwright.cli.app import CommandGroup, app
-from fleetwright.cli.session import CliError, OutputOpt, Session, check_output, emit
+from fleetwright.cli.session import CliError, OutputOpt, Session, check_output, emit, print_acted
 from fleetwright.workflows.ids import campaign_workflow_id
 
 if TYPE_CHECKING:
@@ -112,9 +112,8 @@ def _pause_or_resume(ctx: typer.Context, name: str, output: str, *, paused: bool
 def _act(ctx: typer.Context, output: str, act: Callable[[Session], Coroutine[Any, Any, Acted]]) -> None:
     """Run one act on the campaign and print what it did."""
     session = Session.of(ctx)
-    shown = check_output(output)
-    acted = session.run(lambda: act(session))
-    emit(acted, shown, lambda console: console.print(acted.result, highlight=False))
+    check_output(output)  # refused before anything is done
+    print_acted(session.run(lambda: act(session)), output)
 
 
 async def _approve(session: Session, name: str, stage: str) -> Acted:

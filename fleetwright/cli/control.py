@@ -21,7 +21,7 @@ import typer
 
 from fleetwright.api.keys import PAUSED_ANNOTATION
 from fleetwright.cli.app import app
-from fleetwright.cli.session import CliError, OutputOpt, Session, check_output, emit
+from fleetwright.cli.session import CliError, OutputOpt, Session, check_output, print_acted
 from fleetwright.workflows.ids import node_workflow_id, rollout_workflow_id
 
 if TYPE_CHECKING:
@@ -36,10 +36,6 @@ ProfileArg = Annotated[str, typer.Argument(help="The NodeProfile.")]
 TimeoutOpt = Annotated[
     float, typer.Option("--timeout", min=1.0, help="Seconds to wait for the rollout workflow to answer.")
 ]
-
-
-def _print(acted: Acted, output: str) -> None:
-    emit(acted, check_output(output), lambda console: console.print(acted.result, highlight=False))
 
 
 # ----- durable intent: the annotation ------------------------------------------------------------
@@ -75,7 +71,7 @@ def pause_command(ctx: typer.Context, profile: ProfileArg, output: OutputOpt = "
     """Pause a rollout (durable: sets the fleetwright.io/paused annotation on the NodeProfile)."""
     session = Session.of(ctx)
     check_output(output)
-    _print(session.run(lambda: _set_paused(session, profile, True)), output)
+    print_acted(session.run(lambda: _set_paused(session, profile, True)), output)
 
 
 @app.command("resume")
@@ -83,7 +79,7 @@ def resume_command(ctx: typer.Context, profile: ProfileArg, output: OutputOpt = 
     """Resume a paused rollout (removes the fleetwright.io/paused annotation)."""
     session = Session.of(ctx)
     check_output(output)
-    _print(session.run(lambda: _set_paused(session, profile, False)), output)
+    print_acted(session.run(lambda: _set_paused(session, profile, False)), output)
 
 
 # ----- one-off acts: updates and the abort signal -----------------------------------------------
@@ -154,9 +150,9 @@ def _send(ctx: typer.Context, update: Update, *, profile: str, arg: str, output:
     check_output(output)
     if update is Update.APPROVE and arg.startswith(GATE_PREFIX):
         node = arg.removeprefix(GATE_PREFIX)
-        _print(session.run(lambda: _approve_gate(session, profile, node, seconds=timeout)), output)
+        print_acted(session.run(lambda: _approve_gate(session, profile, node, seconds=timeout)), output)
         return
-    _print(session.run(lambda: _update(session, profile, update, arg, seconds=timeout)), output)
+    print_acted(session.run(lambda: _update(session, profile, update, arg, seconds=timeout)), output)
 
 
 GATE_PREFIX = "gate/"
@@ -283,4 +279,4 @@ def abort_command(
     question = f"Abort the rollout of {profile}? Only a spec edit or a resume starts it again."
     if not yes and not typer.confirm(question, err=True):
         raise typer.Exit(1)
-    _print(session.run(lambda: _abort(session, profile)), output)
+    print_acted(session.run(lambda: _abort(session, profile)), output)

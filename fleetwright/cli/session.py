@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from temporalio.client import Client
     from temporalio.service import RPCError
 
+    from fleetwright.cli.reports import Acted
     from fleetwright.kube.client import ApiClient
 
 T = TypeVar("T")
@@ -193,6 +194,11 @@ def emit(
         import yaml
 
         typer.echo(yaml.safe_dump(plain, sort_keys=False).rstrip())
+
+
+def print_acted(acted: Acted, output: str) -> None:
+    """What a control command did: its one-line result, or ``acted`` as JSON or YAML."""
+    emit(acted, check_output(output), lambda console: console.print(acted.result, highlight=False))
 
 
 def _plain(data: Any) -> Any:

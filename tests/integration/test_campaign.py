@@ -28,6 +28,7 @@ from fleetwright.api.packageparts import EnvVar
 from fleetwright.local import examples
 from fleetwright.local.controlplane import ClusterOptions
 from fleetwright.local.members import MemberClusters, cluster_names, member_secret, register
+from fleetwright.local.nodes import OUTCOME_LABEL
 from fleetwright.local.temporalserver import LocalTemporal
 from fleetwright.process.settings import WorkerSettings
 from fleetwright.worker.main import run_worker
@@ -206,7 +207,7 @@ async def test_a_node_failing_in_the_canary_cluster_halts_the_campaign_before_an
 ) -> None:
     group, name, policy, _home_nodes = set_up(cluster, members)
     # Every stage pod fails (the simulated fleet reads the outcome label): the canary cluster's first.
-    failing = engine.model_copy(update={"stage_pod_labels": {"sim.fleetwright.io/outcome": "fail"}})
+    failing = engine.model_copy(update={"stage_pod_labels": {OUTCOME_LABEL: "fail"}})
     _, *others = cluster_names(3)
     with simulated_kubelet(cluster):
         async with processes(cluster, temporal_server, failing):
