@@ -28,6 +28,7 @@ from typing import Any
 
 import yaml
 from pydantic import BaseModel
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.service import RPCError
 
@@ -119,6 +120,41 @@ async def published_progress(client: Client, profile: str) -> dict[str, Any]:
         return {}
     value: dict[str, Any] = (await described.memo()).get("progress") or {}
     return value
+
+
+@dataclass(frozen=True)
+class PauseHandled:
+    """A rollout's pause signal in its history (epoch seconds, the server's clock)."""
+
+    signal_at: float
+    """The pause signal was recorded."""
+    in_effect_at: float
+    """The workflow task that handled it completed: from then on no node starts."""
+    starts: tuple[float, ...]
+    """Every node workflow start the rollout initiated."""
+
+
+async def pause_handled(client: Client, workflow_id: str) -> PauseHandled:
+    """The first pause signal in a rollout's history, when it took effect, and its node starts."""
+    history = await client.get_workflow_handle(workflow_id).fetch_history()
+    signal_at = in_effect_at = None
+    starts = []
+    for event in history.events:
+        at = event.event_time.ToMicroseconds() / 1e6
+        if (
+            event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED
+            and event.workflow_execution_signaled_event_attributes.signal_name == "pause"
+            and signal_at is None
+        ):
+            signal_at = at
+        elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+            if signal_at is not None and in_effect_at is None:
+                in_effect_at = at
+        elif event.event_type == EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED:
+            starts.append(at)
+    if signal_at is None or in_effect_at is None:
+        raise SystemExit(f"{workflow_id}: no pause signal handled in the rollout's history")
+    return PauseHandled(signal_at, in_effect_at, tuple(starts))
 
 
 def loadavg() -> str:

@@ -24,13 +24,10 @@ import random
 import sys
 import time
 from dataclasses import asdict, dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from kubernetes import client as k8s
-from temporalio.api.enums.v1 import EventType
-from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client
 
 from fleetwright.api.common import VERSION
@@ -46,7 +43,7 @@ from fleetwright.workflows.ids import rollout_workflow_id
 
 if not __package__:  # run as a file (python bench/reaction.py): the repository root holds bench/
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.harness import Stack, load_line, loadavg, manifest, spread_lines
+from bench.harness import Stack, load_line, loadavg, manifest, pause_handled, spread_lines
 
 GROUP = "bench.fleetwright.io/group"
 NODES_PER_TRIAL = 4
@@ -100,31 +97,11 @@ def wait_cordons(core: k8s.CoreV1Api, name: str, count: int, within: float = 120
     raise SystemExit(f"{name}: only {len(seen)} nodes cordoned within {within}s")
 
 
-def seconds(event: HistoryEvent) -> float:
-    stamp: datetime = event.event_time.ToDatetime(tzinfo=datetime.now().astimezone().tzinfo)
-    return stamp.timestamp()
-
-
 async def from_history(client: Client, name: str, paused_at: float) -> tuple[float, float, float, int]:
-    history = await client.get_workflow_handle(rollout_workflow_id(name)).fetch_history()
-    signal_at = in_effect_at = None
-    starts = []
-    for event in history.events:
-        if (
-            event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED
-            and event.workflow_execution_signaled_event_attributes.signal_name == "pause"
-        ):
-            signal_at = seconds(event)
-        elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
-            if signal_at is not None and in_effect_at is None:
-                in_effect_at = seconds(event)
-        elif event.event_type == EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED:
-            starts.append(seconds(event))
-    if signal_at is None or in_effect_at is None:
-        raise SystemExit(f"{name}: no pause signal handled in the rollout's history")
-    last = max((s - paused_at for s in starts if s > paused_at), default=0.0)
-    late = sum(1 for s in starts if s > in_effect_at)
-    return signal_at - paused_at, in_effect_at - paused_at, last, late
+    handled = await pause_handled(client, rollout_workflow_id(name))
+    last = max((s - paused_at for s in handled.starts if s > paused_at), default=0.0)
+    late = sum(1 for s in handled.starts if s > handled.in_effect_at)
+    return handled.signal_at - paused_at, handled.in_effect_at - paused_at, last, late
 
 
 async def trial(
