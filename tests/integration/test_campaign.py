@@ -1,5 +1,6 @@
 """Campaigns on three real local control planes: this tier's cluster (``cluster-1``) and two
-member clusters started for the module, each registered by a kubeconfig Secret; the worker and
+member clusters started for the module, each registered by a kubeconfig Secret (a member's: a
+token of the chart's worker ServiceAccount, bound to its rules alone); the worker and
 the controller as the processes run them (``run_worker`` with its member workers,
 ``run_controller`` with its campaigns). The canary cluster, its approval, then the other two at
 once; a node failing in the canary cluster halts the campaign before any node of the others is
@@ -35,6 +36,7 @@ from fleetwright.worker.main import run_worker
 from fleetwright.workflows.campaign import CampaignWorkflow
 from fleetwright.workflows.enginesettings import EngineSettings
 from fleetwright.workflows.ids import campaign_workflow_id, member_profile
+from tests.support.chartrbac import worker_identity
 from tests.support.engine import kubectl_json, label_nodes, simulated_kubelet, unique
 from tests.support.providers import ClusterUnderTest
 from tests.support.stack import GROUP_LABEL, LOST_WORKER_HEARTBEAT_SECONDS, RunningController, engine_settings
@@ -48,13 +50,18 @@ NODES = 2
 @pytest.fixture(scope="module")
 def members(cluster: ClusterUnderTest, crds: None) -> Iterator[MemberClusters]:
     """Two more control planes with two simulated nodes each, and this tier's cluster, registered
-    for campaigns."""
+    for campaigns (the members with the chart's worker identity)."""
     with tempfile.TemporaryDirectory(prefix="fleetwright-members-") as workdir:
         started = MemberClusters(cluster_names(3)[1:], ClusterOptions(nodes=NODES), Path(workdir))
         namespace = engine_settings().package_namespace
         register(cluster.kubectl, namespace, cluster_names(1)[0], cluster.kubeconfig)
         try:
             started.start(cluster.kubectl, namespace)
+            # Each member reached as docs/campaigns.md says is enough: an identity bound to the
+            # chart's worker rules only (its ServiceAccount's token), never the admin.
+            for name, member in started.clusters.items():
+                identity = worker_identity(member, Path(workdir) / name)
+                register(cluster.kubectl, namespace, name, identity.kubeconfig("worker"))
             yield started
         finally:
             started.stop()

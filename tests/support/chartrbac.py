@@ -262,3 +262,25 @@ def assert_rule_is_needed(installed: Installed, probe_node: str, case: RuleCase)
     finally:
         installed.apply(full)
         wait_for(lambda: not forbidden(operation, api, probe_node), 20.0, "the role restored", interval=0.3)
+
+
+def worker_identity(cluster: ClusterUnderTest, workdir: Path) -> Installed:
+    """The chart's worker ServiceAccount with its roles and bindings alone, applied in ``cluster``
+    (a campaign member: nothing else of the chart runs there), for its token's kubeconfig."""
+    release, namespace = "fw", "fleetwright"
+    docs = render(release, namespace)
+    account = f"{release}-fleetwright-worker"
+    bindings = [
+        d
+        for d in docs
+        if d["kind"] in ("ClusterRoleBinding", "RoleBinding")
+        and any(s["name"] == account for s in d.get("subjects") or [])
+    ]
+    bound = {(b["roleRef"]["kind"], b["roleRef"]["name"], b["metadata"].get("namespace")) for b in bindings}
+    roles = [d for d in docs if (d["kind"], d["metadata"]["name"], d["metadata"].get("namespace")) in bound]
+    account_doc = next(d for d in docs if d["kind"] == "ServiceAccount" and d["metadata"]["name"] == account)
+    installed = Installed(cluster, release, namespace, [account_doc, *roles, *bindings], workdir)
+    cluster.kubectl("create", "namespace", namespace)
+    for doc in installed.docs:
+        installed.apply(doc)
+    return installed
