@@ -20,7 +20,7 @@ import json
 import re
 from collections import Counter
 from collections.abc import Collection, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -328,14 +328,26 @@ def validate_policy_deletion(name: str, referencing_profiles: Collection[str]) -
 # Campaign
 
 
-def validate_campaign(obj: Any) -> Result:
+def validate_campaign(
+    obj: Any,
+    *,
+    policies: Collection[str] | None = None,
+    admission: AdmissionPolicy | None = None,
+    registries: Mapping[str, Collection[str]] | None = None,
+) -> Result:
     """Validate a Campaign manifest: its envelope, its schema and rules (the profile it carries
-    included, as the CRD's CEL does). The checks of a NodeProfile that CEL cannot do run on each
-    member's rollout."""
-    return _guard(lambda: _validate_campaign(obj))
+    included, as the CRD's CEL does), and on that profile every check a NodeProfile gets (its
+    paths under ``spec.profile``), with the DeploymentPolicies the campaign and its stages name
+    (``policies``, ``registries``: as ``validate_nodeprofile``'s)."""
+    return _guard(lambda: _validate_campaign(obj, policies, admission, registries))
 
 
-def _validate_campaign(obj: Any) -> Result:
+def _validate_campaign(
+    obj: Any,
+    policies: Collection[str] | None,
+    admission: AdmissionPolicy | None,
+    registries: Mapping[str, Collection[str]] | None,
+) -> Result:
     result = Result()
     if not isinstance(obj, dict):
         result.error("", "a Campaign must be a mapping", "envelope-not-object")
@@ -355,9 +367,48 @@ def _validate_campaign(obj: Any) -> Result:
         result.error("spec", "required field is missing", "schema-missing")
         return result
     spec = _parse(CampaignSpec, obj["spec"], ("spec",), result)
-    if spec is not None:
-        result.issues.extend(_rule_issues(spec, "spec"))
+    if spec is None:
+        return result
+    result.issues.extend(_rule_issues(spec, "spec"))
+    profile = Result()
+    check_profile_spec(spec.profile, profile)
+    if admission is not None:
+        check_image_policy(spec.profile, admission, profile)
+    for path, name in policy_refs(obj):
+        if policies is not None and name not in policies:
+            result.error(
+                path,
+                f"DeploymentPolicy {name!r} does not exist (create it first)",
+                "policy-ref-missing",
+            )
+        if registries is not None and name in registries:
+            check_policy_registries(spec.profile, name, registries[name], profile)
+    result.issues.extend(
+        replace(i, path="spec.profile" + i.path.removeprefix("spec")) for i in profile.issues
+    )
     return result
+
+
+def policy_refs(obj: Any) -> list[tuple[str, str]]:
+    """(field path, name) of every DeploymentPolicy a raw NodeProfile or Campaign object names
+    (its ``deploymentPolicyRef``; a Campaign's ``policy`` and its stages'), as far as the object
+    can be read: for the lookups that come before (or without) parsing."""
+    spec = obj.get("spec") if isinstance(obj, dict) else None
+    if not isinstance(spec, dict):
+        return []
+    stages = spec.get("stages")
+    if not isinstance(stages, list):
+        stages = []
+    holders = [
+        ("spec.deploymentPolicyRef", spec.get("deploymentPolicyRef")),
+        ("spec.policy", spec.get("policy")),
+        *((f"spec.stages[{i}].policy", s.get("policy")) for i, s in enumerate(stages) if isinstance(s, dict)),
+    ]
+    return [
+        (f"{path}.name", ref["name"])
+        for path, ref in holders
+        if isinstance(ref, dict) and isinstance(ref.get("name"), str)
+    ]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -378,7 +429,7 @@ def validate_object(
     if kind == "DeploymentPolicy":
         return validate_deploymentpolicy(obj)
     if kind == "Campaign":
-        return validate_campaign(obj)
+        return validate_campaign(obj, policies=policies, registries=registries)
     result = Result()
     result.error(
         "kind", f"unknown kind {kind!r}: expected NodeProfile, DeploymentPolicy or Campaign", "envelope-kind"

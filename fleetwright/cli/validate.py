@@ -87,31 +87,23 @@ def validate_documents(docs: list[Document]) -> list[tuple[Document, Result]]:
     """Validate every document; policy references are resolved among the documents themselves, and
     a profile's images are checked against its policy's allowedRegistries when the policy is among
     them."""
-    from fleetwright.api.validation import validate_object
+    from fleetwright.api.validation import policy_refs, validate_object
 
     known = _policy_names(docs)
     registries = _policy_registries(docs)
     results = []
     for doc in docs:
         result = validate_object(doc.obj, policies=None, registries=registries)
-        ref = _policy_ref(doc.obj)
-        if ref is not None and ref not in known:
-            result.warn(
-                "spec.deploymentPolicyRef.name",
-                f"DeploymentPolicy {ref!r} is not among the validated files; it must exist in the cluster",
-                "policy-ref-offline",
-            )
+        for path, ref in policy_refs(doc.obj):
+            if ref not in known:
+                result.warn(
+                    path,
+                    f"DeploymentPolicy {ref!r} is not among the validated files; it must exist in the "
+                    "cluster",
+                    "policy-ref-offline",
+                )
         results.append((doc, result))
     return results
-
-
-def _policy_ref(obj: Any) -> str | None:
-    if not isinstance(obj, dict) or obj.get("kind") != "NodeProfile":
-        return None
-    spec = obj.get("spec")
-    ref = spec.get("deploymentPolicyRef") if isinstance(spec, dict) else None
-    name = ref.get("name") if isinstance(ref, dict) else None
-    return name if isinstance(name, str) else None
 
 
 def _print_issue(console: Console, doc: Document, issue: Issue) -> None:

@@ -1,14 +1,16 @@
 """fleetwright's admission webhooks as the API server registers them: the
-ValidatingWebhookConfiguration of NodeProfiles and DeploymentPolicies (``failurePolicy: Fail``) and
-the MutatingWebhookConfiguration that taints joining Nodes (``failurePolicy: Ignore``, a short
-timeout: ``nodetaint`` says why), in cluster (a Service) or out of it (a URL). What they answer
-is ``review``'s and ``nodetaint``'s, the HTTPS server ``server``'s.
+ValidatingWebhookConfiguration of NodeProfiles, DeploymentPolicies and Campaigns
+(``failurePolicy: Fail``) and the MutatingWebhookConfiguration that taints joining Nodes
+(``failurePolicy: Ignore``, a short timeout: ``nodetaint`` says why), in cluster (a Service) or
+out of it (a URL). What they answer is ``review``'s and ``nodetaint``'s, the HTTPS server
+``server``'s.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from fleetwright.api.campaign import PLURAL as CAMPAIGN_PLURAL
 from fleetwright.api.common import VERSION
 from fleetwright.api.deploymentpolicy import PLURAL as POLICY_PLURAL
 from fleetwright.api.keys import GROUP, NODE_WEBHOOK_NAME, WEBHOOK_NAME
@@ -62,7 +64,7 @@ def webhook_configuration(
                         "apiGroups": [GROUP],
                         "apiVersions": [VERSION],
                         "operations": ["CREATE", "UPDATE"],
-                        "resources": [PROFILE_PLURAL, POLICY_PLURAL],
+                        "resources": [PROFILE_PLURAL, POLICY_PLURAL, CAMPAIGN_PLURAL],
                         "scope": "Cluster",
                     },
                     {

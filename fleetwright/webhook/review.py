@@ -1,10 +1,11 @@
-"""The validating admission webhook's answers: an AdmissionReview of a NodeProfile or
-DeploymentPolicy in, an AdmissionReview out, from the pure validator (``fleetwright.api.validation``),
-every error with its field path. Cluster facts the validator needs (which policies exist, which
-profiles reference a policy, the NodeProfiles) come through the small ``ResourceLookup`` protocol
-supplied by the caller, so this module never talks to the API itself. The operator's image rules
-(``AdmissionPolicy``: digest pinning, allowed registries, read from a file by
-``load_admission_policy``) are applied to every NodeProfile create and update.
+"""The validating admission webhook's answers: an AdmissionReview of a NodeProfile, a
+DeploymentPolicy or a Campaign in, an AdmissionReview out, from the pure validator
+(``fleetwright.api.validation``), every error with its field path. Cluster facts the validator
+needs (which policies exist, which profiles reference a policy, the NodeProfiles) come through
+the small ``ResourceLookup`` protocol supplied by the caller, so this module never talks to the
+API itself. The operator's image rules (``AdmissionPolicy``: digest pinning, allowed registries,
+read from a file by ``load_admission_policy``) are applied to every NodeProfile and Campaign
+create and update.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 
+from fleetwright.api.campaign import PLURAL as CAMPAIGN_PLURAL
 from fleetwright.api.deploymentpolicy import PLURAL as POLICY_PLURAL
 from fleetwright.api.keys import GROUP
 from fleetwright.api.nodeprofile import PLURAL as PROFILE_PLURAL
@@ -24,6 +26,8 @@ from fleetwright.api.validation import (
     AdmissionPolicy,
     Issue,
     Result,
+    policy_refs,
+    validate_campaign,
     validate_deploymentpolicy,
     validate_nodeprofile,
     validate_policy_deletion,
@@ -79,13 +83,8 @@ class ResourceLookup(Protocol):
         ...
 
 
-def _policy_ref(obj: Any) -> str | None:
-    if not isinstance(obj, dict):
-        return None
-    spec = obj.get("spec")
-    ref = spec.get("deploymentPolicyRef") if isinstance(spec, dict) else None
-    name = ref.get("name") if isinstance(ref, dict) else None
-    return name if isinstance(name, str) else None
+def _ref_names(obj: Any) -> list[str]:
+    return [name for _, name in policy_refs(obj)]
 
 
 def object_metadata(obj: Any) -> dict[str, Any]:
@@ -113,14 +112,24 @@ def evaluate(
             return validate_policy_deletion(name, lookup.profiles_referencing(name))
         if operation in {"CREATE", "UPDATE"} and not _is_deleting(obj):
             return validate_deploymentpolicy(obj, profiles=_profiles_using(obj, lookup))
-    if resource == PROFILE_PLURAL and operation in {"CREATE", "UPDATE"} and not _is_deleting(obj):
-        # On UPDATE the reference is re-checked only when it changed, so an unrelated edit never
-        # wedges on a policy that vanished some other way.
-        check_ref = operation == "CREATE" or _policy_ref(obj) != _policy_ref(old)
-        policies = lookup.policy_names() if check_ref and _policy_ref(obj) is not None else None
-        # The images are checked against the policy's allowedRegistries on every write.
-        registries = lookup.policy_registries() if _policy_ref(obj) is not None else None
-        return validate_nodeprofile(obj, policies=policies, admission=admission, registries=registries)
+    if (
+        resource in {PROFILE_PLURAL, CAMPAIGN_PLURAL}
+        and operation in {"CREATE", "UPDATE"}
+        and not _is_deleting(obj)
+    ):
+        # On UPDATE the references are re-checked only when they changed, so an unrelated edit
+        # never wedges on a policy that vanished some other way; the images are checked against
+        # the policies' allowedRegistries (and the operator's rules) on every write. A Campaign's
+        # profile gets every check a NodeProfile gets.
+        refs = _ref_names(obj)
+        check_refs = bool(refs) and (operation == "CREATE" or refs != _ref_names(old))
+        validate = validate_nodeprofile if resource == PROFILE_PLURAL else validate_campaign
+        return validate(
+            obj,
+            policies=lookup.policy_names() if check_refs else None,
+            admission=admission,
+            registries=lookup.policy_registries() if refs else None,
+        )
     return Result()
 
 
@@ -131,7 +140,7 @@ def _profiles_using(policy: Any, lookup: ResourceLookup) -> list[dict[str, Any]]
     if not isinstance(spec, dict) or spec.get("allowedRegistries") is None:
         return None
     name = object_metadata(policy).get("name")
-    return [p for p in lookup.profile_objects() if _policy_ref(p) == name]
+    return [p for p in lookup.profile_objects() if name in _ref_names(p)]
 
 
 def _kind_and_name(request: dict[str, Any]) -> tuple[str, str]:

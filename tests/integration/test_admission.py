@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,13 +22,13 @@ from fleetwright.local.stack import wait_for_webhook
 from fleetwright.webhook.admission import webhook_configuration
 from fleetwright.webhook.review import load_admission_policy
 from fleetwright.webhook.server import WebhookServer
+from tests.support.corpus import CORPUS, corpus_files, expected_path
 from tests.support.providers import ClusterUnderTest
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
-CORPUS = Path(__file__).resolve().parent / "corpus"
 WEBHOOK_CONFIG = "fleetwright-admission-test"
 
 
@@ -57,25 +56,11 @@ def admission(cluster: ClusterUnderTest, tmp_path_factory: pytest.TempPathFactor
         cluster.kubectl("delete", "-f", str(REPO / "crds"), "--ignore-not-found", check=False)
 
 
-def invalid_examples() -> list[Path]:
-    return sorted((CORPUS / "invalid").glob("*.yaml"))
-
-
-def valid_examples() -> list[Path]:
-    return sorted((CORPUS / "valid").glob("*.yaml"))
-
-
-def expected_path(path: Path) -> str:
-    match = re.search(r"^# expect: (\S+)$", path.read_text(), re.MULTILINE)
-    assert match, path
-    return match.group(1)
-
-
 def test_corpus_covers_at_least_40_rules() -> None:
-    assert len(invalid_examples()) >= 40
+    assert len(corpus_files("invalid")) >= 40
 
 
-@pytest.mark.parametrize("path", invalid_examples(), ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", corpus_files("invalid"), ids=lambda p: p.stem)
 def test_invalid_example_is_rejected_naming_the_field(
     cluster: ClusterUnderTest, admission: WebhookServer, path: Path
 ) -> None:
@@ -87,7 +72,7 @@ def test_invalid_example_is_rejected_naming_the_field(
     assert gone.returncode != 0, "a rejected object must not exist"
 
 
-@pytest.mark.parametrize("path", valid_examples(), ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", corpus_files("valid"), ids=lambda p: p.stem)
 def test_valid_example_is_accepted(cluster: ClusterUnderTest, admission: WebhookServer, path: Path) -> None:
     done = cluster.kubectl("apply", "-f", str(path), check=False)
     assert done.returncode == 0, done.stderr

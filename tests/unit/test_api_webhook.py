@@ -16,6 +16,7 @@ import pytest
 from cryptography import x509
 
 from fleetwright import certs
+from fleetwright.api.common import API_VERSION
 from fleetwright.api.keys import WEBHOOK_NAME
 from fleetwright.webhook.admission import webhook_configuration
 from fleetwright.webhook.review import review
@@ -81,7 +82,7 @@ def profile(ref: str | None = "careful", version: str = "1.0.0", priority: int =
 def admission(
     operation: str, resource: str, obj: Any = None, old: Any = None, name: str = "p"
 ) -> dict[str, Any]:
-    kind = "NodeProfile" if resource == "nodeprofiles" else "DeploymentPolicy"
+    kind = {"nodeprofiles": "NodeProfile", "campaigns": "Campaign"}.get(resource, "DeploymentPolicy")
     return {
         "apiVersion": "admission.k8s.io/v1",
         "kind": "AdmissionReview",
@@ -130,6 +131,36 @@ def test_warnings_are_returned_with_an_allowed_answer() -> None:
         "spec.packages[0].configMap[config.sh]: config.sh has no config_check.sh: a shellscript-style "
         "package would pass its check without checking"
     ]
+
+
+def campaign(policy: str | None, version: str = "1.0.0", image: str = "ghcr.io/acme/a") -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "profile": {"allNodes": True, "packages": [{"name": "a", "version": version, "image": image}]},
+        "clusters": [{"name": "east", "kubeconfigSecret": "east-kubeconfig"}],
+        "stages": [{"name": "all", "clusters": ["east"]}],
+    }
+    if policy is not None:
+        spec["policy"] = {"name": policy}
+    return {"apiVersion": API_VERSION, "kind": "Campaign", "metadata": {"name": "c"}, "spec": spec}
+
+
+def test_a_campaigns_profile_gets_a_nodeprofiles_checks_under_its_path() -> None:
+    lookup = FakeLookup(set(), registries={"careful": ["registry.acme.io"]})
+    response = review(admission("CREATE", "campaigns", campaign("careful", version="1.2")), lookup)[
+        "response"
+    ]
+    assert response["allowed"] is False
+    assert {c["field"] for c in response["status"]["details"]["causes"]} == {
+        "spec.profile.packages[0].version",  # not semver
+        "spec.policy.name",  # no such DeploymentPolicy
+        "spec.profile.packages[0].image",  # not from the policy's allowedRegistries
+    }
+    assert review(admission("CREATE", "campaigns", campaign(None)), FakeLookup(set()))["response"]["allowed"]
+    # An update keeping the same policy does not look it up again (it may have vanished since).
+    kept = FakeLookup(set())
+    update = admission("UPDATE", "campaigns", campaign("careful"), old=campaign("careful"))
+    assert review(update, kept)["response"]["allowed"]
+    assert kept.policy_calls == 0
 
 
 def test_deleting_a_referenced_policy_is_refused() -> None:
@@ -187,6 +218,7 @@ def test_configuration_targets_both_kinds_and_policy_deletion() -> None:
     assert ("DELETE", "deploymentpolicies") in ops
     assert ("DELETE", "nodeprofiles") not in ops
     assert ("UPDATE", "nodeprofiles") in ops
+    assert ("CREATE", "campaigns") in ops
     in_cluster = webhook_configuration(ca_bundle="Q0E=", service=("fleetwright", "fleetwright-webhook", 443))
     assert in_cluster["webhooks"][0]["clientConfig"]["service"]["path"] == "/validate"
     with pytest.raises(ValueError, match="exactly one"):

@@ -19,25 +19,14 @@ from fleetwright.api.validation import (
     validate_object,
     validate_policy_deletion,
 )
+from tests.support.corpus import corpus_files, expected_path
 from tests.support.manifests import package_manifest, profile_manifest
 
 pytestmark = pytest.mark.unit
 
-CORPUS = Path(__file__).resolve().parents[1] / "integration" / "corpus"
-
 
 def errors(result: Result) -> dict[str, str]:
     return {e.path: e.rule for e in result.errors}
-
-
-def corpus_files(kind: str) -> list[Path]:
-    return sorted((CORPUS / kind).glob("*.yaml"))
-
-
-def expected_path(path: Path) -> str:
-    match = re.search(r"^# expect: (\S+)$", path.read_text(), re.MULTILINE)
-    assert match, f"{path.name} lacks an '# expect:' header"
-    return match.group(1)
 
 
 def test_corpus_has_at_least_40_invalid_rules() -> None:
