@@ -1,8 +1,9 @@
 """The controller's campaigns: starts each Campaign's workflow (``campaign/<name>``) with the
-DeploymentPolicies it names, aborts it when the Campaign is deleted, and mirrors what the
-workflow publishes into the Campaign's status, naming a member cluster whose rollout cannot reach
-its API server (its activities retry with ``ApiUnreachable``) as ``Unreachable``: waited for,
-never counted as failed nodes.
+DeploymentPolicies it names, aborts it when the Campaign is deleted (or gone: a campaign workflow
+of its task queue runs without its Campaign, deleted while no controller ran), and mirrors what
+the workflow publishes into the Campaign's status, naming a member cluster whose rollout cannot
+reach its API server (its activities retry with ``ApiUnreachable``) as ``Unreachable``: waited
+for, never counted as failed nodes.
 
 Like the profiles' controller it keeps nothing that matters in memory: starts use
 ``USE_EXISTING`` and the status is derived whole from the memo and the rollouts' descriptions.
@@ -31,8 +32,8 @@ from fleetwright.eventwait import wait_event
 from fleetwright.kube.client import ApiClient
 from fleetwright.kube.resources import list_objects, patch_status
 from fleetwright.process.settings import WorkerSettings
-from fleetwright.workflows.campaign import ABORTED, CampaignWorkflow
-from fleetwright.workflows.ids import campaign_workflow_id, node_workflow_id
+from fleetwright.workflows.campaign import ABORTED, CAMPAIGN_WORKFLOW, CampaignWorkflow
+from fleetwright.workflows.ids import campaign_of, campaign_workflow_id, node_workflow_id
 from fleetwright.workflows.payloads import CampaignChange, CampaignInput, CampaignProgress, Progress
 
 log = logging.getLogger("fleetwright.controller.campaigns")
@@ -183,7 +184,6 @@ class CampaignController:
         self, client: Client, api: ApiClient, settings: WorkerSettings, interval: float = 5.0
     ) -> None:
         self.client, self.api, self.settings, self.interval = client, api, settings, interval
-        self._known: set[str] = set()
         self._paused: dict[str, bool] = {}
         """Campaign -> the pause state last signalled (rebuilt by signalling once after a restart)."""
 
@@ -204,22 +204,29 @@ class CampaignController:
     async def reconcile(self) -> None:
         objects = await asyncio.to_thread(list_objects, self.api, PLURAL)
         policies = await asyncio.to_thread(list_objects, self.api, POLICY_PLURAL)
-        seen: set[str] = set()
         for obj in objects:
             try:
                 campaign = Campaign.model_validate(obj)
             except ValidationError as error:
                 log.warning("Campaign %s does not parse: %s", obj["metadata"]["name"], error)
                 continue
-            name = campaign.metadata.name or ""
-            seen.add(name)
             if obj["metadata"].get("deletionTimestamp"):
-                await self._abort(name)
+                await self._abort(campaign.metadata.name or "")
                 continue
             await self._reconcile(campaign, policies, paused=_paused(obj))
-        for gone in sorted(self._known - seen):
+        for gone in await self._orphaned({str(obj["metadata"]["name"]) for obj in objects}):
+            log.info("Campaign %s is gone: aborting its workflow", gone)
             await self._abort(gone)
-        self._known = seen
+
+    async def _orphaned(self, listed: set[str]) -> list[str]:
+        """The campaigns whose workflow runs on this controller's task queue without their Campaign:
+        deleted, also while no controller ran (a listed Campaign that does not parse is kept)."""
+        query = (
+            f"WorkflowType = '{CAMPAIGN_WORKFLOW}' AND ExecutionStatus = 'Running' "
+            f"AND TaskQueue = '{self.settings.task_queue}'"
+        )
+        running = {campaign_of(execution.id) async for execution in self.client.list_workflows(query)}
+        return sorted(running - listed)
 
     async def _reconcile(self, campaign: Campaign, policies: list[dict[str, Any]], *, paused: bool) -> None:
         name = campaign.metadata.name or ""
@@ -256,8 +263,7 @@ class CampaignController:
         unreachable = await unreachable_clusters(self.client, progress)
         status = derive(campaign, progress, unreachable, datetime.now(UTC))
         if status != campaign.status:
-            body = status.model_dump(mode="json", by_alias=True, exclude_none=True)
-            await asyncio.to_thread(patch_status, self.api, PLURAL, name, body)
+            await asyncio.to_thread(patch_status, self.api, PLURAL, name, status)
 
     async def _last_run(self, name: str) -> tuple[bool, CampaignProgress | None]:
         """Whether the campaign's workflow runs, and what its latest run published."""

@@ -319,7 +319,7 @@ class Controller:
         status = derive(inputs, previous, datetime.now(UTC).replace(microsecond=0))
         if status == previous:
             return
-        updated = await asyncio.to_thread(patch_status, self.api, PROFILE_PLURAL, name, _status_body(status))
+        updated = await asyncio.to_thread(patch_status, self.api, PROFILE_PLURAL, name, status)
         if name in self.profiles:
             self.profiles[name] = updated
         for change in transitions(previous, status):
@@ -418,11 +418,3 @@ def _status_of(obj: dict[str, Any]) -> NodeProfileStatus | None:
         return NodeProfileStatus.model_validate(raw)
     except ValidationError:
         return None  # written by someone else or an older shape: replaced whole
-
-
-def _status_body(status: NodeProfileStatus) -> dict[str, Any]:
-    """The whole status as a merge patch: unset fields as null so stale ones are removed."""
-    body: dict[str, Any] = status.model_dump(mode="json", by_alias=True, exclude_none=True)
-    for field, info in NodeProfileStatus.model_fields.items():
-        body.setdefault(info.alias or field, None)
-    return body

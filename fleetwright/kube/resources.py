@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from kubernetes import client
+from pydantic import BaseModel
 
 from fleetwright.api.common import VERSION
 from fleetwright.api.deploymentpolicy import PLURAL as POLICY_PLURAL
@@ -76,12 +77,15 @@ class ApiResourceLookup:
         return sorted(names)
 
 
-def patch_status(api: client.ApiClient, plural: str, name: str, status: dict[str, Any]) -> dict[str, Any]:
+def patch_status(api: client.ApiClient, plural: str, name: str, status: BaseModel) -> dict[str, Any]:
     """Merge-patch the status subresource of one fleetwright object; returns the updated object.
 
-    Callers send the whole derived status (absent fields as null), so a merge patch is a
+    The patch is the whole derived status with its unset fields as null (removed), so it is a
     replacement that needs no resourceVersion: the status is a view recomputed from the workflow,
     and the last writer is always as right as the first."""
+    body: dict[str, Any] = status.model_dump(mode="json", by_alias=True, exclude_none=True)
+    for field, info in type(status).model_fields.items():
+        body.setdefault(info.alias or field, None)
     custom = client.CustomObjectsApi(api)
     with classified(f"patch status of {plural}.{GROUP}/{name}"):
         obj = cast(
@@ -91,7 +95,7 @@ def patch_status(api: client.ApiClient, plural: str, name: str, status: dict[str
                 VERSION,
                 plural,
                 name,
-                {"status": status},
+                {"status": body},
                 _content_type="application/merge-patch+json",
             ),
         )

@@ -15,8 +15,16 @@ def node_workflow_id(profile: str, node: str) -> str:
     return f"node/{profile}/{node}"
 
 
+CAMPAIGN_PREFIX = "campaign/"
+
+
 def campaign_workflow_id(campaign: str) -> str:
-    return f"campaign/{campaign}"
+    return f"{CAMPAIGN_PREFIX}{campaign}"
+
+
+def campaign_of(workflow_id: str) -> str:
+    """The Campaign a campaign workflow's id names."""
+    return workflow_id.removeprefix(CAMPAIGN_PREFIX)
 
 
 def member_profile(campaign: str, cluster: str) -> str:

@@ -4,7 +4,7 @@ token of the chart's worker ServiceAccount, bound to its rules alone); the worke
 the controller as the processes run them (``run_worker`` with its member workers,
 ``run_controller`` with its campaigns). The canary cluster, its approval, then the other two at
 once; a node failing in the canary cluster halts the campaign before any node of the others is
-touched."""
+touched; a Campaign deleted while no controller runs is aborted by the next controller."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowExecutionStatus
 
 from fleetwright.api import keys
 from fleetwright.api.keys import state_key
@@ -33,9 +33,10 @@ from fleetwright.local.nodes import OUTCOME_LABEL
 from fleetwright.local.temporalserver import LocalTemporal
 from fleetwright.process.settings import WorkerSettings
 from fleetwright.worker.main import run_worker
-from fleetwright.workflows.campaign import CampaignWorkflow
+from fleetwright.workflows.campaign import ABORTED, CampaignWorkflow
 from fleetwright.workflows.enginesettings import EngineSettings
 from fleetwright.workflows.ids import campaign_workflow_id, member_profile
+from fleetwright.workflows.payloads import CampaignProgress
 from tests.support.chartrbac import worker_identity
 from tests.support.engine import kubectl_json, label_nodes, simulated_kubelet, unique
 from tests.support.providers import ClusterUnderTest
@@ -309,10 +310,20 @@ def stage_jobs(kubectl: Any, profile: str) -> list[tuple[str, str, str]]:
     ]
 
 
+async def ended_phase(client: Client, name: str) -> str | None:
+    """The phase the campaign's workflow ended with (None while it runs)."""
+    described = await client.get_workflow_handle(campaign_workflow_id(name)).describe()
+    if described.status == WorkflowExecutionStatus.RUNNING:
+        return None
+    progress: CampaignProgress = await described.memo_value("progress", type_hint=CampaignProgress)
+    return progress.phase
+
+
 async def test_a_worker_killed_mid_campaign_resumes_with_one_job_per_cluster_node_and_stage(
     cluster: ClusterUnderTest,
     members: MemberClusters,
     temporal_server: LocalTemporal,
+    temporal_client: Client,
     engine: EngineSettings,
     tmp_path: Path,
 ) -> None:
@@ -361,6 +372,15 @@ async def test_a_worker_killed_mid_campaign_resumes_with_one_job_per_cluster_nod
                     await shown(
                         cluster, name, "the campaign complete", lambda s: s.get("phase") == "Complete"
                     )
+                    # Deleted while no controller runs: the next one to start aborts its workflow.
+                    await controller.stop()
+                    cluster.kubectl("delete", "campaign", name)
+                    controller = RunningController(settings)
+                    controller.start()
+                    ended = await until(
+                        lambda: ended_phase(temporal_client, name), 60, "the deleted campaign aborted"
+                    )
+                    assert ended == ABORTED
                 finally:
                     second.terminate()
                     second.wait(timeout=30)
@@ -375,4 +395,3 @@ async def test_a_worker_killed_mid_campaign_resumes_with_one_job_per_cluster_nod
         assert jobs, cluster_name
         assert len(jobs) == len(set(jobs)), (cluster_name, sorted(jobs))
         assert {node for node, _, _ in jobs} == {n["metadata"]["name"] for n in nodes_of(kubectl, group)}
-    cluster.kubectl("delete", "campaign", name)

@@ -17,7 +17,9 @@ from typing import Any
 
 import yaml
 
+from fleetwright.api.campaign import CampaignStatus
 from fleetwright.api.keys import FINALIZER
+from fleetwright.api.nodeprofile import NodeProfileStatus
 from fleetwright.binaries import control_plane_binary
 from fleetwright.errors import ForbiddenError, NotFoundError
 from fleetwright.kube import events, eviction, jobs, nodes, nodestatus, pods, resources, secrets
@@ -184,11 +186,11 @@ def _list_campaigns(api: ApiClient, node: str) -> object:
 
 
 def _patch_campaign_status(api: ApiClient, node: str) -> object:
-    return resources.patch_status(api, "campaigns", f"absent-{node}", {"phase": "Pending"})
+    return resources.patch_status(api, "campaigns", f"absent-{node}", CampaignStatus(phase="Pending"))
 
 
 def _patch_status(api: ApiClient, node: str) -> object:
-    return resources.patch_status(api, "nodeprofiles", f"absent-{node}", {"phase": "Pending"})
+    return resources.patch_status(api, "nodeprofiles", f"absent-{node}", NodeProfileStatus(phase="Pending"))
 
 
 def _remove_finalizer(api: ApiClient, node: str) -> object:
