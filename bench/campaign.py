@@ -35,11 +35,12 @@ from pathlib import Path
 from typing import Any
 
 from kubernetes import client as k8s
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.service import RPCError
 
 from fleetwright.api import keys
-from fleetwright.api.common import ObjectMeta
+from fleetwright.api.common import API_VERSION, ObjectMeta
 from fleetwright.api.nodeprofile import NodeProfile
 from fleetwright.api.packageparts import EnvVar
 from fleetwright.kube.client import from_kubeconfig
@@ -50,6 +51,7 @@ from fleetwright.local.nodes import node_name
 from fleetwright.local.stack import LocalStack, StackOptions
 from fleetwright.process.shutdown import run_and_exit
 from fleetwright.process.temporalclient import connect
+from fleetwright.workflows.campaignreport import CLUSTER_PROGRESS_SIGNAL
 from fleetwright.workflows.ids import campaign_workflow_id, member_profile, rollout_workflow_id
 from fleetwright.workflows.payloads import RolloutInput
 
@@ -91,7 +93,7 @@ def campaign_body(
     name: str, profile: NodeProfile, policy: str, stages: list[dict[str, Any]], clusters: list[str]
 ) -> dict[str, Any]:
     return {
-        "apiVersion": "fleetwright.io/v1alpha1",
+        "apiVersion": API_VERSION,
         "kind": "Campaign",
         "metadata": {"name": name},
         "spec": {
@@ -195,6 +197,11 @@ async def wall(stack: LocalStack, client: Client, args: argparse.Namespace) -> W
 class Trial:
     failing: str
     stage: str
+    reported: float
+    """failed stage pod -> the last cluster report recorded in the campaign's history before it
+    paused its rollouts (the failing cluster's, unless another reported in between)."""
+    paused: float
+    """failed stage pod -> the campaign's workflow task that signalled the pause completed."""
     refused: dict[str, float]
     """other cluster -> failed stage pod until its rollout handled the pause."""
     started_between: int
@@ -214,6 +221,27 @@ def failed_at(cluster: LocalCluster, namespace: str, profile: str, within: float
             return time.time()
         time.sleep(0.05)
     raise SystemExit(f"{profile}: no stage pod failed within {within:.0f}s")
+
+
+async def pause_sent(client: Client, name: str) -> tuple[float, float]:
+    """From the campaign's history: the last cluster report before it paused its rollouts, and
+    the completion of the workflow task that sent the first pause (epoch seconds)."""
+    history = await client.get_workflow_handle(campaign_workflow_id(name)).fetch_history()
+    reported = task_done = last_task = 0.0
+    for event in history.events:
+        at = event.event_time.ToMicroseconds() / 1e6
+        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED and not task_done:
+            if event.workflow_execution_signaled_event_attributes.signal_name == CLUSTER_PROGRESS_SIGNAL:
+                reported = at
+        elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+            last_task = at
+        elif event.event_type == EventType.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED:
+            signal = event.signal_external_workflow_execution_initiated_event_attributes.signal_name
+            if signal == "pause" and not task_done:
+                task_done = last_task
+    if not task_done:
+        raise SystemExit(f"campaign {name}: no pause sent in its history")
+    return reported, task_done
 
 
 async def wait_phase(client: Client, name: str, phase: str, within: float) -> None:
@@ -257,6 +285,7 @@ async def trial(stack: LocalStack, client: Client, index: int, rng: random.Rando
     )
     await wait_phase(client, name, "Halted", 60)
     await asyncio.sleep(10)  # long enough for any start the pause failed to stop
+    reported, paused = await pause_sent(client, name)
     refused, between, late = {}, 0, 0
     for other in (n for n in names if n != failing):
         handled = await pause_handled(client, rollout_workflow_id(member_profile(name, other)))
@@ -264,7 +293,7 @@ async def trial(stack: LocalStack, client: Client, index: int, rng: random.Rando
         between += sum(1 for s in handled.starts if failure < s <= handled.in_effect_at)
         late += sum(1 for s in handled.starts if s > handled.in_effect_at)
     stack.cluster.kubectl("delete", "campaign,deploymentpolicy", name, "--wait=false")
-    return Trial(failing, stage, refused, between, late)
+    return Trial(failing, stage, reported - failure, paused - failure, refused, between, late)
 
 
 # ----- report -------------------------------------------------------------------------------
@@ -283,10 +312,15 @@ def summary(measured: Wall, trials: list[Trial], args: argparse.Namespace, load_
     lines += [f"halt trials: {len(trials)} (p99 of {len(trials)} trials is their maximum)"]
     lines += spread_lines(
         (
+            (
+                "failed stage pod -> the campaign has the failing cluster's report",
+                [t.reported for t in trials],
+            ),
+            ("failed stage pod -> the campaign sent the pause", [t.paused for t in trials]),
             ("failed stage pod -> each other cluster refuses new starts", every),
             ("failed stage pod -> the last other cluster refuses", last),
         ),
-        58,
+        64,
     )
     lines += [
         f"target: p99 of the last <= 5 s: {'met' if percentile(last, 99) <= 5 else 'not met'}",

@@ -55,12 +55,28 @@ def next_steps(stack: LocalStack, kept: bool) -> list[str]:
         f"  fleetwright status {profile} --watch   # the rollout, live, until it ends",
         f"  kubectl get nodes -L {status_label_key(profile)}",
         "  kubectl get pods -n training -o wide   # placed by kube-scheduler, moved by the drains",
+        *_campaign_lines(stack, examples),
         "",
         f"Logs: {stack.log_dir}/ ({ours})",
         f"      Temporal: {logs['temporal']}",
         f"Stop: Ctrl-C here, or kill -TERM {os.getpid()}: every process of the stack stops.",
     ]
     return lines + _real_node_steps(stack)
+
+
+def _campaign_lines(stack: LocalStack, examples: str) -> list[str]:
+    """With the three clusters the example Campaign names: how to roll it out across them."""
+    from fleetwright.cli.democampaign import CAMPAIGN_CLUSTERS, CAMPAIGN_EXAMPLES, Approvals
+    from fleetwright.local.stack import examples_dir
+
+    if stack.members is None or len(stack.members.clusters) + 1 != CAMPAIGN_CLUSTERS:
+        return []
+    campaign = Approvals.of(examples_dir() / CAMPAIGN_EXAMPLES)
+    return [
+        f"  kubectl apply -f {examples}/{CAMPAIGN_EXAMPLES}/  # a Campaign over cluster-1, -2 and -3",
+        f"  fleetwright campaign status {campaign.name}   # each cluster's rollout",
+        *(f"  fleetwright campaign approve {campaign.name} {stage}" for stage in campaign.stages),
+    ]
 
 
 def _metrics_lines(stack: LocalStack) -> list[str]:

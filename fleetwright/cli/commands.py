@@ -47,8 +47,9 @@ COMMANDS = {
     "controller": "serve",
     "webhook": "serve",
 }
-# The command modules that import the lab (a unit test holds this to their imports).
-LAB_COMMAND_MODULES = frozenset({"package", "cluster", "demo", "chaos"})
+# The CLI modules that import the lab (a unit test holds this to their imports): the lab commands'
+# and ``democampaign``, the demo's campaign.
+LAB_COMMAND_MODULES = frozenset({"package", "cluster", "demo", "democampaign", "chaos"})
 # The root options that take a value (``--kubeconfig PATH``): the token after one is no command.
 VALUE_OPTIONS = frozenset({"--kubeconfig", "--temporal-address", "--temporal-namespace"})
 

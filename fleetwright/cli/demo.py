@@ -275,7 +275,7 @@ def _run(nodes: int, fail_canary: bool, bad_gpu: bool, keep_running: bool, withi
             _summary(console, stack, profile, status, bad)
             if keep_running:
                 console.print("still running: Ctrl-C stops everything")
-                _wait_for_interrupt(stack)
+                wait_for_interrupt(stack)
         except KeyboardInterrupt:
             console.print("interrupted: stopping")
     console.print("stopped: no process left behind")
@@ -285,14 +285,15 @@ def _run(nodes: int, fail_canary: bool, bad_gpu: bool, keep_running: bool, withi
     return 0 if status.get("phase") == wanted else 1
 
 
-def _wait_for_interrupt(stack: LocalStack) -> None:
+def wait_for_interrupt(stack: LocalStack) -> None:
+    """Until Ctrl-C, failing if a process of the stack exits on its own."""
     while True:
         time.sleep(1.0)
         stack.check_alive()
 
 
 @app.command("demo")
-def demo(
+def demo(  # noqa: PLR0917 - typer maps each parameter to one option
     nodes: Annotated[int, typer.Option(help="Simulated GPU nodes (in racks and zones).")] = 24,
     fail_canary: Annotated[
         bool, typer.Option(help="Make every stage fail: the canary halts the rollout.")
@@ -302,6 +303,14 @@ def demo(
         typer.Option(
             help="Roll out under a node gate of GPU health checks (examples/health-gate/) and make a GPU "
             "of one node throw an XID at its gate: that node fails and the rollout halts."
+        ),
+    ] = False,
+    campaign: Annotated[
+        bool,
+        typer.Option(
+            help="Roll the change out across three local clusters (NODES each) as one Campaign "
+            "(examples/campaign/): cluster-1, an approval the demo gives, then the other two at once; "
+            "with --fail-canary the campaign halts before the other clusters start."
         ),
     ] = False,
     keep_running: Annotated[bool, typer.Option(help="Keep everything up after the rollout ends.")] = False,
@@ -314,4 +323,10 @@ def demo(
         raise typer.BadParameter(
             f"--bad-gpu needs 2 nodes or more (one passes its gate first), not {nodes}", param_hint="--nodes"
         )
+    if campaign:
+        if bad_gpu:
+            raise typer.BadParameter("choose one of --bad-gpu and --campaign", param_hint="--bad-gpu")
+        from fleetwright.cli.democampaign import run_campaign
+
+        raise typer.Exit(run_campaign(nodes, fail_canary, keep_running, timeout))
     raise typer.Exit(_run(nodes, fail_canary, bad_gpu, keep_running, timeout))

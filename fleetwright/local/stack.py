@@ -28,6 +28,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -329,14 +330,21 @@ def examples_dir() -> Path:
     return repository() / "examples"
 
 
+def example_documents(examples: Path, kind: str) -> list[dict[str, Any]]:
+    """The documents of ``kind`` in a directory of example manifests, in file order."""
+    found = []
+    for path in sorted(examples.glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if isinstance(doc, dict) and doc.get("kind") == kind:
+                found.append(doc)
+    return found
+
+
 def example_profiles(examples: Path | None = None) -> list[str]:
     """The NodeProfiles the example manifests create, by name."""
-    names = []
-    for path in sorted((examples or examples_dir()).glob("*.yaml")):
-        for doc in yaml.safe_load_all(path.read_text()):
-            if isinstance(doc, dict) and doc.get("kind") == "NodeProfile":
-                names.append(str(doc["metadata"]["name"]))
-    return names
+    return [
+        str(doc["metadata"]["name"]) for doc in example_documents(examples or examples_dir(), "NodeProfile")
+    ]
 
 
 def wait_for_webhook(

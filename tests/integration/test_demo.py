@@ -2,7 +2,8 @@
 small local fleet, then a clean shutdown with no process left behind; ``--fail-canary`` shows a
 halted rollout; ``--bad-gpu`` a health-gated one (the stack's Prometheus scraping its GPU
 exporter) where the node given an XID at its gate fails naming the check and the rollout halts
-before any later node starts. Its output goes to a pipe, as in CI or a log: the final table and the
+before any later node starts; ``--campaign`` the example Campaign over three local clusters,
+through its approval. Its output goes to a pipe, as in CI or a log: the final table and the
 hints keep one line each (nothing wrapped, nothing run together)."""
 
 from __future__ import annotations
@@ -89,4 +90,18 @@ def test_the_demo_with_a_bad_gpu_fails_that_node_at_its_gate_and_halts() -> None
     assert "  fleetwright status gpu-tuning-gated" in lines(output)
     assert f"  fleetwright logs gpu-tuning-gated {bad}" in lines(output)
     assert f"workflow node/gpu-tuning-gated/{bad}" in output
+    assert_nothing_left(output)
+
+
+def test_the_demo_of_a_campaign_rolls_out_three_clusters_after_the_approval() -> None:
+    output = run_demo("--campaign", "--nodes", "2")
+    assert "campaign Complete" in lines(output)
+    assert re.search(r"^  Ready: Complete — ", output, re.MULTILINE), output
+    # The final table: every cluster Complete with its two nodes, the approval it gave.
+    for cluster in ("cluster-1", "cluster-2", "cluster-3"):
+        assert any(
+            re.fullmatch(rf"│ {cluster} +│ Complete +│ 2/2 +│ 0 +│.*│", line) for line in lines(output)
+        ), output
+    assert "approved after stage canary" in output
+    assert "  fleetwright campaign status gpu-tuning" in lines(output)
     assert_nothing_left(output)

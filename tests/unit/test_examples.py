@@ -13,11 +13,14 @@ from typing import Any
 import pytest
 import yaml
 
+from fleetwright.api.campaign import KIND, Campaign
 from fleetwright.api.gpuchecks import dcgm_checks
 from fleetwright.cli.demo import GATED_EXAMPLES
+from fleetwright.cli.democampaign import CAMPAIGN_CLUSTERS, CAMPAIGN_EXAMPLES, Approvals
 from fleetwright.cli.validate import load_documents, validate_documents
 from fleetwright.local.gpuexporter import HEALTH_COUNTERS, gpu_labels
-from fleetwright.local.stack import example_profiles, examples_dir
+from fleetwright.local.members import cluster_names, member_secret
+from fleetwright.local.stack import example_documents, example_profiles, examples_dir
 
 pytestmark = pytest.mark.unit
 
@@ -67,3 +70,20 @@ def test_the_gated_example_runs_the_shipped_dcgm_checks_over_the_exporters_serie
     node_label = next(k for k, v in gpu_labels("n", 0, "m").items() if v == "n")
     queried = {metric for metric in HEALTH_COUNTERS for c in shipped if f"{metric}{{{node_label}=" in c.query}
     assert queried == set(HEALTH_COUNTERS)
+
+
+def test_the_campaign_example_is_valid_and_names_the_clusters_cluster_up_registers() -> None:
+    directory = examples_dir() / CAMPAIGN_EXAMPLES
+    [campaign] = [Campaign.model_validate(doc) for doc in example_documents(directory, KIND)]
+    names = cluster_names(CAMPAIGN_CLUSTERS)
+    assert [(c.name, c.kubeconfig_secret) for c in campaign.spec.clusters] == [
+        (name, member_secret(name)) for name in names
+    ]
+    policies = example_documents(directory, "DeploymentPolicy")
+    assert campaign.spec.policy is not None
+    assert [p["metadata"]["name"] for p in policies] == [campaign.spec.policy.name]
+    found, errors = load_documents("policy", yaml.safe_dump_all(policies))
+    assert errors == []
+    for doc, result in validate_documents(found):
+        assert result.issues == [], f"{doc.label}: {[str(i) for i in result.issues]}"
+    assert Approvals.of(directory).stages == {"canary": names[:1]}
