@@ -37,7 +37,6 @@ from typing import Any
 from kubernetes import client as k8s
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
-from temporalio.service import RPCError
 
 from fleetwright.api import keys
 from fleetwright.api.common import API_VERSION, ObjectMeta
@@ -61,6 +60,7 @@ from bench.harness import (
     load_line,
     loadavg,
     manifest,
+    memo_progress,
     node_lease_seconds,
     pause_handled,
     percentile,
@@ -112,13 +112,8 @@ def apply(stack: LocalStack, *bodies: dict[str, Any]) -> None:
 
 
 async def progress(client: Client, name: str) -> dict[str, Any]:
-    """The campaign's published progress (its memo); empty before the controller started it."""
-    try:
-        described = await client.get_workflow_handle(campaign_workflow_id(name)).describe()
-    except RPCError:
-        return {}
-    value: dict[str, Any] = (await described.memo()).get("progress") or {}
-    return value
+    """The campaign's published progress; empty before the controller started it."""
+    return await memo_progress(client, campaign_workflow_id(name))
 
 
 # ----- wall time against the ideal schedule ---------------------------------------------------

@@ -114,8 +114,13 @@ def manifest(model: BaseModel, name: str) -> dict[str, Any]:
 async def published_progress(client: Client, profile: str) -> dict[str, Any]:
     """The rollout's published progress (its memo), read without a worker round trip; empty
     before the controller started the rollout."""
+    return await memo_progress(client, rollout_workflow_id(profile))
+
+
+async def memo_progress(client: Client, workflow_id: str) -> dict[str, Any]:
+    """A workflow's published progress (its memo ``progress``); empty before it started."""
     try:
-        described = await client.get_workflow_handle(rollout_workflow_id(profile)).describe()
+        described = await client.get_workflow_handle(workflow_id).describe()
     except RPCError:  # not started yet
         return {}
     value: dict[str, Any] = (await described.memo()).get("progress") or {}

@@ -130,8 +130,9 @@ class BadGpu:
         return condition is not None and condition.reason == NodeReason.GATE_FAILED
 
 
-def _status(stack: LocalStack, profile: str) -> dict[str, Any]:
-    result = stack.cluster.kubectl("get", "nodeprofile", profile, "-o", "json", check=False)
+def status_of(stack: LocalStack, resource: str, name: str) -> dict[str, Any]:
+    """The status of a fleetwright object of the stack's cluster (empty if it cannot be read)."""
+    result = stack.cluster.kubectl("get", resource, name, "-o", "json", check=False)
     if result.returncode != 0:
         return {}
     status: dict[str, Any] = json.loads(result.stdout).get("status") or {}
@@ -182,7 +183,7 @@ def _watch(
     status: dict[str, Any] = {}
     with refreshing(console) as show:
         while time.monotonic() - started < within:
-            status = _status(stack, profile)
+            status = status_of(stack, "nodeprofile", profile)
             if bad is not None:
                 bad.observe(stack, time.monotonic() - started)
             show(_table(profile, status, time.monotonic() - started, bad))
@@ -273,9 +274,7 @@ def _run(nodes: int, fail_canary: bool, bad_gpu: bool, keep_running: bool, withi
             if bad is not None:
                 bad.read(stack)  # the nodes' final conditions
             _summary(console, stack, profile, status, bad)
-            if keep_running:
-                console.print("still running: Ctrl-C stops everything")
-                wait_for_interrupt(stack)
+            linger(console, stack, keep_running)
         except KeyboardInterrupt:
             console.print("interrupted: stopping")
     console.print("stopped: no process left behind")
@@ -285,8 +284,12 @@ def _run(nodes: int, fail_canary: bool, bad_gpu: bool, keep_running: bool, withi
     return 0 if status.get("phase") == wanted else 1
 
 
-def wait_for_interrupt(stack: LocalStack) -> None:
-    """Until Ctrl-C, failing if a process of the stack exits on its own."""
+def linger(console: Console, stack: LocalStack, keep_running: bool) -> None:
+    """With ``--keep-running``: keep the stack up until Ctrl-C, failing if a process of it exits
+    on its own."""
+    if not keep_running:
+        return
+    console.print("still running: Ctrl-C stops everything")
     while True:
         time.sleep(1.0)
         stack.check_alive()

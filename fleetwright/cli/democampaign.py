@@ -12,13 +12,12 @@ It reads the Campaign's status; it never decides what the campaign does.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fleetwright.cli.demo import wait_for_interrupt
+from fleetwright.cli.demo import linger, status_of
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -71,14 +70,6 @@ async def _approve(stack: LocalStack, name: str, stage: str) -> str:
     return await handle.execute_update(CampaignWorkflow.approve, stage)
 
 
-def _status(stack: LocalStack, name: str) -> dict[str, Any]:
-    result = stack.cluster.kubectl("get", "campaign", name, "-o", "json", check=False)
-    if result.returncode != 0:
-        return {}
-    status: dict[str, Any] = json.loads(result.stdout).get("status") or {}
-    return status
-
-
 def _table(name: str, status: dict[str, Any], elapsed: float, approved: list[str]) -> Table:
     from rich.table import Table
     from rich.text import Text
@@ -106,7 +97,7 @@ def _watch(console: Console, stack: LocalStack, approvals: Approvals, within: fl
     status: dict[str, Any] = {}
     with refreshing(console) as show:
         while time.monotonic() - started < within:
-            status = _status(stack, approvals.name)
+            status = status_of(stack, "campaign", approvals.name)
             stage = approvals.due(status)
             if stage is not None:
                 asyncio.run(_approve(stack, approvals.name, stage))
@@ -172,9 +163,7 @@ def run_campaign(nodes: int, fail_canary: bool, keep_running: bool, within: floa
             console.print(f"applied {examples}/: rolling out campaign/{approvals.name}")
             status = _watch(console, stack, approvals, within)
             _summary(console, stack, approvals.name, status)
-            if keep_running:
-                console.print("still running: Ctrl-C stops everything")
-                wait_for_interrupt(stack)
+            linger(console, stack, keep_running)
         except KeyboardInterrupt:
             console.print("interrupted: stopping")
     console.print("stopped: no process left behind")
