@@ -1,5 +1,6 @@
-"""The health-check measurement activity: one Prometheus instant query (``/api/v1/query``, through
-the ``fleetwright.prometheus`` adapter) for one check of a node gate, judged by the pure
+"""The health-check measurement activities: one Prometheus instant query (``/api/v1/query``, through
+the ``fleetwright.prometheus`` adapter) for one check of a node gate, or of a campaign stage's
+fleet gate over the nodes its rollout changed in a member cluster, judged by the pure
 ``planner.health.analysis`` into a typed measurement; and the external validators' wait.
 
 Thin: render the query's placeholders, ask Prometheus, parse and classify. A Prometheus that cannot
@@ -11,7 +12,7 @@ crashed worker makes Temporal run it again. Before its query it may show the nod
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Executor, ThreadPoolExecutor
 from datetime import datetime
 from typing import Any
@@ -20,13 +21,20 @@ from temporalio import activity
 
 from fleetwright.activities import nodeprogress, report
 from fleetwright.activities.errors import temporal_errors
-from fleetwright.activities.payloads import NAMES, ExternalVerdict, ExternalWaitRequest, MeasureRequest
+from fleetwright.activities.payloads import (
+    NAMES,
+    ChangedNodesMeasureRequest,
+    ExternalVerdict,
+    ExternalWaitRequest,
+    MeasureRequest,
+)
 from fleetwright.activities.waiting import Clock, blocking, heartbeat_window
-from fleetwright.api.health import ExternalValidator, render_query
+from fleetwright.api.health import ExternalValidator, nodes_alternation, render_query
+from fleetwright.api.keys import state_key
 from fleetwright.errors import (
     FleetwrightError,
 )
-from fleetwright.kube import nodestatus
+from fleetwright.kube import nodes, nodestatus
 from fleetwright.kube.client import ApiClient
 from fleetwright.planner.health.analysis import Measurement, ScopedMeasurement, classify, error, parse_answer
 from fleetwright.planner.rollout import fleetgate
@@ -87,13 +95,31 @@ def measure_fleet(prometheus: Querier, state: RolloutState, now: datetime) -> tu
     return tuple(taken)
 
 
+def changed_nodes(listed: Iterable[Mapping[str, Any]], profile: str) -> list[str]:
+    """The nodes ``profile``'s rollout changed (its state is recorded on them), by name."""
+    key = state_key(profile)
+    return sorted(
+        str(node["metadata"]["name"]) for node in listed if key in (node["metadata"].get("annotations") or {})
+    )
+
+
 class HealthActivities:
-    """The measurement activity, bound to one Prometheus and one API client (for the status)."""
+    """The measurement activities, bound to one Prometheus (another for a request that names one)
+    and one API client (for the status, and the nodes a campaign's rollout changed)."""
 
     def __init__(self, api: ApiClient, access: PrometheusAccess, *, executor: Executor | None = None) -> None:
         self.api = api
         self.prometheus = Prometheus(access)
         self.executor = executor or ThreadPoolExecutor(8, thread_name_prefix="fleetwright-health")
+        self._others: dict[str, Prometheus] = {}
+
+    def _prometheus_at(self, url: str) -> Prometheus:
+        """The configured Prometheus, or the one at ``url`` with the same credentials and CA."""
+        if not url or url == self.prometheus.access.url:
+            return self.prometheus
+        if url not in self._others:
+            self._others[url] = Prometheus(self.prometheus.access.model_copy(update={"url": url}))
+        return self._others[url]
 
     @activity.defn(name=NAMES.MEASURE)
     @temporal_errors
@@ -106,6 +132,21 @@ class HealthActivities:
             )
             await report.send(note.report)
         return await blocking(self.executor, measure, self.prometheus, request)
+
+    @activity.defn(name=NAMES.MEASURE_CHANGED)
+    @temporal_errors
+    async def measure_changed(self, request: ChangedNodesMeasureRequest) -> Measurement:
+        """One measurement of a campaign's fleet-gate check over the nodes its rollout changed in
+        this cluster (``{{nodes}}``)."""
+        listed = await blocking(self.executor, nodes.list_nodes, self.api)
+        values = {
+            "nodes": nodes_alternation(changed_nodes(listed, request.profile)),
+            "profile": request.profile,
+            "node": "",
+        }
+        measured = MeasureRequest(profile=request.profile, node="", check=request.check, placeholders=values)
+        prometheus = self._prometheus_at(request.prometheus_url)
+        return await blocking(self.executor, measure, prometheus, measured)
 
     @activity.defn(name=NAMES.WAIT_EXTERNAL)
     @temporal_errors
@@ -142,4 +183,4 @@ def health_activities(
 ) -> list[Callable[..., Any]]:
     """The health activities, ready for ``Worker(activities=...)``."""
     bound = HealthActivities(api, access, executor=executor)
-    return [bound.measure, bound.wait_external]
+    return [bound.measure, bound.measure_changed, bound.wait_external]

@@ -358,6 +358,16 @@ class MeasureRequest(NodeTarget):
     show_before: StatusNote | None = None
 
 
+class ChangedNodesMeasureRequest(Frozen):
+    """One measurement of a campaign stage's fleet-gate check in one member cluster, over the nodes
+    its rollout (``profile``) changed there."""
+
+    profile: str
+    check: MetricCheck
+    prometheus_url: str = ""
+    """The cluster's Prometheus (empty: the worker's)."""
+
+
 class ExternalWaitRequest(NodeTarget):
     """Wait for an external validator's verdict on the node."""
 
@@ -388,6 +398,7 @@ class NAMES:
     CLEAN_UP = "fleetwright.node.clean-up"
     RELEASE_RUNTIME_TAINT = "fleetwright.node.release-runtime-taint"
     MEASURE = "fleetwright.health.measure"
+    MEASURE_CHANGED = "fleetwright.health.measure-changed"
     WAIT_EXTERNAL = "fleetwright.health.wait-external"
     RUN_VALIDATION = "fleetwright.node.run-validation"
     RESOLVE_IMAGES = "fleetwright.rollout.resolve-images"

@@ -23,6 +23,7 @@ from fleetwright.api.common import (
     ObjectMeta,
 )
 from fleetwright.api.conditions import Condition
+from fleetwright.api.health import MAX_CHECKS, CheckName, MetricCheck
 from fleetwright.api.nodeprofile import NodeProfileSpec, PolicyReference
 
 KIND = "Campaign"
@@ -35,6 +36,7 @@ MAX_CLUSTER_NAME = 31
 must stay a DNS label (63 characters)."""
 KUBECONFIG_KEY = "kubeconfig"
 """The key of a member cluster's Secret that holds its kubeconfig."""
+MAX_URL = 2048
 
 
 class MemberCluster(ApiModel):
@@ -51,6 +53,13 @@ class MemberCluster(ApiModel):
         "kubeconfig for the cluster (docs/campaigns.md says what its identity needs).",
         min_length=1,
         max_length=MAX_NAME,
+    )
+    prometheus_url: str | None = Field(
+        default=None,
+        description="The Prometheus a stage's fleet gate queries for this cluster's nodes (the worker's "
+        "credentials and CA apply). Absent: the worker's prometheusUrl.",
+        max_length=MAX_URL,
+        pattern=r"^https?://",
     )
 
 
@@ -76,13 +85,24 @@ class CampaignStage(ApiModel):
     )
     soak_seconds: int = Field(
         default=0,
-        description="After every cluster of the stage completed: how long to wait before the next stage.",
+        description="After every cluster of the stage completed: how long to wait before the next stage "
+        "(after the last stage: before the campaign is Complete).",
         ge=0,
         le=30 * 86400,
     )
     approval: bool = Field(
         default=False,
         description="After the stage (and its soak): wait for `fleetwright campaign approve NAME STAGE`.",
+    )
+    checks: list[CheckName] = Field(
+        default_factory=list,
+        description="Fleet gate: names of spec.healthChecks measured, once every cluster of the stage "
+        "completed, in each of them over the nodes the campaign changed there ({{nodes}}; "
+        "{{profile}} is its rollout's profile), against the cluster's Prometheus. The next stage "
+        "starts only once the soak passed and every check passed in every cluster; a Failed one "
+        "fires the failure rule, an Inconclusive one waits for the stage's approval, a "
+        "MonitoringUnavailable one (Prometheus does not answer) holds the gate until it answers.",
+        max_length=MAX_CHECKS,
     )
 
 
@@ -137,6 +157,19 @@ class CampaignSpec(ApiModel):
     failure: CampaignFailure = Field(
         default_factory=CampaignFailure, description="The failure rule over every cluster."
     )
+    health_checks: list[MetricCheck] = Field(
+        default_factory=list,
+        description="Metric checks (Prometheus queries judged by conditions) the stages' fleet gates refer "
+        "to by name.",
+        max_length=MAX_CHECKS,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
+
+    def stage_checks(self, stage: CampaignStage) -> list[MetricCheck]:
+        """The checks of ``stage``'s fleet gate, resolved (a name without a check is admission's
+        error)."""
+        by_name = {c.name: c for c in self.health_checks}
+        return [by_name[n] for n in stage.checks if n in by_name]
 
     local_rules = (
         LocalRule(

@@ -8,9 +8,11 @@ them). Never raises on a parsed spec and never does I/O.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from fleetwright.api.deploymentpolicy import DeploymentPolicySpec, FailurePolicy, Step
+from fleetwright.api.health import MetricCheck
 
 if TYPE_CHECKING:
     from fleetwright.api.validation import Result
@@ -38,29 +40,32 @@ def check_policy_spec(spec: DeploymentPolicySpec, result: Result) -> None:
 
 def _check_health(spec: DeploymentPolicySpec, result: Result) -> None:
     """Check names are unique, and every gate names a defined check."""
-    result.check_unique(
-        [c.name for c in spec.health_checks], "spec.healthChecks", "name", "health-check-duplicate"
-    )
-    known = {c.name for c in spec.health_checks}
     steps = [(f"spec.steps[{i}]", s) for i, s in enumerate(spec.steps)]
     for c, compartment in enumerate(spec.compartments):
         steps += [(f"spec.compartments[{c}].steps[{i}]", s) for i, s in enumerate(compartment.steps)]
+    named = [
+        (f"{path}.{kind}.checks[{i}]", name, f"{kind}-unknown-check")
+        for path, step in steps
+        for kind, names in (("soak", step.soak), ("batches", step.batches))
+        for i, name in enumerate(names.checks if names is not None else ())
+    ]
+    if spec.node_gate is not None:
+        named += [
+            (f"spec.nodeGate.checks[{i}]", name, "node-gate-unknown-check")
+            for i, name in enumerate(spec.node_gate.checks)
+        ]
+    check_names(spec.health_checks, named, result)
+
+
+def check_names(checks: Sequence[MetricCheck], named: Iterable[tuple[str, str, str]], result: Result) -> None:
+    """A list of ``spec.healthChecks``: its names unique, and each (field path, name, rule) of a
+    gate naming one of them (a DeploymentPolicy's gates, a Campaign's stages)."""
+    result.check_unique([c.name for c in checks], "spec.healthChecks", "name", "health-check-duplicate")
+    known = {c.name for c in checks}
     defined = f"spec.healthChecks has: {', '.join(sorted(known)) or 'none'}"
-    for path, step in steps:
-        for kind, names in (("soak", step.soak), ("batches", step.batches)):
-            for i, name in enumerate(names.checks if names is not None else ()):
-                if name not in known:
-                    where, code = f"{path}.{kind}.checks[{i}]", f"{kind}-unknown-check"
-                    result.error(where, f"unknown check {name!r} ({defined})", code)
-    if spec.node_gate is None:
-        return
-    for i, name in enumerate(spec.node_gate.checks):
+    for path, name, rule in named:
         if name not in known:
-            result.error(
-                f"spec.nodeGate.checks[{i}]",
-                f"unknown check {name!r} (spec.healthChecks has: {', '.join(sorted(known)) or 'none'})",
-                "node-gate-unknown-check",
-            )
+            result.error(path, f"unknown check {name!r} ({defined})", rule)
 
 
 def _check_steps_against_budget(steps: list[Step], budget: int | str, path: str, result: Result) -> None:

@@ -10,8 +10,8 @@ resource quantities, the referenced policy, and deletion of a policy still in us
 from allowed registries.
 
 Owns the issues found, the supply-chain rules, parsing a manifest into its model and the entry
-points; the checks on a parsed spec are in ``fleetwright.api.profilechecks`` and
-``fleetwright.api.policychecks``. Never raises on any input and never does I/O.
+points; the checks on a parsed spec are in ``fleetwright.api.profilechecks``,
+``policychecks`` and ``campaignchecks``. Never raises on any input and never does I/O.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from fleetwright.api.campaign import MAX_CAMPAIGN_NAME, CampaignSpec, CampaignStatus
+from fleetwright.api.campaignchecks import check_campaign_spec
 from fleetwright.api.common import API_VERSION, DNS_LABEL_PATTERN, SKIP_RULES_CONTEXT, ApiModel
 from fleetwright.api.deploymentpolicy import DeploymentPolicySpec, DeploymentPolicyStatus
 from fleetwright.api.nodeprofile import NodeProfileSpec, NodeProfileStatus
@@ -370,6 +371,7 @@ def _validate_campaign(
     if spec is None:
         return result
     result.issues.extend(_rule_issues(spec, "spec"))
+    check_campaign_spec(spec, result)
     profile = Result()
     check_profile_spec(spec.profile, profile)
     if admission is not None:

@@ -5,7 +5,8 @@ one worker and controller, every cluster registered for campaigns), applies
 ``examples/campaign/`` (a DeploymentPolicy and a Campaign: cluster-1, an approval, then cluster-2
 and cluster-3 at once), shows the campaign live from its status, gives the approval once the
 stage that asks for it is complete (as ``fleetwright campaign approve`` does, through the
-workflow's update), and stops everything when the campaign ends (unless ``--keep-running``).
+workflow's update), prints the fleet gate's measurements (from the campaign's history), and stops
+everything when the campaign ends (unless ``--keep-running``).
 It reads the Campaign's status; it never decides what the campaign does.
 """
 
@@ -70,6 +71,35 @@ async def _approve(stack: LocalStack, name: str, stage: str) -> str:
     return await handle.execute_update(CampaignWorkflow.approve, stage)
 
 
+async def _gate_measurements(stack: LocalStack, name: str) -> list[str]:
+    """Each fleet-gate measurement the campaign took, from its history: ``cluster check phase value``."""
+    from temporalio.api.enums.v1 import EventType
+
+    from fleetwright.activities.payloads import NAMES, ChangedNodesMeasureRequest
+    from fleetwright.planner.health.analysis import Measurement
+    from fleetwright.process.temporalclient import connect
+    from fleetwright.workflows.ids import campaign_workflow_id
+
+    client = await connect(stack.temporal.address, stack.temporal.namespace)
+    history = await client.get_workflow_handle(campaign_workflow_id(name)).fetch_history()
+    decode = client.data_converter.decode
+    asked: dict[int, ChangedNodesMeasureRequest] = {}
+    lines = []
+    for event in history.events:
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            scheduled = event.activity_task_scheduled_event_attributes
+            if scheduled.activity_type.name == NAMES.MEASURE_CHANGED:
+                [asked[event.event_id]] = await decode(scheduled.input.payloads, [ChangedNodesMeasureRequest])
+        elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+            completed = event.activity_task_completed_event_attributes
+            request = asked.get(completed.scheduled_event_id)
+            if request is not None:
+                [measured] = await decode(completed.result.payloads, [Measurement])
+                cluster = request.profile.removeprefix(f"{name}-")
+                lines.append(f"{cluster} {measured.check} {measured.phase.value} {measured.value}")
+    return lines
+
+
 def _table(name: str, status: dict[str, Any], elapsed: float, approved: list[str]) -> Table:
     from rich.table import Table
     from rich.text import Text
@@ -116,6 +146,8 @@ def _summary(console: Console, stack: LocalStack, name: str, status: dict[str, A
     phase = status.get("phase", "unknown")
     colour = "green" if phase == "Complete" else "red"
     console.print(f"campaign [{colour}]{phase}[/]")
+    for line in asyncio.run(_gate_measurements(stack, name)):
+        console.print(f"  fleet gate: {line}", markup=False, highlight=False)
     for condition in status.get("conditions") or []:
         if condition.get("status") == "True" and condition.get("message"):
             console.print(

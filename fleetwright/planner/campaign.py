@@ -1,5 +1,6 @@
 """The campaign's decisions: which member clusters start their rollout now, whether a stage's
-gate (soak, approval) holds the next one, and the one failure rule over every cluster.
+gate (soak, fleet gate, approval) holds the next one (the last stage's, the campaign's completion),
+and the one failure rule over every cluster (failed nodes, or a failed fleet gate).
 
 Takes the campaign spec, its state, what each member's rollout last reported and ``now``;
 returns the next state and what to do. A cluster counts only what its rollout reported: one that
@@ -15,7 +16,10 @@ from enum import StrEnum
 from pydantic import Field
 
 from fleetwright.api.campaign import CampaignSpec, CampaignStage
+from fleetwright.planner import campaigngate
 from fleetwright.planner.base import Frozen
+from fleetwright.planner.campaigngate import GateMeasurement, GateRequest
+from fleetwright.planner.health.analysis import HELD, CheckPhase, Measurement
 
 COMPLETE = "Complete"
 ROLLED_BACK = "RolledBack"
@@ -24,7 +28,7 @@ ROLLED_BACK = "RolledBack"
 class CampaignPhase(StrEnum):
     PROGRESSING = "Progressing"
     WAITING = "Waiting"
-    """A stage's gate holds the next stage: its soak, or an approval."""
+    """A stage's gate holds the next stage (or completion): its soak, fleet gate or approval."""
     PAUSED = "Paused"
     HALTED = "Halted"
     """The failure rule fired: no new node starts in any cluster until resumed."""
@@ -59,6 +63,8 @@ class CampaignState(Frozen):
     """Stages a human approved the next stage after."""
     halted: str = ""
     """Why the failure rule fired (empty: it has not, or a human resumed since)."""
+    gate: tuple[GateMeasurement, ...] = ()
+    """The fleet-gate measurements of the stage in progress, once its clusters completed."""
 
 
 class CampaignDecision(Frozen):
@@ -74,6 +80,8 @@ class CampaignDecision(Frozen):
     wake_at: datetime | None = None
     failed: dict[str, int] = Field(default_factory=dict)
     """cluster -> failed nodes, for the clusters with any."""
+    measure: tuple[GateRequest, ...] = ()
+    """Fleet-gate measurements due now (the workflow takes them, ``record``s them and decides again)."""
 
 
 def decide(
@@ -93,6 +101,8 @@ def decide(
     total = sum(failed.values())
     if not state.halted and total > spec.failure.max_failed_nodes:
         state = state.model_copy(update={"halted": _halt_reason(failed, spec.failure.max_failed_nodes)})
+    if not state.halted:
+        state = state.model_copy(update={"halted": _gate_failed(spec, state)})
     if state.halted and spec.failure.action == "rollback":
         returned = all(_phase(reports, c) == ROLLED_BACK for c in state.started)
         phase = CampaignPhase.ROLLED_BACK if returned else CampaignPhase.ROLLING_BACK
@@ -130,19 +140,19 @@ def _advance(
             return _progressing(state, stage, reports, starts, failed)
         done_at = state.stage_done_at or now
         state = state.model_copy(update={"stage_done_at": done_at})
-        if state.stage + 1 < len(spec.stages):
-            held = _gate(stage, state, done_at, now)
-            if held is not None:
-                message, wake_at = held
-                return CampaignDecision(
-                    state=state,
-                    phase=CampaignPhase.WAITING,
-                    message=message,
-                    start=tuple(starts),
-                    wake_at=wake_at,
-                    failed=failed,
-                )
-        state = state.model_copy(update={"stage": state.stage + 1, "stage_done_at": None})
+        held = _gate(spec, stage, state, done_at, now)
+        if held is not None:
+            message, wake_at, measure = held
+            return CampaignDecision(
+                state=state,
+                phase=CampaignPhase.WAITING,
+                message=message,
+                start=tuple(starts),
+                wake_at=wake_at,
+                failed=failed,
+                measure=measure,
+            )
+        state = state.model_copy(update={"stage": state.stage + 1, "stage_done_at": None, "gate": ()})
     return CampaignDecision(
         state=state,
         phase=CampaignPhase.COMPLETE,
@@ -162,19 +172,48 @@ def _to_start(stage: CampaignStage, state: CampaignState, reports: Mapping[str, 
 
 
 def _gate(
-    stage: CampaignStage, state: CampaignState, done_at: datetime, now: datetime
-) -> tuple[str, datetime | None] | None:
-    """What holds the next stage after ``stage`` completed (None: nothing)."""
+    spec: CampaignSpec, stage: CampaignStage, state: CampaignState, done_at: datetime, now: datetime
+) -> tuple[str, datetime | None, tuple[GateRequest, ...]] | None:
+    """What holds the next stage (after the last: completion) once ``stage`` completed: its soak,
+    its fleet gate (measured from ``done_at`` on), its approval (None: nothing)."""
+    approve = f"(fleetwright campaign approve NAME {stage.name})"
+    approved = stage.name in state.approved
+    gate = campaigngate.view(spec, stage, state.gate, done_at, now) if stage.checks else None
+    measure = gate.due if gate is not None else ()
+    gate_wake = gate.wake_at if gate is not None else None
     soak_until = done_at + timedelta(seconds=stage.soak_seconds)
     if now < soak_until:
-        return f"stage {stage.name} soaks until {soak_until.isoformat()}", soak_until
-    if stage.approval and stage.name not in state.approved:
-        return (
-            f"stage {stage.name} complete: waiting for approval "
-            f"(fleetwright campaign approve NAME {stage.name})",
-            None,
-        )
+        measuring = f"; {gate.message}" if gate is not None else ""
+        wake_at = min(soak_until, gate_wake) if gate_wake is not None else soak_until
+        return f"stage {stage.name} soaks until {soak_until.isoformat()}{measuring}", wake_at, measure
+    if gate is not None and gate.outcome is not CheckPhase.SUCCESSFUL:
+        held = gate.outcome in HELD
+        if not (held and approved):  # a human may pass a hold for Prometheus or an Inconclusive check
+            return gate.message + (f" {approve}" if held else ""), gate_wake, measure
+    if stage.approval and not approved:
+        return f"stage {stage.name} complete: waiting for approval {approve}", None, ()
     return None
+
+
+def _gate_failed(spec: CampaignSpec, state: CampaignState) -> str:
+    """Why the fleet gate of the stage in progress failed ("" if it did not)."""
+    began = state.stage_done_at
+    if state.stage >= len(spec.stages) or began is None or not spec.stages[state.stage].checks:
+        return ""
+    shown = campaigngate.view(spec, spec.stages[state.stage], state.gate, began, began)
+    return shown.message if shown.outcome is CheckPhase.FAILED else ""
+
+
+def record(
+    spec: CampaignSpec, state: CampaignState, cluster: str, measurement: Measurement, now: datetime
+) -> CampaignState:
+    """``state`` with a fleet-gate measurement of ``cluster`` taken ``now``."""
+    if state.stage >= len(spec.stages):
+        return state
+    stage = spec.stages[state.stage]
+    return state.model_copy(
+        update={"gate": campaigngate.took(spec, stage, state.gate, cluster, measurement, now=now)}
+    )
 
 
 def _progressing(
@@ -230,5 +269,6 @@ def retarget(state: CampaignState, generation: int) -> CampaignState:
 
 
 def resume(state: CampaignState) -> CampaignState:
-    """A human resumed: a fired failure rule is counted again from the clusters' reports."""
-    return state.model_copy(update={"halted": ""})
+    """A human resumed: a fired failure rule is counted again from the clusters' reports, and a
+    fleet gate in progress measures again from the start."""
+    return state.model_copy(update={"halted": "", "gate": ()})

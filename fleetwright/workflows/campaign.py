@@ -5,7 +5,8 @@ workflows as a NodeProfile's), started on the member's task queue, where the wor
 with a Kubernetes client for that cluster (``worker.members``). The rollouts report their progress
 by signal (``cluster_progress``, sent by ``campaignreport``); each report wakes the campaign,
 which asks the pure core (``planner.campaign``) what to do: start the next clusters of the stage,
-hold at a stage's gate, or hold every cluster when the failure rule fired or a human paused
+hold at a stage's gate (measuring its fleet gate's checks in each cluster, one activity each on the
+member's queue), or hold every cluster when the failure rule fired or a human paused
 (the rollouts get ``pause``, and ``resume`` when the hold lifts). Like a rollout, the campaign
 stays once complete (a node joining a member later still gets the change) and continues as new
 when its history grows.
@@ -13,17 +14,24 @@ when its history grows.
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
+    from fleetwright.activities.health import HealthActivities
+    from fleetwright.activities.payloads import ChangedNodesMeasureRequest
     from fleetwright.api.common import ObjectMeta
     from fleetwright.api.nodeprofile import NodeProfile
     from fleetwright.planner import campaign as core
     from fleetwright.planner.campaign import CampaignDecision, CampaignPhase, ClusterReport
+    from fleetwright.planner.campaigngate import GateRequest
+    from fleetwright.planner.health import analysis
+    from fleetwright.planner.health.analysis import Measurement
+    from fleetwright.workflows import retry
     from fleetwright.workflows.ids import member_profile, member_task_queue, rollout_workflow_id
     from fleetwright.workflows.payloads import (
         CampaignChange,
@@ -132,6 +140,9 @@ class CampaignWorkflow:
             self._publish(decision)
             if self._aborted and self._rollouts_stopped():
                 return self._publish(decision, phase=ABORTED)
+            if decision.measure and not self._aborted:
+                await self._measure(decision.measure)
+                continue  # decide again with what was measured
             await self._continue_as_new_if_long()
             await self._sleep(decision)
 
@@ -170,6 +181,35 @@ class CampaignWorkflow:
             self._children.append(cluster)
         started = ClusterReport(phase="Progressing", generation=self._state.generation, message="started")
         self._reports[cluster] = started
+
+    async def _measure(self, due: tuple[GateRequest, ...]) -> None:
+        """Take the fleet-gate measurements due, each in its cluster (on the member's queue, where
+        the worker reaches that cluster and its Prometheus), and record them."""
+        taken = await asyncio.gather(*(self._measure_in(request) for request in due))
+        for request, measurement in zip(due, taken, strict=True):
+            spec = self._input.campaign.spec
+            self._state = core.record(spec, self._state, request.cluster, measurement, workflow.now())
+
+    async def _measure_in(self, request: GateRequest) -> Measurement:
+        member = next(c for c in self._input.campaign.spec.clusters if c.name == request.cluster)
+        try:
+            return await workflow.execute_activity_method(
+                HealthActivities.measure_changed,
+                ChangedNodesMeasureRequest(
+                    profile=member_profile(self._name, member.name),
+                    check=request.check,
+                    prometheus_url=member.prometheus_url or "",
+                ),
+                task_queue=member_task_queue(workflow.info().task_queue, member.kubeconfig_secret),
+                schedule_to_close_timeout=retry.GATE_MEASURE_TIMEOUT,
+                retry_policy=retry.GATE_MEASURE,
+                summary=f"measure {member.name}: {request.check.name}",
+            )
+        except ActivityError as failed:
+            # The cluster (or its worker) did not answer: an Error, which holds the gate, never
+            # fails it.
+            cause = str(failed.cause) if failed.cause is not None else str(failed)
+            return analysis.error(request.check, f"ClusterUnreachable: {member.name}: {cause}")
 
     async def _steer(self, decision: CampaignDecision) -> None:
         """Tell every started rollout what changed: abort (the campaign is aborted), roll back

@@ -18,6 +18,18 @@ API_CALL = RetryPolicy(
 )
 API_CALL_TIMEOUT = timedelta(seconds=60)
 
+# A campaign's fleet-gate measurement in a member cluster: a few attempts, then (a member that
+# cannot be reached, or no worker for it) the workflow records an Error measurement, which holds
+# the gate (MonitoringUnavailable) instead of holding the campaign's loop.
+GATE_MEASURE = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=10),
+    maximum_attempts=3,
+)
+GATE_MEASURE_TIMEOUT = timedelta(minutes=2)
+"""From scheduled to closed, retries included."""
+
 # Long waits (drain, stage Job, reboot) heartbeat; a lost worker is noticed within the heartbeat
 # timeout (``heartbeat``) and the activity resumes (idempotently) on another attempt.
 LONG_WAIT = RetryPolicy(

@@ -103,5 +103,9 @@ def test_the_demo_of_a_campaign_rolls_out_three_clusters_after_the_approval() ->
             re.fullmatch(rf"│ {cluster} +│ Complete +│ 2/2 +│ 0 +│.*│", line) for line in lines(output)
         ), output
     assert "approved after stage canary" in output
+    # The canary stage's fleet gate: two measurements of cluster-1's changed nodes on the stack's
+    # real Prometheus, before the approval.
+    gate = re.findall(r"^  fleet gate: cluster-1 gpu-xid-errors Successful \[0\.0\]$", output, re.MULTILINE)
+    assert len(gate) == 2, output
     assert "  fleetwright campaign status gpu-tuning" in lines(output)
     assert_nothing_left(output)

@@ -18,7 +18,7 @@ from fleetwright.api.gpuchecks import dcgm_checks
 from fleetwright.cli.demo import GATED_EXAMPLES
 from fleetwright.cli.democampaign import CAMPAIGN_CLUSTERS, CAMPAIGN_EXAMPLES, Approvals
 from fleetwright.cli.validate import load_documents, validate_documents
-from fleetwright.local.gpuexporter import HEALTH_COUNTERS, gpu_labels
+from fleetwright.local.gpuexporter import HEALTH_COUNTERS, XID_ERRORS, gpu_labels
 from fleetwright.local.members import cluster_names, member_secret
 from fleetwright.local.stack import example_documents, example_profiles, examples_dir
 
@@ -82,8 +82,15 @@ def test_the_campaign_example_is_valid_and_names_the_clusters_cluster_up_registe
     policies = example_documents(directory, "DeploymentPolicy")
     assert campaign.spec.policy is not None
     assert [p["metadata"]["name"] for p in policies] == [campaign.spec.policy.name]
-    found, errors = load_documents("policy", yaml.safe_dump_all(policies))
+    found, errors = load_documents(
+        "campaign",
+        yaml.safe_dump_all([*policies, campaign.model_dump(by_alias=True, exclude_none=True, mode="json")]),
+    )
     assert errors == []
     for doc, result in validate_documents(found):
         assert result.issues == [], f"{doc.label}: {[str(i) for i in result.issues]}"
     assert Approvals.of(directory).stages == {"canary": names[:1]}
+    # The canary stage's fleet gate queries the series the local GPU exporter serves.
+    [check] = campaign.spec.stage_checks(campaign.spec.stages[0])
+    node_label = next(k for k, v in gpu_labels("n", 0, "m").items() if v == "n")
+    assert f"{XID_ERRORS}{{{node_label}=~" in check.query

@@ -4,15 +4,13 @@ over every cluster's failed nodes."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fleetwright.api.campaign import CampaignSpec
-from fleetwright.local import examples
 from fleetwright.planner.campaign import (
     CampaignPhase,
     CampaignState,
@@ -22,25 +20,9 @@ from fleetwright.planner.campaign import (
     resume,
     retarget,
 )
+from tests.support.campaigns import DONE, RUNNING, T0, spec
 
 pytestmark = pytest.mark.unit
-
-T0 = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
-DONE = ClusterReport(phase="Complete", targeted=2, updated=2)
-RUNNING = ClusterReport(phase="Progressing", targeted=2)
-
-
-def spec(stages: list[dict[str, Any]], max_failed: int = 0) -> CampaignSpec:
-    names = [c for s in stages for c in s["clusters"]]
-    return CampaignSpec.model_validate(
-        {
-            "profile": examples.profile().spec.model_dump(mode="json", by_alias=True, exclude_none=True),
-            "clusters": [{"name": c, "kubeconfigSecret": f"{c}-kubeconfig"} for c in names],
-            "stages": stages,
-            "failure": {"maxFailedNodes": max_failed},
-        }
-    )
-
 
 THREE = spec(
     [

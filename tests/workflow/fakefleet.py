@@ -13,12 +13,13 @@ from typing import Any
 
 from temporalio import activity
 
-from fleetwright.activities.health import external_verdict, measure_fleet
+from fleetwright.activities.health import changed_nodes, external_verdict, measure_fleet
 from fleetwright.activities.health import measure as measure_once
 from fleetwright.activities.images import ImageResolver
 from fleetwright.activities.nodeprogress import ends_claim
 from fleetwright.activities.payloads import (
     NAMES,
+    ChangedNodesMeasureRequest,
     CleanupReport,
     CleanupRequest,
     CordonReport,
@@ -47,6 +48,7 @@ from fleetwright.activities.report import send as send_report
 from fleetwright.activities.rollout import cleared_failure, plan_turn
 from fleetwright.activities.stages import resume_index, run_stages
 from fleetwright.activities.starts import NodeStarter
+from fleetwright.api.health import nodes_alternation
 from fleetwright.api.keys import (
     NodeReason,
     claim_key,
@@ -144,6 +146,8 @@ class FakeFleet:
     """(node, check, whether the node was cordoned) of every measurement taken, in order."""
     fleet_measured: list[Measurement] = field(default_factory=list)
     """Every fleet-gate measurement the decisions took, in order."""
+    gate_measured: list[tuple[str, tuple[str, ...]]] = field(default_factory=list)
+    """(check, the nodes measured) of every campaign fleet-gate measurement, in order."""
     hold_measurements: asyncio.Event | None = None
     """When set, a measurement waits for this event before it answers."""
     """(node, the activity type that wrote a package state record), in order."""
@@ -340,6 +344,16 @@ class FakeFleet:
         self.measured.append((request.node, request.check.name, cordoned))
         return measure_once(_FakePrometheus(self, request.node), request)
 
+    @activity.defn(name=NAMES.MEASURE_CHANGED)
+    async def measure_changed(self, request: ChangedNodesMeasureRequest) -> Measurement:
+        """A campaign's fleet-gate measurement over the nodes the profile changed (the real
+        ``changed_nodes``), answered by ``metric`` (its node argument empty)."""
+        changed = changed_nodes(self.nodes.values(), request.profile)
+        self.gate_measured.append((request.check.name, tuple(changed)))
+        values = {"nodes": nodes_alternation(changed), "profile": request.profile, "node": ""}
+        measured = MeasureRequest(profile=request.profile, node="", check=request.check, placeholders=values)
+        return measure_once(_FakePrometheus(self, ""), measured)
+
     @activity.defn(name=NAMES.RUN_VALIDATION)
     async def run_validation(self, request: ValidationRequest) -> ValidationReport:
         """Creates the Job the real renderer names, or adopts it when it exists (409)."""
@@ -423,6 +437,7 @@ class FakeFleet:
             self.clean_up,
             self.release_runtime_taint,
             self.measure,
+            self.measure_changed,
             self.wait_external,
             self.run_validation,
             # The real ones: they start and look up node workflows on the test server.

@@ -1,7 +1,8 @@
 """Campaigns end to end on the workflow tier: three member clusters, each a fake fleet behind a
 worker on the member's task queue, one campaign workflow over them. The canary cluster's stage,
 its approval, then the other two at once; a node failing in the canary cluster holds the
-campaign before any other cluster starts."""
+campaign before any other cluster starts; a stage's fleet gate measures the nodes the campaign
+changed in its clusters, halts on a failed check and holds (never fails) without Prometheus."""
 
 from __future__ import annotations
 
@@ -21,13 +22,25 @@ from fleetwright.workflows.ids import member_task_queue
 from fleetwright.workflows.payloads import CampaignChange, CampaignInput, CampaignProgress
 from tests.support.rollouts import SETTINGS
 from tests.support.waiting import until
-from tests.workflow.fakefleet import FakeFleet
+from tests.workflow.fakefleet import FakeFleet, Outage, answer
 
 pytestmark = pytest.mark.workflow
 
 CLUSTERS = ("canary", "east", "west")
 
 
+XID_CHECK = {
+    "name": "xid",
+    "query": 'sum(xid{Hostname=~"{{nodes}}"})',
+    "successCondition": "result[0] == 0",
+    "count": 2,
+    "intervalSeconds": 1,
+    "consecutiveErrorLimit": 1,
+}
+GATED: list[dict[str, Any]] = [
+    {"name": "canary", "clusters": ["canary"], "checks": ["xid"]},
+    {"name": "rest", "clusters": ["east", "west"]},
+]
 TWO_STAGES: list[dict[str, Any]] = [
     {"name": "canary", "clusters": ["canary"], "approval": True},
     {"name": "rest", "clusters": ["east", "west"]},
@@ -44,6 +57,7 @@ def campaign(name: str, stages: list[dict[str, Any]], **failure: Any) -> Campaig
                 "clusters": [{"name": c, "kubeconfigSecret": f"{c}-kubeconfig"} for c in CLUSTERS],
                 "stages": stages,
                 "failure": failure,
+                "healthChecks": [XID_CHECK],
             },
         }
     )
@@ -164,3 +178,39 @@ async def test_a_new_generation_starts_the_stages_over_from_the_first(client: Cl
         done = await shows(handle, lambda p: p.generation == 2 and p.phase == "Complete", "Complete again")
     assert all(r.generation == 2 for r in done.clusters.values())
     assert {r.package.version for r in fleets["west"].stage_requests} == {"1.0.0", "1.1.0"}
+
+
+async def test_a_stage_fleet_gate_measures_its_clusters_changed_nodes_before_the_next_stage(
+    client: Client,
+) -> None:
+    fleets = {c: FakeFleet(size=2) for c in CLUSTERS}
+    async with running(client, fleets, GATED) as handle:
+        done = await shows(handle, lambda p: p.phase == "Complete", "Complete")
+    assert {r.phase for r in done.clusters.values()} == {"Complete"}
+    # Two measurements (count 2), each over both nodes the canary cluster's rollout changed.
+    assert fleets["canary"].gate_measured == [("xid", tuple(sorted(fleets["canary"].nodes)))] * 2
+    assert fleets["east"].gate_measured == fleets["west"].gate_measured == []
+
+
+async def test_a_failed_fleet_gate_check_halts_every_cluster_before_the_next_stage(client: Client) -> None:
+    fleets = {c: FakeFleet(size=2) for c in CLUSTERS}
+    fleets["canary"].metric = lambda node, promql: answer(2)  # an XID on a changed node
+    async with running(client, fleets, GATED) as handle:
+        halted = await shows(handle, lambda p: p.phase == "Halted", "Halted")
+    assert "stage canary's fleet gate Failed: canary: xid Failed" in halted.message, halted.message
+    assert {halted.clusters[c].phase for c in ("east", "west")} == {"Pending"}
+    assert not fleets["east"].started_stages
+
+
+async def test_a_fleet_gate_without_prometheus_holds_named_and_passes_once_it_answers(client: Client) -> None:
+    fleets = {c: FakeFleet(size=2) for c in CLUSTERS}
+    outage = Outage()
+    fleets["canary"].metric = outage
+    async with running(client, fleets, GATED) as handle:
+        held = await shows(handle, lambda p: "MonitoringUnavailable" in p.message, "the gate held")
+        assert held.phase == "Waiting", held
+        assert "canary: xid MonitoringUnavailable" in held.message, held.message
+        assert not fleets["east"].started_stages
+        outage.down = False
+        done = await shows(handle, lambda p: p.phase == "Complete", "Complete")
+    assert {r.phase for r in done.clusters.values()} == {"Complete"}
