@@ -266,12 +266,14 @@ def assert_rule_is_needed(installed: Installed, probe_node: str, case: RuleCase)
         wait_for(lambda: not forbidden(operation, api, probe_node), 20.0, "the role restored", interval=0.3)
 
 
-def worker_identity(cluster: ClusterUnderTest, workdir: Path) -> Installed:
+WORKER_RELEASE, WORKER_NAMESPACE = "fw", "fleetwright"
+
+
+def worker_identity(cluster: ClusterUnderTest) -> None:
     """The chart's worker ServiceAccount with its roles and bindings alone, applied in ``cluster``
-    (a campaign member: nothing else of the chart runs there), for its token's kubeconfig."""
-    release, namespace = "fw", "fleetwright"
-    docs = render(release, namespace)
-    account = f"{release}-fleetwright-worker"
+    (a campaign member: nothing else of the chart runs there)."""
+    docs = render(WORKER_RELEASE, WORKER_NAMESPACE)
+    account = f"{WORKER_RELEASE}-fleetwright-worker"
     bindings = [
         d
         for d in docs
@@ -281,8 +283,12 @@ def worker_identity(cluster: ClusterUnderTest, workdir: Path) -> Installed:
     bound = {(b["roleRef"]["kind"], b["roleRef"]["name"], b["metadata"].get("namespace")) for b in bindings}
     roles = [d for d in docs if (d["kind"], d["metadata"]["name"], d["metadata"].get("namespace")) in bound]
     account_doc = next(d for d in docs if d["kind"] == "ServiceAccount" and d["metadata"]["name"] == account)
-    installed = Installed(cluster, release, namespace, [account_doc, *roles, *bindings], workdir)
-    cluster.kubectl("create", "namespace", namespace)
-    for doc in installed.docs:
-        installed.apply(doc)
-    return installed
+    cluster.kubectl("create", "namespace", WORKER_NAMESPACE)
+    for doc in [account_doc, *roles, *bindings]:
+        cluster.kubectl("apply", "-f", "-", input=json.dumps(doc))
+
+
+def worker_kubeconfig(cluster: ClusterUnderTest, workdir: Path) -> Path:
+    """A kubeconfig of a fresh token of the worker ServiceAccount ``worker_identity`` applied."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    return Installed(cluster, WORKER_RELEASE, WORKER_NAMESPACE, [], workdir).kubeconfig("worker")
