@@ -54,31 +54,32 @@ class GateView(Frozen):
     wake_at: datetime | None = None
 
 
-def taken(gate: Sequence[GateMeasurement], cluster: str, check: MetricCheck) -> list[Measurement]:
+def _mine(gate: Sequence[GateMeasurement], cluster: str, check: str) -> list[GateMeasurement]:
     """The measurements of ``check`` in ``cluster``, in the order they were taken."""
-    return [m.measurement for m in gate if m.cluster == cluster and m.measurement.check == check.name]
+    return [m for m in gate if m.cluster == cluster and m.measurement.check == check]
 
 
 def _due_at(
-    gate: Sequence[GateMeasurement], cluster: str, check: MetricCheck, began: datetime
+    mine: Sequence[GateMeasurement], check: MetricCheck, state: CheckState, began: datetime
 ) -> datetime | None:
-    """When the next measurement of ``check`` in ``cluster`` is due (None: it ended)."""
-    so_far = [m for m in gate if m.cluster == cluster and m.measurement.check == check.name]
-    if judge(check, [m.measurement for m in so_far]).outcome in ENDED:
+    """When the next measurement of ``check`` (measured ``mine`` so far, judged ``state``) is due
+    (None: it ended)."""
+    if state.outcome in ENDED:
         return None
-    if not so_far:
-        return began + timedelta(seconds=gap_before(check, measured=0))
-    return so_far[-1].at + timedelta(seconds=gap_before(check, measured=len(so_far)))
+    last = mine[-1].at if mine else began
+    return last + timedelta(seconds=gap_before(check, measured=len(mine)))
 
 
 def _states(
     spec: CampaignSpec, stage: CampaignStage, gate: Sequence[GateMeasurement]
-) -> list[tuple[str, MetricCheck, CheckState]]:
-    return [
-        (cluster, check, judge(check, taken(gate, cluster, check)))
-        for cluster in stage.clusters
-        for check in spec.stage_checks(stage)
-    ]
+) -> list[tuple[str, MetricCheck, list[GateMeasurement], CheckState]]:
+    """Each (cluster, check) of the gate: its measurements and its state."""
+    found = []
+    for cluster in stage.clusters:
+        for check in spec.stage_checks(stage):
+            mine = _mine(gate, cluster, check.name)
+            found.append((cluster, check, mine, judge(check, [m.measurement for m in mine])))
+    return found
 
 
 def view(
@@ -86,17 +87,17 @@ def view(
 ) -> GateView:
     """The gate of ``stage`` (its clusters complete since ``began``) at ``now``."""
     states = _states(spec, stage, gate)
-    outcome = gate_outcome(s for _, _, s in states)
+    outcome = gate_outcome(s for _, _, _, s in states)
     # A check erroring is named MonitoringUnavailable from its first Error (``unavailable``).
     named = (
         f"{cluster}: {unavailable(check, s) or s.describe()}"
-        for cluster, check, s in states
+        for cluster, check, _, s in states
         if s.outcome is outcome
     )
     message = f"stage {stage.name}'s fleet gate {outcome.value}: " + "; ".join(named)
     due, wakes = [], []
-    for cluster, check, _ in states:
-        when = _due_at(gate, cluster, check, began)
+    for cluster, check, mine, state in states:
+        when = _due_at(mine, check, state, began)
         if when is None:
             continue
         if when <= now:
@@ -120,8 +121,8 @@ def took(
     check = next((c for c in spec.stage_checks(stage) if c.name == measurement.check), None)
     if check is None:  # the spec changed under it: a measurement of no check of this gate
         return tuple(gate)
-    mine = [m for m in gate if m.cluster == cluster and m.measurement.check == check.name]
-    others = [m for m in gate if not (m.cluster == cluster and m.measurement.check == check.name)]
+    mine = _mine(gate, cluster, check.name)
+    others = [m for m in gate if (m.cluster, m.measurement.check) != (cluster, check.name)]
     kept = recorded(check, [m.measurement for m in mine], measurement)
     replaced = len(kept) == len(mine)  # the last Error replaced, not followed
     mine = [

@@ -186,8 +186,8 @@ class CampaignWorkflow:
         """Take the fleet-gate measurements due, each in its cluster (on the member's queue, where
         the worker reaches that cluster and its Prometheus), and record them."""
         taken = await asyncio.gather(*(self._measure_in(request) for request in due))
+        spec = self._input.campaign.spec
         for request, measurement in zip(due, taken, strict=True):
-            spec = self._input.campaign.spec
             self._state = core.record(spec, self._state, request.cluster, measurement, workflow.now())
 
     async def _measure_in(self, request: GateRequest) -> Measurement:
